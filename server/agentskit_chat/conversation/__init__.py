@@ -1,0 +1,132 @@
+"""The conversation core: definitions, statechart, deterministic routes and decision replay.
+
+Pure Python: no gRPC, storage or telemetry. Typical use::
+
+    chat = load_definition("examples/definitions/support.yaml")
+    session = create_chat_session(chat, session_id="s1", digest_key=key)
+    outcome = session.dispatch_sync([Message("m1", Role.USER, "/start")])
+"""
+
+from ._builders import command_route, define_chat, exact_route, handler_route, pattern_route
+from ._decisions import Checkpoint, ConversationState, Decision, InputDigester
+from ._definition import ChatDefinition, ConversationSpec, Route, StateSpec
+from ._engine import (
+    DEFAULT_CALLBACK_TIMEOUT,
+    ROUTE_FAILED,
+    ROUTE_FAILED_MESSAGE,
+    DelegateOutcome,
+    FailureOutcome,
+    Outcome,
+    RouteOutcome,
+    initial_state,
+    resolve,
+    run_sync,
+)
+from ._errors import (
+    AsyncCallbackError,
+    ConfigError,
+    ConversationError,
+    DefinitionMismatchError,
+    Diagnostic,
+    ErrorCode,
+    ForeignRecordError,
+    InvalidHistoryError,
+    MalformedRecordError,
+    ReplayError,
+    SessionRecordError,
+    UnsupportedVersionError,
+)
+from ._loading import load_definition, load_definitions, parse_definition
+from ._matchers import normalize_exact
+from ._observers import TraceFanout, TraceObserver
+from ._record import (
+    MAX_RECENT_TURNS,
+    Lease,
+    SessionRecord,
+    TerminalTurn,
+    decode_session_record,
+    encode_session_record,
+)
+from ._schema import SCHEMA_PATH, definition_schema
+from ._session import ChatSession, create_chat_session
+from ._statechart import (
+    Accepted,
+    Rejected,
+    RejectionReason,
+    Statechart,
+    StatechartInstance,
+    compile_statechart,
+    create_instance,
+    transition,
+)
+from ._trace import TraceRecord, TurnOutcome
+from ._types import ConversationSnapshot, Message, Role, RouteContext, TurnKind
+
+__all__ = [
+    "DEFAULT_CALLBACK_TIMEOUT",
+    "MAX_RECENT_TURNS",
+    "ROUTE_FAILED",
+    "ROUTE_FAILED_MESSAGE",
+    "SCHEMA_PATH",
+    "Accepted",
+    "AsyncCallbackError",
+    "ChatDefinition",
+    "ChatSession",
+    "Checkpoint",
+    "ConfigError",
+    "ConversationError",
+    "ConversationSnapshot",
+    "ConversationSpec",
+    "ConversationState",
+    "Decision",
+    "DefinitionMismatchError",
+    "DelegateOutcome",
+    "Diagnostic",
+    "ErrorCode",
+    "FailureOutcome",
+    "ForeignRecordError",
+    "InputDigester",
+    "InvalidHistoryError",
+    "Lease",
+    "MalformedRecordError",
+    "Message",
+    "Outcome",
+    "Rejected",
+    "RejectionReason",
+    "ReplayError",
+    "Role",
+    "Route",
+    "RouteContext",
+    "RouteOutcome",
+    "SessionRecord",
+    "SessionRecordError",
+    "StateSpec",
+    "Statechart",
+    "StatechartInstance",
+    "TerminalTurn",
+    "TraceFanout",
+    "TraceObserver",
+    "TraceRecord",
+    "TurnKind",
+    "TurnOutcome",
+    "UnsupportedVersionError",
+    "command_route",
+    "compile_statechart",
+    "create_chat_session",
+    "create_instance",
+    "decode_session_record",
+    "define_chat",
+    "definition_schema",
+    "encode_session_record",
+    "exact_route",
+    "handler_route",
+    "initial_state",
+    "load_definition",
+    "load_definitions",
+    "normalize_exact",
+    "parse_definition",
+    "pattern_route",
+    "resolve",
+    "run_sync",
+    "transition",
+]

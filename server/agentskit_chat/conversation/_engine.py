@@ -1,0 +1,354 @@
+"""Resolve one dispatch: prune, rebuild, replay or route, or delegate to the model.
+
+This is DESIGN §2 rules 1-10 as one pure function of (definition, state, messages). It
+returns a new ConversationState inside the outcome and never mutates its inputs; the host
+decides when to commit it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final, TypeVar
+
+from ._decisions import Checkpoint, ConversationState, Decision, InputDigester
+from ._definition import ChatDefinition, Route
+from ._errors import AsyncCallbackError, InvalidHistoryError
+from ._matchers import HandlerMatcher, RouteInput, groups_of
+from ._responses import TemplateResponse
+from ._statechart import Accepted, StatechartInstance, create_instance, transition
+from ._trace import TraceRecord, TurnOutcome
+from ._types import ConversationSnapshot, Message, Role, RouteContext, TurnKind
+
+ROUTE_FAILED: Final = "route_failed"
+ROUTE_FAILED_MESSAGE: Final = "Deterministic route failed."
+DEFAULT_CALLBACK_TIMEOUT: Final = 5.0
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RouteOutcome:
+    """A route answered (or a recorded decision was replayed); the transition is in `state`."""
+
+    decision: Decision
+    replayed: bool
+    state: ConversationState
+    snapshot: ConversationSnapshot
+    trace: TraceRecord
+
+    @property
+    def response(self) -> str:
+        """The text to stream to the user."""
+        return self.decision.response
+
+
+@dataclass(frozen=True, slots=True)
+class DelegateOutcome:
+    """No route matched: send `messages`, unchanged, to the model adapter."""
+
+    messages: tuple[Message, ...] = field(repr=False)
+    message_id: str | None
+    state: ConversationState
+    snapshot: ConversationSnapshot
+    trace: TraceRecord
+
+
+@dataclass(frozen=True, slots=True)
+class FailureOutcome:
+    """A route callback raised or timed out; `state` is the untouched input state."""
+
+    route_id: str
+    message_id: str
+    error_type: str
+    """Class name of the exception, for operators; never its message."""
+    state: ConversationState
+    snapshot: ConversationSnapshot
+    trace: TraceRecord
+    code: str = ROUTE_FAILED
+    message: str = ROUTE_FAILED_MESSAGE
+
+
+Outcome = RouteOutcome | DelegateOutcome | FailureOutcome
+
+
+def initial_state(definition: ChatDefinition, session_id: str) -> ConversationState:
+    """The state of a new session: the chart's initial state and no decisions."""
+    instance = create_instance(definition.compiled.chart, id=session_id)
+    return ConversationState(instance=instance)
+
+
+def check_history(messages: Sequence[Message]) -> list[Message]:
+    """The user messages of `messages`; raises InvalidHistoryError on malformed entries."""
+    seen: set[str] = set()
+    users: list[Message] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message.id, str) or not message.id:
+            raise InvalidHistoryError(f"message {index} has an empty id")
+        if message.id in seen:
+            raise InvalidHistoryError(f"message {index} repeats an earlier message id")
+        if message.role not in _ROLES:
+            raise InvalidHistoryError(f"message {index} has an unknown role")
+        if not isinstance(message.content, str):
+            raise InvalidHistoryError(f"message {index} has non-text content")
+        seen.add(message.id)
+        if message.role == Role.USER:
+            users.append(message)
+    return users
+
+
+_ROLES: Final = frozenset(Role)
+
+
+async def resolve(
+    definition: ChatDefinition,
+    state: ConversationState,
+    messages: Sequence[Message],
+    *,
+    digester: InputDigester,
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
+    allow_async: bool = True,
+    at: float | None = None,
+) -> Outcome:
+    """Resolve the last user message of `messages` against `state`."""
+    users = check_history(messages)
+    session_id = state.instance.id
+    instance, kept = _rebuild(definition, state, users[:-1], digester)
+    if not users:
+        return _delegate(definition, instance, kept, (), messages, None)
+    last = users[-1]
+    earlier_ids = tuple(m.id for m in users[:-1])
+    digest = digester.digest(last.content)
+    prior = state.decisions.get(last.id)
+    if prior is not None and prior.input_digest == digest and prior.from_state == instance.state:
+        replayed = transition(definition.compiled.chart, instance, prior.event, at=at)
+        if isinstance(replayed, Accepted) and replayed.to_state == prior.to_state:
+            return _answer(definition, instance, replayed, kept, earlier_ids, prior, replayed=True)
+    route_input = RouteInput(last.content)
+    context = RouteContext(session_id=session_id, message_id=last.id)
+    for route in definition.compiled.routes_by_state[instance.state]:
+        try:
+            groups = await _match(route, route_input, context, callback_timeout, allow_async)
+            if groups is None:
+                continue
+            if groups:
+                context = RouteContext(session_id, last.id, MappingProxyType(dict(groups)))
+            response = await _respond(route, last.content, context, callback_timeout, allow_async)
+        except AsyncCallbackError:
+            raise
+        except Exception as exc:
+            return _fail(definition, state, instance, route, last.id, exc)
+        moved = transition(definition.compiled.chart, instance, route.event, at=at)
+        if not isinstance(moved, Accepted):  # Eligibility tables make this unreachable.
+            return _fail(definition, state, instance, route, last.id, RuntimeError())
+        decision = Decision(
+            message_id=last.id,
+            input_digest=digest,
+            route_id=route.id,
+            kind=route.kind,
+            event=route.event,
+            from_state=moved.from_state,
+            to_state=moved.to_state,
+            response=response,
+        )
+        return _answer(definition, instance, moved, kept, earlier_ids, decision, replayed=False)
+    return _delegate(definition, instance, kept, (*earlier_ids, last.id), messages, last.id)
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Drive a coroutine that never suspends to completion without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coroutine.close()
+    raise AsyncCallbackError("the dispatch suspended; await it inside an event loop instead")
+
+
+def _rebuild(
+    definition: ChatDefinition,
+    state: ConversationState,
+    earlier: Sequence[Message],
+    digester: InputDigester,
+) -> tuple[StatechartInstance, dict[str, Decision]]:
+    """Prune and replay: the position after the retained decisions of `earlier`."""
+    decisions = state.decisions
+    ids = tuple(m.id for m in earlier)
+    for checkpoint in state.checkpoints:
+        if checkpoint.message_ids == ids:
+            kept = _verified(decisions, earlier, digester)
+            if kept is not None:
+                return checkpoint.instance, kept
+            break
+    chart = definition.compiled.chart
+    instance = create_instance(chart, id=state.instance.id, at=state.instance.updated_at)
+    kept = {}
+    for message in earlier:
+        decision = decisions.get(message.id)
+        if decision is None or decision.from_state != instance.state:
+            continue
+        if decision.input_digest != digester.digest(message.content):
+            continue  # The input was edited: the decision is stale.
+        moved = transition(chart, instance, decision.event)
+        if isinstance(moved, Accepted) and moved.to_state == decision.to_state:
+            instance = moved.instance
+            kept[message.id] = decision
+    return instance, kept
+
+
+def _verified(
+    decisions: Mapping[str, Decision], earlier: Sequence[Message], digester: InputDigester
+) -> dict[str, Decision] | None:
+    """The decisions of `earlier` if every one still matches its input, else None."""
+    kept: dict[str, Decision] = {}
+    for message in earlier:
+        decision = decisions.get(message.id)
+        if decision is not None:
+            if decision.input_digest != digester.digest(message.content):
+                return None
+            kept[message.id] = decision
+    return kept
+
+
+async def _match(
+    route: Route, route_input: RouteInput, context: RouteContext, timeout: float, allow_async: bool
+) -> Mapping[str, str] | None:
+    matcher = route.matcher
+    if not isinstance(matcher, HandlerMatcher):
+        return groups_of(matcher.match(route_input, context))  # type: ignore[arg-type]
+    result = await _call(matcher.handler, route_input.text, context, timeout, allow_async)
+    return groups_of(result)
+
+
+async def _respond(
+    route: Route, text: str, context: RouteContext, timeout: float, allow_async: bool
+) -> str:
+    response = route.response
+    if isinstance(response, TemplateResponse):
+        return response.produce(text, context)
+    result = await _call(response.produce, text, context, timeout, allow_async)
+    if not isinstance(result, str):
+        raise TypeError("a route response must be a string")
+    return result
+
+
+async def _call(
+    function: Callable[[str, RouteContext], Any | Awaitable[Any]],
+    text: str,
+    context: RouteContext,
+    timeout: float,
+    allow_async: bool,
+) -> Any:
+    """Run a route callback within `timeout`; a sync callback that overruns fails too."""
+    started = time.perf_counter()
+    result = function(text, context)
+    if inspect.isawaitable(result):
+        if not allow_async:
+            if inspect.iscoroutine(result):
+                result.close()
+            raise AsyncCallbackError("an async route callback needs `await session.dispatch()`")
+        return await asyncio.wait_for(result, timeout)
+    if time.perf_counter() - started > timeout:
+        raise TimeoutError("route callback overran its time budget")
+    return result
+
+
+def _answer(
+    definition: ChatDefinition,
+    before: StatechartInstance,
+    moved: Accepted,
+    kept: dict[str, Decision],
+    earlier_ids: tuple[str, ...],
+    decision: Decision,
+    *,
+    replayed: bool,
+) -> RouteOutcome:
+    kept[decision.message_id] = decision
+    after = moved.instance
+    state = ConversationState(
+        instance=after,
+        decisions=MappingProxyType(kept),
+        checkpoints=(
+            Checkpoint(earlier_ids, before),
+            Checkpoint((*earlier_ids, decision.message_id), after),
+        ),
+    )
+    trace = TraceRecord(
+        definition_id=definition.id,
+        revision=definition.revision,
+        session_id=after.id,
+        message_id=decision.message_id,
+        kind=decision.kind,
+        outcome=TurnOutcome.COMPLETED,
+        route_id=decision.route_id,
+        from_state=decision.from_state,
+        to_state=decision.to_state,
+        replayed=replayed,
+    )
+    return RouteOutcome(decision, replayed, state, definition.snapshot(after.state), trace)
+
+
+def _delegate(
+    definition: ChatDefinition,
+    instance: StatechartInstance,
+    kept: dict[str, Decision],
+    ids: tuple[str, ...],
+    messages: Sequence[Message],
+    message_id: str | None,
+) -> DelegateOutcome:
+    state = ConversationState(
+        instance=instance,
+        decisions=MappingProxyType(kept),
+        checkpoints=(Checkpoint(ids, instance),),
+    )
+    trace = TraceRecord(
+        definition_id=definition.id,
+        revision=definition.revision,
+        session_id=instance.id,
+        message_id=message_id,
+        kind=TurnKind.AGENTIC,
+        outcome=TurnOutcome.DELEGATED,
+        route_id=None,
+        from_state=instance.state,
+        to_state=instance.state,
+        replayed=False,
+    )
+    return DelegateOutcome(
+        tuple(messages), message_id, state, definition.snapshot(instance.state), trace
+    )
+
+
+def _fail(
+    definition: ChatDefinition,
+    state: ConversationState,
+    instance: StatechartInstance,
+    route: Route,
+    message_id: str,
+    exc: BaseException,
+) -> FailureOutcome:
+    trace = TraceRecord(
+        definition_id=definition.id,
+        revision=definition.revision,
+        session_id=instance.id,
+        message_id=message_id,
+        kind=route.kind,
+        outcome=TurnOutcome.FAILED,
+        route_id=route.id,
+        from_state=instance.state,
+        to_state=instance.state,
+        replayed=False,
+        error_code=ROUTE_FAILED,
+    )
+    return FailureOutcome(
+        route_id=route.id,
+        message_id=message_id,
+        error_type=type(exc).__name__,
+        state=state,
+        snapshot=definition.snapshot(state.state),
+        trace=trace,
+    )

@@ -1,0 +1,342 @@
+"""The persisted session envelope `agentskit.chat.session` v1, decoded strictly or not at all.
+
+A record holds application metadata only: identifiers, the cursor, the current state, the
+decision log (input digests, never inputs), the active-turn lease and recent terminal
+turns. Decoding replays every decision through the definition's statechart; a record that
+does not replay is rejected whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any, Final, TypeVar
+
+from ._decisions import ConversationState, Decision
+from ._definition import ChatDefinition
+from ._engine import initial_state
+from ._errors import (
+    DefinitionMismatchError,
+    ForeignRecordError,
+    MalformedRecordError,
+    ReplayError,
+    UnsupportedVersionError,
+)
+from ._statechart import Accepted, StatechartInstance, transition
+from ._types import ROUTE_KINDS, TurnKind
+
+RECORD_FORMAT: Final = "agentskit.chat.session"
+RECORD_VERSION: Final = 1
+MAX_RECENT_TURNS: Final = 64
+OPERATIONS: Final = frozenset({"submit", "retry", "edit", "regenerate", "dispatch"})
+TERMINAL_OUTCOMES: Final = frozenset({"completed", "failed"})
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The active turn's claim on the session; it lapses at `expires_at_ms`."""
+
+    turn_id: str
+    holder: str
+    """Replica or process that runs the turn."""
+    expires_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalTurn:
+    """How a finished turn ended, kept so a repeated turn id is never executed twice."""
+
+    turn_id: str
+    operation: str
+    outcome: str
+    finished_at_ms: int
+    kind: str | None = None
+    route_id: str | None = None
+    user_message_id: str | None = None
+    assistant_message_id: str | None = None
+    error_code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """Everything persisted about a session; never any message text."""
+
+    session_id: str
+    definition_id: str
+    revision: int
+    conversation: ConversationState
+    cursor: int = 0
+    """Increases by one on every save; stores compare-and-set on it."""
+    lease: Lease | None = None
+    recent_turns: tuple[TerminalTurn, ...] = ()
+
+    @property
+    def state(self) -> str:
+        """Current conversation state."""
+        return self.conversation.state
+
+    @classmethod
+    def new(cls, definition: ChatDefinition, session_id: str) -> SessionRecord:
+        """The record of a session that has not run a turn."""
+        return cls(
+            session_id=session_id,
+            definition_id=definition.id,
+            revision=definition.revision,
+            conversation=initial_state(definition, session_id),
+        )
+
+    def with_turn(self, turn: TerminalTurn) -> SessionRecord:
+        """This record with `turn` appended, keeping the newest MAX_RECENT_TURNS."""
+        kept = (*self.recent_turns, turn)[-MAX_RECENT_TURNS:]
+        return replace(self, recent_turns=kept)
+
+    def find_turn(self, turn_id: str) -> TerminalTurn | None:
+        """The recorded terminal turn with `turn_id`, if still retained."""
+        return next((t for t in self.recent_turns if t.turn_id == turn_id), None)
+
+
+def encode_session_record(record: SessionRecord) -> bytes:
+    """Serialize `record` as compact UTF-8 JSON."""
+    body = {
+        "format": RECORD_FORMAT,
+        "version": RECORD_VERSION,
+        "session_id": record.session_id,
+        "definition": {"id": record.definition_id, "revision": record.revision},
+        "cursor": record.cursor,
+        "state": record.state,
+        "decisions": [_encode_decision(d) for d in record.conversation.decisions.values()],
+        "lease": None if record.lease is None else _encode_lease(record.lease),
+        "recent_turns": [_encode_turn(t) for t in record.recent_turns],
+    }
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _encode_decision(d: Decision) -> dict[str, Any]:
+    return {
+        "message_id": d.message_id,
+        "input_digest": d.input_digest,
+        "route_id": d.route_id,
+        "kind": str(d.kind),
+        "event": d.event,
+        "from_state": d.from_state,
+        "to_state": d.to_state,
+        "response": d.response,
+    }
+
+
+def _encode_lease(lease: Lease) -> dict[str, Any]:
+    return {"turn_id": lease.turn_id, "holder": lease.holder, "expires_at_ms": lease.expires_at_ms}
+
+
+def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
+    return {
+        "turn_id": t.turn_id,
+        "operation": t.operation,
+        "outcome": t.outcome,
+        "finished_at_ms": t.finished_at_ms,
+        "kind": t.kind,
+        "route_id": t.route_id,
+        "user_message_id": t.user_message_id,
+        "assistant_message_id": t.assistant_message_id,
+        "error_code": t.error_code,
+    }
+
+
+def decode_session_record(
+    data: bytes | str, *, definition: ChatDefinition, session_id: str
+) -> SessionRecord:
+    """Decode and verify a record for `session_id` of `definition`; raises SessionRecordError."""
+    body = _Fields(_parse(data), "")
+    if body.raw.get("format") != RECORD_FORMAT:
+        raise UnsupportedVersionError("not an agentskit.chat.session record")
+    version = body.raw.get("version")
+    if isinstance(version, bool) or version != RECORD_VERSION:
+        raise UnsupportedVersionError("unsupported session record version")
+    body.expect_keys(
+        "format",
+        "version",
+        "session_id",
+        "definition",
+        "cursor",
+        "state",
+        "decisions",
+        "lease",
+        "recent_turns",
+    )
+    if body.text("session_id") != session_id:
+        raise ForeignRecordError("the record belongs to another session")
+    ident = body.object("definition")
+    ident.expect_keys("id", "revision")
+    if ident.text("id") != definition.id or ident.integer("revision", 1) != definition.revision:
+        raise DefinitionMismatchError(
+            "the record was written for another definition id or revision"
+        )
+    cursor = body.integer("cursor", 0)
+    state = body.text("state")
+    decisions = body.items("decisions", _decode_decision)
+    lease_raw = body.raw["lease"]
+    lease = None if lease_raw is None else _decode_lease(body.object("lease"))
+    turns = body.items("recent_turns", _decode_turn)
+    if len(turns) > MAX_RECENT_TURNS:
+        raise MalformedRecordError(f"recent_turns holds more than {MAX_RECENT_TURNS} turns")
+    conversation = _replay(definition, session_id, decisions, state)
+    return SessionRecord(
+        session_id=session_id,
+        definition_id=definition.id,
+        revision=definition.revision,
+        conversation=conversation,
+        cursor=cursor,
+        lease=lease,
+        recent_turns=tuple(turns),
+    )
+
+
+def _parse(data: bytes | str) -> Any:
+    try:
+        return json.loads(data, object_pairs_hook=_unique_keys)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedRecordError("the record is not valid JSON") from exc
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise MalformedRecordError("the record repeats a key")
+    return result
+
+
+def _replay(
+    definition: ChatDefinition, session_id: str, decisions: list[Decision], state: str
+) -> ConversationState:
+    chart = definition.compiled.chart
+    routes = definition.compiled.routes_by_id
+    instance: StatechartInstance = initial_state(definition, session_id).instance
+    log: dict[str, Decision] = {}
+    for index, decision in enumerate(decisions):
+        where = f"decisions[{index}]"
+        route = routes.get(decision.route_id)
+        if route is None or route.event != decision.event:
+            raise ReplayError(f"{where} names a route or event the definition does not declare")
+        if decision.message_id in log:
+            raise ReplayError(f"{where} repeats a message id")
+        if decision.from_state != instance.state:
+            raise ReplayError(f"{where} starts from a state the replay did not reach")
+        moved = transition(chart, instance, decision.event)
+        if not isinstance(moved, Accepted) or moved.to_state != decision.to_state:
+            raise ReplayError(f"{where} is not a transition the statechart accepts")
+        instance = moved.instance
+        log[decision.message_id] = decision
+    if instance.state != state:
+        raise ReplayError("the stored state is not the state the decisions replay to")
+    return ConversationState(instance=instance, decisions=MappingProxyType(log))
+
+
+class _Fields:
+    """Typed, path-aware access to one JSON object of the record."""
+
+    def __init__(self, raw: Any, path: str) -> None:
+        if not isinstance(raw, dict):
+            raise MalformedRecordError(f"{path or 'the record'} must be an object")
+        self.raw: dict[str, Any] = raw
+        self.path = path
+
+    def _where(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def expect_keys(self, *keys: str) -> None:
+        if set(self.raw) != set(keys):
+            unknown = sorted(set(self.raw) - set(keys))
+            missing = sorted(set(keys) - set(self.raw))
+            raise MalformedRecordError(
+                f"{self.path or 'record'}: unknown keys {unknown}, missing keys {missing}"
+            )
+
+    def text(self, key: str, *, empty: bool = False) -> str:
+        value = self.raw.get(key)
+        if not isinstance(value, str) or (not empty and not value):
+            raise MalformedRecordError(f"{self._where(key)} must be a non-empty string")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        return None if self.raw.get(key) is None else self.text(key)
+
+    def integer(self, key: str, minimum: int) -> int:
+        value = self.raw.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise MalformedRecordError(f"{self._where(key)} must be an integer >= {minimum}")
+        return value
+
+    def object(self, key: str) -> _Fields:
+        return _Fields(self.raw.get(key), self._where(key))
+
+    def items(self, key: str, decode: Callable[[_Fields], T]) -> list[T]:
+        value = self.raw.get(key)
+        if not isinstance(value, list):
+            raise MalformedRecordError(f"{self._where(key)} must be a list")
+        return [decode(_Fields(item, f"{self._where(key)}[{i}]")) for i, item in enumerate(value)]
+
+    def choice(self, key: str, allowed: frozenset[str]) -> str:
+        value = self.text(key)
+        if value not in allowed:
+            raise MalformedRecordError(f"{self._where(key)} has an unknown value")
+        return value
+
+
+def _decode_decision(f: _Fields) -> Decision:
+    f.expect_keys(
+        "message_id",
+        "input_digest",
+        "route_id",
+        "kind",
+        "event",
+        "from_state",
+        "to_state",
+        "response",
+    )
+    return Decision(
+        message_id=f.text("message_id"),
+        input_digest=f.text("input_digest"),
+        route_id=f.text("route_id"),
+        kind=TurnKind(f.choice("kind", frozenset(map(str, ROUTE_KINDS)))),
+        event=f.text("event"),
+        from_state=f.text("from_state"),
+        to_state=f.text("to_state"),
+        response=f.text("response", empty=True),
+    )
+
+
+def _decode_lease(f: _Fields) -> Lease:
+    f.expect_keys("turn_id", "holder", "expires_at_ms")
+    return Lease(f.text("turn_id"), f.text("holder"), f.integer("expires_at_ms", 0))
+
+
+def _decode_turn(f: _Fields) -> TerminalTurn:
+    f.expect_keys(
+        "turn_id",
+        "operation",
+        "outcome",
+        "finished_at_ms",
+        "kind",
+        "route_id",
+        "user_message_id",
+        "assistant_message_id",
+        "error_code",
+    )
+    kind = f.optional_text("kind")
+    if kind is not None and kind not in set(map(str, TurnKind)):
+        raise MalformedRecordError(f"{f.path}.kind has an unknown value")
+    return TerminalTurn(
+        turn_id=f.text("turn_id"),
+        operation=f.choice("operation", OPERATIONS),
+        outcome=f.choice("outcome", TERMINAL_OUTCOMES),
+        finished_at_ms=f.integer("finished_at_ms", 0),
+        kind=kind,
+        route_id=f.optional_text("route_id"),
+        user_message_id=f.optional_text("user_message_id"),
+        assistant_message_id=f.optional_text("assistant_message_id"),
+        error_code=f.optional_text("error_code"),
+    )
