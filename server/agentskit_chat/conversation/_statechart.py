@@ -113,7 +113,7 @@ def chart_issues(initial: str, states: Mapping[str, Mapping[str, str]]) -> list[
                         f"transition target {target!r} is not a declared state",
                     )
                 )
-    if initial not in states:
+    if states and initial not in states:
         issues.append(
             ChartIssue(
                 "unknown_initial_state", "initial", f"initial state {initial!r} is not declared"

@@ -155,7 +155,7 @@ def _response_issues(route: Route, path: str) -> Iterator[tuple[ErrorCode, str, 
     matcher = route.matcher
     if isinstance(matcher, HandlerMatcher | MissingMatcher):
         return  # Handler groups are known only at run time.
-    if isinstance(matcher, PatternMatcher) and matcher.error is not None:
+    if isinstance(matcher, PatternMatcher) and (matcher.error is not None or not matcher.pattern):
         return
     groups = matcher.group_names if isinstance(matcher, PatternMatcher) else frozenset()
     for name in sorted(response.template.fields - CONTEXT_FIELDS - groups):

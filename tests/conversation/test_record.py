@@ -1,0 +1,248 @@
+"""Rule 13: the session envelope holds metadata only and is decoded strictly or not at all."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from agentskit_chat.conversation import (
+    MAX_RECENT_TURNS,
+    ChatDefinition,
+    ChatSession,
+    DefinitionMismatchError,
+    ForeignRecordError,
+    Lease,
+    MalformedRecordError,
+    ReplayError,
+    RouteOutcome,
+    SessionRecord,
+    SessionRecordError,
+    TerminalTurn,
+    UnsupportedVersionError,
+    decode_session_record,
+    define_chat,
+    encode_session_record,
+    load_definition,
+)
+
+from .conftest import EXAMPLES, KEY, History
+
+CANARY = "CANARY-e41c"
+
+
+def played(session: ChatSession, history: History) -> SessionRecord:
+    session.dispatch_sync(history.user("/start"))
+    session.dispatch_sync(history.user(f"chit chat {CANARY}"))
+    session.dispatch_sync(history.user("/name Ada"))
+    record = SessionRecord(
+        session_id="s1",
+        definition_id=session.definition.id,
+        revision=session.definition.revision,
+        conversation=session.state,
+        cursor=7,
+        lease=Lease(turn_id="t9", holder="replica-a", expires_at_ms=1_700_000_000_000),
+    )
+    return record.with_turn(
+        TerminalTurn(
+            turn_id="t8",
+            operation="submit",
+            outcome="completed",
+            finished_at_ms=1_699_999_999_000,
+            kind="deterministic",
+            route_id="finish",
+            user_message_id="u3",
+            assistant_message_id="a3",
+        )
+    )
+
+
+def body(record: SessionRecord) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(encode_session_record(record))
+    return result
+
+
+def decode(data: Any, definition: ChatDefinition, session_id: str = "s1") -> SessionRecord:
+    raw = data if isinstance(data, bytes | str) else json.dumps(data)
+    return decode_session_record(raw, definition=definition, session_id=session_id)
+
+
+def test_round_trip_preserves_everything(session: ChatSession, history: History) -> None:
+    record = played(session, history)
+    decoded = decode(encode_session_record(record), session.definition)
+    assert decoded == record
+    assert decoded.state == "complete"
+    assert list(decoded.conversation.decisions.values()) == list(
+        record.conversation.decisions.values()
+    )
+
+
+def test_record_holds_no_message_text(session: ChatSession, history: History) -> None:
+    encoded = encode_session_record(played(session, history))
+    assert CANARY.encode() not in encoded
+    assert b"/name Ada" not in encoded
+    assert b"/start" not in encoded
+    assert set(json.loads(encoded)) == {
+        "format",
+        "version",
+        "session_id",
+        "definition",
+        "cursor",
+        "state",
+        "decisions",
+        "lease",
+        "recent_turns",
+    }
+
+
+def test_resumed_session_replays_and_continues(session: ChatSession, history: History) -> None:
+    record = played(session, history)
+    decoded = decode(encode_session_record(record), session.definition)
+    resumed = ChatSession(
+        session.definition, session_id="s1", digest_key=KEY, state=decoded.conversation
+    )
+    outcome = resumed.dispatch_sync(history.messages)  # a retry after resume
+    assert isinstance(outcome, RouteOutcome)
+    assert outcome.replayed
+    assert outcome.response == "Welcome, Ada."
+    assert resumed.snapshot().state == "complete"
+
+
+def test_recent_turns_are_bounded() -> None:
+    definition = load_definition(EXAMPLES / "support.yaml")
+    record = SessionRecord.new(definition, "s1")
+    for index in range(MAX_RECENT_TURNS + 10):
+        record = record.with_turn(TerminalTurn(f"t{index}", "submit", "completed", index))
+    assert len(record.recent_turns) == MAX_RECENT_TURNS
+    assert record.recent_turns[0].turn_id == "t10"
+    assert record.find_turn("t73") is not None
+    assert record.find_turn("t0") is None
+
+
+# Strict decoding: each problem is a typed error, and nothing is returned.
+
+
+def test_foreign_session_is_rejected(session: ChatSession, history: History) -> None:
+    data = encode_session_record(played(session, history))
+    with pytest.raises(ForeignRecordError):
+        decode(data, session.definition, session_id="other")
+
+
+def test_other_definition_or_revision_is_rejected(session: ChatSession, history: History) -> None:
+    data = encode_session_record(played(session, history))
+    newer = dataclasses.replace(session.definition, revision=2)
+    with pytest.raises(DefinitionMismatchError):
+        decode(data, newer)
+    other = define_chat(id="other", conversation={"initial": "a", "states": {"a": {}}})
+    with pytest.raises(DefinitionMismatchError):
+        decode(data, other)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda b: b.update(version=2),
+        lambda b: b.update(version=True),
+        lambda b: b.update(format="something.else"),
+        lambda b: b.pop("format"),
+    ],
+    ids=["version-2", "version-bool", "format", "no-format"],
+)
+def test_unknown_format_or_version_is_rejected(
+    change: Any, session: ChatSession, history: History
+) -> None:
+    data = body(played(session, history))
+    change(data)
+    with pytest.raises(UnsupportedVersionError):
+        decode(data, session.definition)
+
+
+MALFORMED = [
+    ("unknown key", lambda b: b.update(extra=1)),
+    ("missing key", lambda b: b.pop("cursor")),
+    ("negative cursor", lambda b: b.update(cursor=-1)),
+    ("text cursor", lambda b: b.update(cursor="7")),
+    ("state not text", lambda b: b.update(state=3)),
+    ("decisions not a list", lambda b: b.update(decisions={})),
+    ("decision unknown key", lambda b: b["decisions"][0].update(text="/start")),
+    ("decision missing key", lambda b: b["decisions"][0].pop("input_digest")),
+    ("decision agentic kind", lambda b: b["decisions"][0].update(kind="agentic")),
+    ("lease not an object", lambda b: b.update(lease="t9")),
+    ("lease missing key", lambda b: b["lease"].pop("holder")),
+    ("turn bad operation", lambda b: b["recent_turns"][0].update(operation="explode")),
+    ("turn bad outcome", lambda b: b["recent_turns"][0].update(outcome="maybe")),
+    ("turn bad kind", lambda b: b["recent_turns"][0].update(kind="psychic")),
+    ("too many turns", lambda b: b.update(recent_turns=b["recent_turns"] * (MAX_RECENT_TURNS + 1))),
+    ("root not an object", lambda b: b.clear() or b.update({"format": None})),
+]
+
+
+@pytest.mark.parametrize("change", [m[1] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+def test_malformed_records_are_rejected(
+    change: Any, session: ChatSession, history: History
+) -> None:
+    data = body(played(session, history))
+    change(data)
+    with pytest.raises((MalformedRecordError, UnsupportedVersionError)):
+        decode(data, session.definition)
+
+
+@pytest.mark.parametrize("raw", [b"", b"{", b"[]", b"\xff", b'{"a":1,"a":2}'])
+def test_non_json_or_non_object_is_malformed(raw: bytes, support: ChatDefinition) -> None:
+    with pytest.raises(SessionRecordError) as caught:
+        decode(raw, support)
+    assert isinstance(caught.value, MalformedRecordError | UnsupportedVersionError)
+
+
+REPLAY = [
+    ("state differs", lambda b: b.update(state="idle")),
+    ("unknown route", lambda b: b["decisions"][0].update(route_id="teleport")),
+    ("event of another route", lambda b: b["decisions"][0].update(event="finish")),
+    ("wrong from-state", lambda b: b["decisions"][1].update(from_state="idle")),
+    ("wrong to-state", lambda b: b["decisions"][0].update(to_state="complete")),
+    ("out of order", lambda b: b["decisions"].reverse()),
+    (
+        "repeated message",
+        lambda b: b["decisions"][1].update(message_id=b["decisions"][0]["message_id"]),
+    ),
+]
+
+
+@pytest.mark.parametrize("change", [r[1] for r in REPLAY], ids=[r[0] for r in REPLAY])
+def test_decisions_that_do_not_replay_are_rejected(
+    change: Any, session: ChatSession, history: History
+) -> None:
+    data = body(played(session, history))
+    change(data)
+    with pytest.raises(ReplayError):
+        decode(data, session.definition)
+
+
+def test_errors_do_not_echo_record_content(session: ChatSession, history: History) -> None:
+    data = body(played(session, history))
+    data["decisions"][0]["response"] = 12
+    data["decisions"][0]["route_id"] = CANARY
+    with pytest.raises(SessionRecordError) as caught:
+        decode(data, session.definition)
+    assert CANARY not in str(caught.value)
+
+
+def test_error_codes_are_stable() -> None:
+    assert {
+        cls.code
+        for cls in (
+            MalformedRecordError,
+            UnsupportedVersionError,
+            ForeignRecordError,
+            DefinitionMismatchError,
+            ReplayError,
+        )
+    } == {
+        "record_malformed",
+        "record_version",
+        "record_foreign",
+        "definition_mismatch",
+        "record_replay",
+    }
