@@ -22,6 +22,7 @@ from agentskit_chat.conversation import (
     SessionRecordError,
     TerminalTurn,
     UnsupportedVersionError,
+    command_route,
     decode_session_record,
     define_chat,
     encode_session_record,
@@ -83,7 +84,8 @@ def test_record_holds_no_message_text(session: ChatSession, history: History) ->
     encoded = encode_session_record(played(session, history))
     assert CANARY.encode() not in encoded
     assert b"/name Ada" not in encoded
-    assert b"/start" not in encoded
+    assert b"Ada" not in encoded  # template responses are re-rendered on replay, not stored
+    assert b"What is your name" not in encoded
     assert set(json.loads(encoded)) == {
         "format",
         "version",
@@ -108,6 +110,49 @@ def test_resumed_session_replays_and_continues(session: ChatSession, history: Hi
     assert outcome.replayed
     assert outcome.response == "Welcome, Ada."
     assert resumed.snapshot().state == "complete"
+
+
+def callable_chat() -> ChatDefinition:
+    return define_chat(
+        id="calls",
+        conversation={
+            "initial": "a",
+            "states": {"a": {"on": {"go": "b"}}, "b": {}},
+            "routes": [
+                command_route(id="go", command="/go", event="go", response=lambda t, c: "made")
+            ],
+        },
+    )
+
+
+def test_callable_responses_are_stored_and_replayed_after_resume(history: History) -> None:
+    definition = callable_chat()
+    session = ChatSession(definition, session_id="s1", digest_key=KEY)
+    messages = history.user("/go")
+    session.dispatch_sync(messages)
+    record = SessionRecord.new(definition, "s1")
+    data = encode_session_record(dataclasses.replace(record, conversation=session.state))
+    assert json.loads(data)["decisions"][0]["response"] == "made"
+    decoded = decode(data, definition)
+    resumed = ChatSession(definition, session_id="s1", digest_key=KEY, state=decoded.conversation)
+    outcome = resumed.dispatch_sync(messages)
+    assert isinstance(outcome, RouteOutcome)
+    assert (outcome.replayed, outcome.response) == (True, "made")
+
+
+def test_response_storage_must_fit_the_route(session: ChatSession, history: History) -> None:
+    data = body(played(session, history))
+    data["decisions"][0]["response"] = "What is your name?"
+    with pytest.raises(ReplayError):
+        decode(data, session.definition)
+    definition = callable_chat()
+    calls = ChatSession(definition, session_id="s1", digest_key=KEY)
+    calls.dispatch_sync(history.user("/go"))
+    record = dataclasses.replace(SessionRecord.new(definition, "s1"), conversation=calls.state)
+    stored = body(record)
+    stored["decisions"][0]["response"] = None
+    with pytest.raises(ReplayError):
+        decode(stored, definition)
 
 
 def test_recent_turns_are_bounded() -> None:

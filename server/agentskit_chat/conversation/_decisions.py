@@ -27,8 +27,11 @@ class Decision:
     event: str
     from_state: str
     to_state: str
-    response: str = field(repr=False)
-    """The response that was streamed; replayed verbatim on retry and regenerate."""
+    response: str = field(repr=False, compare=False)
+    """The response that was streamed; replayed on retry and regenerate."""
+    derived: bool = False
+    """True when the response is a pure function of the input (a template over a declarative
+    matcher): replays re-render it, and session records never store it."""
 
 
 class InputDigester:

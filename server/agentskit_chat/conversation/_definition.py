@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ._matchers import Matcher
-from ._responses import Response
+from ._matchers import HandlerMatcher, Matcher
+from ._responses import Response, TemplateResponse
 from ._statechart import Statechart
 from ._types import ConversationSnapshot, TurnKind
 
@@ -35,6 +35,13 @@ class Route:
     """States the route is restricted to; None means any state that allows the event."""
     kind: TurnKind = TurnKind.DETERMINISTIC
     """Trace kind of a match: deterministic, repaired or fallback."""
+
+    @property
+    def derives_response(self) -> bool:
+        """Whether the response follows from the input alone, without application code."""
+        return isinstance(self.response, TemplateResponse) and not isinstance(
+            self.matcher, HandlerMatcher
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
@@ -125,9 +125,12 @@ async def resolve(
     digest = digester.digest(last.content)
     prior = state.decisions.get(last.id)
     if prior is not None and prior.input_digest == digest and prior.from_state == instance.state:
-        replayed = transition(definition.compiled.chart, instance, prior.event, at=at)
-        if isinstance(replayed, Accepted) and replayed.to_state == prior.to_state:
-            return _answer(definition, instance, replayed, kept, earlier_ids, prior, replayed=True)
+        replay = _replay(definition, instance, prior, last, at)
+        if replay is not None:
+            accepted, recorded = replay
+            return _answer(
+                definition, instance, accepted, kept, earlier_ids, recorded, replayed=True
+            )
     route_input = RouteInput(last.content)
     context = RouteContext(session_id=session_id, message_id=last.id)
     for route in definition.compiled.routes_by_state[instance.state]:
@@ -154,6 +157,7 @@ async def resolve(
             from_state=moved.from_state,
             to_state=moved.to_state,
             response=response,
+            derived=route.derives_response,
         )
         return _answer(definition, instance, moved, kept, earlier_ids, decision, replayed=False)
     return _delegate(definition, instance, kept, (*earlier_ids, last.id), messages, last.id)
@@ -168,6 +172,35 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
         return result
     coroutine.close()
     raise AsyncCallbackError("the dispatch suspended; await it inside an event loop instead")
+
+
+def _replay(
+    definition: ChatDefinition,
+    instance: StatechartInstance,
+    prior: Decision,
+    last: Message,
+    at: float | None,
+) -> tuple[Accepted, Decision] | None:
+    """The transition and decision of a replay; None when the decision no longer applies."""
+    moved = transition(definition.compiled.chart, instance, prior.event, at=at)
+    if not isinstance(moved, Accepted) or moved.to_state != prior.to_state:
+        return None
+    if not prior.derived:
+        return moved, prior
+    route = definition.compiled.routes_by_id.get(prior.route_id)
+    if route is None or not route.derives_response:
+        return None
+    session_id = instance.id
+    context = RouteContext(session_id=session_id, message_id=last.id)
+    groups = groups_of(route.matcher.match(RouteInput(last.content), context))  # type: ignore[arg-type]
+    if groups is None:
+        return None
+    if groups:
+        context = RouteContext(session_id, last.id, MappingProxyType(dict(groups)))
+    response = route.response.produce(last.content, context)
+    if not isinstance(response, str):
+        return None
+    return moved, (prior if response == prior.response else replace(prior, response=response))
 
 
 def _rebuild(

@@ -124,7 +124,7 @@ def _encode_decision(d: Decision) -> dict[str, Any]:
         "event": d.event,
         "from_state": d.from_state,
         "to_state": d.to_state,
-        "response": d.response,
+        "response": None if d.derived else d.response,
     }
 
 
@@ -221,6 +221,8 @@ def _replay(
         route = routes.get(decision.route_id)
         if route is None or route.event != decision.event:
             raise ReplayError(f"{where} names a route or event the definition does not declare")
+        if decision.derived != route.derives_response:
+            raise ReplayError(f"{where} stores a response its route does not produce that way")
         if decision.message_id in log:
             raise ReplayError(f"{where} repeats a message id")
         if decision.from_state != instance.state:
@@ -305,7 +307,8 @@ def _decode_decision(f: _Fields) -> Decision:
         event=f.text("event"),
         from_state=f.text("from_state"),
         to_state=f.text("to_state"),
-        response=f.text("response", empty=True),
+        response="" if f.raw.get("response") is None else f.text("response", empty=True),
+        derived=f.raw.get("response") is None,
     )
 
 
