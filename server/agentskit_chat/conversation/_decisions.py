@@ -51,19 +51,25 @@ class InputDigester:
         return mac.hexdigest()
 
 
+HistoryKey = tuple[tuple[str, ...], int]
+"""User message ids in order, and a fingerprint of their contents (process-local)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    """The chart position reached by replaying the decisions of these user message ids."""
+    """The position and decisions that the user messages identified by `key` rebuild to."""
 
-    message_ids: tuple[str, ...]
+    key: HistoryKey
     instance: StatechartInstance
+    decisions: Mapping[str, Decision]
 
 
 @dataclass(frozen=True, slots=True)
 class ConversationState:
     """A session's conversation progress: its chart instance and retained decisions.
 
-    `checkpoints` only let the next dispatch skip a rebuild; they are never persisted.
+    `checkpoints` only let the next dispatch skip a rebuild. Their content fingerprints use
+    the process's string hashing, so they are never persisted or compared across processes.
     """
 
     instance: StatechartInstance

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
-from ._decisions import Checkpoint, ConversationState, Decision, InputDigester
+from ._decisions import Checkpoint, ConversationState, Decision, HistoryKey, InputDigester
 from ._definition import ChatDefinition, Route
 from ._errors import AsyncCallbackError, InvalidHistoryError
 from ._matchers import HandlerMatcher, RouteInput, groups_of
@@ -84,8 +84,21 @@ def initial_state(definition: ChatDefinition, session_id: str) -> ConversationSt
 
 def check_history(messages: Sequence[Message]) -> list[Message]:
     """The user messages of `messages`; raises InvalidHistoryError on malformed entries."""
+    ids = {m.id for m in messages}
+    if (
+        len(ids) == len(messages)
+        and all(isinstance(i, str) and i for i in ids)
+        and _ROLES.issuperset([m.role for m in messages])
+        and all(isinstance(m.content, str) for m in messages)
+    ):
+        return [m for m in messages if m.role == Role.USER]
+    _explain(messages)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _explain(messages: Sequence[Message]) -> None:
+    """Raise InvalidHistoryError naming the first malformed message."""
     seen: set[str] = set()
-    users: list[Message] = []
     for index, message in enumerate(messages):
         if not isinstance(message.id, str) or not message.id:
             raise InvalidHistoryError(f"message {index} has an empty id")
@@ -96,9 +109,6 @@ def check_history(messages: Sequence[Message]) -> list[Message]:
         if not isinstance(message.content, str):
             raise InvalidHistoryError(f"message {index} has non-text content")
         seen.add(message.id)
-        if message.role == Role.USER:
-            users.append(message)
-    return users
 
 
 _ROLES: Final = frozenset(Role)
@@ -117,11 +127,12 @@ async def resolve(
     """Resolve the last user message of `messages` against `state`."""
     users = check_history(messages)
     session_id = state.instance.id
-    instance, kept = _rebuild(definition, state, users[:-1], digester)
+    earlier = users[:-1]
+    basis = history_key(earlier)
+    instance, kept = _rebuild(definition, state, earlier, basis, digester)
     if not users:
-        return _delegate(definition, instance, kept, (), messages, None)
+        return _delegate(definition, instance, kept, users, messages, None)
     last = users[-1]
-    earlier_ids = tuple(m.id for m in users[:-1])
     digest = digester.digest(last.content)
     prior = state.decisions.get(last.id)
     if prior is not None and prior.input_digest == digest and prior.from_state == instance.state:
@@ -129,7 +140,7 @@ async def resolve(
         if replay is not None:
             accepted, recorded = replay
             return _answer(
-                definition, instance, accepted, kept, earlier_ids, recorded, replayed=True
+                definition, instance, accepted, kept, basis, users, recorded, replayed=True
             )
     route_input = RouteInput(last.content)
     context = RouteContext(session_id=session_id, message_id=last.id)
@@ -159,8 +170,8 @@ async def resolve(
             response=response,
             derived=route.derives_response,
         )
-        return _answer(definition, instance, moved, kept, earlier_ids, decision, replayed=False)
-    return _delegate(definition, instance, kept, (*earlier_ids, last.id), messages, last.id)
+        return _answer(definition, instance, moved, kept, basis, users, decision, replayed=False)
+    return _delegate(definition, instance, kept, users, messages, last.id)
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -185,8 +196,8 @@ def _replay(
     moved = transition(definition.compiled.chart, instance, prior.event, at=at)
     if not isinstance(moved, Accepted) or moved.to_state != prior.to_state:
         return None
-    if not prior.derived:
-        return moved, prior
+    if not prior.derived or prior.response:
+        return moved, prior  # Only a decoded record lacks a derived response.
     route = definition.compiled.routes_by_id.get(prior.route_id)
     if route is None or not route.derives_response:
         return None
@@ -203,21 +214,27 @@ def _replay(
     return moved, (prior if response == prior.response else replace(prior, response=response))
 
 
+def history_key(users: Sequence[Message]) -> HistoryKey:
+    """Identity of a run of user messages: their ids, and a fingerprint of their contents."""
+    return tuple([m.id for m in users]), hash(tuple([m.content for m in users]))
+
+
 def _rebuild(
     definition: ChatDefinition,
     state: ConversationState,
     earlier: Sequence[Message],
+    basis: HistoryKey,
     digester: InputDigester,
 ) -> tuple[StatechartInstance, dict[str, Decision]]:
-    """Prune and replay: the position after the retained decisions of `earlier`."""
-    decisions = state.decisions
-    ids = tuple(m.id for m in earlier)
+    """Prune and replay: the position after the retained decisions of `earlier`.
+
+    When a checkpoint of the previous dispatch covers exactly these messages with the same
+    contents, its position is reused and nothing is replayed.
+    """
     for checkpoint in state.checkpoints:
-        if checkpoint.message_ids == ids:
-            kept = _verified(decisions, earlier, digester)
-            if kept is not None:
-                return checkpoint.instance, kept
-            break
+        if checkpoint.key == basis:
+            return checkpoint.instance, dict(checkpoint.decisions)
+    decisions = state.decisions
     chart = definition.compiled.chart
     instance = create_instance(chart, id=state.instance.id, at=state.instance.updated_at)
     kept = {}
@@ -232,20 +249,6 @@ def _rebuild(
             instance = moved.instance
             kept[message.id] = decision
     return instance, kept
-
-
-def _verified(
-    decisions: Mapping[str, Decision], earlier: Sequence[Message], digester: InputDigester
-) -> dict[str, Decision] | None:
-    """The decisions of `earlier` if every one still matches its input, else None."""
-    kept: dict[str, Decision] = {}
-    for message in earlier:
-        decision = decisions.get(message.id)
-        if decision is not None:
-            if decision.input_digest != digester.digest(message.content):
-                return None
-            kept[message.id] = decision
-    return kept
 
 
 async def _match(
@@ -296,19 +299,22 @@ def _answer(
     before: StatechartInstance,
     moved: Accepted,
     kept: dict[str, Decision],
-    earlier_ids: tuple[str, ...],
+    basis: HistoryKey,
+    users: Sequence[Message],
     decision: Decision,
     *,
     replayed: bool,
 ) -> RouteOutcome:
+    prior = MappingProxyType(dict(kept))
     kept[decision.message_id] = decision
     after = moved.instance
+    decisions = MappingProxyType(kept)
     state = ConversationState(
         instance=after,
-        decisions=MappingProxyType(kept),
+        decisions=decisions,
         checkpoints=(
-            Checkpoint(earlier_ids, before),
-            Checkpoint((*earlier_ids, decision.message_id), after),
+            Checkpoint(basis, before, prior),
+            Checkpoint(history_key(users), after, decisions),
         ),
     )
     trace = TraceRecord(
@@ -330,14 +336,15 @@ def _delegate(
     definition: ChatDefinition,
     instance: StatechartInstance,
     kept: dict[str, Decision],
-    ids: tuple[str, ...],
+    users: Sequence[Message],
     messages: Sequence[Message],
     message_id: str | None,
 ) -> DelegateOutcome:
+    decisions = MappingProxyType(kept)
     state = ConversationState(
         instance=instance,
-        decisions=MappingProxyType(kept),
-        checkpoints=(Checkpoint(ids, instance),),
+        decisions=decisions,
+        checkpoints=(Checkpoint(history_key(users), instance, decisions),),
     )
     trace = TraceRecord(
         definition_id=definition.id,

@@ -97,6 +97,7 @@ class PatternMatcher(Matcher):
     error: str | None = field(init=False, repr=False, compare=False)
     group_names: frozenset[str] = field(init=False, repr=False, compare=False)
     _regex: Any = field(init=False, repr=False, compare=False)
+    _groups: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)
     _prefix: str = field(init=False, repr=False, compare=False)
     kind: ClassVar[str] = "pattern"
 
@@ -104,14 +105,17 @@ class PatternMatcher(Matcher):
         regex: Any = None
         error: str | None = None
         try:
-            regex = re2.compile(self.pattern, _RE2_OPTIONS)
+            # Compiled over UTF-8 bytes: RE2 matches code points either way, and the bytes
+            # API skips the str wrapper's per-call offset bookkeeping.
+            regex = re2.compile(self.pattern.encode("utf-8", "surrogatepass"), _RE2_OPTIONS)
         except re2.error as exc:
             reason = exc.args[0] if exc.args else "invalid pattern"
             error = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+        groups = () if regex is None else tuple(_group_names(regex))
         object.__setattr__(self, "_regex", regex)
         object.__setattr__(self, "error", error)
-        names = frozenset(regex.groupindex) if regex is not None else frozenset()
-        object.__setattr__(self, "group_names", names)
+        object.__setattr__(self, "_groups", groups)
+        object.__setattr__(self, "group_names", frozenset(name for name, _ in groups))
         object.__setattr__(self, "_prefix", _literal_prefix(regex))
 
     @property
@@ -122,13 +126,23 @@ class PatternMatcher(Matcher):
         text = route_input.text
         if not text.startswith(self._prefix) or self._regex is None:
             return None
-        found = self._regex.fullmatch(text)
+        found = self._regex.fullmatch(text.encode("utf-8", "surrogatepass"))
         if found is None:
             return None
-        groups = found.groupdict()
-        if not groups:
+        if not self._groups:
             return EMPTY_GROUPS
-        return {name: ("" if v is None else v) for name, v in groups.items()}
+        values = {}
+        for name, index in self._groups:
+            value = found.group(index)
+            values[name] = "" if value is None else value.decode("utf-8", "surrogatepass")
+        return values
+
+
+def _group_names(regex: Any) -> list[tuple[str, int]]:
+    return [
+        (name.decode("utf-8") if isinstance(name, bytes) else name, index)
+        for name, index in regex.groupindex.items()
+    ]
 
 
 def _literal_prefix(regex: Any) -> str:

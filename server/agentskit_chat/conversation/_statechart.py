@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
@@ -153,10 +153,7 @@ def transition(
     target = chart.target(instance.state, event)
     if target is None:
         return Rejected(instance, event, RejectionReason.EVENT_NOT_ALLOWED)
-    moved = replace(
-        instance,
-        state=target,
-        version=instance.version + 1,
-        updated_at=instance.updated_at if at is None else at,
+    moved = StatechartInstance(
+        instance.id, target, instance.version + 1, instance.updated_at if at is None else at
     )
     return Accepted(instance, moved, event)
