@@ -501,7 +501,6 @@ def test_full_observer_queue_drops_records_instead_of_waiting(history: History) 
     assert fanout.dropped >= 3
     release.set()
     assert fanout.flush(timeout=5)
-    fanout.close()
 
 
 # Rule 10: route responses receive (input, context) with the session and message ids.
@@ -582,3 +581,113 @@ def test_malformed_history_is_rejected(session: ChatSession, messages: list[Mess
 def test_plain_string_roles_are_accepted(session: ChatSession) -> None:
     outcome = session.dispatch_sync([Message("m1", "user", "/start")])  # type: ignore[arg-type]
     assert isinstance(outcome, RouteOutcome)
+
+
+# Gaps found by mutation testing.
+
+RESET_STATES = {"a": {"on": {"go": "b", "reset": "a"}}, "b": {"on": {"reset": "a"}}}
+
+
+def reset_chat(counter: Counter) -> ChatDefinition:
+    return define_chat(
+        id="reset",
+        conversation={
+            "initial": "a",
+            "states": RESET_STATES,
+            "routes": [
+                command_route(id="go", command="/go", event="go", response="went"),
+                command_route(id="reset", command="/reset", event="reset", response=counter),
+            ],
+        },
+    )
+
+
+def test_edit_of_last_message_to_a_miss_drops_its_decision(
+    session: ChatSession, history: History
+) -> None:
+    session.dispatch_sync(history.user("/start"))
+    outcome = session.dispatch_sync(history.edit("u1", "hello"))
+    assert isinstance(outcome, DelegateOutcome)
+    assert session.state.decisions == {}
+    assert session.snapshot().state == "idle"
+
+
+def test_replay_requires_equal_from_state_not_just_equal_target(history: History) -> None:
+    counter = Counter("reset done")
+    session = new_session(reset_chat(counter))
+    session.dispatch_sync(history.user("/go"))
+    session.dispatch_sync(history.user("/reset"))  # recorded from b
+    assert counter.calls == 1
+    outcome = session.dispatch_sync([Message("u1", Role.USER, "hello"), history.messages[1]])
+    assert isinstance(outcome, RouteOutcome)
+    assert not outcome.replayed
+    assert outcome.decision.from_state == "a"
+    assert counter.calls == 2
+
+
+def test_rebuild_drops_decision_whose_from_state_differs(history: History) -> None:
+    session = new_session(reset_chat(Counter("reset done")))
+    session.dispatch_sync(history.user("/go"))
+    session.dispatch_sync(history.user("/reset"))
+    edited = [
+        Message("u1", Role.USER, "hello"),
+        history.messages[1],
+        Message("u3", Role.USER, "hi"),
+    ]
+    outcome = session.dispatch_sync(edited)
+    assert isinstance(outcome, DelegateOutcome)
+    assert session.state.decisions == {}
+
+
+def test_checkpoint_is_keyed_by_message_ids(session: ChatSession) -> None:
+    session.dispatch_sync([Message("u1", Role.USER, "/start")])
+    session.dispatch_sync([Message("x1", Role.USER, "/start"), Message("x2", Role.USER, "hi")])
+    assert set(session.state.decisions) <= {"x1", "x2"}
+    assert session.snapshot().state == "idle"
+
+
+def test_failure_trace_and_snapshot_describe_the_committed_state(history: History) -> None:
+    definition = chat(
+        command_route(id="start", command="/start", event="start", response="ok"),
+        command_route(id="bad", command="/boom", event="finish", response=boom),
+    )
+    session = new_session(definition)
+    session.dispatch_sync(history.user("/start"))
+    outcome = session.dispatch_sync(history.user("/boom"))
+    assert isinstance(outcome, FailureOutcome)
+    assert outcome.trace.error_code == ROUTE_FAILED
+    assert outcome.snapshot == session.snapshot()
+    assert outcome.trace.from_state == outcome.trace.to_state == session.snapshot().state
+
+
+def test_unhashable_ids_or_roles_are_invalid_history(session: ChatSession) -> None:
+    for bad in (Message(["x"], Role.USER, "x"), Message("m", ["user"], "x")):  # type: ignore[arg-type]
+        with pytest.raises(InvalidHistoryError):
+            session.dispatch_sync([bad])
+
+
+def test_state_of_another_definition_is_refused(support: ChatDefinition) -> None:
+    other = define_chat(id="o", conversation={"initial": "zz", "states": {"zz": {}}})
+    foreign = create_chat_session(other, session_id="s1", digest_key=KEY).state
+    with pytest.raises(ValueError, match="not a state"):
+        ChatSession(support, session_id="s1", digest_key=KEY, state=foreign)
+    with pytest.raises(ValueError, match="another session"):
+        ChatSession(support, session_id="s2", digest_key=KEY, state=new_session(support).state)
+
+
+def test_delivery_thread_ends_when_idle(history: History) -> None:
+    from agentskit_chat.conversation import TraceFanout
+
+    seen: list[TraceRecord] = []
+    fanout = TraceFanout([seen.append], idle_seconds=0.01)
+    definition = chat(command_route(id="r", command="/start", event="start", response="ok"))
+    session = new_session(definition, on_trace=fanout)
+    session.dispatch_sync(history.user("/start"))
+    assert fanout.flush(timeout=5)
+    deadline = time.monotonic() + 5
+    while any(t.name == "agentskit-chat-trace" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the delivery thread did not end"
+        time.sleep(0.01)
+    session.dispatch_sync(history.messages)  # a new record starts a new thread
+    assert fanout.flush(timeout=5)
+    assert len(seen) == 2

@@ -8,7 +8,6 @@ from agentskit_chat.conversation import RouteContext, normalize_exact
 from agentskit_chat.conversation._matchers import (
     CommandMatcher,
     ExactMatcher,
-    HandlerMatcher,
     PatternMatcher,
     RouteInput,
     groups_of,
@@ -51,6 +50,7 @@ def test_pattern_must_match_the_whole_input() -> None:
     matcher = PatternMatcher(r"/name (?P<name>\S.*)")
     assert matches(matcher, "/name Ada Lovelace") == {"name": "Ada Lovelace"}
     assert matches(matcher, "say /name Ada") is None
+    assert matches(PatternMatcher("/start"), "/start now") is None
     assert matches(matcher, "/name ") is None
 
 
@@ -87,14 +87,3 @@ def test_handler_results_normalize() -> None:
     assert groups_of({"a": 1}) == {"a": "1"}  # type: ignore[dict-item]
     with pytest.raises(TypeError):
         groups_of("yes")  # type: ignore[arg-type]
-
-
-def test_handler_receives_text_and_context() -> None:
-    seen: list[tuple[str, RouteContext]] = []
-
-    def handler(text: str, context: RouteContext) -> bool:
-        seen.append((text, context))
-        return True
-
-    assert matches(HandlerMatcher(handler), "hi") is True
-    assert seen == [("hi", CONTEXT)]

@@ -274,6 +274,22 @@ def test_errors_do_not_echo_record_content(session: ChatSession, history: Histor
     assert CANARY not in str(caught.value)
 
 
+def test_unknown_keys_are_not_echoed(session: ChatSession, history: History) -> None:
+    data = body(played(session, history))
+    data[CANARY] = 1
+    with pytest.raises(MalformedRecordError) as caught:
+        decode(data, session.definition)
+    assert CANARY not in str(caught.value)
+
+
+def test_encoding_refuses_a_state_of_another_session(
+    session: ChatSession, history: History
+) -> None:
+    record = dataclasses.replace(played(session, history), session_id="other")
+    with pytest.raises(ValueError, match="another session"):
+        encode_session_record(record)
+
+
 def test_error_codes_are_stable() -> None:
     assert {
         cls.code

@@ -398,3 +398,20 @@ def test_code_defined_handlers_and_responses_must_be_callable() -> None:
         )
     assert [d.code for d in caught.value.diagnostics] == [ErrorCode.INVALID_CALLABLE]
     assert caught.value.diagnostics[0].path == "conversation.routes[0].handler"
+
+
+@pytest.mark.parametrize(
+    "conversation",
+    [
+        {"initial": "a", "states": {"a": None, "b": 3}},
+        {"initial": "a", "states": {"a": {"on": {"go": 7}}}},
+        {"initial": "a", "states": ["a"]},
+        {"initial": 1, "states": {"a": {}}, "routes": "none"},
+    ],
+    ids=["state-not-mapping", "target-not-text", "states-not-mapping", "wrong-types"],
+)
+def test_malformed_code_structures_are_config_errors(conversation: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        define_chat(id="code", conversation=conversation)
+    assert all(d.file == "<code>" for d in caught.value.diagnostics)
+    assert ErrorCode.INVALID_TYPE in {d.code for d in caught.value.diagnostics}

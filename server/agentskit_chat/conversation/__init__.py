@@ -7,7 +7,7 @@ Pure Python: no gRPC, storage or telemetry. Typical use::
     outcome = session.dispatch_sync([Message("m1", Role.USER, "/start")])
 """
 
-from ._builders import command_route, define_chat, exact_route, handler_route, pattern_route
+from ._builders import command_route, exact_route, handler_route, pattern_route
 from ._decisions import Checkpoint, ConversationState, Decision, InputDigester
 from ._definition import ChatDefinition, ConversationSpec, Route, StateSpec
 from ._engine import (
@@ -36,7 +36,7 @@ from ._errors import (
     SessionRecordError,
     UnsupportedVersionError,
 )
-from ._loading import load_definition, load_definitions, parse_definition
+from ._loading import define_chat, load_definition, load_definitions, parse_definition
 from ._matchers import normalize_exact
 from ._observers import TraceFanout, TraceObserver
 from ._record import (

@@ -1,51 +1,13 @@
-"""The Python API for chats defined in code, mirroring `defineChat` and `commandRoute`."""
+"""Route builders for chats defined in code, mirroring the seeds' `commandRoute`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, cast
+from collections.abc import Sequence
 
-from ._build import build_definition
-from ._definition import DEFAULT_MODEL, ChatDefinition, ConversationSpec, Route, StateSpec
+from ._definition import Route
 from ._matchers import CommandMatcher, ExactMatcher, HandlerMatcher, Matcher, PatternMatcher
-from ._responses import CallableResponse, Response, TemplateResponse
-from ._types import HandlerFn, ResponseFn, TurnKind
-from ._validation import Draft
-
-ResponseLike = str | ResponseFn
-
-
-def define_chat(
-    *,
-    id: str,
-    conversation: Mapping[str, Any],
-    revision: int = 1,
-    model: Mapping[str, Any] | None = None,
-    description: str = "",
-    source: str = "<code>",
-) -> ChatDefinition:
-    """Validate and compile a chat; raises ConfigError listing every problem.
-
-    `conversation` holds `initial`, `states` (name → `{"on": {event: target}, "actions": [...]}`)
-    and `routes` (built with `command_route`, `exact_route`, `pattern_route`, `handler_route`).
-    """
-    states = {
-        str(name): StateSpec(
-            on=MappingProxyType(dict(state.get("on", {}))),
-            actions=tuple(state.get("actions", ())),
-        )
-        for name, state in dict(conversation.get("states", {})).items()
-    }
-    spec = ConversationSpec(
-        initial=str(conversation.get("initial", "")),
-        states=MappingProxyType(states),
-        routes=tuple(conversation.get("routes", ())),
-    )
-    draft = Draft(
-        id=id, revision=revision, model=DEFAULT_MODEL if model is None else model, conversation=spec
-    )
-    return build_definition(draft, file=source, description=description)
+from ._responses import ResponseLike, to_response
+from ._types import HandlerFn, to_kind
 
 
 def command_route(
@@ -98,21 +60,6 @@ def handler_route(
 ) -> Route:
     """A route decided by `handler(input, context)`: truthy matches, a mapping supplies groups."""
     return _route(id, event, HandlerMatcher(handler), response, states, kind)
-
-
-def to_response(response: ResponseLike) -> Response:
-    """A template for text, a callable response for functions."""
-    if isinstance(response, str):
-        return TemplateResponse(response)
-    return CallableResponse(response)
-
-
-def to_kind(kind: str) -> TurnKind:
-    """The TurnKind named `kind`; an unknown name is kept for validation to report."""
-    try:
-        return TurnKind(kind)
-    except ValueError:
-        return cast(TurnKind, kind)
 
 
 def _route(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ._matchers import HandlerMatcher, Matcher
+from ._matchers import DeclarativeMatcher, Matcher
 from ._responses import Response, TemplateResponse
 from ._statechart import Statechart
 from ._types import ConversationSnapshot, TurnKind
@@ -39,8 +39,8 @@ class Route:
     @property
     def derives_response(self) -> bool:
         """Whether the response follows from the input alone, without application code."""
-        return isinstance(self.response, TemplateResponse) and not isinstance(
-            self.matcher, HandlerMatcher
+        return isinstance(self.response, TemplateResponse) and isinstance(
+            self.matcher, DeclarativeMatcher
         )
 
 

@@ -18,7 +18,7 @@ from typing import Any, Final, TypeVar
 from ._decisions import Checkpoint, ConversationState, Decision, HistoryKey, InputDigester
 from ._definition import ChatDefinition, Route
 from ._errors import AsyncCallbackError, InvalidHistoryError
-from ._matchers import HandlerMatcher, RouteInput, groups_of
+from ._matchers import DeclarativeMatcher, HandlerMatcher, RouteInput, groups_of
 from ._responses import TemplateResponse
 from ._statechart import Accepted, StatechartInstance, create_instance, transition
 from ._trace import TraceRecord, TurnOutcome
@@ -84,31 +84,35 @@ def initial_state(definition: ChatDefinition, session_id: str) -> ConversationSt
 
 def check_history(messages: Sequence[Message]) -> list[Message]:
     """The user messages of `messages`; raises InvalidHistoryError on malformed entries."""
-    ids = {m.id for m in messages}
-    if (
-        len(ids) == len(messages)
-        and all(isinstance(i, str) and i for i in ids)
-        and _ROLES.issuperset([m.role for m in messages])
-        and all(isinstance(m.content, str) for m in messages)
-    ):
-        return [m for m in messages if m.role == Role.USER]
-    _explain(messages)
-    raise AssertionError("unreachable")  # pragma: no cover
+    try:
+        ids = {m.id for m in messages}
+        valid = (
+            len(ids) == len(messages)
+            and all(isinstance(i, str) and i for i in ids)
+            and _ROLES.issuperset([m.role for m in messages])
+            and all(isinstance(m.content, str) for m in messages)
+        )
+    except TypeError:  # an unhashable id or role
+        valid = False
+    if not valid:
+        raise InvalidHistoryError(_first_problem(messages))
+    return [m for m in messages if m.role == Role.USER]
 
 
-def _explain(messages: Sequence[Message]) -> None:
-    """Raise InvalidHistoryError naming the first malformed message."""
+def _first_problem(messages: Sequence[Message]) -> str:
+    """Describe the first malformed message, by position only (never by content)."""
     seen: set[str] = set()
     for index, message in enumerate(messages):
         if not isinstance(message.id, str) or not message.id:
-            raise InvalidHistoryError(f"message {index} has an empty id")
+            return f"message {index} has an empty or non-text id"
         if message.id in seen:
-            raise InvalidHistoryError(f"message {index} repeats an earlier message id")
-        if message.role not in _ROLES:
-            raise InvalidHistoryError(f"message {index} has an unknown role")
+            return f"message {index} repeats an earlier message id"
+        if not isinstance(message.role, str) or message.role not in _ROLES:
+            return f"message {index} has an unknown role"
         if not isinstance(message.content, str):
-            raise InvalidHistoryError(f"message {index} has non-text content")
+            return f"message {index} has non-text content"
         seen.add(message.id)
+    return "the history is malformed"
 
 
 _ROLES: Final = frozenset(Role)
@@ -203,7 +207,9 @@ def _replay(
         return None
     session_id = instance.id
     context = RouteContext(session_id=session_id, message_id=last.id)
-    groups = groups_of(route.matcher.match(RouteInput(last.content), context))  # type: ignore[arg-type]
+    if not isinstance(route.matcher, DeclarativeMatcher):
+        return None
+    groups = route.matcher.match(RouteInput(last.content), context)
     if groups is None:
         return None
     if groups:
@@ -255,10 +261,12 @@ async def _match(
     route: Route, route_input: RouteInput, context: RouteContext, timeout: float, allow_async: bool
 ) -> Mapping[str, str] | None:
     matcher = route.matcher
-    if not isinstance(matcher, HandlerMatcher):
-        return groups_of(matcher.match(route_input, context))  # type: ignore[arg-type]
-    result = await _call(matcher.handler, route_input.text, context, timeout, allow_async)
-    return groups_of(result)
+    if isinstance(matcher, DeclarativeMatcher):
+        return matcher.match(route_input, context)
+    if isinstance(matcher, HandlerMatcher):
+        result = await _call(matcher.handler, route_input.text, context, timeout, allow_async)
+        return groups_of(result)
+    return None  # Placeholder matchers never reach a compiled definition.
 
 
 async def _respond(
@@ -379,8 +387,8 @@ def _fail(
         kind=route.kind,
         outcome=TurnOutcome.FAILED,
         route_id=route.id,
-        from_state=instance.state,
-        to_state=instance.state,
+        from_state=state.state,
+        to_state=state.state,
         replayed=False,
         error_code=ROUTE_FAILED,
     )

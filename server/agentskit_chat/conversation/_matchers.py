@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -39,39 +39,32 @@ class RouteInput:
 
 
 class Matcher:
-    """Base of matchers; `match` returns groups on success and None on a miss."""
+    """Base of matchers."""
 
     kind: ClassVar[str] = ""
 
-    @property
-    def value(self) -> str:
-        """The declared command, text or pattern (empty for handlers)."""
-        return ""
 
-    def match(
-        self, route_input: RouteInput, context: RouteContext
-    ) -> MatchResult | Awaitable[MatchResult]:
-        """Decide whether the input matches."""
+class DeclarativeMatcher(Matcher):
+    """A matcher declared as data: pure, synchronous and cheap, so replays may re-run it."""
+
+    def match(self, route_input: RouteInput, context: RouteContext) -> Mapping[str, str] | None:
+        """Groups on a match (empty when there are none), None on a miss."""
         raise NotImplementedError
 
 
 @dataclass(frozen=True, slots=True)
-class CommandMatcher(Matcher):
+class CommandMatcher(DeclarativeMatcher):
     """Matches when the input equals the command exactly."""
 
     command: str
     kind: ClassVar[str] = "command"
 
-    @property
-    def value(self) -> str:
-        return self.command
-
-    def match(self, route_input: RouteInput, context: RouteContext) -> MatchResult:
+    def match(self, route_input: RouteInput, context: RouteContext) -> Mapping[str, str] | None:
         return EMPTY_GROUPS if route_input.text == self.command else None
 
 
 @dataclass(frozen=True, slots=True)
-class ExactMatcher(Matcher):
+class ExactMatcher(DeclarativeMatcher):
     """Matches when the normalized input equals the normalized text."""
 
     text: str
@@ -81,16 +74,12 @@ class ExactMatcher(Matcher):
     def __post_init__(self) -> None:
         object.__setattr__(self, "normalized", normalize_exact(self.text))
 
-    @property
-    def value(self) -> str:
-        return self.text
-
-    def match(self, route_input: RouteInput, context: RouteContext) -> MatchResult:
+    def match(self, route_input: RouteInput, context: RouteContext) -> Mapping[str, str] | None:
         return EMPTY_GROUPS if route_input.normalized == self.normalized else None
 
 
 @dataclass(frozen=True, slots=True)
-class PatternMatcher(Matcher):
+class PatternMatcher(DeclarativeMatcher):
     """Full match on RE2, so no input or pattern can take more than linear time."""
 
     pattern: str
@@ -118,11 +107,7 @@ class PatternMatcher(Matcher):
         object.__setattr__(self, "group_names", frozenset(name for name, _ in groups))
         object.__setattr__(self, "_prefix", _literal_prefix(regex))
 
-    @property
-    def value(self) -> str:
-        return self.pattern
-
-    def match(self, route_input: RouteInput, context: RouteContext) -> MatchResult:
+    def match(self, route_input: RouteInput, context: RouteContext) -> Mapping[str, str] | None:
         text = route_input.text
         if not text.startswith(self._prefix) or self._regex is None:
             return None
@@ -168,11 +153,6 @@ class HandlerMatcher(Matcher):
 
     handler: HandlerFn
     kind: ClassVar[str] = "handler"
-
-    def match(
-        self, route_input: RouteInput, context: RouteContext
-    ) -> MatchResult | Awaitable[MatchResult]:
-        return self.handler(route_input.text, context)
 
 
 def groups_of(result: MatchResult) -> Mapping[str, str] | None:

@@ -101,6 +101,8 @@ class SessionRecord:
 
 def encode_session_record(record: SessionRecord) -> bytes:
     """Serialize `record` as compact UTF-8 JSON."""
+    if record.conversation.instance.id != record.session_id:
+        raise ValueError("the conversation state belongs to another session")
     body = {
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,
@@ -221,6 +223,8 @@ def _replay(
         route = routes.get(decision.route_id)
         if route is None or route.event != decision.event:
             raise ReplayError(f"{where} names a route or event the definition does not declare")
+        if decision.kind != route.kind:
+            raise ReplayError(f"{where} has another kind than its route declares")
         if decision.derived != route.derives_response:
             raise ReplayError(f"{where} stores a response its route does not produce that way")
         if decision.message_id in log:
@@ -251,10 +255,10 @@ class _Fields:
 
     def expect_keys(self, *keys: str) -> None:
         if set(self.raw) != set(keys):
-            unknown = sorted(set(self.raw) - set(keys))
-            missing = sorted(set(keys) - set(self.raw))
+            unknown = len(set(self.raw) - set(keys))
+            missing = sorted(set(keys) - set(self.raw))  # our own names, safe to show
             raise MalformedRecordError(
-                f"{self.path or 'record'}: unknown keys {unknown}, missing keys {missing}"
+                f"{self.path or 'record'}: {unknown} unknown keys, missing keys {missing}"
             )
 
     def text(self, key: str, *, empty: bool = False) -> str:

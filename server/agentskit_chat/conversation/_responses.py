@@ -8,14 +8,11 @@ from dataclasses import dataclass, field
 from ._template import Template, TemplateSyntaxError, parse_template
 from ._types import ResponseFn, RouteContext
 
+ResponseLike = str | ResponseFn
+
 
 class Response:
     """Base of responses."""
-
-    @property
-    def is_callable(self) -> bool:
-        """Whether producing the response runs application code."""
-        return False
 
     def produce(self, text: str, context: RouteContext) -> str | Awaitable[str]:
         """The response for `text` in `context`."""
@@ -44,7 +41,7 @@ class TemplateResponse(Response):
         if template is None:
             raise TemplateSyntaxError(self.error or "invalid template")
         if template.is_literal:
-            return template.source if not template.parts else template.parts[0][1]
+            return template.render({})
         values = dict(context.groups)
         values["session_id"] = context.session_id
         values["message_id"] = context.message_id or ""
@@ -57,9 +54,12 @@ class CallableResponse(Response):
 
     function: ResponseFn
 
-    @property
-    def is_callable(self) -> bool:
-        return True
-
     def produce(self, text: str, context: RouteContext) -> str | Awaitable[str]:
         return self.function(text, context)
+
+
+def to_response(response: ResponseLike) -> Response:
+    """A template for text, a callable response for anything else."""
+    if isinstance(response, str):
+        return TemplateResponse(response)
+    return CallableResponse(response)

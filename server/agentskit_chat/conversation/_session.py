@@ -45,6 +45,8 @@ class ChatSession:
         self._state = state if state is not None else initial_state(definition, session_id)
         if self._state.instance.id != session_id:
             raise ValueError("the state belongs to another session")
+        if not definition.compiled.chart.has_state(self._state.state):
+            raise ValueError("the state is not a state of this definition")
 
     @property
     def state(self) -> ConversationState:

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, cast
 
 EMPTY_GROUPS: Final[Mapping[str, str]] = MappingProxyType({})
 
@@ -21,6 +21,14 @@ class TurnKind(StrEnum):
 
 
 ROUTE_KINDS: Final = frozenset({TurnKind.DETERMINISTIC, TurnKind.REPAIRED, TurnKind.FALLBACK})
+
+
+def to_kind(kind: str) -> TurnKind:
+    """The TurnKind named `kind`; an unknown name is passed through for validation to report."""
+    try:
+        return TurnKind(kind)
+    except ValueError:
+        return cast(TurnKind, kind)
 
 
 class Role(StrEnum):
@@ -48,7 +56,7 @@ class RouteContext:
     session_id: str
     message_id: str | None
     """Id of the user message being resolved; None only when no user message exists."""
-    groups: Mapping[str, str] = field(default_factory=lambda: EMPTY_GROUPS)
+    groups: Mapping[str, str] = field(default_factory=lambda: EMPTY_GROUPS, repr=False)
     """Named groups of a pattern match, or the mapping a handler matcher returned."""
 
 
