@@ -15,7 +15,7 @@ def test_fields_render_and_braces_escape() -> None:
 
 def test_literal_text_has_no_fields() -> None:
     template = parse_template("Plain }} text {{")
-    assert template.is_literal
+    assert template.literal == "Plain } text {"
     assert template.render({}) == "Plain } text {"
 
 

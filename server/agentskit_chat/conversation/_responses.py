@@ -40,8 +40,8 @@ class TemplateResponse(Response):
         template = self.template
         if template is None:
             raise TemplateSyntaxError(self.error or "invalid template")
-        if template.is_literal:
-            return template.render({})
+        if template.literal is not None:
+            return template.literal
         values = dict(context.groups)
         values["session_id"] = context.session_id
         values["message_id"] = context.message_id or ""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CONTEXT_FIELDS = frozenset({"message_id", "session_id"})
 
@@ -19,19 +19,20 @@ class Template:
     source: str
     parts: tuple[tuple[bool, str], ...]
     """(is_field, text) pairs in order."""
+    fields: frozenset[str] = field(init=False, repr=False, compare=False)
+    """Names of all placeholders."""
+    literal: str | None = field(init=False, repr=False, compare=False)
+    """The rendered text when there are no placeholders, else None."""
 
-    @property
-    def fields(self) -> frozenset[str]:
-        """Names of all placeholders."""
-        return frozenset(text for is_field, text in self.parts if is_field)
-
-    @property
-    def is_literal(self) -> bool:
-        """True when the template has no placeholders."""
-        return not any(is_field for is_field, _ in self.parts)
+    def __post_init__(self) -> None:
+        names = frozenset(text for is_field, text in self.parts if is_field)
+        object.__setattr__(self, "fields", names)
+        object.__setattr__(self, "literal", None if names else "".join(t for _, t in self.parts))
 
     def render(self, values: Mapping[str, str]) -> str:
         """Substitute every placeholder; a missing value renders as an empty string."""
+        if self.literal is not None:
+            return self.literal
         return "".join(values.get(text, "") if is_field else text for is_field, text in self.parts)
 
 
