@@ -10,18 +10,7 @@ Pure Python: no gRPC, storage or telemetry. Typical use::
 from ._builders import command_route, exact_route, handler_route, pattern_route
 from ._decisions import Checkpoint, ConversationState, Decision, InputDigester
 from ._definition import ChatDefinition, ConversationSpec, Route, StateSpec
-from ._engine import (
-    DEFAULT_CALLBACK_TIMEOUT,
-    ROUTE_FAILED,
-    ROUTE_FAILED_MESSAGE,
-    DelegateOutcome,
-    FailureOutcome,
-    Outcome,
-    RouteOutcome,
-    initial_state,
-    resolve,
-    run_sync,
-)
+from ._engine import DEFAULT_CALLBACK_TIMEOUT, initial_state, resolve, run_sync
 from ._errors import (
     AsyncCallbackError,
     ConfigError,
@@ -39,6 +28,14 @@ from ._errors import (
 from ._loading import define_chat, load_definition, load_definitions, parse_definition
 from ._matchers import normalize_exact
 from ._observers import TraceFanout, TraceObserver
+from ._outcomes import (
+    ROUTE_FAILED,
+    ROUTE_FAILED_MESSAGE,
+    DelegateOutcome,
+    FailureOutcome,
+    Outcome,
+    RouteOutcome,
+)
 from ._record import (
     MAX_RECENT_TURNS,
     Lease,

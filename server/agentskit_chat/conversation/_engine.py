@@ -11,69 +11,22 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
-from ._decisions import Checkpoint, ConversationState, Decision, HistoryKey, InputDigester
+from ._decisions import ConversationState, Decision, HistoryKey, InputDigester
 from ._definition import ChatDefinition, Route
 from ._errors import AsyncCallbackError, InvalidHistoryError
 from ._matchers import DeclarativeMatcher, HandlerMatcher, RouteInput, groups_of
+from ._outcomes import Outcome, answer, delegate, fail, history_key
 from ._responses import TemplateResponse
 from ._statechart import Accepted, StatechartInstance, create_instance, transition
-from ._trace import TraceRecord, TurnOutcome
-from ._types import ConversationSnapshot, Message, Role, RouteContext, TurnKind
+from ._types import Message, Role, RouteContext
 
-ROUTE_FAILED: Final = "route_failed"
-ROUTE_FAILED_MESSAGE: Final = "Deterministic route failed."
 DEFAULT_CALLBACK_TIMEOUT: Final = 5.0
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class RouteOutcome:
-    """A route answered (or a recorded decision was replayed); the transition is in `state`."""
-
-    decision: Decision
-    replayed: bool
-    state: ConversationState
-    snapshot: ConversationSnapshot
-    trace: TraceRecord
-
-    @property
-    def response(self) -> str:
-        """The text to stream to the user."""
-        return self.decision.response
-
-
-@dataclass(frozen=True, slots=True)
-class DelegateOutcome:
-    """No route matched: send `messages`, unchanged, to the model adapter."""
-
-    messages: tuple[Message, ...] = field(repr=False)
-    message_id: str | None
-    state: ConversationState
-    snapshot: ConversationSnapshot
-    trace: TraceRecord
-
-
-@dataclass(frozen=True, slots=True)
-class FailureOutcome:
-    """A route callback raised or timed out; `state` is the untouched input state."""
-
-    route_id: str
-    message_id: str
-    error_type: str
-    """Class name of the exception, for operators; never its message."""
-    state: ConversationState
-    snapshot: ConversationSnapshot
-    trace: TraceRecord
-    code: str = ROUTE_FAILED
-    message: str = ROUTE_FAILED_MESSAGE
-
-
-Outcome = RouteOutcome | DelegateOutcome | FailureOutcome
 
 
 def initial_state(definition: ChatDefinition, session_id: str) -> ConversationState:
@@ -135,7 +88,7 @@ async def resolve(
     basis = history_key(earlier)
     instance, kept = _rebuild(definition, state, earlier, basis, digester)
     if not users:
-        return _delegate(definition, instance, kept, users, messages, None)
+        return delegate(definition, instance, kept, users, messages, None)
     last = users[-1]
     digest = digester.digest(last.content)
     prior = state.decisions.get(last.id)
@@ -143,7 +96,7 @@ async def resolve(
         replay = _replay(definition, instance, prior, last, at)
         if replay is not None:
             accepted, recorded = replay
-            return _answer(
+            return answer(
                 definition, instance, accepted, kept, basis, users, recorded, replayed=True
             )
     route_input = RouteInput(last.content)
@@ -159,10 +112,10 @@ async def resolve(
         except AsyncCallbackError:
             raise
         except Exception as exc:
-            return _fail(definition, state, instance, route, last.id, exc)
+            return fail(definition, state, instance, route, last.id, exc)
         moved = transition(definition.compiled.chart, instance, route.event, at=at)
         if not isinstance(moved, Accepted):  # Eligibility tables make this unreachable.
-            return _fail(definition, state, instance, route, last.id, RuntimeError())
+            return fail(definition, state, instance, route, last.id, RuntimeError())
         decision = Decision(
             message_id=last.id,
             input_digest=digest,
@@ -174,8 +127,8 @@ async def resolve(
             response=response,
             derived=route.derives_response,
         )
-        return _answer(definition, instance, moved, kept, basis, users, decision, replayed=False)
-    return _delegate(definition, instance, kept, users, messages, last.id)
+        return answer(definition, instance, moved, kept, basis, users, decision, replayed=False)
+    return delegate(definition, instance, kept, users, messages, last.id)
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -218,11 +171,6 @@ def _replay(
     if not isinstance(response, str):
         return None
     return moved, (prior if response == prior.response else replace(prior, response=response))
-
-
-def history_key(users: Sequence[Message]) -> HistoryKey:
-    """Identity of a run of user messages: their ids, and a fingerprint of their contents."""
-    return tuple([m.id for m in users]), hash(tuple([m.content for m in users]))
 
 
 def _rebuild(
@@ -300,103 +248,3 @@ async def _call(
     if time.perf_counter() - started > timeout:
         raise TimeoutError("route callback overran its time budget")
     return result
-
-
-def _answer(
-    definition: ChatDefinition,
-    before: StatechartInstance,
-    moved: Accepted,
-    kept: dict[str, Decision],
-    basis: HistoryKey,
-    users: Sequence[Message],
-    decision: Decision,
-    *,
-    replayed: bool,
-) -> RouteOutcome:
-    prior = MappingProxyType(dict(kept))
-    kept[decision.message_id] = decision
-    after = moved.instance
-    decisions = MappingProxyType(kept)
-    state = ConversationState(
-        instance=after,
-        decisions=decisions,
-        checkpoints=(
-            Checkpoint(basis, before, prior),
-            Checkpoint(history_key(users), after, decisions),
-        ),
-    )
-    trace = TraceRecord(
-        definition_id=definition.id,
-        revision=definition.revision,
-        session_id=after.id,
-        message_id=decision.message_id,
-        kind=decision.kind,
-        outcome=TurnOutcome.COMPLETED,
-        route_id=decision.route_id,
-        from_state=decision.from_state,
-        to_state=decision.to_state,
-        replayed=replayed,
-    )
-    return RouteOutcome(decision, replayed, state, definition.snapshot(after.state), trace)
-
-
-def _delegate(
-    definition: ChatDefinition,
-    instance: StatechartInstance,
-    kept: dict[str, Decision],
-    users: Sequence[Message],
-    messages: Sequence[Message],
-    message_id: str | None,
-) -> DelegateOutcome:
-    decisions = MappingProxyType(kept)
-    state = ConversationState(
-        instance=instance,
-        decisions=decisions,
-        checkpoints=(Checkpoint(history_key(users), instance, decisions),),
-    )
-    trace = TraceRecord(
-        definition_id=definition.id,
-        revision=definition.revision,
-        session_id=instance.id,
-        message_id=message_id,
-        kind=TurnKind.AGENTIC,
-        outcome=TurnOutcome.DELEGATED,
-        route_id=None,
-        from_state=instance.state,
-        to_state=instance.state,
-        replayed=False,
-    )
-    return DelegateOutcome(
-        tuple(messages), message_id, state, definition.snapshot(instance.state), trace
-    )
-
-
-def _fail(
-    definition: ChatDefinition,
-    state: ConversationState,
-    instance: StatechartInstance,
-    route: Route,
-    message_id: str,
-    exc: BaseException,
-) -> FailureOutcome:
-    trace = TraceRecord(
-        definition_id=definition.id,
-        revision=definition.revision,
-        session_id=instance.id,
-        message_id=message_id,
-        kind=route.kind,
-        outcome=TurnOutcome.FAILED,
-        route_id=route.id,
-        from_state=state.state,
-        to_state=state.state,
-        replayed=False,
-        error_code=ROUTE_FAILED,
-    )
-    return FailureOutcome(
-        route_id=route.id,
-        message_id=message_id,
-        error_type=type(exc).__name__,
-        state=state,
-        snapshot=definition.snapshot(state.state),
-        trace=trace,
-    )

@@ -6,15 +6,9 @@ from collections.abc import Iterable, Sequence
 
 from ._decisions import ConversationState, InputDigester
 from ._definition import ChatDefinition
-from ._engine import (
-    DEFAULT_CALLBACK_TIMEOUT,
-    FailureOutcome,
-    Outcome,
-    initial_state,
-    resolve,
-    run_sync,
-)
+from ._engine import DEFAULT_CALLBACK_TIMEOUT, initial_state, resolve, run_sync
 from ._observers import TraceFanout, TraceObserver
+from ._outcomes import FailureOutcome, Outcome
 from ._types import ConversationSnapshot, Message
 
 
