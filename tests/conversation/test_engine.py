@@ -691,3 +691,13 @@ def test_delivery_thread_ends_when_idle(history: History) -> None:
     session.dispatch_sync(history.messages)  # a new record starts a new thread
     assert fanout.flush(timeout=5)
     assert len(seen) == 2
+
+
+def test_text_with_lone_surrogates_is_routed_not_crashed(history: History) -> None:
+    session = new_session(
+        chat(pattern_route(id="p", pattern=r"/start (?P<x>.+)", event="start", response="{x}!"))
+    )
+    outcome = session.dispatch_sync(history.user("/start \ud800z"))
+    assert isinstance(outcome, RouteOutcome)
+    assert outcome.response == "\ud800z!"
+    assert isinstance(session.dispatch_sync(history.user("\udfff")), DelegateOutcome)

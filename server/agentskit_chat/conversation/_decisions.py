@@ -47,7 +47,7 @@ class InputDigester:
     def digest(self, text: str) -> str:
         """Hex HMAC-SHA256 of `text`."""
         mac = self._base.copy()
-        mac.update(text.encode("utf-8"))
+        mac.update(text.encode("utf-8", "surrogatepass"))
         return mac.hexdigest()
 
 
