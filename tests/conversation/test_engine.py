@@ -701,3 +701,30 @@ def test_text_with_lone_surrogates_is_routed_not_crashed(history: History) -> No
     assert isinstance(outcome, RouteOutcome)
     assert outcome.response == "\ud800z!"
     assert isinstance(session.dispatch_sync(history.user("\udfff")), DelegateOutcome)
+
+
+def test_appending_one_message_does_not_replay_the_history(
+    monkeypatch: pytest.MonkeyPatch, history: History
+) -> None:
+    from agentskit_chat.conversation import _engine
+
+    session = new_session(
+        chat(command_route(id="help", command="/help", event="help", response="h"))
+    )
+    for _ in range(20):
+        session.dispatch_sync(history.user("/help"))
+        history.assistant("h")
+    calls: list[str] = []
+    real = _engine.transition
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_engine, "transition", counting)
+    session.dispatch_sync(history.user("/help"))
+    assert calls == ["help"]  # only the new message's own transition
+    calls.clear()
+    changed = [Message("u1", Role.USER, "/help!"), *history.messages[1:]]  # edited in place
+    session.dispatch_sync(changed)
+    assert len(calls) == 20  # 19 earlier decisions replay, then the last message replays
