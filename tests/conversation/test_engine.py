@@ -34,6 +34,7 @@ from agentskit_chat.conversation import (
     exact_route,
     handler_route,
     pattern_route,
+    transition,
 )
 
 from .conftest import KEY, History
@@ -706,8 +707,6 @@ def test_text_with_lone_surrogates_is_routed_not_crashed(history: History) -> No
 def test_appending_one_message_does_not_replay_the_history(
     monkeypatch: pytest.MonkeyPatch, history: History
 ) -> None:
-    from agentskit_chat.conversation import _engine
-
     session = new_session(
         chat(command_route(id="help", command="/help", event="help", response="h"))
     )
@@ -715,13 +714,13 @@ def test_appending_one_message_does_not_replay_the_history(
         session.dispatch_sync(history.user("/help"))
         history.assistant("h")
     calls: list[str] = []
-    real = _engine.transition
+    real = transition
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(args[2])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_engine, "transition", counting)
+    monkeypatch.setattr("agentskit_chat.conversation._engine.transition", counting)
     session.dispatch_sync(history.user("/help"))
     assert calls == ["help"]  # only the new message's own transition
     calls.clear()
