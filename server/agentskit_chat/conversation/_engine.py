@@ -112,10 +112,10 @@ async def resolve(
         except AsyncCallbackError:
             raise
         except Exception as exc:
-            return fail(definition, state, instance, route, last.id, exc)
+            return fail(definition, state, route, last.id, exc)
         moved = transition(definition.compiled.chart, instance, route.event, at=at)
         if not isinstance(moved, Accepted):  # Eligibility tables make this unreachable.
-            return fail(definition, state, instance, route, last.id, RuntimeError())
+            return fail(definition, state, route, last.id, RuntimeError())
         decision = Decision(
             message_id=last.id,
             input_digest=digest,

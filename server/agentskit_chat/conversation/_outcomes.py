@@ -143,7 +143,6 @@ def delegate(
 def fail(
     definition: ChatDefinition,
     state: ConversationState,
-    instance: StatechartInstance,
     route: Route,
     message_id: str,
     exc: BaseException,
@@ -151,7 +150,7 @@ def fail(
     trace = TraceRecord(
         definition_id=definition.id,
         revision=definition.revision,
-        session_id=instance.id,
+        session_id=state.instance.id,
         message_id=message_id,
         kind=route.kind,
         outcome=TurnOutcome.FAILED,
