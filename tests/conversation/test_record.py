@@ -248,6 +248,8 @@ REPLAY = [
     ("wrong from-state", lambda b: b["decisions"][1].update(from_state="idle")),
     ("wrong to-state", lambda b: b["decisions"][0].update(to_state="complete")),
     ("out of order", lambda b: b["decisions"].reverse()),
+    ("another route's id", lambda b: b["decisions"][1].update(route_id="start")),
+    ("another kind", lambda b: b["decisions"][0].update(kind="fallback")),
     (
         "repeated message",
         lambda b: b["decisions"][1].update(message_id=b["decisions"][0]["message_id"]),
