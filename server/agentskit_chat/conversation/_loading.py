@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ._build import build_definition
-from ._definition import ChatDefinition
+from ._definition import ChatDefinition, compile_conversation, freeze
 from ._errors import ConfigError, Diagnostic, ErrorCode
 from ._reader import Reader
+from ._statechart import compile_statechart
+from ._validation import Draft, diagnostics_for
 from ._yaml import DuplicateKeyError, load_yaml
 
 SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
@@ -127,3 +128,28 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _first_line(exc: Exception) -> str:
     text = " ".join(str(exc).split())
     return text[:200] or type(exc).__name__
+
+
+def build_definition(
+    draft: Draft,
+    *,
+    file: str,
+    description: str = "",
+    earlier: Iterable[Diagnostic] = (),
+    suppressed: frozenset[str] = frozenset(),
+) -> ChatDefinition:
+    """Validate and compile `draft`; raises ConfigError listing every problem found."""
+    found = [*earlier, *diagnostics_for(draft, file, suppressed)]
+    if found:
+        raise ConfigError(found)
+    spec = draft.conversation
+    chart = compile_statechart(spec.initial, {name: s.on for name, s in spec.states.items()})
+    return ChatDefinition(
+        id=draft.id,
+        revision=draft.revision,
+        conversation=spec,
+        compiled=compile_conversation(spec, chart),
+        model=freeze(draft.model),
+        description=description,
+        source=file,
+    )

@@ -42,11 +42,6 @@ class TraceFanout:
         self.failures = 0
         """Observer calls that raised."""
 
-    @property
-    def active(self) -> bool:
-        """Whether anything observes the records."""
-        return bool(self._observers)
-
     def publish(self, record: TraceRecord) -> None:
         """Queue `record` for every observer; returns at once."""
         if not self._observers:
