@@ -4,14 +4,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit bench clean
+.PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml client/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e ./client/python -e '.[dev]'
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -24,10 +24,35 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck unit
+test: lint lint-proto check-generated typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.conversation
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) node_modules build/generated .mypy_cache .pytest_cache .ruff_cache .hypothesis
+
+# The contract: Python code generated from proto/ is committed under client/python.
+PROTOS := $(wildcard proto/agentskit/chat/v1/*.proto)
+GEN_DIR := client/python
+PROTOC = $(BIN)/python -m grpc_tools.protoc -I proto \
+	--plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy \
+	--plugin=protoc-gen-mypy_grpc=$(BIN)/protoc-gen-mypy_grpc \
+	--python_out=$(1) --mypy_out=$(1) --grpc_python_out=$(1) --mypy_grpc_out=$(1) \
+	$(PROTOS)
+
+generate: $(STAMP)
+	$(call PROTOC,$(GEN_DIR))
+
+check-generated: $(STAMP)
+	rm -rf build/generated && mkdir -p build/generated
+	$(call PROTOC,build/generated) > /dev/null
+	diff -r -x __init__.py -x py.typed -x __pycache__ build/generated/agentskit $(GEN_DIR)/agentskit \
+	  || (echo "generated code is stale: run make generate" >&2; exit 1)
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+lint-proto: node_modules/.installed
+	npx --no-install buf lint

@@ -1,0 +1,1 @@
+"""Generated protobuf packages of the AgentsKit Chat contract."""

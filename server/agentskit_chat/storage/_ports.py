@@ -1,0 +1,111 @@
+"""Storage ports: session records with compare-and-set, and server-held message history.
+
+A backend implements both protocols over one database so that a turn's session record and
+its history change commit in one transaction. Records are opaque bytes here: encoding and
+verification belong to the conversation core (`encode_session_record`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+
+class HistoryMode(StrEnum):
+    """Who keeps a session's messages."""
+
+    SERVER = "server"
+    CLIENT = "client"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """One stored session: indexed metadata plus the opaque record bytes."""
+
+    session_id: str
+    definition_id: str
+    revision: int
+    history_mode: HistoryMode
+    cursor: int
+    """Increases by one on every save; compare-and-set compares it."""
+    record: bytes = field(repr=False)
+    """The encoded `agentskit.chat.session` record; never message text."""
+    updated_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """One message of a server-held history."""
+
+    message_id: str
+    role: str
+    content: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryChange:
+    """Keep the first `keep` messages of the history, then append `append`."""
+
+    keep: int
+    append: tuple[StoredMessage, ...] = ()
+
+
+class StoreError(Exception):
+    """Base class of storage failures; messages never contain stored content."""
+
+
+class SessionExistsError(StoreError):
+    """`create` found a session with the same id."""
+
+
+class StoreUnavailableError(StoreError):
+    """The backend cannot be reached or failed; nothing was written."""
+
+
+class SessionStore(Protocol):
+    """Session records with compare-and-set on the cursor."""
+
+    async def create(self, session: StoredSession) -> None:
+        """Insert a new session; raises SessionExistsError when the id is taken."""
+        ...
+
+    async def load(self, session_id: str) -> StoredSession | None:
+        """The stored session, or None."""
+        ...
+
+    async def compare_and_set(
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+    ) -> bool:
+        """Replace the session if its stored cursor equals `expected_cursor`.
+
+        `session.cursor` must be `expected_cursor + 1`. `history`, when given, is applied to
+        the session's messages in the same transaction. Returns False, writing nothing, when
+        the session is missing or its cursor differs.
+        """
+        ...
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove the session and its messages; False when it did not exist."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and threads."""
+        ...
+
+
+class MessageStore(Protocol):
+    """Server-held history, written only through `SessionStore.compare_and_set`."""
+
+    async def list_messages(self, session_id: str) -> Sequence[StoredMessage]:
+        """The session's messages, oldest first; empty when there are none."""
+        ...
+
+
+class Store(SessionStore, MessageStore, Protocol):
+    """A backend that provides both ports over one database."""
