@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto
+.PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo
 
 install: $(STAMP)
 
@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml client/python/pyproject.toml
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check server tests bench
-	$(BIN)/ruff format --check server tests bench
+	$(BIN)/ruff check server client/python tests bench
+	$(BIN)/ruff format --check server client/python tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -56,3 +56,11 @@ node_modules/.installed: package.json package-lock.json
 
 lint-proto: node_modules/.installed
 	npx --no-install buf lint
+
+# Serve the example definitions on SQLite in ./var with the offline adapter (Ctrl-C drains).
+serve: $(STAMP)
+	$(BIN)/agentskit-chat serve
+
+# A scripted conversation through the Python client against a live server.
+demo: $(STAMP)
+	$(BIN)/agentskit-chat demo

@@ -56,6 +56,9 @@ def played(session: ChatSession, history: History) -> SessionRecord:
             route_id="finish",
             user_message_id="u3",
             assistant_message_id="a3",
+            from_state="collecting",
+            to_state="complete",
+            replayed=True,
         )
     )
 
@@ -219,6 +222,7 @@ MALFORMED = [
     ("turn bad operation", lambda b: b["recent_turns"][0].update(operation="explode")),
     ("turn bad outcome", lambda b: b["recent_turns"][0].update(outcome="maybe")),
     ("turn bad kind", lambda b: b["recent_turns"][0].update(kind="psychic")),
+    ("turn replayed not a bool", lambda b: b["recent_turns"][0].update(replayed=1)),
     ("too many turns", lambda b: b.update(recent_turns=b["recent_turns"] * (MAX_RECENT_TURNS + 1))),
     ("root not an object", lambda b: b.clear() or b.update({"format": None})),
 ]

@@ -59,6 +59,9 @@ class TerminalTurn:
     user_message_id: str | None = None
     assistant_message_id: str | None = None
     error_code: str | None = None
+    from_state: str | None = None
+    to_state: str | None = None
+    replayed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +148,9 @@ def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
         "user_message_id": t.user_message_id,
         "assistant_message_id": t.assistant_message_id,
         "error_code": t.error_code,
+        "from_state": t.from_state,
+        "to_state": t.to_state,
+        "replayed": t.replayed,
     }
 
 
@@ -332,8 +338,14 @@ def _decode_turn(f: _Fields) -> TerminalTurn:
         "user_message_id",
         "assistant_message_id",
         "error_code",
+        "from_state",
+        "to_state",
+        "replayed",
     )
     kind = f.optional_text("kind")
+    replayed = f.raw.get("replayed")
+    if not isinstance(replayed, bool):
+        raise MalformedRecordError(f"{f.path}.replayed must be a boolean")
     if kind is not None and kind not in set(map(str, TurnKind)):
         raise MalformedRecordError(f"{f.path}.kind has an unknown value")
     return TerminalTurn(
@@ -346,4 +358,7 @@ def _decode_turn(f: _Fields) -> TerminalTurn:
         user_message_id=f.optional_text("user_message_id"),
         assistant_message_id=f.optional_text("assistant_message_id"),
         error_code=f.optional_text("error_code"),
+        from_state=f.optional_text("from_state"),
+        to_state=f.optional_text("to_state"),
+        replayed=replayed,
     )

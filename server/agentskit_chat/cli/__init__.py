@@ -1,0 +1,44 @@
+"""The `agentskit-chat` command: serve, validate, demo."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from agentskit_chat import __version__
+
+from . import _demo, _serve, _validate
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command-line parser."""
+    root = argparse.ArgumentParser(
+        prog="agentskit-chat", description="AgentsKit Chat session service."
+    )
+    root.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    root.add_argument("--log-level", default="INFO", help="logging level [%(default)s]")
+    commands = root.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve chat definitions over gRPC")
+    _serve.add_arguments(serve)
+    serve.set_defaults(run=_serve.run)
+    validate = commands.add_parser("validate", help="check definitions and list every error")
+    _validate.add_arguments(validate)
+    validate.set_defaults(run=_validate.run)
+    demo = commands.add_parser("demo", help="walk a scripted conversation against a live server")
+    _demo.add_arguments(demo)
+    demo.set_defaults(run=_demo.run)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `agentskit-chat` command."""
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    status: int = args.run(args)
+    return status

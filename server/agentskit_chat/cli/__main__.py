@@ -1,0 +1,7 @@
+"""`python -m agentskit_chat.cli`."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

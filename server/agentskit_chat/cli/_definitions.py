@@ -1,0 +1,90 @@
+"""Definitions a server hosts: files from a directory and chats defined in Python modules."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from agentskit_chat.conversation import (
+    ChatDefinition,
+    ConfigError,
+    Diagnostic,
+    ErrorCode,
+    load_definitions,
+)
+from agentskit_chat.models import AdapterRegistry, UnknownAdapterError
+
+
+def module_definitions(name: str) -> list[ChatDefinition]:
+    """The chats of module `name`: its `definitions` iterable, or every module-level chat."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        raise ConfigError(
+            [Diagnostic(ErrorCode.READ_ERROR, name, "", f"cannot import the module: {exc}")]
+        ) from None
+    declared = getattr(module, "definitions", None)
+    if declared is not None:
+        found = list(declared() if callable(declared) else declared)
+    else:
+        found = [v for v in vars(module).values() if isinstance(v, ChatDefinition)]
+    if not found or not all(isinstance(d, ChatDefinition) for d in found):
+        raise ConfigError(
+            [
+                Diagnostic(
+                    ErrorCode.READ_ERROR,
+                    name,
+                    "definitions",
+                    "the module defines no chats (expected ChatDefinition values)",
+                )
+            ]
+        )
+    return found
+
+
+def gather(
+    directory: Path | None, modules: Sequence[str], adapters: AdapterRegistry
+) -> list[ChatDefinition]:
+    """Every definition of `directory` and `modules`; one ConfigError lists all problems."""
+    problems: list[Diagnostic] = []
+    found: list[ChatDefinition] = []
+    if directory is not None:
+        try:
+            found.extend(load_definitions(directory).values())
+        except ConfigError as exc:
+            problems.extend(exc.diagnostics)
+    for name in modules:
+        try:
+            found.extend(module_definitions(name))
+        except ConfigError as exc:
+            problems.extend(exc.diagnostics)
+    problems.extend(_conflicts(found, adapters))
+    if problems:
+        raise ConfigError(problems)
+    return found
+
+
+def _conflicts(
+    definitions: Iterable[ChatDefinition], adapters: AdapterRegistry
+) -> list[Diagnostic]:
+    problems: list[Diagnostic] = []
+    seen: dict[str, str] = {}
+    for definition in definitions:
+        if definition.id in seen:
+            problems.append(
+                Diagnostic(
+                    ErrorCode.DUPLICATE_DEFINITION,
+                    definition.source,
+                    "id",
+                    f"definition id {definition.id!r} is also defined in {seen[definition.id]}",
+                )
+            )
+        seen.setdefault(definition.id, definition.source)
+        try:
+            adapters.check(definition.model)
+        except UnknownAdapterError as exc:
+            problems.append(
+                Diagnostic(ErrorCode.INVALID_MODEL, definition.source, "model.adapter", str(exc))
+            )
+    return problems

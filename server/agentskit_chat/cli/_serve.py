@@ -1,0 +1,183 @@
+"""`agentskit-chat serve`: host definitions over gRPC until SIGTERM or SIGINT, then drain."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentskit_chat.conversation import ConfigError
+from agentskit_chat.models import AdapterRegistry
+from agentskit_chat.service import Catalog, ChatService, Limits
+from agentskit_chat.storage import default_store_url, open_store, state_dir_from_env
+from agentskit_chat.transport import start_server
+
+from ._definitions import gather
+from ._keys import load_or_create_key
+
+log = logging.getLogger("agentskit_chat.serve")
+
+DEFAULT_LISTEN = "127.0.0.1:50051"
+DEFAULT_DEFINITIONS = "examples/definitions"
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(f"AGENTSKIT_CHAT_{name}", default)
+
+
+ENVIRONMENT = """environment variables (flags win):
+  AGENTSKIT_CHAT_LISTEN, AGENTSKIT_CHAT_DEFINITIONS, AGENTSKIT_CHAT_DEFINITIONS_MODULES
+  (comma-separated), AGENTSKIT_CHAT_STATE_DIR, AGENTSKIT_CHAT_STORE, AGENTSKIT_CHAT_GRACE,
+  AGENTSKIT_CHAT_TURN_TIMEOUT"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `serve`; most default to an AGENTSKIT_CHAT_* environment variable."""
+    parser.epilog = ENVIRONMENT
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    limits = Limits()
+    parser.add_argument(
+        "--listen",
+        default=_env("LISTEN", DEFAULT_LISTEN),
+        help="host:port to listen on; port 0 picks a free port [%(default)s]",
+    )
+    parser.add_argument(
+        "--definitions",
+        default=_env("DEFINITIONS", DEFAULT_DEFINITIONS),
+        help="directory of YAML/JSON definitions; empty for none [%(default)s]",
+    )
+    parser.add_argument(
+        "--definitions-module",
+        action="append",
+        default=[m for m in (_env("DEFINITIONS_MODULES") or "").split(",") if m],
+        metavar="MODULE",
+        help="Python module that defines chats in code; repeatable",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=state_dir_from_env(),
+        help="directory of the SQLite store and the digest key [./var]",
+    )
+    parser.add_argument(
+        "--store",
+        default=_env("STORE"),
+        help="store URL: sqlite:PATH or memory:// [SQLite in the state directory]",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=float(_env("GRACE", "10") or 10),
+        help="seconds in-flight turns may finish after SIGTERM [%(default)s]",
+    )
+    parser.add_argument(
+        "--turn-timeout",
+        type=float,
+        default=float(_env("TURN_TIMEOUT", str(limits.turn_timeout)) or limits.turn_timeout),
+        help="seconds one turn may run [%(default)s]",
+    )
+    parser.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=None,
+        help="seconds a turn's lease lasts; must exceed the turn timeout [turn timeout + 15]",
+    )
+    parser.add_argument("--max-input-bytes", type=int, default=limits.max_input_bytes)
+    parser.add_argument("--max-history-messages", type=int, default=limits.max_history_messages)
+    parser.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024)
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """Resolved settings of one `serve` run."""
+
+    listen: str
+    definitions: Path | None
+    modules: tuple[str, ...]
+    store_url: str
+    key_path: Path | None
+    grace: float
+    limits: Limits
+    max_request_bytes: int
+
+
+def settings_from(args: argparse.Namespace) -> ServeSettings:
+    """Settings from parsed flags."""
+    state_dir: Path = args.state_dir
+    store_url = args.store or default_store_url(state_dir)
+    lease = args.lease_ttl if args.lease_ttl is not None else args.turn_timeout + 15
+    return ServeSettings(
+        listen=args.listen,
+        definitions=Path(args.definitions) if args.definitions else None,
+        modules=tuple(args.definitions_module),
+        store_url=store_url,
+        key_path=None if store_url.startswith("memory:") else state_dir / "digest.key",
+        grace=args.grace,
+        limits=Limits(
+            max_input_bytes=args.max_input_bytes,
+            max_history_messages=args.max_history_messages,
+            turn_timeout=args.turn_timeout,
+            lease_ttl=lease,
+        ),
+        max_request_bytes=args.max_request_bytes,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM/SIGINT; exit 0 after draining, 2 on a configuration error."""
+    try:
+        settings = settings_from(args)
+    except ValueError as exc:
+        print(f"agentskit-chat: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(settings))
+
+
+async def serve(settings: ServeSettings, adapters: AdapterRegistry | None = None) -> int:
+    """Serve `settings` until a stop signal, then drain and return the exit status."""
+    adapters = adapters or AdapterRegistry()
+    try:
+        definitions = gather(settings.definitions, settings.modules, adapters)
+        store = await open_store(settings.store_url)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"agentskit-chat: {exc}", file=sys.stderr)
+        return 2
+    key = load_or_create_key(settings.key_path) if settings.key_path else secrets.token_bytes(32)
+    service = ChatService(
+        Catalog(definitions), store, digest_key=key, adapters=adapters, limits=settings.limits
+    )
+    running = await start_server(
+        service, settings.listen, max_request_bytes=settings.max_request_bytes
+    )
+    host = settings.listen.rsplit(":", 1)[0]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(
+        f"agentskit-chat listening on {host}:{running.port} "
+        f"({len(definitions)} definitions, store {_safe(settings.store_url)})",
+        flush=True,
+    )
+    await stop.wait()
+    log.info("stopping: draining turns for up to %.1f s", settings.grace)
+    await running.drain(settings.grace)
+    print("agentskit-chat stopped", flush=True)
+    return 0
+
+
+def _safe(url: str) -> str:
+    """`url` without credentials."""
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest:
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url

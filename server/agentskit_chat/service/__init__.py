@@ -1,0 +1,48 @@
+"""The application service: sessions, the turn lifecycle, leases, idempotent turns, limits."""
+
+from ._catalog import Catalog
+from ._errors import Reason, ServiceError, invalid, limit_exceeded
+from ._limits import Limits
+from ._service import ChatService
+from ._types import (
+    Completed,
+    Decided,
+    Delta,
+    Dispatch,
+    Edit,
+    Failed,
+    Operation,
+    Regenerate,
+    Retry,
+    SessionView,
+    Started,
+    Submit,
+    TurnEvent,
+    TurnRequest,
+    Usage,
+)
+
+__all__ = [
+    "Catalog",
+    "ChatService",
+    "Completed",
+    "Decided",
+    "Delta",
+    "Dispatch",
+    "Edit",
+    "Failed",
+    "Limits",
+    "Operation",
+    "Reason",
+    "Regenerate",
+    "Retry",
+    "ServiceError",
+    "SessionView",
+    "Started",
+    "Submit",
+    "TurnEvent",
+    "TurnRequest",
+    "Usage",
+    "invalid",
+    "limit_exceeded",
+]

@@ -1,0 +1,90 @@
+"""Request limits and turn timing, with the checks that enforce them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from agentskit_chat.conversation import Message
+
+from ._errors import invalid, limit_exceeded
+
+_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:\-]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one request may carry and how long one turn may run."""
+
+    max_input_bytes: int = 32 * 1024
+    """UTF-8 size of one message's content."""
+    max_history_messages: int = 1_000
+    """Messages retained in one history, after the operation."""
+    max_history_bytes: int = 2 * 1024 * 1024
+    """UTF-8 size of all message contents of one dispatched history."""
+    max_id_length: int = 128
+    turn_timeout: float = 60.0
+    """Seconds a turn may run, model stream included."""
+    lease_ttl: float = 75.0
+    """Seconds a turn's lease lasts; longer than `turn_timeout` so a live turn keeps it."""
+
+    def __post_init__(self) -> None:
+        if self.turn_timeout <= 0 or self.lease_ttl <= self.turn_timeout:
+            raise ValueError("lease_ttl must exceed a positive turn_timeout")
+
+    def check_id(self, field: str, value: str) -> str:
+        """`value` if it is a well-formed identifier."""
+        if len(value) > self.max_id_length or _ID.fullmatch(value) is None:
+            raise invalid(
+                field,
+                f"{field} must be 1-{self.max_id_length} characters of letters, digits "
+                "and . _ : - starting with a letter or digit",
+            )
+        return value
+
+    def check_content(self, field: str, content: str) -> str:
+        """`content` if it fits `max_input_bytes`."""
+        if len(content) * 4 > self.max_input_bytes and (_utf8_size(content) > self.max_input_bytes):
+            raise limit_exceeded(
+                "input_bytes",
+                self.max_input_bytes,
+                f"{field} is larger than {self.max_input_bytes} bytes",
+            )
+        return content
+
+    def check_history_length(self, count: int) -> None:
+        """Raise when a history of `count` messages is longer than allowed."""
+        if count > self.max_history_messages:
+            raise limit_exceeded(
+                "history_messages",
+                self.max_history_messages,
+                f"the history would hold more than {self.max_history_messages} messages",
+            )
+
+    def check_dispatch(self, messages: Sequence[Message]) -> None:
+        """Raise when a client-held history is malformed or too large."""
+        self.check_history_length(len(messages))
+        total = 0
+        seen: set[str] = set()
+        for index, message in enumerate(messages):
+            field = f"dispatch.messages[{index}].id"
+            self.check_id(field, message.id)
+            if message.id in seen:
+                raise invalid(field, f"{field} repeats an earlier message id")
+            seen.add(message.id)
+            self.check_content(f"dispatch.messages[{index}].content", message.content)
+            total += len(message.content)
+        if total * 4 > self.max_history_bytes and (
+            sum(_utf8_size(m.content) for m in messages) > self.max_history_bytes
+        ):
+            raise limit_exceeded(
+                "history_bytes",
+                self.max_history_bytes,
+                f"the history is larger than {self.max_history_bytes} bytes",
+            )
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))

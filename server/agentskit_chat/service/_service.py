@@ -1,0 +1,152 @@
+"""The application service: definitions, sessions and turns, independent of any transport."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import AsyncGenerator
+from dataclasses import replace
+
+from agentskit_chat.conversation import (
+    DEFAULT_CALLBACK_TIMEOUT,
+    ChatDefinition,
+    InputDigester,
+    Message,
+)
+from agentskit_chat.models import AdapterRegistry
+from agentskit_chat.storage import HistoryChange, HistoryMode, Store
+
+from ._catalog import Catalog
+from ._errors import Reason, ServiceError, invalid
+from ._limits import Limits
+from ._records import Loaded, Records, now_ms
+from ._turns import TurnRunner, new_id
+from ._types import SessionView, TurnEvent, TurnRequest
+
+
+class ChatService:
+    """Hosts definitions and runs their sessions over one store and one adapter registry."""
+
+    def __init__(
+        self,
+        definitions: Catalog,
+        store: Store,
+        *,
+        digest_key: bytes,
+        adapters: AdapterRegistry | None = None,
+        limits: Limits | None = None,
+        holder: str | None = None,
+        callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
+    ) -> None:
+        self.catalog = definitions
+        self.adapters = adapters or AdapterRegistry()
+        self.limits = limits or Limits()
+        for definition in definitions.all():
+            self.adapters.check(definition.model)
+        self._records = Records(store, definitions)
+        self.turns = TurnRunner(
+            self._records,
+            self.adapters,
+            self.limits,
+            InputDigester(digest_key),
+            holder=holder or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}",
+            callback_timeout=callback_timeout,
+        )
+
+    def definitions(self) -> list[ChatDefinition]:
+        """Every hosted definition, ordered by id."""
+        return self.catalog.all()
+
+    def definition(self, definition_id: str) -> ChatDefinition:
+        """One hosted definition; NOT_FOUND when unknown."""
+        if not definition_id:
+            raise invalid("definition_id", "definition_id is required")
+        return self.catalog.get(definition_id)
+
+    async def create_session(
+        self, definition_id: str, session_id: str | None, mode: HistoryMode
+    ) -> SessionView:
+        """A new session at the definition's initial state."""
+        definition = self.definition(definition_id)
+        if session_id is None:
+            session_id = new_id("s")
+        else:
+            self.limits.check_id("session_id", session_id)
+        return _view(await self._records.create(definition, session_id, mode))
+
+    async def get_session(self, session_id: str) -> tuple[SessionView, list[Message]]:
+        """The session and, for server-held history, its messages."""
+        loaded = await self._records.load(self.limits.check_id("session_id", session_id))
+        return _view(loaded), await self._history(loaded)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Remove the session and its history; NOT_FOUND when unknown."""
+        if not await self._records.delete(self.limits.check_id("session_id", session_id)):
+            raise ServiceError(Reason.SESSION_NOT_FOUND, "no session has this id")
+
+    async def truncate_history(
+        self, session_id: str, last_kept_message_id: str | None
+    ) -> tuple[SessionView, list[Message]]:
+        """Drop the messages after `last_kept_message_id` (all when None); no transition."""
+        loaded = await self._records.load(self.limits.check_id("session_id", session_id))
+        if loaded.history_mode != HistoryMode.SERVER:
+            raise ServiceError(
+                Reason.HISTORY_MISMATCH,
+                "truncation is for server-held history; a client-held history is truncated by "
+                "the client",
+                history_mode=str(loaded.history_mode),
+            )
+        lease = loaded.record.lease
+        at = now_ms()
+        if lease is not None and lease.expires_at_ms > at:
+            raise ServiceError(
+                Reason.SESSION_BUSY,
+                "another turn holds the session",
+                retry_after_ms=lease.expires_at_ms - at,
+            )
+        messages = await self._records.messages(session_id)
+        keep = 0
+        if last_kept_message_id is not None:
+            ids = [m.id for m in messages]
+            if last_kept_message_id not in ids:
+                raise invalid("last_kept_message_id", "last_kept_message_id is not in the history")
+            keep = ids.index(last_kept_message_id) + 1
+        saved = await self._records.save(
+            loaded, replace(loaded.record, lease=None), HistoryChange(keep)
+        )
+        if saved is None:
+            raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
+        return _view(saved), messages[:keep]
+
+    def run_turn(
+        self, request: TurnRequest, timeout: float | None = None
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """The events of one turn; see TurnRunner.run."""
+        return self.turns.run(request, timeout)
+
+    def begin_drain(self) -> None:
+        """Refuse new turns from now on; turns in flight continue."""
+        self.turns.draining = True
+
+    async def close(self) -> None:
+        """Close the adapters and the store."""
+        await self.adapters.close()
+        await self._records.store.close()
+
+    async def _history(self, loaded: Loaded) -> list[Message]:
+        if loaded.history_mode != HistoryMode.SERVER:
+            return []
+        return await self._records.messages(loaded.record.session_id)
+
+
+def _view(loaded: Loaded) -> SessionView:
+    record = loaded.record
+    return SessionView(
+        session_id=record.session_id,
+        definition_id=record.definition_id,
+        revision=record.revision,
+        history_mode=loaded.history_mode,
+        snapshot=loaded.definition.snapshot(record.state),
+        cursor=record.cursor,
+    )

@@ -1,0 +1,361 @@
+"""The turn lifecycle: claim the lease, resolve, stream, commit or release.
+
+Every turn first claims the session's expiring lease by compare-and-set, before any
+callback, model call or transition. From then on it ends in exactly one of: a committed
+answer, a recorded failure that commits nothing else, or (when the client goes away) a
+released lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from dataclasses import dataclass, replace
+from typing import Final
+
+from agentskit_chat.conversation import (
+    DelegateOutcome,
+    FailureOutcome,
+    InputDigester,
+    Lease,
+    Message,
+    Outcome,
+    Role,
+    RouteOutcome,
+    TerminalTurn,
+    TurnKind,
+    resolve,
+)
+from agentskit_chat.models import (
+    AdapterRegistry,
+    ModelError,
+    ModelRequest,
+    TextChunk,
+    UsageChunk,
+)
+from agentskit_chat.storage import HistoryChange, HistoryMode
+
+from ._errors import Reason, ServiceError
+from ._history import Plan, plan_turn
+from ._limits import Limits
+from ._records import Loaded, Records, now_ms, to_stored
+from ._types import (
+    Completed,
+    Decided,
+    Delta,
+    Dispatch,
+    Failed,
+    Started,
+    TurnEvent,
+    TurnRequest,
+    Usage,
+)
+
+DEADLINE_EXCEEDED: Final = "deadline_exceeded"
+CONFLICT: Final = "conflict"
+MODEL_FAILED: Final = "model_failed"
+FAILURE_MESSAGES: Final = {
+    "route_failed": "Deterministic route failed.",
+    DEADLINE_EXCEEDED: "The turn did not finish before its deadline.",
+    CONFLICT: "Another writer changed the session during the turn.",
+    MODEL_FAILED: "The model call failed.",
+}
+RETRYABLE: Final = frozenset({DEADLINE_EXCEEDED, CONFLICT})
+
+
+def new_id(prefix: str) -> str:
+    """A fresh message id such as `u-1f2e3d4c5b6a7988`."""
+    return f"{prefix}-{secrets.token_hex(8)}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    request: TurnRequest
+    plan: Plan
+    claimed: Loaded
+    deadline: float
+    """Event-loop time after which the turn fails with deadline_exceeded."""
+
+
+class TurnRunner:
+    """Runs turns; counts the ones in flight so shutdown can wait for them."""
+
+    def __init__(
+        self,
+        records: Records,
+        adapters: AdapterRegistry,
+        limits: Limits,
+        digester: InputDigester,
+        *,
+        holder: str,
+        callback_timeout: float,
+    ) -> None:
+        self._records = records
+        self._adapters = adapters
+        self._limits = limits
+        self._digester = digester
+        self._holder = holder
+        self._callback_timeout = callback_timeout
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.draining = False
+
+    @property
+    def in_flight(self) -> int:
+        """Turns holding a lease in this process."""
+        return self._in_flight
+
+    async def wait_idle(self) -> None:
+        """Return once no turn is in flight."""
+        await self._idle.wait()
+
+    async def run(
+        self, request: TurnRequest, timeout: float | None = None
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """The events of one turn. Refusals before the lease is claimed raise ServiceError."""
+        limits = self._limits
+        limits.check_id("session_id", request.session_id)
+        limits.check_id("turn_id", request.turn_id)
+        if self.draining:
+            raise ServiceError(Reason.SHUTTING_DOWN, "the server is shutting down")
+        loaded = await self._records.load(request.session_id)
+        _check_mode(loaded.history_mode, request)
+        finished = loaded.record.find_turn(request.turn_id)
+        if finished is not None:
+            async for event in self._repeat(loaded, finished):
+                yield event
+            return
+        at = now_ms()
+        lease = loaded.record.lease
+        if lease is not None and lease.expires_at_ms > at:
+            reason = (
+                Reason.TURN_IN_PROGRESS if lease.turn_id == request.turn_id else Reason.SESSION_BUSY
+            )
+            raise ServiceError(
+                reason,
+                "another turn holds the session"
+                if reason == Reason.SESSION_BUSY
+                else "this turn is still running",
+                retry_after_ms=lease.expires_at_ms - at,
+            )
+        history = (
+            await self._records.messages(request.session_id)
+            if loaded.history_mode == HistoryMode.SERVER
+            else ()
+        )
+        plan = plan_turn(request.operation, history, limits, new_id)
+        budget = limits.turn_timeout if timeout is None else min(timeout, limits.turn_timeout)
+        lease = Lease(request.turn_id, self._holder, at + int(limits.lease_ttl * 1000))
+        claimed = await self._records.save(loaded, replace(loaded.record, lease=lease))
+        if claimed is None:
+            raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
+        turn = _Turn(request, plan, claimed, asyncio.get_running_loop().time() + budget)
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            async for event in self._execute(turn):
+                yield event
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
+
+    async def _execute(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
+        ended = False
+        try:
+            yield Started(turn.request.operation_name, turn.plan.user_message_id)
+            try:
+                async with asyncio.timeout_at(turn.deadline):
+                    outcome = await self._resolve(turn)
+            except TimeoutError:
+                ended = True
+                yield await self._fail(turn, DEADLINE_EXCEEDED, None)
+                return
+            if isinstance(outcome, FailureOutcome):
+                ended = True
+                yield await self._fail(turn, outcome.code, outcome)
+                return
+            if isinstance(outcome, RouteOutcome):
+                ended = True
+                async for event in self._answer(turn, outcome):
+                    yield event
+                return
+            async for event in self._delegate(turn, outcome):
+                if isinstance(event, Completed | Failed):
+                    ended = True
+                yield event
+        finally:
+            if not ended:
+                await asyncio.shield(self._release(turn))
+
+    async def _resolve(self, turn: _Turn) -> Outcome:
+        return await resolve(
+            turn.claimed.definition,
+            turn.claimed.record.conversation,
+            turn.plan.messages,
+            digester=self._digester,
+            callback_timeout=self._callback_timeout,
+            at=time.time(),
+        )
+
+    async def _answer(self, turn: _Turn, outcome: RouteOutcome) -> AsyncGenerator[TurnEvent, None]:
+        decision = outcome.decision
+        decided = Decided(
+            str(decision.kind),
+            decision.route_id,
+            decision.from_state,
+            decision.to_state,
+            outcome.replayed,
+        )
+        answer = Message(new_id("a"), Role.ASSISTANT, outcome.response)
+        saved = await self._commit(turn, outcome, decided, answer)
+        if saved is None:
+            yield _failed(CONFLICT)
+            return
+        yield decided
+        if answer.content:
+            yield Delta(answer.content)
+        yield Completed(answer.id, answer.content, outcome.snapshot, saved.cursor)
+
+    async def _delegate(
+        self, turn: _Turn, outcome: DelegateOutcome
+    ) -> AsyncGenerator[TurnEvent, None]:
+        state = outcome.state.state
+        decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
+        yield decided
+        definition = turn.claimed.definition
+        adapter = self._adapters.adapter(definition.model)
+        request = ModelRequest(
+            definition.id, turn.request.session_id, outcome.messages, definition.model
+        )
+        parts: list[str] = []
+        usage: Usage | None = None
+        async with aclosing(adapter.stream(request)) as chunks:
+            while True:
+                try:
+                    async with asyncio.timeout_at(turn.deadline):
+                        chunk = await anext(chunks, None)
+                except TimeoutError:
+                    yield await self._fail(turn, DEADLINE_EXCEEDED, None)
+                    return
+                except ModelError as exc:
+                    yield await self._fail(turn, exc.code, None, exc)
+                    return
+                if chunk is None:
+                    break
+                if isinstance(chunk, TextChunk):
+                    parts.append(chunk.text)
+                    yield Delta(chunk.text)
+                elif isinstance(chunk, UsageChunk):
+                    usage = Usage(chunk.input_tokens, chunk.output_tokens)
+        answer = Message(new_id("a"), Role.ASSISTANT, "".join(parts))
+        saved = await self._commit(turn, outcome, decided, answer)
+        if saved is None:
+            yield _failed(CONFLICT)
+            return
+        yield Completed(answer.id, answer.content, outcome.snapshot, saved.cursor, usage)
+
+    async def _commit(
+        self,
+        turn: _Turn,
+        outcome: RouteOutcome | DelegateOutcome,
+        decided: Decided,
+        answer: Message,
+    ) -> Loaded | None:
+        record = replace(turn.claimed.record, conversation=outcome.state, lease=None).with_turn(
+            TerminalTurn(
+                turn_id=turn.request.turn_id,
+                operation=turn.request.operation_name,
+                outcome="completed",
+                finished_at_ms=now_ms(),
+                kind=decided.kind,
+                route_id=decided.route_id,
+                user_message_id=turn.plan.user_message_id,
+                assistant_message_id=answer.id,
+                from_state=decided.from_state,
+                to_state=decided.to_state,
+                replayed=decided.replayed,
+            )
+        )
+        history = None
+        if turn.claimed.history_mode == HistoryMode.SERVER:
+            added = tuple(map(to_stored, (*turn.plan.added, answer)))
+            history = HistoryChange(turn.plan.keep, added)
+        return await self._records.save(turn.claimed, record, history)
+
+    async def _fail(
+        self,
+        turn: _Turn,
+        code: str,
+        outcome: FailureOutcome | None,
+        error: ModelError | None = None,
+    ) -> Failed:
+        """Record the failure and release the lease; nothing else is committed."""
+        record = replace(turn.claimed.record, lease=None).with_turn(
+            TerminalTurn(
+                turn_id=turn.request.turn_id,
+                operation=turn.request.operation_name,
+                outcome="failed",
+                finished_at_ms=now_ms(),
+                kind=None if outcome is None else str(outcome.trace.kind),
+                route_id=None if outcome is None else outcome.route_id,
+                user_message_id=turn.plan.user_message_id,
+                error_code=code,
+            )
+        )
+        await asyncio.shield(self._records.save(turn.claimed, record))
+        if error is not None:
+            return Failed(error.code, error.message, error.retryable)
+        return _failed(code)
+
+    async def _release(self, turn: _Turn) -> None:
+        """Give the lease back after the client went away; the turn may run again."""
+        with contextlib.suppress(ServiceError):  # Otherwise the lease lapses on its own.
+            await self._records.save(turn.claimed, replace(turn.claimed.record, lease=None))
+
+    async def _repeat(self, loaded: Loaded, turn: TerminalTurn) -> AsyncGenerator[TurnEvent, None]:
+        """The recorded outcome of a finished turn, without running anything."""
+        yield Started(turn.operation, turn.user_message_id, duplicate=True)
+        if turn.outcome == "failed":
+            yield _failed(turn.error_code or MODEL_FAILED)
+            return
+        yield Decided(
+            turn.kind or str(TurnKind.AGENTIC),
+            turn.route_id,
+            turn.from_state or loaded.record.state,
+            turn.to_state or loaded.record.state,
+            turn.replayed,
+        )
+        content = ""
+        if loaded.history_mode == HistoryMode.SERVER and turn.assistant_message_id:
+            messages = await self._records.messages(loaded.record.session_id)
+            content = next((m.content for m in messages if m.id == turn.assistant_message_id), "")
+        if content:
+            yield Delta(content)
+        yield Completed(
+            turn.assistant_message_id or "",
+            content,
+            loaded.definition.snapshot(loaded.record.state),
+            loaded.cursor,
+        )
+
+
+def _failed(code: str) -> Failed:
+    message = FAILURE_MESSAGES.get(code, FAILURE_MESSAGES[MODEL_FAILED])
+    return Failed(code, message, code in RETRYABLE)
+
+
+def _check_mode(mode: HistoryMode, request: TurnRequest) -> None:
+    client_held = isinstance(request.operation, Dispatch)
+    if client_held != (mode == HistoryMode.CLIENT):
+        raise ServiceError(
+            Reason.HISTORY_MISMATCH,
+            "dispatch is for client-held history; submit, retry, edit and regenerate are for "
+            "server-held history",
+            history_mode=str(mode),
+        )

@@ -1,0 +1,59 @@
+"""Session storage: the ports and their in-memory and SQLite backends.
+
+Typical use::
+
+    store = await open_store(default_store_url(state_dir_from_env()))
+    try:
+        await store.create(session)
+    finally:
+        await store.close()
+"""
+
+from ._ports import (
+    HistoryChange,
+    HistoryMode,
+    MessageStore,
+    SessionExistsError,
+    SessionStore,
+    Store,
+    StoredMessage,
+    StoredSession,
+    StoreError,
+    StoreUnavailableError,
+)
+from ._url import (
+    DEFAULT_STATE_DIR,
+    SQLITE_SUFFIXES,
+    STATE_DIR_ENV,
+    default_store_url,
+    open_store,
+    sqlite_path,
+    state_dir_from_env,
+)
+from .memory import MemoryStore
+from .sqlite import DEFAULT_BUSY_TIMEOUT_MS, SCHEMA_VERSION, SqliteStore, open_sqlite_store
+
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT_MS",
+    "DEFAULT_STATE_DIR",
+    "SCHEMA_VERSION",
+    "SQLITE_SUFFIXES",
+    "STATE_DIR_ENV",
+    "HistoryChange",
+    "HistoryMode",
+    "MemoryStore",
+    "MessageStore",
+    "SessionExistsError",
+    "SessionStore",
+    "SqliteStore",
+    "Store",
+    "StoreError",
+    "StoreUnavailableError",
+    "StoredMessage",
+    "StoredSession",
+    "default_store_url",
+    "open_sqlite_store",
+    "open_store",
+    "sqlite_path",
+    "state_dir_from_env",
+]

@@ -1,0 +1,354 @@
+"""SQLite backend: one connection on one worker thread, compare-and-set in SQL.
+
+The event loop never touches the database: each port method is one hop to the store's
+single worker thread, which owns the connection. The schema version lives in
+`PRAGMA user_version`; a database written by a newer version is refused. Any number of
+stores, in any number of processes, may share one file: compare-and-set is a conditional
+`UPDATE` inside a write transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
+from functools import partial
+from pathlib import Path
+from typing import Final, TypeVar
+
+from ._ports import (
+    HistoryChange,
+    HistoryMode,
+    SessionExistsError,
+    StoredMessage,
+    StoredSession,
+    StoreUnavailableError,
+)
+from .memory import _check_compare_and_set
+
+SCHEMA_VERSION: Final = 1
+DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
+
+T = TypeVar("T")
+
+_SCHEMA: Final = (
+    """CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY NOT NULL,
+        definition_id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        history_mode TEXT NOT NULL,
+        cursor INTEGER NOT NULL,
+        record BLOB NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+    )""",
+    """CREATE TABLE messages (
+        session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        PRIMARY KEY (session_id, position)
+    )""",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+_INSERT_SESSION: Final = (
+    "INSERT INTO sessions (session_id, definition_id, revision, history_mode, cursor, record,"
+    " updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING"
+)
+_SELECT_SESSION: Final = (
+    "SELECT session_id, definition_id, revision, history_mode, cursor, record, updated_at_ms"
+    " FROM sessions WHERE session_id = ?"
+)
+_UPDATE_SESSION: Final = (
+    "UPDATE sessions SET definition_id = ?, revision = ?, history_mode = ?, cursor = ?,"
+    " record = ?, updated_at_ms = ? WHERE session_id = ? AND cursor = ?"
+)
+_DELETE_SESSION: Final = "DELETE FROM sessions WHERE session_id = ?"
+_TRUNCATE_MESSAGES: Final = "DELETE FROM messages WHERE session_id = ? AND position >= ?"
+_HAS_MESSAGE_AT: Final = "SELECT 1 FROM messages WHERE session_id = ? AND position = ?"
+_INSERT_MESSAGE: Final = (
+    "INSERT INTO messages (session_id, position, message_id, role, content) VALUES (?, ?, ?, ?, ?)"
+)
+_SELECT_MESSAGES: Final = (
+    "SELECT message_id, role, content FROM messages WHERE session_id = ? ORDER BY position"
+)
+
+
+class SqliteStore:
+    """A `Store` in one SQLite file (WAL journal, `synchronous=NORMAL`, foreign keys on).
+
+    The connection is opened, and the schema created or checked, on first use or by
+    `open()`; `open_sqlite_store` does both steps. Failures of SQLite, including a busy
+    database past `busy_timeout_ms`, raise StoreUnavailableError after rolling back.
+    A cancelled call does not abort work the worker thread has already started.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+    ) -> None:
+        if busy_timeout_ms < 0:
+            raise ValueError("busy_timeout_ms must not be negative")
+        self._path = Path(path)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
+        self._db: sqlite3.Connection | None = None
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    async def open(self) -> None:
+        """Open the connection and create or check the schema, if not done yet."""
+        await self._run("open", _nothing)
+
+    async def create(self, session: StoredSession) -> None:
+        """Insert a new session; raises SessionExistsError when the id is taken."""
+        inserted = await self._run("create", partial(_create, session))
+        if not inserted:
+            raise SessionExistsError("a session with this id already exists")
+
+    async def load(self, session_id: str) -> StoredSession | None:
+        """The stored session, or None."""
+        return await self._run("load", partial(_load, session_id))
+
+    async def compare_and_set(
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+    ) -> bool:
+        """Replace the session if its stored cursor equals `expected_cursor`.
+
+        Raises ValueError, writing nothing, when `session.cursor` is not
+        `expected_cursor + 1`, when `history.keep` is negative, or when it exceeds the
+        stored history's length.
+        """
+        _check_compare_and_set(session, expected_cursor, history)
+        return await self._run(
+            "compare_and_set", partial(_compare_and_set, session, expected_cursor, history)
+        )
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove the session and its messages; False when it did not exist."""
+        return await self._run("delete", partial(_delete, session_id))
+
+    async def list_messages(self, session_id: str) -> Sequence[StoredMessage]:
+        """The session's messages, oldest first, as a tuple; empty when there are none."""
+        return await self._run("list_messages", partial(_list_messages, session_id))
+
+    async def close(self) -> None:
+        """Close the connection on its thread and stop the thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._close_on_worker)
+        finally:
+            self._executor.shutdown(wait=True)
+
+    async def _run(self, operation: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreUnavailableError("the sqlite store is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._on_worker, operation, work)
+
+    def _on_worker(self, operation: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            db = self._connection()
+        except sqlite3.Error as exc:
+            raise _unavailable(operation, exc) from exc
+        try:
+            return work(db)
+        except BaseException as exc:
+            _rollback(db)
+            if isinstance(exc, sqlite3.Error):
+                raise _unavailable(operation, exc) from exc
+            raise
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailableError(
+                f"cannot create the sqlite store's directory: {exc.strerror}"
+            ) from exc
+        db = sqlite3.connect(
+            self._path,
+            timeout=self._busy_timeout_ms / 1000,
+            isolation_level=None,
+            cached_statements=32,
+        )
+        try:
+            db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+            db.execute("PRAGMA foreign_keys = ON")
+            (mode,) = db.execute("PRAGMA journal_mode = WAL").fetchone()
+            if str(mode).lower() != "wal":
+                raise StoreUnavailableError(
+                    f"the sqlite store could not enable WAL journal mode (got {mode!s})"
+                )
+            db.execute("PRAGMA synchronous = NORMAL")
+            _migrate(db)
+        except BaseException:
+            _rollback(db)
+            db.close()
+            raise
+        self._db = db
+        return db
+
+    def _close_on_worker(self) -> None:
+        db, self._db = self._db, None
+        if db is None:
+            return
+        try:
+            db.close()
+        except sqlite3.Error as exc:
+            raise _unavailable("close", exc) from exc
+
+
+async def open_sqlite_store(
+    path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+) -> SqliteStore:
+    """A SqliteStore at `path`, connected, with its schema created or checked.
+
+    Raises StoreUnavailableError, leaving nothing open, when the file is not a usable
+    store (not SQLite, a newer schema version, unreadable).
+    """
+    store = SqliteStore(path, busy_timeout_ms=busy_timeout_ms)
+    try:
+        await store.open()
+    except BaseException:
+        await store.close()
+        raise
+    return store
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    if _user_version(db) == SCHEMA_VERSION:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    version = _user_version(db)
+    if version > SCHEMA_VERSION:
+        raise StoreUnavailableError(
+            f"the sqlite store has schema version {version}, newer than the supported"
+            f" version {SCHEMA_VERSION}; upgrade agentskit-chat"
+        )
+    if version == 0:
+        if db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None:
+            raise StoreUnavailableError(
+                "the sqlite file holds tables but no schema version: not a session store"
+            )
+        for statement in _SCHEMA:
+            db.execute(statement)
+    db.execute("COMMIT")
+
+
+def _user_version(db: sqlite3.Connection) -> int:
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def _nothing(db: sqlite3.Connection) -> None:
+    return None
+
+
+def _create(session: StoredSession, db: sqlite3.Connection) -> bool:
+    cursor = db.execute(
+        _INSERT_SESSION,
+        (
+            session.session_id,
+            session.definition_id,
+            session.revision,
+            str(session.history_mode),
+            session.cursor,
+            session.record,
+            session.updated_at_ms,
+        ),
+    )
+    return cursor.rowcount == 1
+
+
+def _load(session_id: str, db: sqlite3.Connection) -> StoredSession | None:
+    row = db.execute(_SELECT_SESSION, (session_id,)).fetchone()
+    if row is None:
+        return None
+    try:
+        history_mode = HistoryMode(row[3])
+    except ValueError:
+        raise StoreUnavailableError("a stored session has an unknown history mode") from None
+    return StoredSession(
+        session_id=row[0],
+        definition_id=row[1],
+        revision=row[2],
+        history_mode=history_mode,
+        cursor=row[4],
+        record=bytes(row[5]),
+        updated_at_ms=row[6],
+    )
+
+
+def _compare_and_set(
+    session: StoredSession,
+    expected_cursor: int,
+    history: HistoryChange | None,
+    db: sqlite3.Connection,
+) -> bool:
+    session_id = session.session_id
+    update = (
+        session.definition_id,
+        session.revision,
+        str(session.history_mode),
+        session.cursor,
+        session.record,
+        session.updated_at_ms,
+        session_id,
+        expected_cursor,
+    )
+    if history is None:
+        return db.execute(_UPDATE_SESSION, update).rowcount == 1
+    keep = history.keep
+    db.execute("BEGIN IMMEDIATE")
+    if db.execute(_UPDATE_SESSION, update).rowcount != 1:
+        db.execute("ROLLBACK")
+        return False
+    db.execute(_TRUNCATE_MESSAGES, (session_id, keep))
+    if keep > 0 and db.execute(_HAS_MESSAGE_AT, (session_id, keep - 1)).fetchone() is None:
+        raise ValueError("history.keep exceeds the number of stored messages")
+    if history.append:
+        db.executemany(
+            _INSERT_MESSAGE,
+            [
+                (session_id, keep + offset, message.message_id, message.role, message.content)
+                for offset, message in enumerate(history.append)
+            ],
+        )
+    db.execute("COMMIT")
+    return True
+
+
+def _delete(session_id: str, db: sqlite3.Connection) -> bool:
+    return db.execute(_DELETE_SESSION, (session_id,)).rowcount == 1
+
+
+def _list_messages(session_id: str, db: sqlite3.Connection) -> tuple[StoredMessage, ...]:
+    rows = db.execute(_SELECT_MESSAGES, (session_id,)).fetchall()
+    return tuple(StoredMessage(row[0], row[1], row[2]) for row in rows)
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    if db.in_transaction:
+        with suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+
+
+def _unavailable(operation: str, error: sqlite3.Error) -> StoreUnavailableError:
+    code = error.sqlite_errorname or type(error).__name__
+    return StoreUnavailableError(f"sqlite store {operation} failed: {error} ({code})")

@@ -1,0 +1,195 @@
+"""Translation between protobuf messages and application-service types."""
+
+from __future__ import annotations
+
+import time
+from typing import Final
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.conversation import ChatDefinition, ConversationSnapshot, Message, Role
+from agentskit_chat.service import (
+    Completed,
+    Decided,
+    Delta,
+    Dispatch,
+    Edit,
+    Failed,
+    Operation,
+    Regenerate,
+    Retry,
+    SessionView,
+    Started,
+    Submit,
+    TurnEvent,
+    invalid,
+)
+from agentskit_chat.storage import HistoryMode
+
+KINDS: Final = {
+    "deterministic": pb.TURN_KIND_DETERMINISTIC,
+    "agentic": pb.TURN_KIND_AGENTIC,
+    "repaired": pb.TURN_KIND_REPAIRED,
+    "fallback": pb.TURN_KIND_FALLBACK,
+}
+OPERATIONS: Final = {
+    "submit": pb.OPERATION_SUBMIT,
+    "retry": pb.OPERATION_RETRY,
+    "edit": pb.OPERATION_EDIT,
+    "regenerate": pb.OPERATION_REGENERATE,
+    "dispatch": pb.OPERATION_DISPATCH,
+}
+ROLES: Final = {
+    Role.USER: pb.ROLE_USER,
+    Role.ASSISTANT: pb.ROLE_ASSISTANT,
+    Role.SYSTEM: pb.ROLE_SYSTEM,
+    Role.TOOL: pb.ROLE_TOOL,
+}
+ROLE_OF: Final = {value: role for role, value in ROLES.items()}
+MODES: Final = {
+    HistoryMode.SERVER: pb.HISTORY_MODE_SERVER,
+    HistoryMode.CLIENT: pb.HISTORY_MODE_CLIENT,
+}
+
+
+def history_mode(value: pb.HistoryMode.ValueType) -> HistoryMode:
+    """The requested history mode; server-held when unspecified."""
+    if value == pb.HISTORY_MODE_CLIENT:
+        return HistoryMode.CLIENT
+    if value in (pb.HISTORY_MODE_SERVER, pb.HISTORY_MODE_UNSPECIFIED):
+        return HistoryMode.SERVER
+    raise invalid("history_mode", "history_mode has an unknown value")
+
+
+def operation(request: pb.StreamTurnRequest) -> Operation:
+    """The operation of a StreamTurn request."""
+    which = request.WhichOneof("operation")
+    if which == "submit":
+        return Submit(request.submit.content, request.submit.message_id or None)
+    if which == "retry":
+        return Retry(request.retry.message_id or None)
+    if which == "edit":
+        if not request.edit.message_id:
+            raise invalid("edit.message_id", "edit.message_id is required")
+        return Edit(request.edit.message_id, request.edit.content)
+    if which == "regenerate":
+        return Regenerate(request.regenerate.message_id or None)
+    if which == "dispatch":
+        return Dispatch(tuple(_message(m, i) for i, m in enumerate(request.dispatch.messages)))
+    raise invalid(
+        "operation", "one operation (submit, retry, edit, regenerate, dispatch) is required"
+    )
+
+
+def _message(message: pb.Message, index: int) -> Message:
+    role = ROLE_OF.get(message.role)
+    if role is None:
+        raise invalid(f"dispatch.messages[{index}].role", "every message needs a known role")
+    return Message(message.id, role, message.content)
+
+
+def message(value: Message) -> pb.Message:
+    """A history message as the contract sends it."""
+    return pb.Message(id=value.id, role=ROLES[value.role], content=value.content)
+
+
+def snapshot(value: ConversationSnapshot) -> pb.Snapshot:
+    """A conversation snapshot as the contract sends it."""
+    return pb.Snapshot(state=value.state, allowed_events=value.events, actions=value.actions)
+
+
+def session(view: SessionView) -> pb.Session:
+    """Session metadata as the contract sends it."""
+    return pb.Session(
+        session_id=view.session_id,
+        definition_id=view.definition_id,
+        definition_revision=view.revision,
+        history_mode=MODES[view.history_mode],
+        snapshot=snapshot(view.snapshot),
+        cursor=view.cursor,
+    )
+
+
+def definition(value: ChatDefinition) -> pb.Definition:
+    """The public description of a definition: no handler code, responses or model secrets."""
+    spec = value.conversation
+    states = [
+        pb.StateInfo(
+            name=name,
+            transitions=[pb.Transition(event=e, target=t) for e, t in state.on.items()],
+            actions=state.actions,
+        )
+        for name, state in spec.states.items()
+    ]
+    routes = [
+        pb.RouteInfo(
+            id=route.id,
+            event=route.event,
+            states=route.states or (),
+            kind=KINDS[str(route.kind)],
+            matcher=route.matcher.kind,
+        )
+        for route in spec.routes
+    ]
+    adapter = value.model.get("adapter", "offline")
+    return pb.Definition(
+        id=value.id,
+        revision=value.revision,
+        description=value.description,
+        initial_state=spec.initial,
+        states=states,
+        routes=routes,
+        model_adapter=adapter if isinstance(adapter, str) else "",
+    )
+
+
+class EventStamper:
+    """Numbers the events of one turn from 1 and stamps each with the time."""
+
+    def __init__(self, session_id: str, turn_id: str) -> None:
+        self._session_id = session_id
+        self._turn_id = turn_id
+        self._sequence = 0
+
+    def __call__(self, event: TurnEvent) -> pb.StreamTurnResponse:
+        self._sequence += 1
+        stamp = Timestamp()
+        stamp.FromNanoseconds(time.time_ns())
+        response = pb.StreamTurnResponse(
+            session_id=self._session_id,
+            turn_id=self._turn_id,
+            sequence=self._sequence,
+            time=stamp,
+        )
+        _fill(response, event)
+        return response
+
+
+def _fill(response: pb.StreamTurnResponse, event: TurnEvent) -> None:
+    if isinstance(event, Delta):
+        response.delta.text = event.text
+    elif isinstance(event, Started):
+        response.started.operation = OPERATIONS[event.operation]
+        response.started.user_message_id = event.user_message_id or ""
+        response.started.duplicate = event.duplicate
+    elif isinstance(event, Decided):
+        decision = response.decision
+        decision.kind = KINDS[event.kind]
+        decision.route_id = event.route_id or ""
+        decision.from_state = event.from_state
+        decision.to_state = event.to_state
+        decision.replayed = event.replayed
+    elif isinstance(event, Completed):
+        done = response.completed
+        done.assistant_message_id = event.assistant_message_id
+        done.content = event.content
+        done.snapshot.CopyFrom(snapshot(event.snapshot))
+        done.cursor = event.cursor
+        if event.usage is not None:
+            done.usage.input_tokens = event.usage.input_tokens
+            done.usage.output_tokens = event.usage.output_tokens
+    elif isinstance(event, Failed):
+        response.failed.code = event.code
+        response.failed.message = event.message
+        response.failed.retryable = event.retryable

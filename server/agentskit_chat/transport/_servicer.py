@@ -1,0 +1,135 @@
+"""The grpc.aio servicer: decodes requests, calls the application service, encodes results."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from typing import TypeVar
+
+import grpc
+
+from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit.chat.v1 import chat_pb2_grpc
+from agentskit_chat.service import ChatService, ServiceError, TurnRequest, invalid
+
+from . import _convert as convert
+from ._status import abort, abort_internal
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Context = grpc.aio.ServicerContext[object, object]
+
+
+class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
+    """Every RPC of agentskit.chat.v1.ChatService over one ChatService."""
+
+    def __init__(self, service: ChatService) -> None:
+        self.service = service
+
+    async def ListDefinitions(
+        self, request: pb.ListDefinitionsRequest, context: Context
+    ) -> pb.ListDefinitionsResponse:
+        """Every hosted definition."""
+        definitions = [convert.definition(d) for d in self.service.definitions()]
+        return pb.ListDefinitionsResponse(definitions=definitions)
+
+    async def GetDefinition(
+        self, request: pb.GetDefinitionRequest, context: Context
+    ) -> pb.GetDefinitionResponse:
+        """One definition by id."""
+        definition = await _call(context, _now(self.service.definition, request.definition_id))
+        return pb.GetDefinitionResponse(definition=convert.definition(definition))
+
+    async def CreateSession(
+        self, request: pb.CreateSessionRequest, context: Context
+    ) -> pb.CreateSessionResponse:
+        """A new session at the definition's initial state."""
+
+        async def create() -> pb.CreateSessionResponse:
+            if not request.definition_id:
+                raise invalid("definition_id", "definition_id is required")
+            view = await self.service.create_session(
+                request.definition_id,
+                request.session_id or None,
+                convert.history_mode(request.history_mode),
+            )
+            return pb.CreateSessionResponse(session=convert.session(view))
+
+        return await _call(context, create)
+
+    async def GetSession(
+        self, request: pb.GetSessionRequest, context: Context
+    ) -> pb.GetSessionResponse:
+        """The session and its server-held history."""
+
+        async def get() -> pb.GetSessionResponse:
+            view, messages = await self.service.get_session(request.session_id)
+            return pb.GetSessionResponse(
+                session=convert.session(view), messages=[convert.message(m) for m in messages]
+            )
+
+        return await _call(context, get)
+
+    async def DeleteSession(
+        self, request: pb.DeleteSessionRequest, context: Context
+    ) -> pb.DeleteSessionResponse:
+        """Remove the session and its history."""
+
+        async def delete() -> pb.DeleteSessionResponse:
+            await self.service.delete_session(request.session_id)
+            return pb.DeleteSessionResponse()
+
+        return await _call(context, delete)
+
+    async def TruncateHistory(
+        self, request: pb.TruncateHistoryRequest, context: Context
+    ) -> pb.TruncateHistoryResponse:
+        """Drop the newest messages without a turn."""
+
+        async def truncate() -> pb.TruncateHistoryResponse:
+            view, messages = await self.service.truncate_history(
+                request.session_id, request.last_kept_message_id or None
+            )
+            return pb.TruncateHistoryResponse(
+                session=convert.session(view), messages=[convert.message(m) for m in messages]
+            )
+
+        return await _call(context, truncate)
+
+    async def StreamTurn(
+        self, request: pb.StreamTurnRequest, context: Context
+    ) -> AsyncIterator[pb.StreamTurnResponse]:
+        """Run one turn and stream its events."""
+        stamp = convert.EventStamper(request.session_id, request.turn_id)
+        try:
+            turn = TurnRequest(request.session_id, request.turn_id, convert.operation(request))
+            async with aclosing(self.service.run_turn(turn, context.time_remaining())) as events:
+                async for event in events:
+                    yield stamp(event)
+        except ServiceError as error:
+            await abort(context, error)
+        except (grpc.aio.AbortError, GeneratorExit):
+            raise
+        except Exception as exc:
+            log.error("turn failed unexpectedly: %s", type(exc).__name__)
+            await abort_internal(context)
+
+
+def _now(function: Callable[[str], T], argument: str) -> Callable[[], Awaitable[T]]:
+    async def call() -> T:
+        return function(argument)
+
+    return call
+
+
+async def _call(context: Context, call: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return await call()
+    except ServiceError as error:
+        await abort(context, error)
+    except grpc.aio.AbortError:
+        raise
+    except Exception as exc:
+        log.error("request failed unexpectedly: %s", type(exc).__name__)
+        await abort_internal(context)

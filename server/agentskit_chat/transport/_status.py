@@ -1,0 +1,58 @@
+"""Service errors as gRPC statuses with google.rpc.ErrorInfo details."""
+
+from __future__ import annotations
+
+from typing import Final, NoReturn
+
+import grpc
+from google.protobuf.any_pb2 import Any as AnyMessage
+from google.rpc import error_details_pb2, status_pb2
+
+from agentskit_chat.service import Reason, ServiceError
+
+DOMAIN: Final = "chat.agentskit.dev"
+DETAILS_KEY: Final = "grpc-status-details-bin"
+
+CODES: Final = {
+    Reason.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    Reason.DEFINITION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Reason.SESSION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Reason.SESSION_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    Reason.SESSION_BUSY: grpc.StatusCode.ABORTED,
+    Reason.TURN_IN_PROGRESS: grpc.StatusCode.ABORTED,
+    Reason.CONFLICT: grpc.StatusCode.ABORTED,
+    Reason.REVISION_MISMATCH: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.SESSION_CORRUPT: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.HISTORY_MISMATCH: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.LIMIT_EXCEEDED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Reason.SHUTTING_DOWN: grpc.StatusCode.UNAVAILABLE,
+    Reason.STORE_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    Reason.DEADLINE_EXCEEDED: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+
+
+def status_details(code: grpc.StatusCode, error: ServiceError) -> bytes:
+    """The serialized google.rpc.Status for `error`."""
+    info = error_details_pb2.ErrorInfo(
+        reason=str(error.reason), domain=DOMAIN, metadata=dict(error.metadata)
+    )
+    detail = AnyMessage()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
+    data: bytes = status.SerializeToString()
+    return data
+
+
+async def abort(context: grpc.aio.ServicerContext[object, object], error: ServiceError) -> NoReturn:
+    """End the call with the status of `error`."""
+    code = CODES[error.reason]
+    await context.abort(
+        code, error.message, trailing_metadata=((DETAILS_KEY, status_details(code, error)),)
+    )
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def abort_internal(context: grpc.aio.ServicerContext[object, object]) -> NoReturn:
+    """End the call after an unexpected failure, naming nothing of it."""
+    await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+    raise AssertionError("unreachable")  # pragma: no cover

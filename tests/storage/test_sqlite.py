@@ -1,0 +1,302 @@
+"""SQLite-only behaviour: files, schema versions, locking, failures and several stores."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from agentskit_chat.storage import (
+    SCHEMA_VERSION,
+    HistoryChange,
+    SqliteStore,
+    StoredMessage,
+    StoredSession,
+    StoreUnavailableError,
+    open_sqlite_store,
+)
+
+from .conftest import message, run, session
+
+ROOT = Path(__file__).resolve().parents[2]
+CANARY = "canary-7f3a9c-secret-message-text"
+
+
+def _raw(path: Path) -> closing[sqlite3.Connection]:
+    return closing(sqlite3.connect(path, isolation_level=None))
+
+
+def _seed(path: Path) -> None:
+    async def body() -> None:
+        store = await open_sqlite_store(path)
+        try:
+            await store.create(session())
+            history = HistoryChange(keep=0, append=(message(1, CANARY), message(2)))
+            await store.compare_and_set(session(cursor=1), expected_cursor=0, history=history)
+        finally:
+            await store.close()
+
+    run(body())
+
+
+def _contents(path: Path) -> tuple[StoredSession | None, list[StoredMessage]]:
+    async def body() -> tuple[StoredSession | None, list[StoredMessage]]:
+        store = await open_sqlite_store(path)
+        try:
+            return await store.load("s1"), list(await store.list_messages("s1"))
+        finally:
+            await store.close()
+
+    return run(body())
+
+
+def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    _seed(path)
+    assert _contents(path) == (session(cursor=1), [message(1, CANARY), message(2)])
+
+
+def test_parent_directories_are_created(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "sessions.db"
+    _seed(path)
+    assert path.is_file()
+
+
+def test_schema_uses_wal_and_records_its_version(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    _seed(path)
+    with _raw(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    assert {"sessions", "messages"} <= tables
+
+
+def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    garbage = b"this is not a database\x00\x01\x02" * 200
+    path.write_bytes(garbage)
+    with pytest.raises(StoreUnavailableError, match="not a database"):
+        run(open_sqlite_store(path))
+
+    async def lazily() -> None:
+        store = SqliteStore(path)
+        try:
+            await store.load("s1")
+        finally:
+            await store.close()
+
+    with pytest.raises(StoreUnavailableError):
+        run(lazily())
+    assert path.read_bytes() == garbage
+
+
+def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    _seed(path)
+    with _raw(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreUnavailableError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        run(open_sqlite_store(path))
+
+
+def test_a_foreign_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with _raw(path) as db:
+        db.execute("CREATE TABLE sessions (id INTEGER)")
+    with pytest.raises(StoreUnavailableError, match="not a session store"):
+        run(open_sqlite_store(path))
+    with _raw(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (0,)
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailableError):
+        run(open_sqlite_store(tmp_path))
+
+
+def test_a_failing_message_insert_rolls_back_the_whole_change(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    _seed(path)
+
+    async def body() -> None:
+        store = await open_sqlite_store(path)
+        try:
+            with _raw(path) as db:
+                db.execute(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON messages"
+                    " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+                )
+            change = HistoryChange(keep=1, append=(message(3, CANARY + " new"),))
+            with pytest.raises(StoreUnavailableError) as failure:
+                await store.compare_and_set(
+                    session(cursor=2, record=CANARY.encode()), expected_cursor=1, history=change
+                )
+            assert CANARY not in str(failure.value)
+            assert await store.load("s1") == session(cursor=1)
+            assert list(await store.list_messages("s1")) == [message(1, CANARY), message(2)]
+
+            with _raw(path) as db:
+                db.execute("DROP TRIGGER refuse")
+            assert await store.compare_and_set(session(cursor=2), expected_cursor=1, history=change)
+            assert list(await store.list_messages("s1")) == [
+                message(1, CANARY),
+                message(3, CANARY + " new"),
+            ]
+        finally:
+            await store.close()
+
+    run(body())
+
+
+def test_a_missing_messages_table_leaves_the_session_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    _seed(path)
+
+    async def body() -> None:
+        store = await open_sqlite_store(path)
+        try:
+            with _raw(path) as db:
+                db.execute("DROP TABLE messages")
+            change = HistoryChange(keep=0, append=(message(1, CANARY),))
+            with pytest.raises(StoreUnavailableError) as failure:
+                await store.compare_and_set(session(cursor=2), expected_cursor=1, history=change)
+            assert CANARY not in str(failure.value)
+            assert await store.load("s1") == session(cursor=1)
+        finally:
+            await store.close()
+
+    run(body())
+
+
+def test_a_lock_held_past_the_busy_timeout_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    _seed(path)
+
+    async def body() -> None:
+        store = await open_sqlite_store(path, busy_timeout_ms=50)
+        try:
+            with _raw(path) as db:
+                db.execute("BEGIN IMMEDIATE")
+                with pytest.raises(StoreUnavailableError, match="locked"):
+                    await store.compare_and_set(
+                        session(cursor=2),
+                        expected_cursor=1,
+                        history=HistoryChange(keep=0, append=(message(5, CANARY),)),
+                    )
+                with pytest.raises(StoreUnavailableError):
+                    await store.create(session("s2"))
+                assert await store.load("s1") == session(cursor=1)
+                db.execute("ROLLBACK")
+            assert await store.compare_and_set(session(cursor=2), expected_cursor=1)
+            assert await store.load("s2") is None
+            assert list(await store.list_messages("s1")) == [message(1, CANARY), message(2)]
+        finally:
+            await store.close()
+
+    run(body())
+
+
+def test_two_stores_on_one_file_have_one_winner(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+
+    async def body() -> list[bool]:
+        first = await open_sqlite_store(path)
+        second = await open_sqlite_store(path)
+        try:
+            await first.create(session())
+            contenders = [
+                (first if n % 2 else second).compare_and_set(
+                    session(cursor=1, record=f"task {n}".encode()),
+                    expected_cursor=0,
+                    history=HistoryChange(keep=0, append=(message(n),)),
+                )
+                for n in range(16)
+            ]
+            return await asyncio.gather(*contenders)
+        finally:
+            await first.close()
+            await second.close()
+
+    results = run(body())
+    assert results.count(True) == 1
+    winner = results.index(True)
+    assert _contents(path) == (
+        session(cursor=1, record=f"task {winner}".encode()),
+        [message(winner)],
+    )
+
+
+_INCREMENTER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from dataclasses import replace
+    from pathlib import Path
+    from agentskit_chat.storage import HistoryChange, StoredMessage, open_sqlite_store
+
+    async def main(path: str, name: str, rounds: int) -> None:
+        store = await open_sqlite_store(path)
+        try:
+            ready = Path(path).with_name("ready-" + name)
+            ready.touch()
+            while len(list(ready.parent.glob("ready-*"))) < 2:
+                await asyncio.sleep(0.001)
+            done = 0
+            while done < rounds:
+                current = await store.load("s1")
+                kept = len(await store.list_messages("s1"))
+                change = HistoryChange(
+                    keep=kept, append=(StoredMessage(f"{name}{done}", "user", "x"),)
+                )
+                saved = replace(current, cursor=current.cursor + 1)
+                if await store.compare_and_set(
+                    saved, expected_cursor=current.cursor, history=change
+                ):
+                    done += 1
+        finally:
+            await store.close()
+
+    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+    """
+)
+
+
+def test_two_processes_incrementing_never_lose_an_update(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+
+    async def seed() -> None:
+        store = await open_sqlite_store(path)
+        try:
+            await store.create(session())
+        finally:
+            await store.close()
+
+    run(seed())
+    rounds = 200
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "server")}
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _INCREMENTER, str(path), name, str(rounds)],
+            env=env,
+            stderr=subprocess.PIPE,
+        )
+        for name in ("a", "b")
+    ]
+    for worker in workers:
+        _, errors = worker.communicate(timeout=120)
+        assert worker.returncode == 0, errors.decode()
+    loaded, messages = _contents(path)
+    assert loaded is not None
+    assert loaded.cursor == 2 * rounds
+    ids = [m.message_id for m in messages]
+    assert sorted(ids) == sorted(
+        [f"a{n}" for n in range(rounds)] + [f"b{n}" for n in range(rounds)]
+    )
+    assert [i for i in ids if i.startswith("a")] == [f"a{n}" for n in range(rounds)]
