@@ -1,0 +1,421 @@
+"""The asynchronous chat service client."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncGenerator, Iterable, Sequence
+from contextlib import aclosing
+from types import TracebackType
+from typing import Self, TypeAlias, TypeVar
+
+import grpc
+import grpc.aio
+
+from agentskit.chat.v1 import chat_pb2, chat_pb2_grpc
+
+from . import _convert
+from ._errors import from_rpc_error
+from ._types import (
+    Definition,
+    Dispatch,
+    Edit,
+    HistoryMode,
+    Message,
+    Regenerate,
+    Retry,
+    Session,
+    SessionHistory,
+    Submit,
+    TextDelta,
+    TurnCompleted,
+    TurnDecision,
+    TurnEvent,
+    TurnFailed,
+    TurnOperation,
+    TurnResult,
+    TurnStarted,
+)
+
+__all__ = ["ChatClient", "Metadata", "new_turn_id"]
+
+Metadata: TypeAlias = Sequence[tuple[str, str | bytes]]
+"""gRPC metadata: ``(key, value)`` pairs; keys ending in ``-bin`` take bytes."""
+
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
+
+
+def new_turn_id() -> str:
+    """Return a fresh turn id (a random UUID4 as 32 hex digits)."""
+    return uuid.uuid4().hex
+
+
+class ChatClient:
+    """An asynchronous client of the AgentsKit Chat service.
+
+    Create it from a target such as ``"127.0.0.1:50051"`` (an insecure channel is opened and
+    owned by the client) or from an existing ``grpc.aio.Channel`` (which stays owned by the
+    caller and is not closed by ``close()``). Use it as an async context manager or call
+    ``close()`` when done.
+
+    Every method raises ``ChatError`` when the call fails.
+
+    Args:
+        target: A ``host:port`` target or a ``grpc.aio.Channel``.
+        timeout: Default deadline in seconds of every call, including a whole turn stream;
+            ``None`` means no deadline.
+        metadata: Metadata sent with every call, before any per-call metadata.
+    """
+
+    def __init__(
+        self,
+        target: str | grpc.aio.Channel,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> None:
+        """Create a client; see the class documentation."""
+        if isinstance(target, str):
+            self._channel = grpc.aio.insecure_channel(target)
+            self._owns_channel = True
+        else:
+            self._channel = target
+            self._owns_channel = False
+        self._stub = chat_pb2_grpc.ChatServiceStub(self._channel)
+        self._timeout = timeout
+        self._metadata: tuple[tuple[str, str | bytes], ...] = tuple(metadata or ())
+        self._closed = False
+
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        """The channel the client calls through."""
+        return self._channel
+
+    async def close(self) -> None:
+        """Close the channel if the client owns it; closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_channel:
+            await self._channel.close()
+
+    async def __aenter__(self) -> Self:
+        """Return the client itself."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the client."""
+        await self.close()
+
+    def _call_options(
+        self, timeout: float | None, metadata: Metadata | None
+    ) -> tuple[float | None, tuple[tuple[str, str | bytes], ...] | None]:
+        merged = self._metadata + tuple(metadata or ())
+        return (self._timeout if timeout is None else timeout), (merged or None)
+
+    async def _unary(
+        self,
+        method: grpc.aio.UnaryUnaryMultiCallable[_Request, _Response],
+        request: _Request,
+        timeout: float | None,
+        metadata: Metadata | None,
+    ) -> _Response:
+        call_timeout, call_metadata = self._call_options(timeout, metadata)
+        try:
+            return await method(request, timeout=call_timeout, metadata=call_metadata)
+        except grpc.aio.AioRpcError as error:
+            raise from_rpc_error(error) from error
+
+    async def list_definitions(
+        self, *, timeout: float | None = None, metadata: Metadata | None = None
+    ) -> list[Definition]:
+        """Return every chat definition the server hosts, ordered by id."""
+        response = await self._unary(
+            self._stub.ListDefinitions, chat_pb2.ListDefinitionsRequest(), timeout, metadata
+        )
+        return [_convert.definition_from_pb(definition) for definition in response.definitions]
+
+    async def get_definition(
+        self,
+        definition_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Definition:
+        """Return one chat definition by id."""
+        response = await self._unary(
+            self._stub.GetDefinition,
+            chat_pb2.GetDefinitionRequest(definition_id=definition_id),
+            timeout,
+            metadata,
+        )
+        return _convert.definition_from_pb(response.definition)
+
+    async def create_session(
+        self,
+        definition_id: str,
+        *,
+        session_id: str | None = None,
+        history_mode: HistoryMode = HistoryMode.SERVER,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> Session:
+        """Start a session of a definition at its initial state.
+
+        Args:
+            definition_id: Id of the definition to run.
+            session_id: Session id chosen by the client; the server chooses one when ``None``.
+            history_mode: Who keeps the messages.
+            timeout: Deadline in seconds; the client default when ``None``.
+            metadata: Extra metadata for this call.
+        """
+        response = await self._unary(
+            self._stub.CreateSession,
+            chat_pb2.CreateSessionRequest(
+                definition_id=definition_id,
+                session_id=session_id or "",
+                history_mode=_convert.history_mode_to_pb(history_mode),
+            ),
+            timeout,
+            metadata,
+        )
+        return _convert.session_from_pb(response.session)
+
+    async def get_session(
+        self,
+        session_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> SessionHistory:
+        """Return a session and, for server-held history, its retained messages."""
+        response = await self._unary(
+            self._stub.GetSession,
+            chat_pb2.GetSessionRequest(session_id=session_id),
+            timeout,
+            metadata,
+        )
+        return _convert.session_history_from_pb(response)
+
+    async def delete_session(
+        self,
+        session_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> None:
+        """Remove a session and its stored history."""
+        await self._unary(
+            self._stub.DeleteSession,
+            chat_pb2.DeleteSessionRequest(session_id=session_id),
+            timeout,
+            metadata,
+        )
+
+    async def truncate_history(
+        self,
+        session_id: str,
+        last_kept_message_id: str | None = None,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> SessionHistory:
+        """Drop the newest messages of a server-held history without running a turn.
+
+        Every message after ``last_kept_message_id`` is dropped; ``None`` drops every message.
+        The session state is unchanged until the next turn reconciles the history.
+        """
+        response = await self._unary(
+            self._stub.TruncateHistory,
+            chat_pb2.TruncateHistoryRequest(
+                session_id=session_id, last_kept_message_id=last_kept_message_id or ""
+            ),
+            timeout,
+            metadata,
+        )
+        return _convert.session_history_from_pb(response)
+
+    async def stream_turn(
+        self,
+        session_id: str,
+        operation: TurnOperation,
+        *,
+        turn_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Run one turn and yield its events as they arrive.
+
+        The call starts on the first iteration. Events arrive in order: started, decision,
+        deltas, then exactly one of completed or failed. Leaving the iteration early (break,
+        an exception or task cancellation) cancels the call on the server; wrap the iterator
+        in ``contextlib.aclosing`` for the cancellation to happen immediately on ``break``
+        rather than when the iterator is garbage-collected. An event of a kind this client
+        version does not know is skipped.
+
+        Args:
+            session_id: The session to run the turn in.
+            operation: What the turn does: ``Submit``, ``Retry``, ``Edit``, ``Regenerate`` or
+                ``Dispatch``.
+            turn_id: Idempotency key; a repeated turn id is never executed twice. A fresh id
+                is generated when ``None``; pass one to be able to retry the same turn.
+            timeout: Deadline in seconds of the whole stream; the client default when
+                ``None``.
+            metadata: Extra metadata for this call.
+
+        Raises:
+            ChatError: The call failed, before or during the stream.
+        """
+        request = _convert.turn_request(session_id, turn_id or new_turn_id(), operation)
+        call_timeout, call_metadata = self._call_options(timeout, metadata)
+        call = self._stub.StreamTurn(request, timeout=call_timeout, metadata=call_metadata)
+        try:
+            async for response in call:
+                event = _convert.event_from_pb(response)
+                if event is not None:
+                    yield event
+        except grpc.aio.AioRpcError as error:
+            raise from_rpc_error(error) from error
+        finally:
+            call.cancel()
+
+    def submit(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        message_id: str | None = None,
+        turn_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Append a user message to a server-held history and stream the turn's events."""
+        return self.stream_turn(
+            session_id,
+            Submit(content, message_id),
+            turn_id=turn_id,
+            timeout=timeout,
+            metadata=metadata,
+        )
+
+    def retry(
+        self,
+        session_id: str,
+        message_id: str | None = None,
+        *,
+        turn_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Send a user message again (the last one when ``None``) and stream the events."""
+        return self.stream_turn(
+            session_id, Retry(message_id), turn_id=turn_id, timeout=timeout, metadata=metadata
+        )
+
+    def edit(
+        self,
+        session_id: str,
+        message_id: str,
+        content: str,
+        *,
+        turn_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Change a user message, drop later messages and stream the turn's events."""
+        return self.stream_turn(
+            session_id,
+            Edit(message_id, content),
+            turn_id=turn_id,
+            timeout=timeout,
+            metadata=metadata,
+        )
+
+    def regenerate(
+        self,
+        session_id: str,
+        message_id: str | None = None,
+        *,
+        turn_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Answer again (the last assistant message when ``None``) and stream the events."""
+        return self.stream_turn(
+            session_id,
+            Regenerate(message_id),
+            turn_id=turn_id,
+            timeout=timeout,
+            metadata=metadata,
+        )
+
+    def dispatch(
+        self,
+        session_id: str,
+        messages: Iterable[Message],
+        *,
+        turn_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Send a whole client-held history and stream the events of its last user message."""
+        return self.stream_turn(
+            session_id,
+            Dispatch(tuple(messages)),
+            turn_id=turn_id,
+            timeout=timeout,
+            metadata=metadata,
+        )
+
+    async def run_turn(
+        self,
+        session_id: str,
+        operation: TurnOperation,
+        *,
+        turn_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> TurnResult:
+        """Run one turn to its end and collect its events.
+
+        A turn that fails with a ``TurnFailed`` event returns normally with ``failed`` set;
+        a failed call raises ``ChatError``.
+        """
+        turn_id = turn_id or new_turn_id()
+        started: TurnStarted | None = None
+        decision: TurnDecision | None = None
+        completed: TurnCompleted | None = None
+        failed: TurnFailed | None = None
+        text: list[str] = []
+        events: list[TurnEvent] = []
+        stream = self.stream_turn(
+            session_id, operation, turn_id=turn_id, timeout=timeout, metadata=metadata
+        )
+        async with aclosing(stream):
+            async for event in stream:
+                events.append(event)
+                match event:
+                    case TurnStarted():
+                        started = event
+                    case TurnDecision():
+                        decision = event
+                    case TextDelta(text=piece):
+                        text.append(piece)
+                    case TurnCompleted():
+                        completed = event
+                    case TurnFailed():
+                        failed = event
+        return TurnResult(
+            turn_id=turn_id,
+            started=started,
+            decision=decision,
+            text="".join(text),
+            completed=completed,
+            failed=failed,
+            events=tuple(events),
+        )

@@ -1,0 +1,263 @@
+"""Conversion between the client's dataclasses and the generated protobuf messages."""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+from agentskit.chat.v1 import chat_pb2
+
+from ._types import (
+    Definition,
+    Dispatch,
+    Edit,
+    HistoryMode,
+    Message,
+    OperationName,
+    Regenerate,
+    Retry,
+    Role,
+    RouteInfo,
+    Session,
+    SessionHistory,
+    Snapshot,
+    StateInfo,
+    Submit,
+    TextDelta,
+    Transition,
+    TurnCompleted,
+    TurnDecision,
+    TurnEvent,
+    TurnFailed,
+    TurnKind,
+    TurnOperation,
+    TurnStarted,
+    Usage,
+)
+
+_ROLE_FROM_PB: dict[int, Role] = {
+    chat_pb2.ROLE_USER: "user",
+    chat_pb2.ROLE_ASSISTANT: "assistant",
+    chat_pb2.ROLE_SYSTEM: "system",
+    chat_pb2.ROLE_TOOL: "tool",
+}
+_ROLE_TO_PB: dict[str, chat_pb2.Role.ValueType] = {
+    name: chat_pb2.Role.ValueType(number) for number, name in _ROLE_FROM_PB.items()
+}
+_KIND_FROM_PB: dict[int, TurnKind] = {
+    chat_pb2.TURN_KIND_DETERMINISTIC: "deterministic",
+    chat_pb2.TURN_KIND_AGENTIC: "agentic",
+    chat_pb2.TURN_KIND_REPAIRED: "repaired",
+    chat_pb2.TURN_KIND_FALLBACK: "fallback",
+}
+_OPERATION_FROM_PB: dict[int, OperationName] = {
+    chat_pb2.OPERATION_SUBMIT: "submit",
+    chat_pb2.OPERATION_RETRY: "retry",
+    chat_pb2.OPERATION_EDIT: "edit",
+    chat_pb2.OPERATION_REGENERATE: "regenerate",
+    chat_pb2.OPERATION_DISPATCH: "dispatch",
+}
+
+
+def role_from_pb(value: int) -> Role:
+    """Decode a ``Role``; unknown and unspecified values become ``"unspecified"``."""
+    return _ROLE_FROM_PB.get(value, "unspecified")
+
+
+def role_to_pb(role: Role) -> chat_pb2.Role.ValueType:
+    """Encode a role; ``"unspecified"`` encodes to ``ROLE_UNSPECIFIED``."""
+    return _ROLE_TO_PB.get(role, chat_pb2.ROLE_UNSPECIFIED)
+
+
+def kind_from_pb(value: int) -> TurnKind:
+    """Decode a ``TurnKind``; unknown and unspecified values become ``"unspecified"``."""
+    return _KIND_FROM_PB.get(value, "unspecified")
+
+
+def operation_from_pb(value: int) -> OperationName:
+    """Decode an ``Operation``; unknown and unspecified values become ``"unspecified"``."""
+    return _OPERATION_FROM_PB.get(value, "unspecified")
+
+
+def history_mode_from_pb(value: int) -> HistoryMode:
+    """Decode a ``HistoryMode``; anything but client-held is server-held."""
+    return HistoryMode.CLIENT if value == chat_pb2.HISTORY_MODE_CLIENT else HistoryMode.SERVER
+
+
+def history_mode_to_pb(mode: HistoryMode) -> chat_pb2.HistoryMode.ValueType:
+    """Encode a ``HistoryMode``."""
+    if HistoryMode(mode) is HistoryMode.CLIENT:
+        return chat_pb2.HISTORY_MODE_CLIENT
+    return chat_pb2.HISTORY_MODE_SERVER
+
+
+def _optional(text: str) -> str | None:
+    return text or None
+
+
+def message_from_pb(message: chat_pb2.Message) -> Message:
+    """Decode a ``Message``."""
+    return Message(id=message.id, role=role_from_pb(message.role), content=message.content)
+
+
+def message_to_pb(message: Message) -> chat_pb2.Message:
+    """Encode a ``Message``."""
+    return chat_pb2.Message(id=message.id, role=role_to_pb(message.role), content=message.content)
+
+
+def snapshot_from_pb(snapshot: chat_pb2.Snapshot) -> Snapshot:
+    """Decode a ``Snapshot``."""
+    return Snapshot(
+        state=snapshot.state,
+        allowed_events=tuple(snapshot.allowed_events),
+        actions=tuple(snapshot.actions),
+    )
+
+
+def definition_from_pb(definition: chat_pb2.Definition) -> Definition:
+    """Decode a ``Definition`` with its states and routes."""
+    return Definition(
+        id=definition.id,
+        revision=definition.revision,
+        description=definition.description,
+        initial_state=definition.initial_state,
+        states=tuple(
+            StateInfo(
+                name=state.name,
+                transitions=tuple(
+                    Transition(event=transition.event, target=transition.target)
+                    for transition in state.transitions
+                ),
+                actions=tuple(state.actions),
+            )
+            for state in definition.states
+        ),
+        routes=tuple(
+            RouteInfo(
+                id=route.id,
+                event=route.event,
+                states=tuple(route.states),
+                kind=kind_from_pb(route.kind),
+                matcher=route.matcher,
+            )
+            for route in definition.routes
+        ),
+        model_adapter=definition.model_adapter,
+    )
+
+
+def session_from_pb(session: chat_pb2.Session) -> Session:
+    """Decode a ``Session``."""
+    return Session(
+        session_id=session.session_id,
+        definition_id=session.definition_id,
+        definition_revision=session.definition_revision,
+        history_mode=history_mode_from_pb(session.history_mode),
+        snapshot=snapshot_from_pb(session.snapshot),
+        cursor=session.cursor,
+    )
+
+
+def session_history_from_pb(
+    response: chat_pb2.GetSessionResponse | chat_pb2.TruncateHistoryResponse,
+) -> SessionHistory:
+    """Decode a session with its messages from a ``GetSession`` or ``TruncateHistory`` reply."""
+    return SessionHistory(
+        session=session_from_pb(response.session),
+        messages=tuple(message_from_pb(message) for message in response.messages),
+    )
+
+
+def turn_request(
+    session_id: str, turn_id: str, operation: TurnOperation
+) -> chat_pb2.StreamTurnRequest:
+    """Build the ``StreamTurnRequest`` that runs ``operation``; ``None`` ids are sent empty."""
+    request = chat_pb2.StreamTurnRequest(session_id=session_id, turn_id=turn_id)
+    match operation:
+        case Submit(content=content, message_id=message_id):
+            request.submit.content = content
+            request.submit.message_id = message_id or ""
+        case Retry(message_id=message_id):
+            request.retry.message_id = message_id or ""
+        case Edit(message_id=message_id, content=content):
+            request.edit.message_id = message_id
+            request.edit.content = content
+        case Regenerate(message_id=message_id):
+            request.regenerate.message_id = message_id or ""
+        case Dispatch(messages=messages):
+            request.dispatch.SetInParent()
+            request.dispatch.messages.extend(message_to_pb(message) for message in messages)
+        case _:
+            raise TypeError(f"not a turn operation: {type(operation).__name__}")
+    return request
+
+
+def event_from_pb(response: chat_pb2.StreamTurnResponse) -> TurnEvent | None:
+    """Decode one turn event; ``None`` when it holds no event this client version knows."""
+    session_id = response.session_id
+    turn_id = response.turn_id
+    sequence = response.sequence
+    time = response.time.ToDatetime(tzinfo=UTC)
+    match response.WhichOneof("event"):
+        case "started":
+            started = response.started
+            return TurnStarted(
+                session_id=session_id,
+                turn_id=turn_id,
+                sequence=sequence,
+                time=time,
+                operation=operation_from_pb(started.operation),
+                user_message_id=_optional(started.user_message_id),
+                duplicate=started.duplicate,
+            )
+        case "decision":
+            decision = response.decision
+            return TurnDecision(
+                session_id=session_id,
+                turn_id=turn_id,
+                sequence=sequence,
+                time=time,
+                kind=kind_from_pb(decision.kind),
+                route_id=_optional(decision.route_id),
+                from_state=decision.from_state,
+                to_state=decision.to_state,
+                replayed=decision.replayed,
+            )
+        case "delta":
+            return TextDelta(
+                session_id=session_id,
+                turn_id=turn_id,
+                sequence=sequence,
+                time=time,
+                text=response.delta.text,
+            )
+        case "completed":
+            completed = response.completed
+            usage = completed.usage if completed.HasField("usage") else None
+            return TurnCompleted(
+                session_id=session_id,
+                turn_id=turn_id,
+                sequence=sequence,
+                time=time,
+                assistant_message_id=completed.assistant_message_id,
+                content=completed.content,
+                snapshot=snapshot_from_pb(completed.snapshot),
+                cursor=completed.cursor,
+                usage=(
+                    None
+                    if usage is None
+                    else Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+                ),
+            )
+        case "failed":
+            failed = response.failed
+            return TurnFailed(
+                session_id=session_id,
+                turn_id=turn_id,
+                sequence=sequence,
+                time=time,
+                code=failed.code,
+                message=failed.message,
+                retryable=failed.retryable,
+            )
+        case _:
+            return None

@@ -1,0 +1,421 @@
+"""Plain, immutable values exchanged with the chat service.
+
+None of these types is a protobuf message: conversion to and from the wire format lives in
+``agentskit_chat_client._convert``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, TypeAlias
+
+__all__ = [
+    "Definition",
+    "Dispatch",
+    "Edit",
+    "HistoryMode",
+    "Message",
+    "OperationName",
+    "Regenerate",
+    "Retry",
+    "Role",
+    "RouteInfo",
+    "Session",
+    "SessionHistory",
+    "Snapshot",
+    "StateInfo",
+    "Submit",
+    "TextDelta",
+    "Transition",
+    "TurnCompleted",
+    "TurnDecision",
+    "TurnEvent",
+    "TurnFailed",
+    "TurnKind",
+    "TurnOperation",
+    "TurnResult",
+    "TurnStarted",
+    "Usage",
+]
+
+Role: TypeAlias = Literal["user", "assistant", "system", "tool", "unspecified"]
+"""Author of a message.
+
+``"unspecified"`` is the protobuf zero value: the server never sends it for a valid message
+and rejects it in requests. A role this client version does not know also decodes to it.
+"""
+
+TurnKind: TypeAlias = Literal["deterministic", "agentic", "repaired", "fallback", "unspecified"]
+"""How a turn was answered.
+
+``"deterministic"``: a route answered with a fixed response and a transition;
+``"agentic"``: no route matched and the model answered; ``"repaired"``: a route declared as
+repairing a conversation answered; ``"fallback"``: a route declared as a fallback answered.
+``"unspecified"`` means not yet known (or a kind this client version does not know).
+"""
+
+OperationName: TypeAlias = Literal[
+    "submit", "retry", "edit", "regenerate", "dispatch", "unspecified"
+]
+"""What a turn did to the history before it was resolved.
+
+``"unspecified"`` is the protobuf zero value, never sent for a valid turn; an operation this
+client version does not know also decodes to it.
+"""
+
+
+class HistoryMode(enum.StrEnum):
+    """Who keeps a session's messages."""
+
+    SERVER = "server"
+    """The server stores the messages; turns use submit, retry, edit and regenerate."""
+    CLIENT = "client"
+    """The client keeps the messages and sends them whole with each dispatch."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One entry of a conversation history.
+
+    Attributes:
+        id: Unique within the session.
+        role: The author.
+        content: The text.
+    """
+
+    id: str
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a renderer needs to draw the conversation's controls.
+
+    Attributes:
+        state: The current state.
+        allowed_events: Events the current state allows, in declaration order.
+        actions: Application actions declared for the current state.
+    """
+
+    state: str
+    allowed_events: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One allowed event of a state.
+
+    Attributes:
+        event: The event name.
+        target: The state the event leads to.
+    """
+
+    event: str
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class StateInfo:
+    """One state of a definition.
+
+    Attributes:
+        name: The state name.
+        transitions: Events allowed from this state, in declaration order.
+        actions: Application actions declared for this state.
+    """
+
+    name: str
+    transitions: tuple[Transition, ...] = ()
+    actions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RouteInfo:
+    """One deterministic route of a definition, without its handler code or responses.
+
+    Attributes:
+        id: Route id, unique within the definition.
+        event: The event the route fires.
+        states: States the route is restricted to; empty means every state allowing the event.
+        kind: How turns answered by this route are classified.
+        matcher: Matcher type: ``"command"``, ``"exact"``, ``"pattern"`` or ``"handler"``.
+    """
+
+    id: str
+    event: str
+    states: tuple[str, ...]
+    kind: TurnKind
+    matcher: str
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """The public description of a chat definition.
+
+    Attributes:
+        id: Definition id.
+        revision: Revision; stored sessions only resume on the revision that wrote them.
+        description: Human-readable description.
+        initial_state: The state new sessions start in.
+        states: States in declaration order.
+        routes: Routes in evaluation order.
+        model_adapter: Name of the model adapter that answers agentic turns.
+    """
+
+    id: str
+    revision: int
+    description: str
+    initial_state: str
+    states: tuple[StateInfo, ...]
+    routes: tuple[RouteInfo, ...]
+    model_adapter: str
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """The metadata of one session.
+
+    Attributes:
+        session_id: Session id.
+        definition_id: Id of the definition the session runs.
+        definition_revision: Revision of that definition.
+        history_mode: Who keeps the messages.
+        snapshot: The conversation snapshot.
+        cursor: Increases by one on every stored change.
+    """
+
+    session_id: str
+    definition_id: str
+    definition_revision: int
+    history_mode: HistoryMode
+    snapshot: Snapshot
+    cursor: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHistory:
+    """A session together with its retained server-held messages.
+
+    Attributes:
+        session: The session.
+        messages: The retained messages, oldest first; empty for client-held history.
+    """
+
+    session: Session
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Model token usage of an agentic turn.
+
+    Attributes:
+        input_tokens: Tokens sent to the model.
+        output_tokens: Tokens the model produced.
+    """
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _TurnEventBase:
+    """Fields shared by every turn event.
+
+    Attributes:
+        session_id: The session the turn runs in.
+        turn_id: The turn id of the request.
+        sequence: Starts at 1 and increases by one with every event of the turn.
+        time: When the server produced the event, timezone-aware in UTC.
+    """
+
+    session_id: str
+    turn_id: str
+    sequence: int
+    time: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStarted(_TurnEventBase):
+    """The first event of a turn.
+
+    Attributes:
+        operation: The operation the turn runs.
+        user_message_id: The user message being resolved; ``None`` when the history has none.
+        duplicate: True when the turn id already finished and the stream repeats its outcome.
+    """
+
+    operation: OperationName
+    user_message_id: str | None
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnDecision(_TurnEventBase):
+    """How the turn is answered.
+
+    Attributes:
+        kind: The turn's classification.
+        route_id: The route that answered; ``None`` for agentic turns.
+        from_state: State before the turn.
+        to_state: State after the turn; equal to ``from_state`` for agentic turns.
+        replayed: True when a recorded decision was replayed (retry, regenerate).
+    """
+
+    kind: TurnKind
+    route_id: str | None
+    from_state: str
+    to_state: str
+    replayed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(_TurnEventBase):
+    """A piece of the answer, in order.
+
+    Attributes:
+        text: The next text.
+    """
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnCompleted(_TurnEventBase):
+    """The last event of a turn that committed.
+
+    Attributes:
+        assistant_message_id: Id of the stored assistant message.
+        content: The full answer: the concatenation of every delta.
+        snapshot: The conversation snapshot after the turn.
+        cursor: The session cursor after the turn.
+        usage: Model token usage; ``None`` for deterministic turns.
+    """
+
+    assistant_message_id: str
+    content: str
+    snapshot: Snapshot
+    cursor: int
+    usage: Usage | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnFailed(_TurnEventBase):
+    """The last event of a turn that committed nothing.
+
+    Attributes:
+        code: Stable code, e.g. ``"route_failed"``, ``"model_failed"``,
+            ``"deadline_exceeded"``.
+        message: A safe, human-readable message that never repeats content.
+        retryable: True when the same request may succeed later.
+    """
+
+    code: str
+    message: str
+    retryable: bool
+
+
+TurnEvent: TypeAlias = TurnStarted | TurnDecision | TextDelta | TurnCompleted | TurnFailed
+"""One event of a turn stream."""
+
+
+@dataclass(frozen=True, slots=True)
+class Submit:
+    """Append a new user message to a server-held history and resolve it.
+
+    Attributes:
+        content: The message text.
+        message_id: Id for the new message; the server chooses one when ``None``.
+    """
+
+    content: str
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Send a user message of a server-held history again.
+
+    Messages after it are dropped; a recorded route decision is replayed.
+
+    Attributes:
+        message_id: The user message to retry; the last user message when ``None``.
+    """
+
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """Change a user message of a server-held history, drop later messages and resolve it.
+
+    Attributes:
+        message_id: The user message to change.
+        content: Its new text.
+    """
+
+    message_id: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Regenerate:
+    """Drop an assistant answer of a server-held history and answer its user message again.
+
+    Attributes:
+        message_id: The assistant message to replace; the last assistant message when
+            ``None``.
+    """
+
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Resolve the last user message of a client-held history.
+
+    Attributes:
+        messages: The full retained history, oldest first; stored as a tuple.
+    """
+
+    messages: Sequence[Message]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", tuple(self.messages))
+
+
+TurnOperation: TypeAlias = Submit | Retry | Edit | Regenerate | Dispatch
+"""What a turn does to the history before it is resolved."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The outcome of a whole turn stream, as collected by ``ChatClient.run_turn``.
+
+    Attributes:
+        turn_id: The turn id the request was sent with.
+        started: The ``TurnStarted`` event, if received.
+        decision: The ``TurnDecision`` event, if received.
+        text: The concatenated text of every ``TextDelta``.
+        completed: The ``TurnCompleted`` event when the turn committed.
+        failed: The ``TurnFailed`` event when the turn committed nothing.
+        events: Every event in the order received.
+    """
+
+    turn_id: str
+    started: TurnStarted | None = None
+    decision: TurnDecision | None = None
+    text: str = ""
+    completed: TurnCompleted | None = None
+    failed: TurnFailed | None = None
+    events: tuple[TurnEvent, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """True when the turn committed (a ``TurnCompleted`` event was received)."""
+        return self.completed is not None

@@ -1,0 +1,188 @@
+"""A real server on loopback: SQLite in tmp_path, the example definitions and probe chats."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agentskit_chat.conversation import (
+    ChatDefinition,
+    RouteContext,
+    command_route,
+    define_chat,
+    load_definitions,
+)
+from agentskit_chat.models import (
+    AdapterRegistry,
+    FinishChunk,
+    ModelChunk,
+    ModelRequest,
+    TextChunk,
+    UsageChunk,
+)
+from agentskit_chat.service import Catalog, ChatService, Limits
+from agentskit_chat.storage import SqliteStore, open_sqlite_store
+from agentskit_chat.transport import RunningServer, start_server
+from agentskit_chat_client import ChatClient, ChatError
+
+T = TypeVar("T")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
+KEY = b"transport-tests-digest-key-32byt"
+CANARY = "canary-7f3a9c-do-not-leak"
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run one test coroutine on a fresh event loop."""
+    return asyncio.run(coroutine)
+
+
+@dataclass
+class Probe:
+    """Observable side effects of the probe chat's callbacks and of the probe model."""
+
+    route_calls: list[str] = field(default_factory=list)
+    model_calls: list[int] = field(default_factory=list)
+    """Number of messages each model request carried."""
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    model_closed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def probe_chat(probe: Probe) -> ChatDefinition:
+    """A one-state chat whose routes count calls, wait on a gate or raise."""
+
+    def count(text: str, context: RouteContext) -> str:
+        probe.route_calls.append("count")
+        return f"counted {len(probe.route_calls)}"
+
+    async def wait(text: str, context: RouteContext) -> str:
+        probe.route_calls.append("wait")
+        probe.entered.set()
+        await probe.gate.wait()
+        return "waited"
+
+    def boom(text: str, context: RouteContext) -> str:
+        probe.route_calls.append("boom")
+        raise RuntimeError(text)
+
+    return define_chat(
+        id="probe",
+        model={"adapter": "probe"},
+        conversation={
+            "initial": "idle",
+            "states": {
+                "idle": {"on": {"count": "busy", "wait": "busy", "boom": "busy"}},
+                "busy": {"on": {"count": "idle", "wait": "idle"}},
+            },
+            "routes": [
+                command_route(id="count", command="/count", event="count", response=count),
+                command_route(id="wait", command="/wait", event="wait", response=wait),
+                command_route(id="boom", command="/boom", event="boom", response=boom),
+            ],
+        },
+    )
+
+
+class ProbeAdapter:
+    """A model that streams two chunks; with `/slow` it waits on the probe gate between them."""
+
+    name = "probe"
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
+        self.probe.model_calls.append(len(request.messages))
+        try:
+            yield TextChunk("model ")
+            if request.messages and request.messages[-1].content == "/slow":
+                self.probe.entered.set()
+                await self.probe.gate.wait()
+            yield TextChunk("answer")
+            yield UsageChunk(input_tokens=7, output_tokens=2)
+            yield FinishChunk("stop")
+        finally:
+            self.probe.model_closed.set()
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass
+class Live:
+    """A started server with a client."""
+
+    client: ChatClient
+    service: ChatService
+    server: RunningServer
+    store: SqliteStore
+    probe: Probe
+    db_path: Path
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.server.port}"
+
+    async def stored(self, session_id: str) -> tuple[Any, ...]:
+        """The stored row and messages of a session, for unchanged-state checks."""
+        row = await self.store.load(session_id)
+        messages = await self.store.list_messages(session_id)
+        return row, tuple(messages)
+
+    def raw(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Run SQL on a separate connection to the database file."""
+        with sqlite3.connect(self.db_path) as connection:
+            rows = connection.execute(sql, params).fetchall()
+        connection.close()
+        return rows
+
+
+@asynccontextmanager
+async def live(
+    tmp_path: Path,
+    *,
+    limits: Limits | None = None,
+    definitions: list[ChatDefinition] | None = None,
+    max_request_bytes: int = 4 * 1024 * 1024,
+    busy_timeout_ms: int = 5000,
+) -> AsyncIterator[Live]:
+    """Start a server on 127.0.0.1:0 over SQLite in `tmp_path` and connect a client."""
+    probe = Probe()
+    chats = definitions
+    if chats is None:
+        chats = [*load_definitions(EXAMPLES).values(), probe_chat(probe)]
+    db_path = tmp_path / "sessions.db"
+    store = await open_sqlite_store(db_path, busy_timeout_ms=busy_timeout_ms)
+    adapters = AdapterRegistry({"probe": lambda settings: ProbeAdapter(probe)})
+    service = ChatService(
+        Catalog(chats), store, digest_key=KEY, adapters=adapters, limits=limits or Limits()
+    )
+    server = await start_server(service, "127.0.0.1:0", max_request_bytes=max_request_bytes)
+    client = ChatClient(f"127.0.0.1:{server.port}")
+    try:
+        yield Live(client, service, server, store, probe, db_path)
+    finally:
+        await client.close()
+        await server.drain(0.5)
+
+
+async def refused(call: Coroutine[Any, Any, Any] | AsyncIterator[Any]) -> ChatError:
+    """The ChatError a call or a turn stream raises; fails the test if none is raised."""
+    try:
+        if isinstance(call, AsyncIterator):
+            async for _ in call:
+                pass
+        else:
+            await call
+    except ChatError as error:
+        return error
+    raise AssertionError("the call succeeded")
+
+
+def metadata_of(error: ChatError) -> Mapping[str, str]:
+    return dict(error.metadata)
