@@ -38,12 +38,14 @@ def test_submit_streams_started_decision_delta_completed_in_sequence(tmp_path: P
             assert all(e.session_id == session.session_id for e in events)
             assert len({e.turn_id for e in events}) == 1
             started, decision, delta, completed = events
-            assert isinstance(started, TurnStarted) and started.operation == "submit"
+            assert isinstance(started, TurnStarted)
+            assert started.operation == "submit"
             assert isinstance(decision, TurnDecision)
             assert (decision.kind, decision.route_id) == ("deterministic", "start")
             assert (decision.from_state, decision.to_state) == ("idle", "collecting")
             assert not decision.replayed
-            assert isinstance(delta, TextDelta) and delta.text == "What is your name?"
+            assert isinstance(delta, TextDelta)
+            assert delta.text == "What is your name?"
             assert isinstance(completed, TurnCompleted)
             assert completed.content == "What is your name?"
             assert completed.snapshot.state == "collecting"
@@ -66,7 +68,8 @@ def test_pattern_route_fills_the_template_and_completes_the_chart(tmp_path: Path
             await env.client.run_turn(sid, Submit("/start"))
             result = await env.client.run_turn(sid, Submit("/name Ada Lovelace"))
             assert result.text == "Welcome, Ada Lovelace."
-            assert result.decision is not None and result.decision.route_id == "finish"
+            assert result.decision is not None
+            assert result.decision.route_id == "finish"
             assert result.completed is not None
             assert result.completed.snapshot.state == "complete"
             assert result.completed.snapshot.actions == ("restart",)
@@ -83,7 +86,8 @@ def test_a_miss_goes_to_the_offline_model_without_a_transition(tmp_path: Path) -
             assert (result.decision.kind, result.decision.route_id) == ("agentic", None)
             assert result.decision.from_state == result.decision.to_state == "idle"
             assert result.text == OFFLINE_REPLY
-            assert result.completed is not None and result.completed.usage is None
+            assert result.completed is not None
+            assert result.completed.usage is None
             deltas = [e for e in result.events if isinstance(e, TextDelta)]
             assert len(deltas) == 2  # streamed, not sent whole
 
@@ -97,7 +101,8 @@ def test_agentic_turns_carry_model_usage_and_the_unchanged_history(tmp_path: Pat
             await env.client.run_turn(sid, Submit("/count"))
             result = await env.client.run_turn(sid, Submit("hello model"))
             assert result.text == "model answer"
-            assert result.completed is not None and result.completed.usage is not None
+            assert result.completed is not None
+            assert result.completed.usage is not None
             assert (result.completed.usage.input_tokens, result.completed.usage.output_tokens) == (
                 7,
                 2,
@@ -114,10 +119,12 @@ def test_retry_replays_the_recorded_decision_without_calling_code(tmp_path: Path
             first = await env.client.run_turn(sid, Submit("/count"))
             assert first.text == "counted 1"
             again = await env.client.run_turn(sid, Retry())
-            assert again.decision is not None and again.decision.replayed
+            assert again.decision is not None
+            assert again.decision.replayed
             assert again.text == "counted 1"
             assert env.probe.route_calls == ["count"]
-            assert again.completed is not None and again.completed.snapshot.state == "busy"
+            assert again.completed is not None
+            assert again.completed.snapshot.state == "busy"
             history = await env.client.get_session(sid)
             assert [m.role for m in history.messages] == ["user", "assistant"]
             assert history.messages[1].id == again.completed.assistant_message_id
@@ -134,8 +141,10 @@ def test_regenerate_replays_and_replaces_the_assistant_message(tmp_path: Path) -
             result = await env.client.run_turn(
                 sid, Regenerate(first.completed.assistant_message_id)
             )
-            assert result.decision is not None and result.decision.replayed
-            assert result.started is not None and result.started.operation == "regenerate"
+            assert result.decision is not None
+            assert result.decision.replayed
+            assert result.started is not None
+            assert result.started.operation == "regenerate"
             assert env.probe.route_calls == ["count"]
             history = await env.client.get_session(sid)
             assert len(history.messages) == 2
@@ -152,15 +161,17 @@ def test_edit_rebuilds_the_state_from_the_retained_history(tmp_path: Path) -> No
             sid = (await env.client.create_session("support")).session_id
             first = await env.client.run_turn(sid, Submit("/start"))
             await env.client.run_turn(sid, Submit("/name Ada"))
-            assert first.started is not None and first.started.user_message_id is not None
+            assert first.started is not None
+            assert first.started.user_message_id is not None
             edited = await env.client.run_turn(
                 sid, Edit(first.started.user_message_id, "hello there")
             )
-            assert edited.decision is not None and edited.decision.kind == "agentic"
+            assert edited.decision is not None
+            assert edited.decision.kind == "agentic"
             assert edited.decision.from_state == "idle"
             history = await env.client.get_session(sid)
             assert history.session.snapshot.state == "idle"
-            assert [(m.id, m.content) for m in history.messages][0] == (
+            assert next((m.id, m.content) for m in history.messages) == (
                 first.started.user_message_id,
                 "hello there",
             )
@@ -178,7 +189,8 @@ def test_truncate_changes_no_state_until_the_next_turn_reconciles(tmp_path: Path
             assert truncated.messages == ()
             assert truncated.session.snapshot.state == "collecting"  # no transition
             after = await env.client.get_session(sid)
-            assert after.session.snapshot.state == "collecting" and after.messages == ()
+            assert after.session.snapshot.state == "collecting"
+            assert after.messages == ()
             result = await env.client.run_turn(sid, Submit("/start"))
             assert result.decision is not None
             assert (result.decision.from_state, result.decision.to_state) == (
@@ -200,7 +212,8 @@ def test_truncate_keeps_messages_through_the_named_one(tmp_path: Path) -> None:
             assert [m.content for m in kept.messages] == ["/start", "What is your name?"]
             assert kept.session.snapshot.state == "complete"
             retried = await env.client.run_turn(sid, Retry())
-            assert retried.decision is not None and retried.decision.replayed
+            assert retried.decision is not None
+            assert retried.decision.replayed
             assert retried.completed is not None
             assert retried.completed.snapshot.state == "collecting"
 
@@ -217,7 +230,8 @@ def test_client_held_dispatch_stores_no_content(tmp_path: Path) -> None:
             history = [Message("u1", "user", "/start")]
             first = await env.client.run_turn(session.session_id, Dispatch(tuple(history)))
             assert first.text == "What is your name?"
-            assert first.started is not None and first.started.user_message_id == "u1"
+            assert first.started is not None
+            assert first.started.user_message_id == "u1"
             history += [
                 Message("a1", "assistant", first.text),
                 Message("u2", "user", f"/name {CANARY}"),
@@ -225,14 +239,16 @@ def test_client_held_dispatch_stores_no_content(tmp_path: Path) -> None:
             second = await env.client.run_turn(session.session_id, Dispatch(tuple(history)))
             assert second.text == f"Welcome, {CANARY}."
             retry = await env.client.run_turn(session.session_id, Dispatch(tuple(history)))
-            assert retry.decision is not None and retry.decision.replayed
+            assert retry.decision is not None
+            assert retry.decision.replayed
             assert retry.text == f"Welcome, {CANARY}."
             stored = await env.client.get_session(session.session_id)
             assert stored.messages == ()
             assert stored.session.snapshot.state == "complete"
             assert env.raw("SELECT count(*) FROM messages") == [(0,)]
             dump = b"".join(row[0] for row in env.raw("SELECT record FROM sessions"))
-            assert CANARY.encode() not in dump and b"/start" not in dump
+            assert CANARY.encode() not in dump
+            assert b"/start" not in dump
 
     run(scenario())
 
@@ -247,12 +263,15 @@ def test_a_repeated_turn_id_returns_the_recorded_outcome_without_running(
             before = await env.stored(sid)
             again = await env.client.run_turn(sid, Submit("/count"), turn_id="turn-1")
             assert env.probe.route_calls == ["count"]
-            assert again.started is not None and again.started.duplicate
+            assert again.started is not None
+            assert again.started.duplicate
             assert again.text == first.text == "counted 1"
-            assert again.decision is not None and first.decision is not None
+            assert again.decision is not None
+            assert first.decision is not None
             assert again.decision.route_id == first.decision.route_id
             assert (again.decision.from_state, again.decision.to_state) == ("idle", "busy")
-            assert again.completed is not None and first.completed is not None
+            assert again.completed is not None
+            assert first.completed is not None
             assert again.completed.assistant_message_id == first.completed.assistant_message_id
             assert await env.stored(sid) == before
 
@@ -265,7 +284,8 @@ def test_a_repeated_failed_turn_id_repeats_the_failure(tmp_path: Path) -> None:
             sid = (await env.client.create_session("probe")).session_id
             first = await env.client.run_turn(sid, Submit("/boom"), turn_id="boom-1")
             again = await env.client.run_turn(sid, Submit("/boom"), turn_id="boom-1")
-            assert first.failed is not None and again.failed is not None
+            assert first.failed is not None
+            assert again.failed is not None
             assert again.failed.code == first.failed.code == "route_failed"
             assert env.probe.route_calls == ["boom"]
 
@@ -283,7 +303,8 @@ def test_a_failing_route_commits_nothing_and_calls_no_model(tmp_path: Path) -> N
                 "route_failed",
                 "Deterministic route failed.",
             )
-            assert result.completed is None and result.decision is None
+            assert result.completed is None
+            assert result.decision is None
             after = await env.client.get_session(sid)
             assert after.messages == before.messages == ()
             assert after.session.snapshot == before.session.snapshot
