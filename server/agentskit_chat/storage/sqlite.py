@@ -290,7 +290,9 @@ def _load(session_id: str, db: sqlite3.Connection) -> StoredSession | None:
         revision=row[2],
         history_mode=history_mode,
         cursor=row[4],
-        record=bytes(row[5]),
+        record=row[5].encode("utf-8", "surrogatepass")
+        if isinstance(row[5], str)
+        else bytes(row[5]),
         updated_at_ms=row[6],
     )
 

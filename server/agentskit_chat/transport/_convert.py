@@ -85,7 +85,8 @@ def operation(request: pb.StreamTurnRequest) -> Operation:
 def _message(message: pb.Message, index: int) -> Message:
     role = ROLE_OF.get(message.role)
     if role is None:
-        raise invalid(f"dispatch.messages[{index}].role", "every message needs a known role")
+        field = f"dispatch.messages[{index}].role"
+        raise invalid(field, f"{field} must be a known role")
     return Message(message.id, role, message.content)
 
 

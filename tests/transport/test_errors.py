@@ -1,0 +1,361 @@
+"""Every refusal has a specific status and ErrorInfo reason, echoes nothing, changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+from pathlib import Path
+
+import grpc
+import pytest
+from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit.chat.v1 import chat_pb2_grpc
+from agentskit_chat_client import ChatError, Dispatch, Edit, HistoryMode, Message, Retry, Submit
+
+from agentskit_chat.conversation import load_definitions
+from agentskit_chat.service import Limits
+
+from .conftest import CANARY, EXAMPLES, live, refused, run
+
+ABORTED = grpc.StatusCode.ABORTED
+
+
+def assert_clean(error: ChatError, code: grpc.StatusCode, reason: str) -> None:
+    """The status and reason are as expected and nothing of the canary input is echoed."""
+    assert error.code == code
+    assert error.reason == reason
+    assert error.domain == "chat.agentskit.dev"
+    assert CANARY not in str(error)
+    assert all(CANARY not in value for value in error.metadata.values())
+
+
+@pytest.mark.parametrize(
+    ("operation", "field"),
+    [
+        (Edit("no-such-message", CANARY), "edit.message_id"),
+        (Retry("no-such-message"), "retry.message_id"),
+        (Submit(CANARY, message_id="bad id with spaces"), "submit.message_id"),
+    ],
+)
+def test_invalid_turn_arguments(tmp_path: Path, operation: object, field: str) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("support")).session_id
+            await env.client.run_turn(sid, Submit("/start"))
+            before = await env.stored(sid)
+            error = await refused(env.client.stream_turn(sid, operation))  # type: ignore[arg-type]
+            assert_clean(error, grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
+            assert error.metadata["field"] == field
+            assert await env.stored(sid) == before
+
+    run(scenario())
+
+
+def test_a_request_without_an_operation_or_turn_id_is_invalid(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("support")).session_id
+            before = await env.stored(sid)
+            stub = chat_pb2_grpc.ChatServiceStub(env.client.channel)
+            for request, field in [
+                (pb.StreamTurnRequest(session_id=sid, turn_id="t1"), "operation"),
+                (
+                    pb.StreamTurnRequest(session_id=sid, submit=pb.SubmitOperation(content="x")),
+                    "turn_id",
+                ),
+                (
+                    pb.StreamTurnRequest(
+                        session_id=sid,
+                        turn_id="t2",
+                        dispatch=pb.DispatchOperation(messages=[pb.Message(id="u1", content="x")]),
+                    ),
+                    "dispatch.messages[0].role",
+                ),
+            ]:
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    async for _ in stub.StreamTurn(request):
+                        pass
+                assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert field in (caught.value.details() or "")
+            error = await refused(env.client.stream_turn(sid, Submit("x"), turn_id="bad turn id"))
+            assert error.metadata["field"] == "turn_id"
+            assert await env.stored(sid) == before
+
+    run(scenario())
+
+
+def test_client_held_histories_with_repeated_ids_are_invalid(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (
+                await env.client.create_session("support", history_mode=HistoryMode.CLIENT)
+            ).session_id
+            before = await env.stored(sid)
+            twice = (Message("u1", "user", CANARY), Message("u1", "user", CANARY))
+            error = await refused(env.client.stream_turn(sid, Dispatch(twice)))
+            assert_clean(error, grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
+            assert await env.stored(sid) == before
+
+    run(scenario())
+
+
+def test_unknown_sessions_and_definitions_are_not_found(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            for call in (
+                env.client.get_session("nobody"),
+                env.client.delete_session("nobody"),
+                env.client.truncate_history("nobody"),
+            ):
+                assert_clean(
+                    await refused(call), grpc.StatusCode.NOT_FOUND, "ERROR_REASON_SESSION_NOT_FOUND"
+                )
+            error = await refused(env.client.stream_turn("nobody", Submit(CANARY)))
+            assert_clean(error, grpc.StatusCode.NOT_FOUND, "ERROR_REASON_SESSION_NOT_FOUND")
+            for call in (env.client.get_definition("nope"), env.client.create_session("nope")):
+                assert_clean(
+                    await refused(call),
+                    grpc.StatusCode.NOT_FOUND,
+                    "ERROR_REASON_DEFINITION_NOT_FOUND",
+                )
+            assert env.raw("SELECT count(*) FROM sessions") == [(0,)]
+
+    run(scenario())
+
+
+def test_a_duplicate_session_id_already_exists_and_keeps_the_first(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            await env.client.create_session("support", session_id="s-1")
+            await env.client.run_turn("s-1", Submit("/start"))
+            before = await env.stored("s-1")
+            error = await refused(env.client.create_session("orders", session_id="s-1"))
+            assert_clean(error, grpc.StatusCode.ALREADY_EXISTS, "ERROR_REASON_SESSION_EXISTS")
+            assert await env.stored("s-1") == before
+
+    run(scenario())
+
+
+def test_a_turn_while_another_holds_the_lease_is_aborted(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("probe")).session_id
+            running = asyncio.create_task(env.client.run_turn(sid, Submit("/wait"), turn_id="w1"))
+            await asyncio.wait_for(env.probe.entered.wait(), 10)
+            before = await env.stored(sid)
+            busy = await refused(env.client.stream_turn(sid, Submit(CANARY)))
+            assert_clean(busy, ABORTED, "ERROR_REASON_SESSION_BUSY")
+            assert busy.retry_after_ms is not None
+            assert busy.retry_after_ms > 0
+            same = await refused(env.client.stream_turn(sid, Submit("/wait"), turn_id="w1"))
+            assert_clean(same, ABORTED, "ERROR_REASON_TURN_IN_PROGRESS")
+            truncate = await refused(env.client.truncate_history(sid))
+            assert_clean(truncate, ABORTED, "ERROR_REASON_SESSION_BUSY")
+            assert await env.stored(sid) == before
+            env.probe.gate.set()
+            result = await running
+            assert result.text == "waited"
+            assert env.probe.route_calls == ["wait"]
+
+    run(scenario())
+
+
+def test_two_clients_racing_one_session_run_exactly_one_turn(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("probe")).session_id
+            from agentskit_chat_client import ChatClient
+
+            async with ChatClient(env.target) as other:
+
+                async def attempt(client: ChatClient) -> object:
+                    try:
+                        return await client.run_turn(sid, Submit("/wait"))
+                    except ChatError as error:
+                        return error
+
+                racing = [
+                    asyncio.create_task(attempt(env.client)),
+                    asyncio.create_task(attempt(other)),
+                ]
+                await asyncio.wait_for(env.probe.entered.wait(), 10)
+                done, _ = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+                env.probe.gate.set()
+                outcomes = [await task for task in racing]
+            errors = [o for o in outcomes if isinstance(o, ChatError)]
+            assert len(errors) == 1
+            assert errors[0].code == ABORTED
+            assert errors[0].reason in {"ERROR_REASON_SESSION_BUSY", "ERROR_REASON_CONFLICT"}
+            assert env.probe.route_calls == ["wait"]
+            history = await env.client.get_session(sid)
+            assert [m.role for m in history.messages] == ["user", "assistant"]
+
+    run(scenario())
+
+
+def test_a_stored_session_of_another_revision_fails_its_precondition(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("support")).session_id
+            await env.client.run_turn(sid, Submit("/start"))
+        revised = tmp_path / "revised"
+        shutil.copytree(EXAMPLES, revised)
+        support = revised / "support.yaml"
+        support.write_text(support.read_text().replace("revision: 1", "revision: 2"))
+        async with live(tmp_path, definitions=list(load_definitions(revised).values())) as env:
+            before = await env.stored(sid)
+            for call in (
+                env.client.get_session(sid),
+                env.client.truncate_history(sid),
+            ):
+                error = await refused(call)
+                assert_clean(
+                    error, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_REVISION_MISMATCH"
+                )
+                assert error.metadata["definition_revision"] == "1"
+            turn = await refused(env.client.stream_turn(sid, Submit(CANARY)))
+            assert_clean(
+                turn, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_REVISION_MISMATCH"
+            )
+            assert await env.stored(sid) == before
+            fresh = await env.client.create_session("support")
+            assert fresh.definition_revision == 2
+
+    run(scenario())
+
+
+def test_a_corrupt_stored_record_fails_its_precondition_and_stays(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("support")).session_id
+            await env.client.run_turn(sid, Submit("/start"))
+            with sqlite3.connect(env.db_path) as connection:
+                connection.execute(
+                    "UPDATE sessions SET record = replace(record, 'collecting', 'complete')"
+                )
+            connection.close()
+            before = await env.stored(sid)
+            for call in (
+                env.client.get_session(sid),
+                env.client.stream_turn(sid, Submit(CANARY)),
+            ):
+                error = await refused(call)
+                assert_clean(
+                    error, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_SESSION_CORRUPT"
+                )
+                assert error.metadata["code"] == "record_replay"
+            assert await env.stored(sid) == before
+
+    run(scenario())
+
+
+def test_operations_must_fit_the_history_mode(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            server_held = (await env.client.create_session("support")).session_id
+            client_held = (
+                await env.client.create_session("support", history_mode=HistoryMode.CLIENT)
+            ).session_id
+            before = (await env.stored(server_held), await env.stored(client_held))
+            for call in (
+                env.client.stream_turn(server_held, Dispatch((Message("u1", "user", CANARY),))),
+                env.client.stream_turn(client_held, Submit(CANARY)),
+                env.client.truncate_history(client_held),
+            ):
+                error = await refused(call)
+                assert_clean(
+                    error, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_HISTORY_MISMATCH"
+                )
+            assert (await env.stored(server_held), await env.stored(client_held)) == before
+
+    run(scenario())
+
+
+def test_limits_are_resource_exhausted(tmp_path: Path) -> None:
+    limits = Limits(max_input_bytes=64, max_history_messages=3)
+
+    async def scenario() -> None:
+        async with live(tmp_path, limits=limits, max_request_bytes=4096) as env:
+            sid = (await env.client.create_session("support")).session_id
+            await env.client.run_turn(sid, Submit("/start"))
+            before = await env.stored(sid)
+            too_big = await refused(env.client.stream_turn(sid, Submit(CANARY * 3)))
+            assert_clean(too_big, grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_LIMIT_EXCEEDED")
+            assert too_big.metadata["limit"] == "input_bytes"
+            too_long = await refused(env.client.stream_turn(sid, Submit("short")))
+            assert_clean(
+                too_long, grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_LIMIT_EXCEEDED"
+            )
+            assert too_long.metadata["limit"] == "history_messages"
+            oversized = await refused(env.client.stream_turn(sid, Submit("x" * 8000)))
+            assert oversized.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert await env.stored(sid) == before
+
+    run(scenario())
+
+
+def test_the_turn_deadline_fails_the_turn_and_releases_the_lease(tmp_path: Path) -> None:
+    limits = Limits(turn_timeout=0.3, lease_ttl=30)
+
+    async def scenario() -> None:
+        async with live(tmp_path, limits=limits) as env:
+            sid = (await env.client.create_session("probe")).session_id
+            result = await env.client.run_turn(sid, Submit("/slow"))
+            assert result.failed is not None
+            assert result.failed.code == "deadline_exceeded"
+            assert result.failed.retryable
+            await asyncio.wait_for(env.probe.model_closed.wait(), 10)
+            assert (await env.client.get_session(sid)).messages == ()
+            assert (await env.client.run_turn(sid, Submit("/count"))).ok
+
+    run(scenario())
+
+
+def test_a_client_deadline_ends_the_call_with_deadline_exceeded(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("probe")).session_id
+            error = await refused(env.client.stream_turn(sid, Submit("/slow"), timeout=0.3))
+            assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            await asyncio.wait_for(env.probe.model_closed.wait(), 10)
+            assert (await env.client.get_session(sid)).messages == ()
+            for _ in range(100):
+                result = await env.client.run_turn(sid, Submit("/count"))
+                if result.ok:
+                    break
+            assert result.ok
+
+    run(scenario())
+
+
+def test_a_draining_server_refuses_new_turns_as_unavailable(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("support")).session_id
+            before = await env.stored(sid)
+            env.service.begin_drain()
+            error = await refused(env.client.stream_turn(sid, Submit(CANARY)))
+            assert_clean(error, grpc.StatusCode.UNAVAILABLE, "ERROR_REASON_SHUTTING_DOWN")
+            assert await env.stored(sid) == before
+
+    run(scenario())
+
+
+def test_a_locked_store_is_unavailable_and_nothing_changes(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path, busy_timeout_ms=50) as env:
+            sid = (await env.client.create_session("support")).session_id
+            before = await env.stored(sid)
+            blocker = sqlite3.connect(env.db_path, isolation_level=None)
+            try:
+                blocker.execute("BEGIN IMMEDIATE")
+                error = await refused(env.client.stream_turn(sid, Submit(CANARY)))
+                assert_clean(error, grpc.StatusCode.UNAVAILABLE, "ERROR_REASON_STORE_UNAVAILABLE")
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+            assert await env.stored(sid) == before
+            assert (await env.client.run_turn(sid, Submit("/start"))).ok
+
+    run(scenario())
