@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import grpc
+from grpc_health.v1 import health_pb2
+
 from agentskit_chat.conversation import (
     ChatDefinition,
     RouteContext,
@@ -186,3 +189,16 @@ async def refused(call: Coroutine[Any, Any, Any] | AsyncIterator[Any]) -> ChatEr
 
 def metadata_of(error: ChatError) -> Mapping[str, str]:
     return dict(error.metadata)
+
+
+async def health_status(channel: grpc.aio.Channel, service: str) -> int:
+    """The grpc.health.v1 status of `service` (the typed stubs lack the stub methods)."""
+    check = channel.unary_unary(
+        "/grpc.health.v1.Health/Check",
+        request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+        response_deserializer=health_pb2.HealthCheckResponse.FromString,
+    )
+    reply: health_pb2.HealthCheckResponse = await check(
+        health_pb2.HealthCheckRequest(service=service)
+    )
+    return int(reply.status)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import grpc
 import pytest
+
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
-from agentskit_chat_client import ChatError, Dispatch, Edit, HistoryMode, Message, Retry, Submit
-
 from agentskit_chat.conversation import load_definitions
 from agentskit_chat.service import Limits
+from agentskit_chat_client import ChatError, Dispatch, Edit, HistoryMode, Message, Retry, Submit
 
 from .conftest import CANARY, EXAMPLES, live, refused, run
 
@@ -113,9 +113,9 @@ def test_unknown_sessions_and_definitions_are_not_found(tmp_path: Path) -> None:
                 )
             error = await refused(env.client.stream_turn("nobody", Submit(CANARY)))
             assert_clean(error, grpc.StatusCode.NOT_FOUND, "ERROR_REASON_SESSION_NOT_FOUND")
-            for call in (env.client.get_definition("nope"), env.client.create_session("nope")):
+            for lookup in (env.client.get_definition("nope"), env.client.create_session("nope")):
                 assert_clean(
-                    await refused(call),
+                    await refused(lookup),
                     grpc.StatusCode.NOT_FOUND,
                     "ERROR_REASON_DEFINITION_NOT_FOUND",
                 )
@@ -180,7 +180,7 @@ def test_two_clients_racing_one_session_run_exactly_one_turn(tmp_path: Path) -> 
                     asyncio.create_task(attempt(other)),
                 ]
                 await asyncio.wait_for(env.probe.entered.wait(), 10)
-                done, _ = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+                _done, _ = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
                 env.probe.gate.set()
                 outcomes = [await task for task in racing]
             errors = [o for o in outcomes if isinstance(o, ChatError)]
