@@ -28,6 +28,7 @@ test: lint lint-proto check-generated typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.conversation
+	$(BIN)/python -m bench.service
 
 clean:
 	rm -rf $(VENV) node_modules build/generated .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,65 @@
+"""A bare grpc.aio server-streaming echo: one request in, two small responses out.
+
+`python -m bench._echo [--listen HOST:PORT]` prints `listening on HOST:PORT` once bound
+(port 0 picks a free port) and serves until SIGTERM or SIGINT, then stops and exits 0.
+It is the baseline of bench/service.py: gRPC and asyncio costs without any service work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Final
+
+import grpc
+
+SERVICE: Final = "bench.Echo"
+METHOD: Final = "Stream"
+PATH: Final = f"/{SERVICE}/{METHOD}"
+REPLIES: Final = (b"pong-1", b"pong-2")
+
+
+async def stream(
+    request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
+) -> AsyncIterator[bytes]:
+    """Answer any request with the two replies."""
+    for reply in REPLIES:
+        yield reply
+
+
+def handlers() -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """The echo's only method, with bytes passed through unserialized."""
+    return {METHOD: grpc.unary_stream_rpc_method_handler(stream)}
+
+
+async def serve(listen: str) -> int:
+    """Serve on `listen` until a stop signal; return the exit status."""
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    methods = handlers()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),))
+    server.add_registered_method_handlers(SERVICE, methods)
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(f"listening on {listen.rsplit(':', 1)[0]}:{port}", flush=True)
+    await stop.wait()
+    await server.stop(1.0)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `python -m bench._echo`."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--listen", default="127.0.0.1:0", help="host:port [%(default)s]")
+    return asyncio.run(serve(parser.parse_args(argv).listen))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,371 @@
+"""Service throughput: deterministic turns against a bare grpc.aio streaming echo.
+
+Every server runs in its own child process; this process only generates load, with one
+channel per concurrent client. Each round measures the echo, the service with the memory
+store and the service with SQLite, one after the other. Throughput is the median round;
+each ratio pairs a target with the echo of the same round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import grpc
+
+from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit.chat.v1 import chat_pb2_grpc
+
+from . import _echo
+from ._servers import Server, running
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+DEFINITIONS: Final = Path(__file__).resolve().with_name("definitions")
+DEFINITION_ID: Final = "ping"
+TURN_TEXT: Final = "/ping"
+TURN_ANSWER: Final = "pong"
+TURNS_PER_SESSION: Final = 50
+TARGETS: Final = ("echo", "memory", "sqlite")
+GOALS: Final = {"memory": 0.8, "sqlite": 0.6}
+CHANNEL_OPTIONS: Final = (("grpc.use_local_subchannel_pool", 1),)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Clients, rounds and the seconds of warm-up and measurement per target and round."""
+
+    clients: int
+    rounds: int
+    seconds: float
+    warmup: float
+
+
+FULL = Config(clients=16, rounds=3, seconds=2.0, warmup=1.0)
+QUICK = Config(clients=16, rounds=1, seconds=0.3, warmup=0.1)
+
+
+class Worker(Protocol):
+    """One client: a channel of its own and the call it repeats."""
+
+    async def prepare(self, calls: int) -> None:
+        """Get ready, outside any measurement, for about `calls` more calls."""
+
+    async def next(self) -> None:
+        """Untimed work before the next call."""
+
+    async def call(self) -> str | None:
+        """One timed call; None when it succeeded, else what went wrong."""
+
+
+class EchoWorker:
+    """Calls the echo as a registered method, like generated stubs do, and reads both replies."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(
+            _echo.PATH, _registered_method=True
+        )  # type: ignore[call-arg]
+
+    async def prepare(self, calls: int) -> None:
+        """Nothing to prepare."""
+
+    async def next(self) -> None:
+        """Nothing to do between calls."""
+
+    async def call(self) -> str | None:
+        """One echo call."""
+        try:
+            replies = [reply async for reply in self.stream(b"ping")]
+        except grpc.aio.AioRpcError as exc:
+            return f"echo: {exc.code().name}"
+        return None if len(replies) == len(_echo.REPLIES) else f"echo: {len(replies)} replies"
+
+
+class ChatWorker:
+    """Submits `/ping` turns to server-held sessions, a fresh one every TURNS_PER_SESSION."""
+
+    def __init__(self, channel: grpc.aio.Channel, tag: str) -> None:
+        self.stub = chat_pb2_grpc.ChatServiceStub(channel)
+        self.tag = tag
+        self.serial = 0
+        self.turns = 0
+        self.session = ""
+        self.spare: list[str] = []
+
+    async def create(self) -> str:
+        """A new session of the ping definition."""
+        reply = await self.stub.CreateSession(pb.CreateSessionRequest(definition_id=DEFINITION_ID))
+        return reply.session.session_id
+
+    async def prepare(self, calls: int) -> None:
+        """Enough new sessions for `calls` turns; the next turn starts a fresh session."""
+        needed = math.ceil(calls / TURNS_PER_SESSION) + 1
+        self.spare.extend([await self.create() for _ in range(needed - len(self.spare))])
+        self.session, self.turns = "", 0
+
+    async def next(self) -> None:
+        """Switch to a fresh session when the current one is full."""
+        if not self.session or self.turns >= TURNS_PER_SESSION:
+            self.session = self.spare.pop() if self.spare else await self.create()
+            self.turns = 0
+
+    async def call(self) -> str | None:
+        """One turn, read to its last event, which must complete with the route's answer."""
+        self.serial += 1
+        self.turns += 1
+        request = pb.StreamTurnRequest(
+            session_id=self.session,
+            turn_id=f"{self.tag}-{self.serial}",
+            submit=pb.SubmitOperation(content=TURN_TEXT),
+        )
+        try:
+            events = [event async for event in self.stub.StreamTurn(request)]
+        except grpc.aio.AioRpcError as exc:
+            return f"turn: {exc.code().name} {exc.details()}"
+        if not events or events[-1].WhichOneof("event") != "completed":
+            kinds = [event.WhichOneof("event") for event in events]
+            return f"turn: events {kinds}"
+        if events[-1].completed.content != TURN_ANSWER:
+            return "turn: unexpected answer"
+        return None
+
+
+@dataclass(slots=True)
+class Phase:
+    """One timed phase: calls, wall time, latencies in seconds and CPU seconds used."""
+
+    calls: int
+    elapsed: float
+    latencies: list[float]
+    failures: list[str]
+    server_cpu: float | None
+    client_cpu: float
+
+
+async def _drive(worker: Worker, until: float, latencies: list[float], failures: list[str]) -> None:
+    """Call until `until`, at least once."""
+    clock = time.perf_counter
+    while True:
+        await worker.next()
+        start = clock()
+        problem = await worker.call()
+        end = clock()
+        latencies.append(end - start)
+        if problem is not None:
+            failures.append(problem)
+        if end >= until:
+            return
+
+
+async def measure(workers: Sequence[Worker], server: Server, seconds: float) -> Phase:
+    """Run every worker until `seconds` have passed; each finishes the call it is in."""
+    per_worker: list[list[float]] = [[] for _ in workers]
+    failures: list[str] = []
+    server_before, client_before = server.cpu_seconds(), time.process_time()
+    start = time.perf_counter()
+    until = start + seconds
+    await asyncio.gather(
+        *(_drive(w, until, s, failures) for w, s in zip(workers, per_worker, strict=True))
+    )
+    elapsed = time.perf_counter() - start
+    server_after, client_after = server.cpu_seconds(), time.process_time()
+    latencies = [sample for samples in per_worker for sample in samples]
+    server_cpu = (
+        None if server_before is None or server_after is None else server_after - server_before
+    )
+    return Phase(
+        len(latencies), elapsed, latencies, failures, server_cpu, client_after - client_before
+    )
+
+
+async def run_round(target: str, server: Server, config: Config) -> Phase:
+    """Warm up, prepare and measure `target` with fresh channels."""
+    async with AsyncExitStack() as stack:
+        workers: list[Worker] = []
+        for index in range(config.clients):
+            channel = grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS)
+            await stack.enter_async_context(channel)
+            workers.append(
+                EchoWorker(channel) if target == "echo" else ChatWorker(channel, f"w{index}")
+            )
+        warm = await measure(workers, server, config.warmup)
+        if warm.failures:
+            return warm
+        expected = warm.calls / warm.elapsed * config.seconds / config.clients
+        await asyncio.gather(*(w.prepare(math.ceil(expected * 1.5) + 10) for w in workers))
+        return await measure(workers, server, config.seconds)
+
+
+@dataclass(slots=True)
+class Figures:
+    """A target's figures over all rounds: median throughput, pooled latency percentiles."""
+
+    target: str
+    calls: int = 0
+    failures: int = 0
+    first_failure: str | None = None
+    rounds_per_s: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    server_cpu: list[float] = field(default_factory=list)
+    client_cpu: list[float] = field(default_factory=list)
+
+    def add(self, phase: Phase) -> None:
+        """Fold in one measured round."""
+        self.calls += phase.calls
+        self.failures += len(phase.failures)
+        if phase.failures and self.first_failure is None:
+            self.first_failure = phase.failures[0]
+        self.rounds_per_s.append(phase.calls / phase.elapsed)
+        self.latencies.extend(phase.latencies)
+        if phase.server_cpu is not None:
+            self.server_cpu.append(phase.server_cpu / phase.elapsed)
+        self.client_cpu.append(phase.client_cpu / phase.elapsed)
+
+    @property
+    def per_s(self) -> float:
+        """Median calls per second over the rounds."""
+        return statistics.median(self.rounds_per_s)
+
+    def percentile_ms(self, fraction: float) -> float:
+        """Nearest-rank latency percentile in milliseconds."""
+        ordered = sorted(self.latencies)
+        return ordered[max(math.ceil(fraction * len(ordered)) - 1, 0)] * 1e3
+
+    def ratio(self, echo: Figures) -> float:
+        """Median over the rounds of this target's throughput over the echo's in that round."""
+        pairs = zip(self.rounds_per_s, echo.rounds_per_s, strict=True)
+        return statistics.median(mine / theirs for mine, theirs in pairs)
+
+    def summary(self, echo: Figures) -> dict[str, Any]:
+        """The figures as plain data."""
+        return {
+            "calls": self.calls,
+            "failures": self.failures,
+            "calls_per_s": self.per_s,
+            "rounds_calls_per_s": self.rounds_per_s,
+            "p50_ms": self.percentile_ms(0.5),
+            "p99_ms": self.percentile_ms(0.99),
+            "ratio_vs_echo": self.ratio(echo),
+            "server_cpu": statistics.median(self.server_cpu) if self.server_cpu else None,
+            "client_cpu": statistics.median(self.client_cpu),
+        }
+
+
+def server_commands(state_dir: Path) -> dict[str, list[str]]:
+    """The command line of every target's server."""
+    serve = [sys.executable, "-m", "agentskit_chat.cli", "--log-level", "WARNING", "serve"]
+    serve += ["--listen", "127.0.0.1:0", "--definitions", str(DEFINITIONS)]
+    return {
+        "echo": [sys.executable, "-m", "bench._echo", "--listen", "127.0.0.1:0"],
+        "memory": [*serve, "--store", "memory://", "--state-dir", str(state_dir / "memory")],
+        "sqlite": [
+            *serve,
+            "--store",
+            f"sqlite:{state_dir / 'sqlite' / 'sessions.db'}",
+            "--state-dir",
+            str(state_dir / "sqlite"),
+        ],
+    }
+
+
+async def run(config: Config) -> dict[str, Figures]:
+    """Start the three servers, measure them round by round, stop them."""
+    figures = {target: Figures(target) for target in TARGETS}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSKIT_CHAT_")}
+    async with AsyncExitStack() as stack:
+        state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chat-bench-")))
+        for name in ("memory", "sqlite"):
+            (state_dir / name).mkdir()
+        servers: dict[str, Server] = {}
+        for target, argv in server_commands(state_dir).items():
+            servers[target] = await stack.enter_async_context(
+                running(target, argv, cwd=ROOT, env=env)
+            )
+        for _ in range(config.rounds):
+            for target in TARGETS:
+                figures[target].add(await run_round(target, servers[target], config))
+    return figures
+
+
+def _cpu(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def report(figures: dict[str, Figures], config: Config, *, quick: bool) -> dict[str, Any]:
+    """Print the table and the goal line; the figures as plain data."""
+    data = {name: f.summary(figures["echo"]) for name, f in figures.items()}
+    print(
+        f"\nService throughput: {config.clients} concurrent clients, "
+        f"{config.rounds} round(s) x {config.seconds:g} s per target "
+        f"({os.cpu_count()} CPUs, Python {platform.python_version()}, grpcio {grpc.__version__})"
+    )
+    print(
+        f"  {'target':<8} {'calls/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'vs echo':>8}"
+        f" {'server CPU':>11} {'client CPU':>11}"
+    )
+    for name, row in data.items():
+        print(
+            f"  {name:<8} {row['calls_per_s']:>10,.0f} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f}"
+            f" {row['ratio_vs_echo']:>7.2f}x {_cpu(row['server_cpu']):>11}"
+            f" {_cpu(row['client_cpu']):>11}"
+        )
+    verdicts = []
+    for name, goal in GOALS.items():
+        ratio = data[name]["ratio_vs_echo"]
+        verdicts.append(
+            f"{name} {ratio:.2f}x echo (goal >= {goal}x): {'met' if ratio >= goal else 'MISSED'}"
+        )
+    print(
+        "  calls/s: median round; vs echo: median of same-round ratios; p50/p99: every call;"
+        " CPU: share of one core"
+    )
+    met = all(data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items())
+    note = " (--quick: too few samples to trust)" if quick else ""
+    print(f"Goals{note}: {'; '.join(verdicts)} -> {'all met' if met else 'not all met'}")
+    return {"config": asdict(config), "targets": data, "goals": GOALS, "goals_met": met}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark and print its table; 1 when any call failed, else 0."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="one short round (smoke run)")
+    parser.add_argument("--rounds", type=int, help=f"rounds [{FULL.rounds}]")
+    parser.add_argument(
+        "--seconds", type=float, help=f"measured seconds per round [{FULL.seconds}]"
+    )
+    parser.add_argument("--clients", type=int, help=f"concurrent clients [{FULL.clients}]")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    base = QUICK if args.quick else FULL
+    config = Config(
+        clients=args.clients or base.clients,
+        rounds=args.rounds or base.rounds,
+        seconds=args.seconds or base.seconds,
+        warmup=base.warmup,
+    )
+    figures = asyncio.run(run(config))
+    data = report(figures, config, quick=args.quick)
+    if args.json is not None:
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
+    failed = sum(f.failures for f in figures.values())
+    if failed:
+        first = next(f.first_failure for f in figures.values() if f.first_failure)
+        print(f"INVALID: {failed} calls failed (first: {first})")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
