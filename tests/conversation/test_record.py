@@ -16,6 +16,7 @@ from agentskit_chat.conversation import (
     ForeignRecordError,
     Lease,
     MalformedRecordError,
+    RecordEncoder,
     ReplayError,
     RouteOutcome,
     SessionRecord,
@@ -23,6 +24,7 @@ from agentskit_chat.conversation import (
     TerminalTurn,
     UnsupportedVersionError,
     command_route,
+    create_chat_session,
     decode_session_record,
     define_chat,
     encode_session_record,
@@ -313,3 +315,21 @@ def test_error_codes_are_stable() -> None:
         "definition_mismatch",
         "record_replay",
     }
+
+
+def test_the_incremental_encoder_writes_what_a_fresh_encoding_writes(history: History) -> None:
+    definition = load_definition(EXAMPLES / "support.yaml")
+    session = create_chat_session(definition, session_id="s1", digest_key=KEY)
+    encoder = RecordEncoder()
+    record = SessionRecord.new(session.definition, "s1")
+    for turns, text in enumerate(["/start", "/name Ada", "hello", "/start", "/name Bo"] * 20, 1):
+        session.dispatch_sync(history.user(text))
+        record = record.evolve(conversation=session.state, cursor=turns).with_turn(
+            TerminalTurn(f"t{turns}", "submit", "completed", turns)
+        )
+        assert encoder.encode(record) == encode_session_record(record)
+    assert len(record.recent_turns) == MAX_RECENT_TURNS
+    edited = record.evolve(
+        conversation=session.state, recent_turns=record.recent_turns[::2], lease=None
+    )
+    assert encoder.encode(edited) == encode_session_record(edited)

@@ -230,13 +230,15 @@ def test_a_corrupt_stored_record_fails_its_precondition_and_stays(tmp_path: Path
         async with live(tmp_path) as env:
             sid = (await env.client.create_session("support")).session_id
             await env.client.run_turn(sid, Submit("/start"))
-            with sqlite3.connect(env.db_path) as connection:
-                connection.execute(
-                    "UPDATE sessions SET record = replace(record, 'collecting', 'complete')"
-                )
-            connection.close()
+        with sqlite3.connect(tmp_path / "sessions.db") as connection:
+            connection.execute(
+                "UPDATE sessions SET record = replace(record, 'collecting', 'complete')"
+            )
+        connection.close()
+        async with live(tmp_path) as env:
             before = await env.stored(sid)
             for call in (
+                env.client.stream_turn(sid, Submit(CANARY)),
                 env.client.get_session(sid),
                 env.client.stream_turn(sid, Submit(CANARY)),
             ):

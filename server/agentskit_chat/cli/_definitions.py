@@ -7,11 +7,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from agentskit_chat.conversation import (
+    DEFINITION_SUFFIXES,
     ChatDefinition,
     ConfigError,
     Diagnostic,
     ErrorCode,
-    load_definitions,
+    load_definition,
 )
 from agentskit_chat.models import AdapterRegistry, UnknownAdapterError
 
@@ -50,10 +51,7 @@ def gather(
     problems: list[Diagnostic] = []
     found: list[ChatDefinition] = []
     if directory is not None:
-        try:
-            found.extend(load_definitions(directory).values())
-        except ConfigError as exc:
-            problems.extend(exc.diagnostics)
+        found.extend(_directory(directory, problems))
     for name in modules:
         try:
             found.extend(module_definitions(name))
@@ -62,6 +60,22 @@ def gather(
     problems.extend(_conflicts(found, adapters))
     if problems:
         raise ConfigError(problems)
+    return found
+
+
+def _directory(directory: Path, problems: list[Diagnostic]) -> list[ChatDefinition]:
+    """Each loadable file of `directory`; the problems of the others go to `problems`."""
+    if not directory.is_dir():
+        problems.append(Diagnostic(ErrorCode.READ_ERROR, str(directory), "", "not a directory"))
+        return []
+    found: list[ChatDefinition] = []
+    for path in sorted(
+        p for p in directory.iterdir() if p.suffix in DEFINITION_SUFFIXES and p.is_file()
+    ):
+        try:
+            found.append(load_definition(path))
+        except ConfigError as exc:
+            problems.extend(exc.diagnostics)
     return found
 
 

@@ -25,6 +25,7 @@ from ._errors import (
     SessionRecordError,
     UnsupportedVersionError,
 )
+from ._loading import SUFFIXES as DEFINITION_SUFFIXES
 from ._loading import define_chat, load_definition, load_definitions, parse_definition
 from ._matchers import normalize_exact
 from ._observers import TraceFanout, TraceObserver
@@ -39,6 +40,7 @@ from ._outcomes import (
 from ._record import (
     MAX_RECENT_TURNS,
     Lease,
+    RecordEncoder,
     SessionRecord,
     TerminalTurn,
     decode_session_record,
@@ -61,6 +63,7 @@ from ._types import ConversationSnapshot, Message, Role, RouteContext, TurnKind
 
 __all__ = [
     "DEFAULT_CALLBACK_TIMEOUT",
+    "DEFINITION_SUFFIXES",
     "MAX_RECENT_TURNS",
     "ROUTE_FAILED",
     "ROUTE_FAILED_MESSAGE",
@@ -88,6 +91,7 @@ __all__ = [
     "MalformedRecordError",
     "Message",
     "Outcome",
+    "RecordEncoder",
     "Rejected",
     "RejectionReason",
     "ReplayError",

@@ -9,10 +9,11 @@ does not replay is rejected whole.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from ._decisions import ConversationState, Decision
 from ._definition import ChatDefinition
@@ -64,6 +65,13 @@ class TerminalTurn:
     replayed: bool = False
 
 
+class _Keep:
+    """Marks a field `SessionRecord.evolve` leaves as it is."""
+
+
+KEEP: Final = _Keep()
+
+
 @dataclass(frozen=True, slots=True)
 class SessionRecord:
     """Everything persisted about a session; never any message text."""
@@ -95,7 +103,26 @@ class SessionRecord:
     def with_turn(self, turn: TerminalTurn) -> SessionRecord:
         """This record with `turn` appended, keeping the newest MAX_RECENT_TURNS."""
         kept = (*self.recent_turns, turn)[-MAX_RECENT_TURNS:]
-        return replace(self, recent_turns=kept)
+        return self.evolve(recent_turns=kept)
+
+    def evolve(
+        self,
+        *,
+        conversation: ConversationState | None = None,
+        cursor: int | None = None,
+        lease: Lease | _Keep | None = KEEP,
+        recent_turns: tuple[TerminalTurn, ...] | None = None,
+    ) -> SessionRecord:
+        """A copy with the given fields changed (cheaper than `dataclasses.replace`)."""
+        return SessionRecord(
+            self.session_id,
+            self.definition_id,
+            self.revision,
+            self.conversation if conversation is None else conversation,
+            self.cursor if cursor is None else cursor,
+            self.lease if isinstance(lease, _Keep) else lease,
+            self.recent_turns if recent_turns is None else recent_turns,
+        )
 
     def find_turn(self, turn_id: str) -> TerminalTurn | None:
         """The recorded terminal turn with `turn_id`, if still retained."""
@@ -104,20 +131,74 @@ class SessionRecord:
 
 def encode_session_record(record: SessionRecord) -> bytes:
     """Serialize `record` as compact UTF-8 JSON."""
-    if record.conversation.instance.id != record.session_id:
-        raise ValueError("the conversation state belongs to another session")
-    body = {
-        "format": RECORD_FORMAT,
-        "version": RECORD_VERSION,
-        "session_id": record.session_id,
-        "definition": {"id": record.definition_id, "revision": record.revision},
-        "cursor": record.cursor,
-        "state": record.state,
-        "decisions": [_encode_decision(d) for d in record.conversation.decisions.values()],
-        "lease": None if record.lease is None else _encode_lease(record.lease),
-        "recent_turns": [_encode_turn(t) for t in record.recent_turns],
-    }
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return RecordEncoder().encode(record)
+
+
+class RecordEncoder:
+    """Encodes successive records of one session, reusing the JSON of unchanged entries.
+
+    Records of a session share their decisions and terminal turns (they are immutable), so
+    a save after a turn only encodes what the turn added. The output is byte-identical to
+    `encode_session_record`.
+    """
+
+    def __init__(self) -> None:
+        self._decisions = _EncodedRun(_encode_decision)
+        self._turns = _EncodedRun(_encode_turn)
+
+    def encode(self, record: SessionRecord) -> bytes:
+        """Serialize `record` as compact UTF-8 JSON."""
+        if record.conversation.instance.id != record.session_id:
+            raise ValueError("the conversation state belongs to another session")
+        head = {
+            "format": RECORD_FORMAT,
+            "version": RECORD_VERSION,
+            "session_id": record.session_id,
+            "definition": {"id": record.definition_id, "revision": record.revision},
+            "cursor": record.cursor,
+            "state": record.state,
+        }
+        lease = None if record.lease is None else _encode_lease(record.lease)
+        text = "".join(
+            (
+                _dumps(head)[:-1],
+                ',"decisions":[',
+                self._decisions.text(tuple(record.conversation.decisions.values())),
+                '],"lease":',
+                _dumps(lease),
+                ',"recent_turns":[',
+                self._turns.text(record.recent_turns),
+                "]}",
+            )
+        )
+        return text.encode("utf-8")
+
+
+class _EncodedRun(Generic[T]):
+    """The JSON of a run of immutable entries that grows at the end and may drop its head."""
+
+    def __init__(self, encode: Callable[[T], dict[str, Any]]) -> None:
+        self._encode = encode
+        self._items: tuple[T, ...] = ()
+        self._fragments: list[str] = []
+
+    def text(self, items: tuple[T, ...]) -> str:
+        """Entries of `items` as comma-separated JSON objects."""
+        known = self._items
+        for dropped in (0, 1):  # appended to, or slid by one entry
+            kept = known[dropped:]
+            if kept and len(items) >= len(kept) and all(map(operator.is_, items, kept)):
+                fragments = self._fragments[dropped:]
+                fragments += [_dumps(self._encode(item)) for item in items[len(kept) :]]
+                break
+        else:
+            fragments = [_dumps(self._encode(item)) for item in items]
+        self._items, self._fragments = items, fragments
+        return ",".join(fragments)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _encode_decision(d: Decision) -> dict[str, Any]:

@@ -5,18 +5,18 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from agentskit_chat.conversation import (
     ChatDefinition,
     DefinitionMismatchError,
     Message,
+    RecordEncoder,
     Role,
     SessionRecord,
     SessionRecordError,
     decode_session_record,
-    encode_session_record,
 )
 from agentskit_chat.storage import (
     HistoryChange,
@@ -48,18 +48,34 @@ class Loaded:
         return self.record.cursor
 
 
+@dataclass
+class _Entry:
+    """What this process knows of a session as of the stored bytes `data`."""
+
+    data: bytes = field(repr=False)
+    loaded: Loaded
+    encoder: RecordEncoder
+    messages: tuple[Message, ...] | None = field(default=None, repr=False)
+    """The server-held history matching `data`, when known."""
+
+
 def now_ms() -> int:
     """Wall-clock milliseconds, as leases and turn records use them."""
     return time.time_ns() // 1_000_000
 
 
 class Records:
-    """Loads and saves session records; every save is a compare-and-set on the cursor."""
+    """Loads and saves session records; every save is a compare-and-set on the cursor.
+
+    A bounded cache keeps, per session, the last record this process read or wrote, its
+    encoder and its server-held history. A cached record is only trusted as a guess: a
+    compare-and-set against its cursor either confirms it or fails without writing.
+    """
 
     def __init__(self, store: Store, catalog: Catalog, *, cache_size: int = 4096) -> None:
         self.store = store
         self.catalog = catalog
-        self._cache: OrderedDict[str, tuple[bytes, SessionRecord]] = OrderedDict()
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._cache_size = cache_size
 
     async def create(
@@ -67,19 +83,38 @@ class Records:
     ) -> Loaded:
         """Store a new session at the definition's initial state."""
         record = SessionRecord.new(definition, session_id)
-        stored = self._stored(record, mode)
+        encoder = RecordEncoder()
+        stored = self._stored(record, mode, encoder)
         try:
             await _guard(self.store.create(stored))
         except SessionExistsError:
             raise ServiceError(Reason.SESSION_EXISTS, "a session with this id exists") from None
-        self._remember(stored.record, record)
-        return Loaded(definition, record, mode)
+        loaded = Loaded(definition, record, mode)
+        self._remember(_Entry(stored.record, loaded, encoder, ()))
+        return loaded
+
+    def cached(self, session_id: str) -> Loaded | None:
+        """The last record this process saw of `session_id`, if its definition still serves."""
+        entry = self._cache.get(session_id)
+        if entry is None or self.catalog.find(entry.loaded.definition.id) is not (
+            entry.loaded.definition
+        ):
+            return None
+        return entry.loaded
 
     async def load(self, session_id: str) -> Loaded:
-        """The verified record of `session_id`; raises ServiceError when unusable."""
+        """The verified stored record of `session_id`; raises ServiceError when unusable."""
         stored = await _guard(self.store.load(session_id))
         if stored is None:
+            self._cache.pop(session_id, None)
             raise ServiceError(Reason.SESSION_NOT_FOUND, "no session has this id")
+        try:
+            return self._verify(session_id, stored)
+        except ServiceError:
+            self._cache.pop(session_id, None)
+            raise
+
+    def _verify(self, session_id: str, stored: StoredSession) -> Loaded:
         definition = self.catalog.find(stored.definition_id)
         if definition is None or definition.revision != stored.revision:
             raise ServiceError(
@@ -87,10 +122,15 @@ class Records:
                 "the session was stored for a definition revision this server does not serve",
                 definition_revision=stored.revision,
             )
-        cached = self._cache.get(session_id)
-        if cached is not None and cached[0] == stored.record:
+        entry = self._cache.get(session_id)
+        if (
+            entry is not None
+            and entry.data == stored.record
+            and entry.loaded.definition is definition
+            and entry.loaded.history_mode == stored.history_mode
+        ):
             self._cache.move_to_end(session_id)
-            return Loaded(definition, cached[1], stored.history_mode)
+            return entry.loaded
         try:
             record = decode_session_record(
                 stored.record, definition=definition, session_id=session_id
@@ -110,48 +150,72 @@ class Records:
                 "the stored session record is unusable",
                 code="cursor_mismatch",
             )
-        self._remember(stored.record, record)
-        return Loaded(definition, record, stored.history_mode)
+        loaded = Loaded(definition, record, stored.history_mode)
+        self._remember(_Entry(stored.record, loaded, RecordEncoder()))
+        return loaded
 
     async def save(
         self, loaded: Loaded, record: SessionRecord, history: HistoryChange | None = None
     ) -> Loaded | None:
         """Store `record` if nobody wrote since `loaded`; None when the compare-and-set lost."""
-        saved = replace(record, cursor=loaded.cursor + 1)
-        stored = self._stored(saved, loaded.history_mode)
+        session_id = record.session_id
+        entry = self._cache.get(session_id)
+        known = entry is not None and entry.loaded is loaded
+        encoder = entry.encoder if entry is not None and known else RecordEncoder()
+        saved = record.evolve(cursor=loaded.cursor + 1)
+        stored = self._stored(saved, loaded.history_mode, encoder)
         won = await _guard(
             self.store.compare_and_set(stored, expected_cursor=loaded.cursor, history=history)
         )
         if not won:
-            self._cache.pop(record.session_id, None)
+            self._cache.pop(session_id, None)
             return None
-        self._remember(stored.record, saved)
-        return Loaded(loaded.definition, saved, loaded.history_mode)
+        messages = entry.messages if entry is not None and known else None
+        if history is not None and messages is not None:
+            kept = messages[: history.keep]
+            messages = (
+                *kept,
+                *(Message(m.message_id, Role(m.role), m.content) for m in history.append),
+            )
+        after = Loaded(loaded.definition, saved, loaded.history_mode)
+        self._remember(_Entry(stored.record, after, encoder, messages))
+        return after
 
     async def delete(self, session_id: str) -> bool:
         """Remove the session and its messages."""
         self._cache.pop(session_id, None)
         return await _guard(self.store.delete(session_id))
 
-    async def messages(self, session_id: str) -> list[Message]:
-        """The server-held history of `session_id`."""
+    async def messages(self, loaded: Loaded) -> tuple[Message, ...]:
+        """The server-held history that goes with `loaded`."""
+        session_id = loaded.record.session_id
+        entry = self._cache.get(session_id)
+        if entry is not None and entry.loaded is loaded and entry.messages is not None:
+            return entry.messages
         stored = await _guard(self.store.list_messages(session_id))
-        return [Message(m.message_id, Role(m.role), m.content) for m in stored]
+        messages = tuple(Message(m.message_id, Role(m.role), m.content) for m in stored)
+        entry = self._cache.get(session_id)
+        if entry is not None and entry.loaded is loaded:
+            entry.messages = messages
+        return messages
 
-    def _stored(self, record: SessionRecord, mode: HistoryMode) -> StoredSession:
+    def _stored(
+        self, record: SessionRecord, mode: HistoryMode, encoder: RecordEncoder
+    ) -> StoredSession:
         return StoredSession(
             session_id=record.session_id,
             definition_id=record.definition_id,
             revision=record.revision,
             history_mode=mode,
             cursor=record.cursor,
-            record=encode_session_record(record),
+            record=encoder.encode(record),
             updated_at_ms=now_ms(),
         )
 
-    def _remember(self, data: bytes, record: SessionRecord) -> None:
-        self._cache[record.session_id] = (data, record)
-        self._cache.move_to_end(record.session_id)
+    def _remember(self, entry: _Entry) -> None:
+        session_id = entry.loaded.record.session_id
+        self._cache[session_id] = entry
+        self._cache.move_to_end(session_id)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
 

@@ -6,7 +6,6 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncGenerator
-from dataclasses import replace
 
 from agentskit_chat.conversation import (
     DEFAULT_CALLBACK_TIMEOUT,
@@ -105,7 +104,7 @@ class ChatService:
                 "another turn holds the session",
                 retry_after_ms=lease.expires_at_ms - at,
             )
-        messages = await self._records.messages(session_id)
+        messages = await self._records.messages(loaded)
         keep = 0
         if last_kept_message_id is not None:
             ids = [m.id for m in messages]
@@ -113,11 +112,11 @@ class ChatService:
                 raise invalid("last_kept_message_id", "last_kept_message_id is not in the history")
             keep = ids.index(last_kept_message_id) + 1
         saved = await self._records.save(
-            loaded, replace(loaded.record, lease=None), HistoryChange(keep)
+            loaded, loaded.record.evolve(lease=None), HistoryChange(keep)
         )
         if saved is None:
             raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
-        return _view(saved), messages[:keep]
+        return _view(saved), list(messages[:keep])
 
     def run_turn(
         self, request: TurnRequest, timeout: float | None = None
@@ -137,7 +136,7 @@ class ChatService:
     async def _history(self, loaded: Loaded) -> list[Message]:
         if loaded.history_mode != HistoryMode.SERVER:
             return []
-        return await self._records.messages(loaded.record.session_id)
+        return list(await self._records.messages(loaded))
 
 
 def _view(loaded: Loaded) -> SessionView:

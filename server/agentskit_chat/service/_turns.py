@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Coroutine
 from contextlib import aclosing
-from dataclasses import dataclass, replace
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 from agentskit_chat.conversation import (
     DelegateOutcome,
@@ -103,6 +103,7 @@ class TurnRunner:
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self._cleanups: set[asyncio.Task[object]] = set()
         self.draining = False
 
     @property
@@ -111,8 +112,17 @@ class TurnRunner:
         return self._in_flight
 
     async def wait_idle(self) -> None:
-        """Return once no turn is in flight."""
+        """Return once no turn is in flight and every lease release has been written."""
         await self._idle.wait()
+        while self._cleanups:
+            await asyncio.gather(*self._cleanups, return_exceptions=True)
+
+    async def _finish(self, write: Coroutine[Any, Any, object]) -> None:
+        """Run a closing write to the end even when the turn is cancelled meanwhile."""
+        task: asyncio.Task[object] = asyncio.ensure_future(write)
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+        await asyncio.shield(task)
 
     async def run(
         self, request: TurnRequest, timeout: float | None = None
@@ -123,38 +133,19 @@ class TurnRunner:
         limits.check_id("turn_id", request.turn_id)
         if self.draining:
             raise ServiceError(Reason.SHUTTING_DOWN, "the server is shutting down")
-        loaded = await self._records.load(request.session_id)
-        _check_mode(loaded.history_mode, request)
-        finished = loaded.record.find_turn(request.turn_id)
-        if finished is not None:
-            async for event in self._repeat(loaded, finished):
-                yield event
-            return
-        at = now_ms()
-        lease = loaded.record.lease
-        if lease is not None and lease.expires_at_ms > at:
-            reason = (
-                Reason.TURN_IN_PROGRESS if lease.turn_id == request.turn_id else Reason.SESSION_BUSY
-            )
-            raise ServiceError(
-                reason,
-                "another turn holds the session"
-                if reason == Reason.SESSION_BUSY
-                else "this turn is still running",
-                retry_after_ms=lease.expires_at_ms - at,
-            )
-        history = (
-            await self._records.messages(request.session_id)
-            if loaded.history_mode == HistoryMode.SERVER
-            else ()
-        )
-        plan = plan_turn(request.operation, history, limits, new_id)
         budget = limits.turn_timeout if timeout is None else min(timeout, limits.turn_timeout)
-        lease = Lease(request.turn_id, self._holder, at + int(limits.lease_ttl * 1000))
-        claimed = await self._records.save(loaded, replace(loaded.record, lease=lease))
-        if claimed is None:
-            raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
-        turn = _Turn(request, plan, claimed, asyncio.get_running_loop().time() + budget)
+        turn = await self._claim_cached(request, budget)
+        if turn is None:
+            loaded = await self._records.load(request.session_id)
+            _check_mode(loaded.history_mode, request)
+            finished = loaded.record.find_turn(request.turn_id)
+            if finished is not None:
+                async for event in self._repeat(loaded, finished):
+                    yield event
+                return
+            turn = await self._claim(request, loaded, budget)
+            if turn is None:
+                raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
         self._in_flight += 1
         self._idle.clear()
         try:
@@ -164,6 +155,47 @@ class TurnRunner:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
+
+    async def _claim_cached(self, request: TurnRequest, budget: float) -> _Turn | None:
+        """Claim the lease against the record this process last saw, skipping a read.
+
+        Any doubt (no cached record, a refusal, a lost compare-and-set) returns None, and
+        the caller decides again from the stored record.
+        """
+        loaded = self._records.cached(request.session_id)
+        if loaded is None or loaded.record.find_turn(request.turn_id) is not None:
+            return None
+        try:
+            _check_mode(loaded.history_mode, request)
+            return await self._claim(request, loaded, budget)
+        except ServiceError as error:
+            if error.reason == Reason.STORE_UNAVAILABLE:
+                raise
+            return None
+
+    async def _claim(self, request: TurnRequest, loaded: Loaded, budget: float) -> _Turn | None:
+        """Plan the turn and claim the session lease; None when the compare-and-set lost."""
+        at = now_ms()
+        lease = loaded.record.lease
+        if lease is not None and lease.expires_at_ms > at:
+            busy = lease.turn_id != request.turn_id
+            raise ServiceError(
+                Reason.SESSION_BUSY if busy else Reason.TURN_IN_PROGRESS,
+                "another turn holds the session" if busy else "this turn is still running",
+                retry_after_ms=lease.expires_at_ms - at,
+            )
+        history = (
+            await self._records.messages(loaded)
+            if loaded.history_mode == HistoryMode.SERVER
+            else ()
+        )
+        plan = plan_turn(request.operation, history, self._limits, new_id)
+        lease = Lease(request.turn_id, self._holder, at + int(self._limits.lease_ttl * 1000))
+        claimed = await self._records.save(loaded, loaded.record.evolve(lease=lease))
+        if claimed is None:
+            return None
+        deadline = asyncio.get_running_loop().time() + budget
+        return _Turn(request, plan, claimed, deadline)
 
     async def _execute(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
         ended = False
@@ -191,7 +223,7 @@ class TurnRunner:
                 yield event
         finally:
             if not ended:
-                await asyncio.shield(self._release(turn))
+                await self._finish(self._release(turn))
 
     async def _resolve(self, turn: _Turn) -> Outcome:
         return await resolve(
@@ -267,7 +299,7 @@ class TurnRunner:
         decided: Decided,
         answer: Message,
     ) -> Loaded | None:
-        record = replace(turn.claimed.record, conversation=outcome.state, lease=None).with_turn(
+        record = turn.claimed.record.evolve(conversation=outcome.state, lease=None).with_turn(
             TerminalTurn(
                 turn_id=turn.request.turn_id,
                 operation=turn.request.operation_name,
@@ -296,7 +328,7 @@ class TurnRunner:
         error: ModelError | None = None,
     ) -> Failed:
         """Record the failure and release the lease; nothing else is committed."""
-        record = replace(turn.claimed.record, lease=None).with_turn(
+        record = turn.claimed.record.evolve(lease=None).with_turn(
             TerminalTurn(
                 turn_id=turn.request.turn_id,
                 operation=turn.request.operation_name,
@@ -308,7 +340,7 @@ class TurnRunner:
                 error_code=code,
             )
         )
-        await asyncio.shield(self._records.save(turn.claimed, record))
+        await self._finish(self._records.save(turn.claimed, record))
         if error is not None:
             return Failed(error.code, error.message, error.retryable)
         return _failed(code)
@@ -316,7 +348,7 @@ class TurnRunner:
     async def _release(self, turn: _Turn) -> None:
         """Give the lease back after the client went away; the turn may run again."""
         with contextlib.suppress(ServiceError):  # Otherwise the lease lapses on its own.
-            await self._records.save(turn.claimed, replace(turn.claimed.record, lease=None))
+            await self._records.save(turn.claimed, turn.claimed.record.evolve(lease=None))
 
     async def _repeat(self, loaded: Loaded, turn: TerminalTurn) -> AsyncGenerator[TurnEvent, None]:
         """The recorded outcome of a finished turn, without running anything."""
@@ -333,7 +365,7 @@ class TurnRunner:
         )
         content = ""
         if loaded.history_mode == HistoryMode.SERVER and turn.assistant_message_id:
-            messages = await self._records.messages(loaded.record.session_id)
+            messages = await self._records.messages(loaded)
             content = next((m.content for m in messages if m.id == turn.assistant_message_id), "")
         if content:
             yield Delta(content)

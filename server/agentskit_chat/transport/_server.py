@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME: Final = chat_pb2.DESCRIPTOR.services_by_name["ChatService"].full_name
 DEFAULT_MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
+CLEANUP_SECONDS: Final = 5.0
 
 
 @dataclass
@@ -47,6 +48,10 @@ class RunningServer:
         except TimeoutError:
             log.warning("grace period over with %d turns in flight", self.service.turns.in_flight)
         await self.server.stop(max(0.0, until - loop.time()))
+        try:  # Turns cut off at the end of the grace release their leases first.
+            await asyncio.wait_for(self.service.turns.wait_idle(), CLEANUP_SECONDS)
+        except TimeoutError:
+            log.warning("leases of cancelled turns were not all released; they will lapse")
         await self.service.close()
 
 
