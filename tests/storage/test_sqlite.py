@@ -300,3 +300,48 @@ def test_two_processes_incrementing_never_lose_an_update(tmp_path: Path) -> None
         [f"a{n}" for n in range(rounds)] + [f"b{n}" for n in range(rounds)]
     )
     assert [i for i in ids if i.startswith("a")] == [f"a{n}" for n in range(rounds)]
+
+
+def test_a_write_waits_for_another_writer_on_the_worker_thread(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    _seed(path)
+
+    async def body() -> None:
+        store = await open_sqlite_store(path, busy_timeout_ms=10_000)
+        blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.2, blocker.execute, "ROLLBACK")
+            won = await store.compare_and_set(session(cursor=2), expected_cursor=1)
+            assert won
+            loaded = await store.load("s1")
+            assert loaded is not None
+            assert loaded.cursor == 2
+        finally:
+            blocker.close()
+            await store.close()
+
+    run(body())
+
+
+def test_checkpoints_keep_the_write_ahead_log_bounded(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    record = b"x" * 8192
+
+    async def body() -> None:
+        store = await open_sqlite_store(path)
+        try:
+            await store.create(session(record=record))
+            for cursor in range(1, 1201):
+                await store.compare_and_set(
+                    session(cursor=cursor, record=record), expected_cursor=cursor - 1
+                )
+                if cursor % 200 == 0:
+                    await asyncio.sleep(0.05)  # let the worker thread's checkpoint finish
+            wal = (tmp_path / "sessions.db-wal").stat().st_size
+            assert wal < 1200 * len(record) / 2
+        finally:
+            await store.close()
+
+    run(body())

@@ -1,10 +1,16 @@
-"""SQLite backend: one connection on one worker thread, compare-and-set in SQL.
+"""SQLite backend: statements on the event loop, waits and checkpoints on a worker thread.
 
-The event loop never touches the database: each port method is one hop to the store's
-single worker thread, which owns the connection. The schema version lives in
-`PRAGMA user_version`; a database written by a newer version is refused. Any number of
-stores, in any number of processes, may share one file: compare-and-set is a conditional
-`UPDATE` inside a write transaction.
+A WAL commit with `synchronous=NORMAL` does not sync to disk and takes tens of
+microseconds, less than handing work to a thread and back. So each port method first runs
+on the event loop's own connection, which never waits for a lock (`busy_timeout` 0). When
+another connection holds the write lock, the method runs again on the store's worker
+thread, whose connection waits up to `busy_timeout_ms`. Checkpoints (the only disk syncs)
+also run on the worker thread, every CHECKPOINT_EVERY writes, in RESTART mode so the log
+starts over; writes arriving meanwhile find the database busy and queue behind it there.
+
+The schema version lives in `PRAGMA user_version`; a database written by a newer version
+is refused. Any number of stores, in any number of processes, may share one file:
+compare-and-set is a conditional `UPDATE` inside a write transaction.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from .memory import _check_compare_and_set
 
 SCHEMA_VERSION: Final = 1
 DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
+CHECKPOINT_EVERY: Final = 256
+_BUSY: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 T = TypeVar("T")
 
@@ -80,10 +88,11 @@ _SELECT_MESSAGES: Final = (
 class SqliteStore:
     """A `Store` in one SQLite file (WAL journal, `synchronous=NORMAL`, foreign keys on).
 
-    The connection is opened, and the schema created or checked, on first use or by
+    Connections are opened, and the schema created or checked, on first use or by
     `open()`; `open_sqlite_store` does both steps. Failures of SQLite, including a busy
     database past `busy_timeout_ms`, raise StoreUnavailableError after rolling back.
-    A cancelled call does not abort work the worker thread has already started.
+    A cancelled call does not abort work the worker thread has already started. Use a
+    store from one event loop.
     """
 
     def __init__(
@@ -95,6 +104,11 @@ class SqliteStore:
         self._busy_timeout_ms = busy_timeout_ms
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
         self._db: sqlite3.Connection | None = None
+        """The worker thread's connection."""
+        self._inline: sqlite3.Connection | None = None
+        """The event loop's connection."""
+        self._writes = 0
+        self._checkpoint: asyncio.Future[None] | None = None
         self._closed = False
 
     @property
@@ -103,12 +117,12 @@ class SqliteStore:
         return self._path
 
     async def open(self) -> None:
-        """Open the connection and create or check the schema, if not done yet."""
+        """Open the connections and create or check the schema, if not done yet."""
         await self._run("open", _nothing)
 
     async def create(self, session: StoredSession) -> None:
         """Insert a new session; raises SessionExistsError when the id is taken."""
-        inserted = await self._run("create", partial(_create, session))
+        inserted = await self._run("create", partial(_create, session), write=True)
         if not inserted:
             raise SessionExistsError("a session with this id already exists")
 
@@ -131,33 +145,88 @@ class SqliteStore:
         """
         _check_compare_and_set(session, expected_cursor, history)
         return await self._run(
-            "compare_and_set", partial(_compare_and_set, session, expected_cursor, history)
+            "compare_and_set",
+            partial(_compare_and_set, session, expected_cursor, history),
+            write=True,
         )
 
     async def delete(self, session_id: str) -> bool:
         """Remove the session and its messages; False when it did not exist."""
-        return await self._run("delete", partial(_delete, session_id))
+        return await self._run("delete", partial(_delete, session_id), write=True)
 
     async def list_messages(self, session_id: str) -> Sequence[StoredMessage]:
         """The session's messages, oldest first, as a tuple; empty when there are none."""
         return await self._run("list_messages", partial(_list_messages, session_id))
 
     async def close(self) -> None:
-        """Close the connection on its thread and stop the thread. Idempotent."""
+        """Close both connections and stop the worker thread. Idempotent."""
         if self._closed:
             return
         self._closed = True
         loop = asyncio.get_running_loop()
         try:
+            if self._checkpoint is not None:
+                with suppress(StoreUnavailableError):
+                    await self._checkpoint
+            inline, self._inline = self._inline, None
+            if inline is not None:
+                inline.close()
             await loop.run_in_executor(self._executor, self._close_on_worker)
+        except sqlite3.Error as exc:
+            raise _unavailable("close", exc) from exc
         finally:
             self._executor.shutdown(wait=True)
 
-    async def _run(self, operation: str, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def _run(
+        self, operation: str, work: Callable[[sqlite3.Connection], T], *, write: bool = False
+    ) -> T:
         if self._closed:
             raise StoreUnavailableError("the sqlite store is closed")
+        try:
+            result = self._attempt(operation, work)
+        except _BusyError:
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self._executor, self._on_worker, operation, work)
+        if write:
+            self._count_write()
+        return result
+
+    def _attempt(self, operation: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` on the event loop's connection; raises _BusyError instead of waiting."""
+        try:
+            db = self._inline_connection()
+        except sqlite3.Error as exc:
+            if exc.sqlite_errorcode & 0xFF in _BUSY:
+                raise _BusyError from exc
+            raise _unavailable(operation, exc) from exc
+        try:
+            return work(db)
+        except BaseException as exc:
+            _rollback(db)
+            if isinstance(exc, sqlite3.Error):
+                if exc.sqlite_errorcode & 0xFF in _BUSY:
+                    raise _BusyError from exc
+                raise _unavailable(operation, exc) from exc
+            raise
+
+    def _inline_connection(self) -> sqlite3.Connection:
+        if self._inline is None:
+            self._inline = self._open_connection(busy_timeout_ms=0)
+        return self._inline
+
+    def _count_write(self) -> None:
+        self._writes += 1
+        if self._writes % CHECKPOINT_EVERY or self._checkpoint is not None:
+            return
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._on_worker, operation, work)
+        future = loop.run_in_executor(self._executor, self._on_worker, "checkpoint", _checkpoint)
+        self._checkpoint = future
+        future.add_done_callback(self._checkpointed)
+
+    def _checkpointed(self, future: asyncio.Future[None]) -> None:
+        self._checkpoint = None
+        if not future.cancelled():
+            future.exception()  # A failed checkpoint is retried by the next one.
 
     def _on_worker(self, operation: str, work: Callable[[sqlite3.Connection], T]) -> T:
         try:
@@ -173,8 +242,11 @@ class SqliteStore:
             raise
 
     def _connection(self) -> sqlite3.Connection:
-        if self._db is not None:
-            return self._db
+        if self._db is None:
+            self._db = self._open_connection(busy_timeout_ms=self._busy_timeout_ms)
+        return self._db
+
+    def _open_connection(self, *, busy_timeout_ms: int) -> sqlite3.Connection:
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -183,12 +255,13 @@ class SqliteStore:
             ) from exc
         db = sqlite3.connect(
             self._path,
-            timeout=self._busy_timeout_ms / 1000,
+            timeout=busy_timeout_ms / 1000,
             isolation_level=None,
             cached_statements=32,
         )
         try:
-            db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+            db.execute(f"PRAGMA busy_timeout = {busy_timeout_ms:d}")
+            db.execute("PRAGMA wal_autocheckpoint = 0")
             db.execute("PRAGMA foreign_keys = ON")
             (mode,) = db.execute("PRAGMA journal_mode = WAL").fetchone()
             if str(mode).lower() != "wal":
@@ -201,7 +274,6 @@ class SqliteStore:
             _rollback(db)
             db.close()
             raise
-        self._db = db
         return db
 
     def _close_on_worker(self) -> None:
@@ -256,8 +328,16 @@ def _user_version(db: sqlite3.Connection) -> int:
     return int(version)
 
 
+class _BusyError(Exception):
+    """Another connection holds a lock the event loop's connection will not wait for."""
+
+
 def _nothing(db: sqlite3.Connection) -> None:
     return None
+
+
+def _checkpoint(db: sqlite3.Connection) -> None:
+    db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
 
 
 def _create(session: StoredSession, db: sqlite3.Connection) -> bool:
