@@ -333,14 +333,14 @@ def test_checkpoints_keep_the_write_ahead_log_bounded(tmp_path: Path) -> None:
         store = await open_sqlite_store(path)
         try:
             await store.create(session(record=record))
-            for cursor in range(1, 1201):
+            for cursor in range(1, 2401):
                 await store.compare_and_set(
                     session(cursor=cursor, record=record), expected_cursor=cursor - 1
                 )
                 if cursor % 200 == 0:
                     await asyncio.sleep(0.05)  # let the worker thread's checkpoint finish
             wal = (tmp_path / "sessions.db-wal").stat().st_size
-            assert wal < 1200 * len(record) / 2
+            assert wal < 2400 * len(record) / 2
         finally:
             await store.close()
 

@@ -5,8 +5,9 @@ microseconds, less than handing work to a thread and back. So each port method f
 on the event loop's own connection, which never waits for a lock (`busy_timeout` 0). When
 another connection holds the write lock, the method runs again on the store's worker
 thread, whose connection waits up to `busy_timeout_ms`. Checkpoints (the only disk syncs)
-also run on the worker thread, every CHECKPOINT_EVERY writes, in RESTART mode so the log
-starts over; writes arriving meanwhile find the database busy and queue behind it there.
+also run on the worker thread every CHECKPOINT_EVERY writes: passive ones that never block
+a writer, and every RESTART_EVERY-th in RESTART mode so the log starts over (writes arriving
+meanwhile find the database busy and queue behind it on the worker thread).
 
 The schema version lives in `PRAGMA user_version`; a database written by a newer version
 is refused. Any number of stores, in any number of processes, may share one file:
@@ -38,6 +39,8 @@ from .memory import _check_compare_and_set
 SCHEMA_VERSION: Final = 1
 DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
 CHECKPOINT_EVERY: Final = 256
+RESTART_EVERY: Final = 4
+"""Every RESTART_EVERY-th checkpoint waits for writers so the log starts over."""
 _BUSY: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 T = TypeVar("T")
@@ -219,7 +222,9 @@ class SqliteStore:
         if self._writes % CHECKPOINT_EVERY or self._checkpoint is not None:
             return
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, self._on_worker, "checkpoint", _checkpoint)
+        mode = "RESTART" if self._writes % (CHECKPOINT_EVERY * RESTART_EVERY) == 0 else "PASSIVE"
+        work = partial(_checkpoint, mode)
+        future = loop.run_in_executor(self._executor, self._on_worker, "checkpoint", work)
         self._checkpoint = future
         future.add_done_callback(self._checkpointed)
 
@@ -336,8 +341,8 @@ def _nothing(db: sqlite3.Connection) -> None:
     return None
 
 
-def _checkpoint(db: sqlite3.Connection) -> None:
-    db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+def _checkpoint(mode: str, db: sqlite3.Connection) -> None:
+    db.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
 
 
 def _create(session: StoredSession, db: sqlite3.Connection) -> bool:
