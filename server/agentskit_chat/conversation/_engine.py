@@ -12,6 +12,8 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
+from itertools import compress, repeat
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
@@ -38,18 +40,21 @@ def initial_state(definition: ChatDefinition, session_id: str) -> ConversationSt
 def check_history(messages: Sequence[Message]) -> list[Message]:
     """The user messages of `messages`; raises InvalidHistoryError on malformed entries."""
     try:
-        ids = {m.id for m in messages}
+        ids = list(map(_ID, messages))
+        roles = list(map(_ROLE, messages))
+        unique = set(ids)
         valid = (
-            len(ids) == len(messages)
-            and all(isinstance(i, str) and i for i in ids)
-            and _ROLES.issuperset([m.role for m in messages])
-            and all(isinstance(m.content, str) for m in messages)
+            len(unique) == len(ids)
+            and "" not in unique
+            and all(map(isinstance, ids, repeat(str)))
+            and _ROLES.issuperset(roles)
+            and all(map(isinstance, map(_CONTENT, messages), repeat(str)))
         )
     except TypeError:  # an unhashable id or role
         valid = False
     if not valid:
         raise InvalidHistoryError(_first_problem(messages))
-    return [m for m in messages if m.role == Role.USER]
+    return list(compress(messages, map(Role.USER.__eq__, roles)))
 
 
 def _first_problem(messages: Sequence[Message]) -> str:
@@ -69,6 +74,9 @@ def _first_problem(messages: Sequence[Message]) -> str:
 
 
 _ROLES: Final = frozenset(Role)
+_ID: Final = attrgetter("id")
+_ROLE: Final = attrgetter("role")
+_CONTENT: Final = attrgetter("content")
 
 
 async def resolve(

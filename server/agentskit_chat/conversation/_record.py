@@ -145,33 +145,43 @@ class RecordEncoder:
     def __init__(self) -> None:
         self._decisions = _EncodedRun(_encode_decision)
         self._turns = _EncodedRun(_encode_turn)
+        self._head: tuple[tuple[str, str, int], str] | None = None
 
     def encode(self, record: SessionRecord) -> bytes:
         """Serialize `record` as compact UTF-8 JSON."""
         if record.conversation.instance.id != record.session_id:
             raise ValueError("the conversation state belongs to another session")
-        head = {
-            "format": RECORD_FORMAT,
-            "version": RECORD_VERSION,
-            "session_id": record.session_id,
-            "definition": {"id": record.definition_id, "revision": record.revision},
-            "cursor": record.cursor,
-            "state": record.state,
-        }
-        lease = None if record.lease is None else _encode_lease(record.lease)
+        lease = "null" if record.lease is None else _dumps(_encode_lease(record.lease))
         text = "".join(
             (
-                _dumps(head)[:-1],
+                self._prefix(record),
+                str(record.cursor),
+                ',"state":',
+                _dumps(record.state),
                 ',"decisions":[',
                 self._decisions.text(tuple(record.conversation.decisions.values())),
                 '],"lease":',
-                _dumps(lease),
+                lease,
                 ',"recent_turns":[',
                 self._turns.text(record.recent_turns),
                 "]}",
             )
         )
         return text.encode("utf-8")
+
+    def _prefix(self, record: SessionRecord) -> str:
+        """The record's opening up to the cursor value, which never changes in a session."""
+        key = (record.session_id, record.definition_id, record.revision)
+        if self._head is None or self._head[0] != key:
+            head = {
+                "format": RECORD_FORMAT,
+                "version": RECORD_VERSION,
+                "session_id": record.session_id,
+                "definition": {"id": record.definition_id, "revision": record.revision},
+                "cursor": 0,
+            }
+            self._head = key, _dumps(head)[: -len("0}")]
+        return self._head[1]
 
 
 class _EncodedRun(Generic[T]):
