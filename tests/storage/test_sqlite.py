@@ -22,6 +22,7 @@ from agentskit_chat.storage import (
     StoreUnavailableError,
     open_sqlite_store,
 )
+from agentskit_chat.storage.sqlite import CHECKPOINT_EVERY, RESTART_EVERY
 
 from .conftest import message, run, session
 
@@ -325,23 +326,37 @@ def test_a_write_waits_for_another_writer_on_the_worker_thread(tmp_path: Path) -
     run(body())
 
 
-def test_checkpoints_keep_the_write_ahead_log_bounded(tmp_path: Path) -> None:
+def _log_frames(path: Path) -> int:
+    """Frames in the write-ahead log since it last started over."""
+    with _raw(path) as db:
+        db.execute("PRAGMA wal_autocheckpoint = 0")
+        _, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone() or (0, 0, 0)
+    return int(frames)
+
+
+def test_checkpoints_start_the_write_ahead_log_over(tmp_path: Path) -> None:
     path = tmp_path / "sessions.db"
     record = b"x" * 8192
+    writes = 4 * CHECKPOINT_EVERY * RESTART_EVERY
 
-    async def body() -> None:
+    async def body() -> tuple[int, int]:
         store = await open_sqlite_store(path)
         try:
             await store.create(session(record=record))
-            for cursor in range(1, 2401):
+            per_write = 0
+            for cursor in range(1, writes + 1):
                 await store.compare_and_set(
                     session(cursor=cursor, record=record), expected_cursor=cursor - 1
                 )
-                if cursor % 200 == 0:
-                    await asyncio.sleep(0.05)  # let the worker thread's checkpoint finish
-            wal = (tmp_path / "sessions.db-wal").stat().st_size
-            assert wal < 2400 * len(record) / 2
+                if cursor == 8:
+                    per_write = _log_frames(path) // 8
+                if cursor % 64 == 0:
+                    await asyncio.sleep(0.02)  # let the worker thread's checkpoint finish
+            return per_write, _log_frames(path)
         finally:
             await store.close()
 
-    run(body())
+    per_write, frames = run(body())
+    assert per_write >= 1
+    # Without restarts the log would hold every write's frames.
+    assert frames < writes * per_write / 2

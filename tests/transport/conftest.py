@@ -31,7 +31,7 @@ from agentskit_chat.models import (
 from agentskit_chat.service import Catalog, ChatService, Limits
 from agentskit_chat.storage import SqliteStore, open_sqlite_store
 from agentskit_chat.transport import RunningServer, start_server
-from agentskit_chat_client import ChatClient, ChatError
+from agentskit_chat_client import ChatClient, ChatError, Submit, TurnResult
 
 T = TypeVar("T")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
@@ -185,6 +185,22 @@ async def refused(call: Coroutine[Any, Any, Any] | AsyncIterator[Any]) -> ChatEr
     except ChatError as error:
         return error
     raise AssertionError("the call succeeded")
+
+
+async def once_released(client: ChatClient, session_id: str, content: str) -> TurnResult:
+    """Submit `content` as soon as the server has released the session's lease.
+
+    A cancelled turn releases its lease after the server sees the cancellation, which may
+    be a moment after the client gave up; until then turns are refused as busy.
+    """
+    for _ in range(250):
+        try:
+            return await client.run_turn(session_id, Submit(content))
+        except ChatError as error:
+            if error.reason != "ERROR_REASON_SESSION_BUSY":
+                raise
+            await asyncio.sleep(0.02)
+    raise AssertionError("the lease was never released")
 
 
 def metadata_of(error: ChatError) -> Mapping[str, str]:

@@ -16,7 +16,7 @@ from agentskit_chat.conversation import load_definitions
 from agentskit_chat.service import Limits
 from agentskit_chat_client import ChatError, Dispatch, Edit, HistoryMode, Message, Retry, Submit
 
-from .conftest import CANARY, EXAMPLES, live, refused, run
+from .conftest import CANARY, EXAMPLES, live, once_released, refused, run
 
 ABORTED = grpc.StatusCode.ABORTED
 
@@ -322,10 +322,7 @@ def test_a_client_deadline_ends_the_call_with_deadline_exceeded(tmp_path: Path) 
             assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
             await asyncio.wait_for(env.probe.model_closed.wait(), 10)
             assert (await env.client.get_session(sid)).messages == ()
-            for _ in range(100):
-                result = await env.client.run_turn(sid, Submit("/count"))
-                if result.ok:
-                    break
+            result = await once_released(env.client, sid, "/count")
             assert result.ok
 
     run(scenario())

@@ -20,7 +20,7 @@ from agentskit_chat_client import (
     TurnStarted,
 )
 
-from .conftest import CANARY, live, run
+from .conftest import CANARY, live, once_released, run
 
 
 def test_submit_streams_started_decision_delta_completed_in_sequence(tmp_path: Path) -> None:
@@ -328,10 +328,7 @@ def test_cancelling_the_stream_stops_the_model_and_releases_the_lease(tmp_path: 
             env.probe.gate.set()
             history = await env.client.get_session(sid)
             assert history.messages == ()
-            for _ in range(100):  # the server finishes releasing after it sees the cancel
-                result = await env.client.run_turn(sid, Submit("/count"))
-                if result.ok:
-                    break
+            result = await once_released(env.client, sid, "/count")
             assert result.ok
 
     run(scenario())
