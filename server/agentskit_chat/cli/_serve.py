@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import secrets
@@ -158,6 +159,7 @@ async def serve(settings: ServeSettings, adapters: AdapterRegistry | None = None
     running = await start_server(
         service, settings.listen, max_request_bytes=settings.max_request_bytes
     )
+    gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
     host = settings.listen.rsplit(":", 1)[0]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
