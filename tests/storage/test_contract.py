@@ -69,6 +69,21 @@ def test_stale_cursor_changes_nothing(store: Store) -> None:
     assert list(run(store.list_messages("s1"))) == [message(1), message(2)]
 
 
+def test_another_incarnation_of_the_session_id_changes_nothing(store: Store) -> None:
+    run(store.create(replace(session(), incarnation="first")))
+    run(store.delete("s1"))
+    second = replace(session(), incarnation="second")
+    run(store.create(second))
+    stale = replace(session(cursor=1, record=b"stale"), incarnation="first")
+    change = HistoryChange(keep=0, append=(message(9),))
+    assert run(store.compare_and_set(stale, expected_cursor=0, history=change)) is False
+    assert run(store.load("s1")) == second
+    assert list(run(store.list_messages("s1"))) == []
+    current = replace(session(cursor=1, record=b"r1"), incarnation="second")
+    assert run(store.compare_and_set(current, expected_cursor=0)) is True
+    assert run(store.load("s1")) == current
+
+
 def test_compare_and_set_on_a_missing_session_writes_nothing(store: Store) -> None:
     history = HistoryChange(keep=0, append=(message(1),))
     assert (

@@ -17,6 +17,7 @@ from agentskit_chat.storage import (
     SCHEMA_VERSION,
     HistoryChange,
     SqliteStore,
+    StoreCorruptError,
     StoredMessage,
     StoredSession,
     StoreUnavailableError,
@@ -360,3 +361,43 @@ def test_checkpoints_start_the_write_ahead_log_over(tmp_path: Path) -> None:
     assert per_write >= 1
     # Without restarts the log would hold every write's frames.
     assert frames < writes * per_write / 2
+
+
+def test_stored_text_that_is_not_utf8_is_corrupt_and_not_quoted(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    _seed(path)
+    with _raw(path) as db:
+        db.execute(
+            "UPDATE messages SET content = CAST(? AS TEXT) WHERE position = 0",
+            (CANARY.encode() + b"\xff\xfe",),
+        )
+
+    async def body() -> None:
+        store = await open_sqlite_store(path)
+        try:
+            with pytest.raises(StoreCorruptError) as caught:
+                await store.list_messages("s1")
+            assert CANARY not in str(caught.value)
+            loaded = await store.load("s1")
+            assert loaded is not None
+        finally:
+            await store.close()
+
+    run(body())
+
+
+def test_an_unknown_history_mode_is_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    _seed(path)
+    with _raw(path) as db:
+        db.execute("UPDATE sessions SET history_mode = 'sideways'")
+
+    async def body() -> None:
+        store = await open_sqlite_store(path)
+        try:
+            with pytest.raises(StoreCorruptError):
+                await store.load("s1")
+        finally:
+            await store.close()
+
+    run(body())

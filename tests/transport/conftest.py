@@ -71,7 +71,7 @@ def probe_chat(probe: Probe) -> ChatDefinition:
 
     def boom(text: str, context: RouteContext) -> str:
         probe.route_calls.append("boom")
-        raise RuntimeError(text)
+        raise RuntimeError(f"{CANARY} {text}")
 
     return define_chat(
         id="probe",
@@ -136,6 +136,17 @@ class Live:
         row = await self.store.load(session_id)
         messages = await self.store.list_messages(session_id)
         return row, tuple(messages)
+
+    def stored_row(self, session_id: str) -> list[tuple[Any, ...]]:
+        """The session's raw rows, read without decoding anything."""
+        return self.raw(
+            "SELECT cursor, CAST(record AS BLOB), incarnation FROM sessions WHERE session_id = ?",
+            session_id,
+        ) + self.raw(
+            "SELECT position, message_id, CAST(content AS BLOB) FROM messages"
+            " WHERE session_id = ? ORDER BY position",
+            session_id,
+        )
 
     def raw(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         """Run SQL on a separate connection to the database file."""

@@ -358,3 +358,106 @@ def test_a_locked_store_is_unavailable_and_nothing_changes(tmp_path: Path) -> No
             assert (await env.client.run_turn(sid, Submit("/start"))).ok
 
     run(scenario())
+
+
+def test_a_corrupt_stored_message_fails_its_precondition_without_quoting_it(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("support")).session_id
+            await env.client.run_turn(sid, Submit(f"hello {CANARY}"))
+        with sqlite3.connect(tmp_path / "sessions.db") as connection:
+            connection.execute(
+                "UPDATE messages SET content = CAST(? AS TEXT) WHERE position = 0",
+                (CANARY.encode() + b"\xff",),
+            )
+        connection.close()
+        async with live(tmp_path) as env:
+            before = env.stored_row(sid)
+            for call in (
+                env.client.get_session(sid),
+                env.client.stream_turn(sid, Submit("/start")),
+            ):
+                error = await refused(call)
+                assert_clean(
+                    error, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_SESSION_CORRUPT"
+                )
+            assert env.stored_row(sid) == before
+
+    run(scenario())
+
+
+def test_a_server_held_history_has_a_size_limit(tmp_path: Path) -> None:
+    limits = Limits(max_input_bytes=64, max_history_bytes=100)
+
+    async def scenario() -> None:
+        async with live(tmp_path, limits=limits) as env:
+            sid = (await env.client.create_session("support")).session_id
+            await env.client.run_turn(sid, Submit("/start"))  # 6 + 18 bytes
+            await env.client.run_turn(sid, Submit("/name Ada"))  # 9 + 13 bytes
+            before = await env.stored(sid)
+            error = await refused(env.client.stream_turn(sid, Submit("y" * 60)))
+            assert_clean(error, grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_LIMIT_EXCEEDED")
+            assert error.metadata["limit"] == "history_bytes"
+            assert await env.stored(sid) == before
+
+    run(scenario())
+
+
+def test_a_turn_needs_text_and_a_user_message(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            server_held = (await env.client.create_session("support")).session_id
+            client_held = (
+                await env.client.create_session("support", history_mode=HistoryMode.CLIENT)
+            ).session_id
+            before = (await env.stored(server_held), await env.stored(client_held))
+            for call, field in (
+                (env.client.stream_turn(server_held, Submit("")), "submit.content"),
+                (
+                    env.client.stream_turn(
+                        client_held, Dispatch((Message("a1", "assistant", CANARY),))
+                    ),
+                    "dispatch.messages",
+                ),
+                (env.client.stream_turn(client_held, Dispatch(())), "dispatch.messages"),
+            ):
+                error = await refused(call)
+                assert_clean(
+                    error, grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT"
+                )
+                assert error.metadata["field"] == field
+            assert (await env.stored(server_held), await env.stored(client_held)) == before
+
+    run(scenario())
+
+
+def test_a_turn_cancelled_while_claiming_the_lease_releases_it(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("support")).session_id
+            blocker = sqlite3.connect(env.db_path, isolation_level=None, check_same_thread=False)
+            try:
+                blocker.execute("BEGIN IMMEDIATE")  # the claim waits on the worker thread
+                error = await refused(env.client.stream_turn(sid, Submit("/start"), timeout=0.3))
+                assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+            stored = await env.store.load(sid)
+            for _ in range(250):  # the claim lands once the lock is gone, then is released
+                assert stored is not None
+                if stored.cursor >= 2:
+                    break
+                await asyncio.sleep(0.02)
+                stored = await env.store.load(sid)
+            assert stored is not None
+            assert stored.cursor == 2
+            assert b'"lease":null' in stored.record
+            result = await env.client.run_turn(sid, Submit("/start"))
+            assert result.ok
+            assert result.decision is not None
+            assert result.decision.from_state == "idle"
+
+    run(scenario())

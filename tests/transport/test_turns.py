@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
+
+import pytest
 
 from agentskit_chat.models import OFFLINE_REPLY
 from agentskit_chat_client import (
@@ -292,12 +295,16 @@ def test_a_repeated_failed_turn_id_repeats_the_failure(tmp_path: Path) -> None:
     run(scenario())
 
 
-def test_a_failing_route_commits_nothing_and_calls_no_model(tmp_path: Path) -> None:
+def test_a_failing_route_commits_nothing_calls_no_model_and_leaks_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+
     async def scenario() -> None:
         async with live(tmp_path) as env:
             sid = (await env.client.create_session("probe")).session_id
             before = await env.client.get_session(sid)
-            result = await env.client.run_turn(sid, Submit(f"/boom {CANARY}"[:5]))
+            result = await env.client.run_turn(sid, Submit("/boom"))  # raises with the canary
             assert result.failed is not None
             assert (result.failed.code, result.failed.message) == (
                 "route_failed",
@@ -309,9 +316,11 @@ def test_a_failing_route_commits_nothing_and_calls_no_model(tmp_path: Path) -> N
             assert after.messages == before.messages == ()
             assert after.session.snapshot == before.session.snapshot
             assert env.probe.model_calls == []
+            assert CANARY not in str(result.events)
             assert (await env.client.run_turn(sid, Submit("/count"))).ok  # lease released
 
     run(scenario())
+    assert CANARY not in caplog.text
 
 
 def test_cancelling_the_stream_stops_the_model_and_releases_the_lease(tmp_path: Path) -> None:
@@ -330,5 +339,54 @@ def test_cancelling_the_stream_stops_the_model_and_releases_the_lease(tmp_path: 
             assert history.messages == ()
             result = await once_released(env.client, sid, "/count")
             assert result.ok
+
+    run(scenario())
+
+
+def test_the_same_session_id_created_again_is_another_session(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            await env.client.create_session("probe", session_id="reused")
+            old = asyncio.create_task(env.client.run_turn("reused", Submit("/wait")))
+            await asyncio.wait_for(env.probe.entered.wait(), 10)
+            await env.client.delete_session("reused")
+            await env.client.create_session("probe", session_id="reused")
+            truncated = await env.client.truncate_history("reused")  # a write: cursor 0 -> 1
+            assert truncated.session.cursor == 1  # the cursor the old turn's commit expects
+            env.probe.gate.set()
+            stale = await old
+            assert stale.failed is not None
+            assert stale.failed.code == "conflict"
+            history = await env.client.get_session("reused")
+            assert history.messages == ()
+            assert history.session.snapshot.state == "idle"
+            assert history.session.cursor == 1
+            assert (await env.client.run_turn("reused", Submit("/count"))).ok
+
+    run(scenario())
+
+
+def test_a_client_deadline_does_not_use_up_the_turn_id(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("probe")).session_id
+            stream = env.client.stream_turn(sid, Submit("/slow"), turn_id="slow-1", timeout=0.3)
+            events = []
+            try:
+                async for event in stream:
+                    events.append(event)
+            except Exception:  # the client's deadline ends the call
+                pass
+            env.probe.gate.set()
+            for _ in range(250):
+                try:
+                    result = await env.client.run_turn(sid, Submit("/slow"), turn_id="slow-1")
+                    break
+                except Exception:  # busy until the server has released the lease
+                    await asyncio.sleep(0.02)
+            assert result.started is not None
+            assert not result.started.duplicate
+            assert result.ok
+            assert env.probe.model_calls == [1, 1]
 
     run(scenario())

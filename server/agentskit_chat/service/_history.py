@@ -41,7 +41,7 @@ def plan_turn(
         return _resolve_prefix(history, index + 1, (), limits)
     if isinstance(operation, Edit):
         index = _find(history, operation.message_id, Role.USER, "edit.message_id")
-        limits.check_content("edit.content", operation.content)
+        limits.check_text("edit.content", operation.content)
         edited = Message(history[index].id, Role.USER, operation.content)
         return _resolve_prefix(history, index, (edited,), limits)
     index = _find(history, operation.message_id, Role.ASSISTANT, "regenerate.message_id")
@@ -51,14 +51,15 @@ def plan_turn(
 def _dispatch(operation: Dispatch, limits: Limits) -> Plan:
     limits.check_dispatch(operation.messages)
     users = [m for m in operation.messages if m.role == Role.USER]
-    user_id = users[-1].id if users else None
-    return Plan(operation.messages, 0, (), user_id)
+    if not users:
+        raise invalid("dispatch.messages", "dispatch.messages holds no user message to resolve")
+    return Plan(operation.messages, 0, (), users[-1].id)
 
 
 def _submit(
     operation: Submit, history: Sequence[Message], limits: Limits, new_id: Callable[[str], str]
 ) -> Plan:
-    limits.check_content("submit.content", operation.content)
+    limits.check_text("submit.content", operation.content)
     if operation.message_id is None:
         message_id = new_id("u")
     else:
@@ -74,6 +75,7 @@ def _resolve_prefix(
 ) -> Plan:
     messages = (*history[:keep], *added)
     limits.check_history_length(len(messages) + 1)  # and the answer
+    limits.check_history_bytes(messages)
     users = [m for m in messages if m.role == Role.USER]
     return Plan(messages, keep, added, users[-1].id if users else None)
 

@@ -33,6 +33,14 @@ class Limits:
     def __post_init__(self) -> None:
         if self.turn_timeout <= 0 or self.lease_ttl <= self.turn_timeout:
             raise ValueError("lease_ttl must exceed a positive turn_timeout")
+        sizes = (
+            self.max_input_bytes,
+            self.max_history_messages,
+            self.max_history_bytes,
+            self.max_id_length,
+        )
+        if min(sizes) < 1:
+            raise ValueError("every size limit must be at least 1")
 
     def check_id(self, field: str, value: str) -> str:
         """`value` if it is a well-formed identifier."""
@@ -43,6 +51,12 @@ class Limits:
                 "and . _ : - starting with a letter or digit",
             )
         return value
+
+    def check_text(self, field: str, content: str) -> str:
+        """`content` if it is not empty and fits `max_input_bytes`."""
+        if not content:
+            raise invalid(field, f"{field} must not be empty")
+        return self.check_content(field, content)
 
     def check_content(self, field: str, content: str) -> str:
         """`content` if it fits `max_input_bytes`."""
@@ -66,7 +80,6 @@ class Limits:
     def check_dispatch(self, messages: Sequence[Message]) -> None:
         """Raise when a client-held history is malformed or too large."""
         self.check_history_length(len(messages))
-        total = 0
         seen: set[str] = set()
         for index, message in enumerate(messages):
             field = f"dispatch.messages[{index}].id"
@@ -75,14 +88,18 @@ class Limits:
                 raise invalid(field, f"{field} repeats an earlier message id")
             seen.add(message.id)
             self.check_content(f"dispatch.messages[{index}].content", message.content)
-            total += len(message.content)
-        if total * 4 > self.max_history_bytes and (
-            sum(_utf8_size(m.content) for m in messages) > self.max_history_bytes
+        self.check_history_bytes(messages)
+
+    def check_history_bytes(self, messages: Sequence[Message]) -> None:
+        """Raise when the contents of `messages` are larger than `max_history_bytes`."""
+        contents = [m.content for m in messages]
+        if sum(map(len, contents)) * 4 > self.max_history_bytes and (
+            sum(map(_utf8_size, contents)) > self.max_history_bytes
         ):
             raise limit_exceeded(
                 "history_bytes",
                 self.max_history_bytes,
-                f"the history is larger than {self.max_history_bytes} bytes",
+                f"the history would be larger than {self.max_history_bytes} bytes",
             )
 
 

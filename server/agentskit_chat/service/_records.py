@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable
@@ -23,6 +24,7 @@ from agentskit_chat.storage import (
     HistoryMode,
     SessionExistsError,
     Store,
+    StoreCorruptError,
     StoredMessage,
     StoredSession,
     StoreUnavailableError,
@@ -41,6 +43,8 @@ class Loaded:
     definition: ChatDefinition
     record: SessionRecord
     history_mode: HistoryMode
+    incarnation: str
+    """Tells this session apart from an earlier one with the same id."""
 
     @property
     def cursor(self) -> int:
@@ -84,12 +88,12 @@ class Records:
         """Store a new session at the definition's initial state."""
         record = SessionRecord.new(definition, session_id)
         encoder = RecordEncoder()
-        stored = self._stored(record, mode, encoder)
+        loaded = Loaded(definition, record, mode, secrets.token_hex(8))
+        stored = self._stored(loaded, record, encoder)
         try:
             await _guard(self.store.create(stored))
         except SessionExistsError:
             raise ServiceError(Reason.SESSION_EXISTS, "a session with this id exists") from None
-        loaded = Loaded(definition, record, mode)
         self._remember(_Entry(stored.record, loaded, encoder, ()))
         return loaded
 
@@ -128,6 +132,7 @@ class Records:
             and entry.data == stored.record
             and entry.loaded.definition is definition
             and entry.loaded.history_mode == stored.history_mode
+            and entry.loaded.incarnation == stored.incarnation
         ):
             self._cache.move_to_end(session_id)
             return entry.loaded
@@ -150,7 +155,7 @@ class Records:
                 "the stored session record is unusable",
                 code="cursor_mismatch",
             )
-        loaded = Loaded(definition, record, stored.history_mode)
+        loaded = Loaded(definition, record, stored.history_mode, stored.incarnation)
         self._remember(_Entry(stored.record, loaded, RecordEncoder()))
         return loaded
 
@@ -163,7 +168,7 @@ class Records:
         known = entry is not None and entry.loaded is loaded
         encoder = entry.encoder if entry is not None and known else RecordEncoder()
         saved = record.evolve(cursor=loaded.cursor + 1)
-        stored = self._stored(saved, loaded.history_mode, encoder)
+        stored = self._stored(loaded, saved, encoder)
         won = await _guard(
             self.store.compare_and_set(stored, expected_cursor=loaded.cursor, history=history)
         )
@@ -177,7 +182,7 @@ class Records:
                 *kept,
                 *(Message(m.message_id, Role(m.role), m.content) for m in history.append),
             )
-        after = Loaded(loaded.definition, saved, loaded.history_mode)
+        after = Loaded(loaded.definition, saved, loaded.history_mode, loaded.incarnation)
         self._remember(_Entry(stored.record, after, encoder, messages))
         return after
 
@@ -200,16 +205,17 @@ class Records:
         return messages
 
     def _stored(
-        self, record: SessionRecord, mode: HistoryMode, encoder: RecordEncoder
+        self, loaded: Loaded, record: SessionRecord, encoder: RecordEncoder
     ) -> StoredSession:
         return StoredSession(
             session_id=record.session_id,
             definition_id=record.definition_id,
             revision=record.revision,
-            history_mode=mode,
+            history_mode=loaded.history_mode,
             cursor=record.cursor,
             record=encoder.encode(record),
             updated_at_ms=now_ms(),
+            incarnation=loaded.incarnation,
         )
 
     def _remember(self, entry: _Entry) -> None:
@@ -228,6 +234,10 @@ def to_stored(message: Message) -> StoredMessage:
 async def _guard(call: Awaitable[T]) -> T:
     try:
         return await call
+    except StoreCorruptError:
+        raise ServiceError(
+            Reason.SESSION_CORRUPT, "the stored session is unusable", code="store_corrupt"
+        ) from None
     except StoreUnavailableError:
         raise ServiceError(
             Reason.STORE_UNAVAILABLE, "the session store is unavailable; retry later"

@@ -79,6 +79,8 @@ class _Turn:
     claimed: Loaded
     deadline: float
     """Event-loop time after which the turn fails with deadline_exceeded."""
+    client_bound: bool
+    """The client's deadline is earlier than the server's turn timeout."""
 
 
 class TurnRunner:
@@ -119,10 +121,14 @@ class TurnRunner:
 
     async def _finish(self, write: Coroutine[Any, Any, object]) -> None:
         """Run a closing write to the end even when the turn is cancelled meanwhile."""
+        await asyncio.shield(self._track(write))
+
+    def _track(self, write: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
+        """Run `write` as a task that `wait_idle` waits for."""
         task: asyncio.Task[object] = asyncio.ensure_future(write)
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
-        await asyncio.shield(task)
+        return task
 
     async def run(
         self, request: TurnRequest, timeout: float | None = None
@@ -140,8 +146,9 @@ class TurnRunner:
             _check_mode(loaded.history_mode, request)
             finished = loaded.record.find_turn(request.turn_id)
             if finished is not None:
-                async for event in self._repeat(loaded, finished):
-                    yield event
+                async with aclosing(self._repeat(loaded, finished)) as repeated:
+                    async for event in repeated:
+                        yield event
                 return
             turn = await self._claim(request, loaded, budget)
             if turn is None:
@@ -149,8 +156,9 @@ class TurnRunner:
         self._in_flight += 1
         self._idle.clear()
         try:
-            async for event in self._execute(turn):
-                yield event
+            async with aclosing(self._execute(turn)) as events:
+                async for event in events:
+                    yield event
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
@@ -191,39 +199,47 @@ class TurnRunner:
         )
         plan = plan_turn(request.operation, history, self._limits, new_id)
         lease = Lease(request.turn_id, self._holder, at + int(self._limits.lease_ttl * 1000))
-        claimed = await self._records.save(loaded, loaded.record.evolve(lease=lease))
+        saving = asyncio.ensure_future(
+            self._records.save(loaded, loaded.record.evolve(lease=lease))
+        )
+        try:
+            claimed = await asyncio.shield(saving)
+        except asyncio.CancelledError:
+            self._track(self._release_when_claimed(saving))  # The claim may still land.
+            raise
         if claimed is None:
             return None
         deadline = asyncio.get_running_loop().time() + budget
-        return _Turn(request, plan, claimed, deadline)
+        return _Turn(request, plan, claimed, deadline, budget < self._limits.turn_timeout)
 
     async def _execute(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
-        ended = False
+        ended = False  # committed, recorded as failed, or lost to another writer
         try:
             yield Started(turn.request.operation_name, turn.plan.user_message_id)
-            try:
-                async with asyncio.timeout_at(turn.deadline):
-                    outcome = await self._resolve(turn)
-            except TimeoutError:
-                ended = True
-                yield await self._fail(turn, DEADLINE_EXCEEDED, None)
-                return
-            if isinstance(outcome, FailureOutcome):
-                ended = True
-                yield await self._fail(turn, outcome.code, outcome)
-                return
-            if isinstance(outcome, RouteOutcome):
-                ended = True
-                async for event in self._answer(turn, outcome):
+            async with aclosing(self._respond(turn)) as events:
+                async for event in events:
+                    ended = isinstance(event, Completed | Failed)
                     yield event
-                return
-            async for event in self._delegate(turn, outcome):
-                if isinstance(event, Completed | Failed):
-                    ended = True
-                yield event
         finally:
             if not ended:
-                await self._finish(self._release(turn))
+                await self._finish(self._release(turn.claimed))
+
+    async def _respond(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
+        try:
+            async with asyncio.timeout_at(turn.deadline):
+                outcome = await self._resolve(turn)
+        except TimeoutError:
+            yield await self._timed_out(turn)
+            return
+        if isinstance(outcome, FailureOutcome):
+            yield await self._fail(turn, outcome.code, outcome)
+        elif isinstance(outcome, RouteOutcome):
+            async for event in self._answer(turn, outcome):
+                yield event
+        else:
+            async with aclosing(self._delegate(turn, outcome)) as events:
+                async for event in events:
+                    yield event
 
     async def _resolve(self, turn: _Turn) -> Outcome:
         return await resolve(
@@ -273,7 +289,7 @@ class TurnRunner:
                     async with asyncio.timeout_at(turn.deadline):
                         chunk = await anext(chunks, None)
                 except TimeoutError:
-                    yield await self._fail(turn, DEADLINE_EXCEEDED, None)
+                    yield await self._timed_out(turn)
                     return
                 except ModelError as exc:
                     yield await self._fail(turn, exc.code, None, exc)
@@ -345,10 +361,29 @@ class TurnRunner:
             return Failed(error.code, error.message, error.retryable)
         return _failed(code)
 
-    async def _release(self, turn: _Turn) -> None:
+    async def _timed_out(self, turn: _Turn) -> Failed:
+        """The turn hit its deadline: recorded when it was the server's, not the client's.
+
+        When the client's own deadline was the earlier one, the client is gone by now, so
+        the turn is treated like a cancellation: the lease is released and the same turn id
+        may run again.
+        """
+        if turn.client_bound:
+            await self._finish(self._release(turn.claimed))
+            return _failed(DEADLINE_EXCEEDED)
+        return await self._fail(turn, DEADLINE_EXCEEDED, None)
+
+    async def _release(self, claimed: Loaded) -> None:
         """Give the lease back after the client went away; the turn may run again."""
         with contextlib.suppress(ServiceError):  # Otherwise the lease lapses on its own.
-            await self._records.save(turn.claimed, turn.claimed.record.evolve(lease=None))
+            await self._records.save(claimed, claimed.record.evolve(lease=None))
+
+    async def _release_when_claimed(self, saving: asyncio.Future[Loaded | None]) -> None:
+        """Release a lease whose claim completed after its turn was cancelled."""
+        with contextlib.suppress(ServiceError):
+            claimed = await saving
+            if claimed is not None:
+                await self._release(claimed)
 
     async def _repeat(self, loaded: Loaded, turn: TerminalTurn) -> AsyncGenerator[TurnEvent, None]:
         """The recorded outcome of a finished turn, without running anything."""

@@ -33,6 +33,9 @@ class StoredSession:
     record: bytes = field(repr=False)
     """The encoded `agentskit.chat.session` record; never message text."""
     updated_at_ms: int
+    incarnation: str = ""
+    """Chosen when the session is created and never changed: a session deleted and created
+    again under the same id is another incarnation, and compare-and-set tells them apart."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,10 @@ class StoreUnavailableError(StoreError):
     """The backend cannot be reached or failed; nothing was written."""
 
 
+class StoreCorruptError(StoreError):
+    """A stored session or message cannot be read back as written; nothing was changed."""
+
+
 class SessionStore(Protocol):
     """Session records with compare-and-set on the cursor."""
 
@@ -82,7 +89,8 @@ class SessionStore(Protocol):
         expected_cursor: int,
         history: HistoryChange | None = None,
     ) -> bool:
-        """Replace the session if its stored cursor equals `expected_cursor`.
+        """Replace the session if its stored cursor equals `expected_cursor` and its
+        incarnation equals `session.incarnation`.
 
         `session.cursor` must be `expected_cursor + 1`. `history`, when given, is applied to
         the session's messages in the same transaction. Returns False, writing nothing, when

@@ -55,7 +55,11 @@ class MemoryStore:
         _check_compare_and_set(session, expected_cursor, history)
         self._check_open()
         current = self._sessions.get(session.session_id)
-        if current is None or current.cursor != expected_cursor:
+        if (
+            current is None
+            or current.cursor != expected_cursor
+            or current.incarnation != session.incarnation
+        ):
             return False
         if history is not None:
             kept = self._messages.get(session.session_id, ())

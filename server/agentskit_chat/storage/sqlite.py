@@ -30,6 +30,7 @@ from ._ports import (
     HistoryChange,
     HistoryMode,
     SessionExistsError,
+    StoreCorruptError,
     StoredMessage,
     StoredSession,
     StoreUnavailableError,
@@ -53,7 +54,8 @@ _SCHEMA: Final = (
         history_mode TEXT NOT NULL,
         cursor INTEGER NOT NULL,
         record BLOB NOT NULL,
-        updated_at_ms INTEGER NOT NULL
+        updated_at_ms INTEGER NOT NULL,
+        incarnation TEXT NOT NULL
     )""",
     """CREATE TABLE messages (
         session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
@@ -67,15 +69,16 @@ _SCHEMA: Final = (
 )
 _INSERT_SESSION: Final = (
     "INSERT INTO sessions (session_id, definition_id, revision, history_mode, cursor, record,"
-    " updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING"
+    " updated_at_ms, incarnation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (session_id) DO NOTHING"
 )
 _SELECT_SESSION: Final = (
-    "SELECT session_id, definition_id, revision, history_mode, cursor, record, updated_at_ms"
-    " FROM sessions WHERE session_id = ?"
+    "SELECT session_id, definition_id, revision, history_mode, cursor,"
+    " CAST(record AS BLOB), updated_at_ms, incarnation FROM sessions WHERE session_id = ?"
 )
 _UPDATE_SESSION: Final = (
     "UPDATE sessions SET definition_id = ?, revision = ?, history_mode = ?, cursor = ?,"
-    " record = ?, updated_at_ms = ? WHERE session_id = ? AND cursor = ?"
+    " record = ?, updated_at_ms = ? WHERE session_id = ? AND cursor = ? AND incarnation = ?"
 )
 _DELETE_SESSION: Final = "DELETE FROM sessions WHERE session_id = ?"
 _TRUNCATE_MESSAGES: Final = "DELETE FROM messages WHERE session_id = ? AND position >= ?"
@@ -84,7 +87,8 @@ _INSERT_MESSAGE: Final = (
     "INSERT INTO messages (session_id, position, message_id, role, content) VALUES (?, ?, ?, ?, ?)"
 )
 _SELECT_MESSAGES: Final = (
-    "SELECT message_id, role, content FROM messages WHERE session_id = ? ORDER BY position"
+    "SELECT message_id, role, CAST(content AS BLOB) FROM messages WHERE session_id = ?"
+    " ORDER BY position"
 )
 
 
@@ -199,7 +203,7 @@ class SqliteStore:
         try:
             db = self._inline_connection()
         except sqlite3.Error as exc:
-            if exc.sqlite_errorcode & 0xFF in _BUSY:
+            if _busy(exc):
                 raise _BusyError from exc
             raise _unavailable(operation, exc) from exc
         try:
@@ -207,7 +211,7 @@ class SqliteStore:
         except BaseException as exc:
             _rollback(db)
             if isinstance(exc, sqlite3.Error):
-                if exc.sqlite_errorcode & 0xFF in _BUSY:
+                if _busy(exc):
                     raise _BusyError from exc
                 raise _unavailable(operation, exc) from exc
             raise
@@ -333,6 +337,11 @@ def _user_version(db: sqlite3.Connection) -> int:
     return int(version)
 
 
+def _busy(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _BUSY
+
+
 class _BusyError(Exception):
     """Another connection holds a lock the event loop's connection will not wait for."""
 
@@ -356,6 +365,7 @@ def _create(session: StoredSession, db: sqlite3.Connection) -> bool:
             session.cursor,
             session.record,
             session.updated_at_ms,
+            session.incarnation,
         ),
     )
     return cursor.rowcount == 1
@@ -368,17 +378,18 @@ def _load(session_id: str, db: sqlite3.Connection) -> StoredSession | None:
     try:
         history_mode = HistoryMode(row[3])
     except ValueError:
-        raise StoreUnavailableError("a stored session has an unknown history mode") from None
+        raise StoreCorruptError("a stored session has an unknown history mode") from None
+    if not isinstance(row[2], int) or not isinstance(row[4], int):
+        raise StoreCorruptError("a stored session has a non-integer revision or cursor")
     return StoredSession(
         session_id=row[0],
         definition_id=row[1],
         revision=row[2],
         history_mode=history_mode,
         cursor=row[4],
-        record=row[5].encode("utf-8", "surrogatepass")
-        if isinstance(row[5], str)
-        else bytes(row[5]),
+        record=bytes(row[5] or b""),
         updated_at_ms=row[6],
+        incarnation=row[7],
     )
 
 
@@ -398,6 +409,7 @@ def _compare_and_set(
         session.updated_at_ms,
         session_id,
         expected_cursor,
+        session.incarnation,
     )
     if history is None:
         return db.execute(_UPDATE_SESSION, update).rowcount == 1
@@ -427,7 +439,10 @@ def _delete(session_id: str, db: sqlite3.Connection) -> bool:
 
 def _list_messages(session_id: str, db: sqlite3.Connection) -> tuple[StoredMessage, ...]:
     rows = db.execute(_SELECT_MESSAGES, (session_id,)).fetchall()
-    return tuple(StoredMessage(row[0], row[1], row[2]) for row in rows)
+    try:
+        return tuple(StoredMessage(row[0], row[1], bytes(row[2]).decode("utf-8")) for row in rows)
+    except UnicodeDecodeError:
+        raise StoreCorruptError("a stored message is not valid UTF-8") from None
 
 
 def _rollback(db: sqlite3.Connection) -> None:
