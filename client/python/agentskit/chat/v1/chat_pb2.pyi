@@ -860,7 +860,11 @@ class StreamTurnRequest(_message.Message):
     session_id: _builtins.str
     """Session id."""
     turn_id: _builtins.str
-    """Client-chosen idempotency key: a repeated turn id is never executed twice."""
+    """Client-chosen idempotency key: a turn id among the session's 64 most recent finished
+    turns is never executed again; the stream repeats the recorded outcome instead, even
+    when the operation differs. A turn that was cancelled, or cut off by the client's own
+    deadline, did not finish and may run again under the same id.
+    """
     @_builtins.property
     def submit(self) -> Global___SubmitOperation:
         """Append a user message and resolve it."""
@@ -916,7 +920,10 @@ class TurnStarted(_message.Message):
     user_message_id: _builtins.str
     """The user message being resolved; empty when the history has none."""
     duplicate: _builtins.bool
-    """True when the turn id already finished and this stream repeats its recorded outcome."""
+    """True when the turn id already finished and this stream repeats its recorded outcome:
+    the decision, and the answer's content while the server still holds that message
+    (never for client-held history, whose content the server does not keep).
+    """
     def __init__(
         self,
         *,
@@ -1074,7 +1081,9 @@ class TurnFailed(_message.Message):
     message: _builtins.str
     """A safe, human-readable message that never repeats content."""
     retryable: _builtins.bool
-    """True when the same request may succeed later."""
+    """True when the same request may succeed later under a new turn id; the same turn id
+    repeats this failure.
+    """
     def __init__(
         self,
         *,
