@@ -223,7 +223,7 @@ class SqliteStore:
 
     def _count_write(self) -> None:
         self._writes += 1
-        if self._writes % CHECKPOINT_EVERY or self._checkpoint is not None:
+        if self._writes % CHECKPOINT_EVERY or self._checkpoint is not None or self._closed:
             return
         loop = asyncio.get_running_loop()
         mode = "RESTART" if self._writes % (CHECKPOINT_EVERY * RESTART_EVERY) == 0 else "PASSIVE"
