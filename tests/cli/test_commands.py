@@ -121,6 +121,9 @@ def test_demo_walks_the_scripted_conversation() -> None:
         r"> edit the first message to 'hello'\n\s+kind agentic\s+route -\s+idle -> idle\n",
         r"> submit '/start' again\n\s+kind deterministic\s+route start\s+idle -> collecting\n",
         r"session now in state 'collecting' with 4 messages",
+        r"> submit '/retrun' \(a known typo\)\n\s+kind repaired\s+route begin-typo\s+"
+        r"browsing -> identifying\n",
+        r"> submit '/help'\n\s+kind fallback\s+route help\s+identifying -> identifying\n",
     ]
     position = 0
     for step in steps:

@@ -63,6 +63,10 @@ async def demo(definitions: Path) -> int:
                 f"session now in state {final.session.snapshot.state!r} "
                 f"with {len(final.messages)} messages"
             )
+            orders = (await client.create_session("orders")).session_id
+            print(f"\nsession {orders} of 'orders' starts in state 'browsing'\n")
+            await _turn(client, orders, "submit '/retrun' (a known typo)", Submit("/retrun"))
+            await _turn(client, orders, "submit '/help'", Submit("/help"))
     finally:
         await running.drain(1.0)
     return 0
