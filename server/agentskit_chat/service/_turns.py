@@ -65,6 +65,8 @@ FAILURE_MESSAGES: Final = {
     MODEL_FAILED: "The model call failed.",
 }
 RETRYABLE: Final = frozenset({DEADLINE_EXCEEDED, CONFLICT})
+CLAIM_SETTLE_SECONDS: Final = 15.0
+CLAIM_POLL_SECONDS: Final = 0.05
 
 
 def new_id(prefix: str) -> str:
@@ -199,13 +201,10 @@ class TurnRunner:
         )
         plan = plan_turn(request.operation, history, self._limits, new_id)
         lease = Lease(request.turn_id, self._holder, at + int(self._limits.lease_ttl * 1000))
-        saving = asyncio.ensure_future(
-            self._records.save(loaded, loaded.record.evolve(lease=lease))
-        )
         try:
-            claimed = await asyncio.shield(saving)
+            claimed = await self._records.save(loaded, loaded.record.evolve(lease=lease))
         except asyncio.CancelledError:
-            self._track(self._release_when_claimed(saving))  # The claim may still land.
+            self._track(self._release_if_claimed(loaded, lease))  # The claim may still land.
             raise
         if claimed is None:
             return None
@@ -378,12 +377,21 @@ class TurnRunner:
         with contextlib.suppress(ServiceError):  # Otherwise the lease lapses on its own.
             await self._records.save(claimed, claimed.record.evolve(lease=None))
 
-    async def _release_when_claimed(self, saving: asyncio.Future[Loaded | None]) -> None:
-        """Release a lease whose claim completed after its turn was cancelled."""
-        with contextlib.suppress(ServiceError):
-            claimed = await saving
-            if claimed is not None:
-                await self._release(claimed)
+    async def _release_if_claimed(self, loaded: Loaded, lease: Lease) -> None:
+        """After a cancel during the claim, release the lease if the claim still landed.
+
+        A write the store had already started may finish after its caller was cancelled,
+        so this waits (up to CLAIM_SETTLE_SECONDS) for the session to move past `loaded`.
+        """
+        session_id = loaded.record.session_id
+        for _ in range(int(CLAIM_SETTLE_SECONDS / CLAIM_POLL_SECONDS)):
+            with contextlib.suppress(ServiceError):
+                current = await self._records.load(session_id)
+                if current.cursor != loaded.cursor:
+                    if current.record.lease == lease:
+                        await self._release(current)
+                    return
+            await asyncio.sleep(CLAIM_POLL_SECONDS)
 
     async def _repeat(self, loaded: Loaded, turn: TerminalTurn) -> AsyncGenerator[TurnEvent, None]:
         """The recorded outcome of a finished turn, without running anything."""
