@@ -26,7 +26,6 @@ from agentskit_chat.conversation import (
     Outcome,
     Role,
     RouteOutcome,
-    TerminalTurn,
     TurnKind,
     resolve,
 )
@@ -43,6 +42,14 @@ from ._errors import Reason, ServiceError
 from ._history import Plan, plan_turn
 from ._limits import Limits
 from ._records import Loaded, Records, now_ms, to_stored
+from ._terminal import (
+    CONFLICT,
+    DEADLINE_EXCEEDED,
+    completed_turn,
+    failed_turn,
+    failure,
+    repeat,
+)
 from ._types import (
     Completed,
     Decided,
@@ -55,16 +62,6 @@ from ._types import (
     Usage,
 )
 
-DEADLINE_EXCEEDED: Final = "deadline_exceeded"
-CONFLICT: Final = "conflict"
-MODEL_FAILED: Final = "model_failed"
-FAILURE_MESSAGES: Final = {
-    "route_failed": "Deterministic route failed.",
-    DEADLINE_EXCEEDED: "The turn did not finish before its deadline.",
-    CONFLICT: "Another writer changed the session during the turn.",
-    MODEL_FAILED: "The model call failed.",
-}
-RETRYABLE: Final = frozenset({DEADLINE_EXCEEDED, CONFLICT})
 CLAIM_SETTLE_SECONDS: Final = 15.0
 CLAIM_POLL_SECONDS: Final = 0.05
 
@@ -148,7 +145,7 @@ class TurnRunner:
             _check_mode(loaded.history_mode, request)
             finished = loaded.record.find_turn(request.turn_id)
             if finished is not None:
-                async with aclosing(self._repeat(loaded, finished)) as repeated:
+                async with aclosing(repeat(self._records, loaded, finished)) as repeated:
                     async for event in repeated:
                         yield event
                 return
@@ -262,7 +259,7 @@ class TurnRunner:
         answer = Message(new_id("a"), Role.ASSISTANT, outcome.response)
         saved = await self._commit(turn, outcome, decided, answer)
         if saved is None:
-            yield _failed(CONFLICT)
+            yield failure(CONFLICT)
             return
         yield decided
         if answer.content:
@@ -303,7 +300,7 @@ class TurnRunner:
         answer = Message(new_id("a"), Role.ASSISTANT, "".join(parts))
         saved = await self._commit(turn, outcome, decided, answer)
         if saved is None:
-            yield _failed(CONFLICT)
+            yield failure(CONFLICT)
             return
         yield Completed(answer.id, answer.content, outcome.snapshot, saved.cursor, usage)
 
@@ -314,20 +311,9 @@ class TurnRunner:
         decided: Decided,
         answer: Message,
     ) -> Loaded | None:
+        finished = completed_turn(turn.request, turn.plan.user_message_id, decided, answer.id)
         record = turn.claimed.record.evolve(conversation=outcome.state, lease=None).with_turn(
-            TerminalTurn(
-                turn_id=turn.request.turn_id,
-                operation=turn.request.operation_name,
-                outcome="completed",
-                finished_at_ms=now_ms(),
-                kind=decided.kind,
-                route_id=decided.route_id,
-                user_message_id=turn.plan.user_message_id,
-                assistant_message_id=answer.id,
-                from_state=decided.from_state,
-                to_state=decided.to_state,
-                replayed=decided.replayed,
-            )
+            finished
         )
         history = None
         if turn.claimed.history_mode == HistoryMode.SERVER:
@@ -343,22 +329,12 @@ class TurnRunner:
         error: ModelError | None = None,
     ) -> Failed:
         """Record the failure and release the lease; nothing else is committed."""
-        record = turn.claimed.record.evolve(lease=None).with_turn(
-            TerminalTurn(
-                turn_id=turn.request.turn_id,
-                operation=turn.request.operation_name,
-                outcome="failed",
-                finished_at_ms=now_ms(),
-                kind=None if outcome is None else str(outcome.trace.kind),
-                route_id=None if outcome is None else outcome.route_id,
-                user_message_id=turn.plan.user_message_id,
-                error_code=code,
-            )
-        )
+        finished = failed_turn(turn.request, turn.plan.user_message_id, code, outcome)
+        record = turn.claimed.record.evolve(lease=None).with_turn(finished)
         await self._finish(self._records.save(turn.claimed, record))
         if error is not None:
             return Failed(error.code, error.message, error.retryable)
-        return _failed(code)
+        return failure(code)
 
     async def _timed_out(self, turn: _Turn) -> Failed:
         """The turn hit its deadline: recorded when it was the server's, not the client's.
@@ -369,7 +345,7 @@ class TurnRunner:
         """
         if turn.client_bound:
             await self._finish(self._release(turn.claimed))
-            return _failed(DEADLINE_EXCEEDED)
+            return failure(DEADLINE_EXCEEDED)
         return await self._fail(turn, DEADLINE_EXCEEDED, None)
 
     async def _release(self, claimed: Loaded) -> None:
@@ -392,37 +368,6 @@ class TurnRunner:
                         await self._release(current)
                     return
             await asyncio.sleep(CLAIM_POLL_SECONDS)
-
-    async def _repeat(self, loaded: Loaded, turn: TerminalTurn) -> AsyncGenerator[TurnEvent, None]:
-        """The recorded outcome of a finished turn, without running anything."""
-        yield Started(turn.operation, turn.user_message_id, duplicate=True)
-        if turn.outcome == "failed":
-            yield _failed(turn.error_code or MODEL_FAILED)
-            return
-        yield Decided(
-            turn.kind or str(TurnKind.AGENTIC),
-            turn.route_id,
-            turn.from_state or loaded.record.state,
-            turn.to_state or loaded.record.state,
-            turn.replayed,
-        )
-        content = ""
-        if loaded.history_mode == HistoryMode.SERVER and turn.assistant_message_id:
-            messages = await self._records.messages(loaded)
-            content = next((m.content for m in messages if m.id == turn.assistant_message_id), "")
-        if content:
-            yield Delta(content)
-        yield Completed(
-            turn.assistant_message_id or "",
-            content,
-            loaded.definition.snapshot(loaded.record.state),
-            loaded.cursor,
-        )
-
-
-def _failed(code: str) -> Failed:
-    message = FAILURE_MESSAGES.get(code, FAILURE_MESSAGES[MODEL_FAILED])
-    return Failed(code, message, code in RETRYABLE)
 
 
 def _check_mode(mode: HistoryMode, request: TurnRequest) -> None:
