@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agentskit_chat.conversation import (
+    ChatDefinition,
     DelegateOutcome,
     FailureOutcome,
     InputDigester,
@@ -80,6 +81,8 @@ class _Turn:
     """Event-loop time after which the turn fails with deadline_exceeded."""
     client_bound: bool
     """The client's deadline is earlier than the server's turn timeout."""
+    declarative: bool
+    """Every route is declared as data: resolving runs no application code and never waits."""
 
 
 class TurnRunner:
@@ -206,27 +209,41 @@ class TurnRunner:
         if claimed is None:
             return None
         deadline = asyncio.get_running_loop().time() + budget
-        return _Turn(request, plan, claimed, deadline, budget < self._limits.turn_timeout)
+        client_bound = budget < self._limits.turn_timeout
+        declarative = _declarative(claimed.definition)
+        return _Turn(request, plan, claimed, deadline, client_bound, declarative)
 
     async def _execute(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
         ended = False  # committed, recorded as failed, or lost to another writer
+        first = Started(turn.request.operation_name, turn.plan.user_message_id)
+        started: Started | None = first
         try:
-            yield Started(turn.request.operation_name, turn.plan.user_message_id)
+            if not turn.declarative:
+                yield first  # Route code may take a while: say at once that the turn runs.
+                started = None
+            # Otherwise resolving cannot wait on anything, and `started` goes out with the
+            # first outcome event: the turn's events leave together, not one before the work.
             async with aclosing(self._respond(turn)) as events:
                 async for event in events:
                     ended = isinstance(event, Completed | Failed)
+                    if started is not None:
+                        yield started
+                        started = None
                     yield event
         finally:
             if not ended:
                 await self._finish(self._release(turn.claimed))
 
     async def _respond(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
-        try:
-            async with asyncio.timeout_at(turn.deadline):
-                outcome = await self._resolve(turn)
-        except TimeoutError:
-            yield await self._timed_out(turn)
-            return
+        if turn.declarative:
+            outcome = await self._resolve(turn)  # Never waits: no deadline to watch.
+        else:
+            try:
+                async with asyncio.timeout_at(turn.deadline):
+                    outcome = await self._resolve(turn)
+            except TimeoutError:
+                yield await self._timed_out(turn)
+                return
         if isinstance(outcome, FailureOutcome):
             yield await self._fail(turn, outcome.code, outcome)
         elif isinstance(outcome, RouteOutcome):
@@ -368,6 +385,11 @@ class TurnRunner:
                         await self._release(current)
                     return
             await asyncio.sleep(CLAIM_POLL_SECONDS)
+
+
+def _declarative(definition: ChatDefinition) -> bool:
+    """Whether every route is declared as data: resolving runs no application code."""
+    return all(route.derives_response for route in definition.conversation.routes)
 
 
 def _check_mode(mode: HistoryMode, request: TurnRequest) -> None:

@@ -908,7 +908,10 @@ Global___StreamTurnRequest: _TypeAlias = StreamTurnRequest  # noqa: Y015
 
 @_typing.final
 class TurnStarted(_message.Message):
-    """TurnStarted is the first event of a turn."""
+    """TurnStarted is the first event of a turn, sent once the turn holds the session lease.
+    When the definition's routes run application code it is sent before they run; when
+    every route is declared as data it is sent together with the decision that follows.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
