@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncGenerator, Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from agentskit_chat.conversation import (
     ChatDefinition,
@@ -62,9 +62,6 @@ from ._types import (
     TurnRequest,
     Usage,
 )
-
-CLAIM_SETTLE_SECONDS: Final = 15.0
-CLAIM_POLL_SECONDS: Final = 0.05
 
 
 def new_id(prefix: str) -> str:
@@ -116,10 +113,13 @@ class TurnRunner:
         return self._in_flight
 
     async def wait_idle(self) -> None:
-        """Return once no turn is in flight and every lease release has been written."""
+        """Return once no turn is in flight and every lease release has been written.
+
+        Cancelling the wait (a timeout) leaves the releases running.
+        """
         await self._idle.wait()
         while self._cleanups:
-            await asyncio.gather(*self._cleanups, return_exceptions=True)
+            await asyncio.wait(set(self._cleanups))
 
     async def _finish(self, write: Coroutine[Any, Any, object]) -> None:
         """Run a closing write to the end even when the turn is cancelled meanwhile."""
@@ -201,10 +201,13 @@ class TurnRunner:
         )
         plan = plan_turn(request.operation, history, self._limits, new_id)
         lease = Lease(request.turn_id, self._holder, at + int(self._limits.lease_ttl * 1000))
+        saving = asyncio.ensure_future(
+            self._records.save(loaded, loaded.record.evolve(lease=lease))
+        )
         try:
-            claimed = await self._records.save(loaded, loaded.record.evolve(lease=lease))
+            claimed = await asyncio.shield(saving)
         except asyncio.CancelledError:
-            self._track(self._release_if_claimed(loaded, lease))  # The claim may still land.
+            self._track(self._release_when_claimed(saving))  # The claim may still land.
             raise
         if claimed is None:
             return None
@@ -370,21 +373,12 @@ class TurnRunner:
         with contextlib.suppress(ServiceError):  # Otherwise the lease lapses on its own.
             await self._records.save(claimed, claimed.record.evolve(lease=None))
 
-    async def _release_if_claimed(self, loaded: Loaded, lease: Lease) -> None:
-        """After a cancel during the claim, release the lease if the claim still landed.
-
-        A write the store had already started may finish after its caller was cancelled,
-        so this waits (up to CLAIM_SETTLE_SECONDS) for the session to move past `loaded`.
-        """
-        session_id = loaded.record.session_id
-        for _ in range(int(CLAIM_SETTLE_SECONDS / CLAIM_POLL_SECONDS)):
-            with contextlib.suppress(ServiceError):
-                current = await self._records.load(session_id)
-                if current.cursor != loaded.cursor:
-                    if current.record.lease == lease:
-                        await self._release(current)
-                    return
-            await asyncio.sleep(CLAIM_POLL_SECONDS)
+    async def _release_when_claimed(self, saving: asyncio.Future[Loaded | None]) -> None:
+        """Release the lease of a claim that completed after its turn was cancelled."""
+        with contextlib.suppress(ServiceError):
+            claimed = await saving
+            if claimed is not None:
+                await self._release(claimed)
 
 
 def _declarative(definition: ChatDefinition) -> bool:

@@ -193,7 +193,10 @@ class SqliteStore:
             result = self._attempt(operation, work)
         except _BusyError:
             loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._executor, self._on_worker, operation, work)
+            waiting = loop.run_in_executor(self._executor, self._on_worker, operation, work)
+            # Once submitted, the statement runs even if the caller is cancelled: it happens
+            # whole or not at all, never dropped from the queue half-way through a turn.
+            result = await asyncio.shield(waiting)
         if write:
             self._count_write()
         return result
