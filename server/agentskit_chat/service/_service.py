@@ -118,11 +118,13 @@ class ChatService:
             raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
         return _view(saved), list(messages[:keep])
 
-    def run_turn(
-        self, request: TurnRequest, timeout: float | None = None
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """The events of one turn; see TurnRunner.run."""
-        return self.turns.run(request, timeout)
+    def run_turn(self, request: TurnRequest) -> AsyncGenerator[TurnEvent, None]:
+        """The events of one turn; see TurnRunner.run.
+
+        The turn fails with `deadline_exceeded` after `limits.turn_timeout`. A shorter
+        deadline of the client's ends the call instead, like a cancellation.
+        """
+        return self.turns.run(request)
 
     def begin_drain(self) -> None:
         """Refuse new turns from now on; turns in flight continue."""

@@ -76,8 +76,6 @@ class _Turn:
     claimed: Loaded
     deadline: float
     """Event-loop time after which the turn fails with deadline_exceeded."""
-    client_bound: bool
-    """The client's deadline is earlier than the server's turn timeout."""
     declarative: bool
     """Every route is declared as data: resolving runs no application code and never waits."""
 
@@ -132,17 +130,14 @@ class TurnRunner:
         task.add_done_callback(self._cleanups.discard)
         return task
 
-    async def run(
-        self, request: TurnRequest, timeout: float | None = None
-    ) -> AsyncGenerator[TurnEvent, None]:
+    async def run(self, request: TurnRequest) -> AsyncGenerator[TurnEvent, None]:
         """The events of one turn. Refusals before the lease is claimed raise ServiceError."""
         limits = self._limits
         limits.check_id("session_id", request.session_id)
         limits.check_id("turn_id", request.turn_id)
         if self.draining:
             raise ServiceError(Reason.SHUTTING_DOWN, "the server is shutting down")
-        budget = limits.turn_timeout if timeout is None else min(timeout, limits.turn_timeout)
-        turn = await self._claim_cached(request, budget)
+        turn = await self._claim_cached(request)
         if turn is None:
             loaded = await self._records.load(request.session_id)
             _check_mode(loaded.history_mode, request)
@@ -152,7 +147,7 @@ class TurnRunner:
                     async for event in repeated:
                         yield event
                 return
-            turn = await self._claim(request, loaded, budget)
+            turn = await self._claim(request, loaded)
             if turn is None:
                 raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
         self._in_flight += 1
@@ -166,7 +161,7 @@ class TurnRunner:
             if self._in_flight == 0:
                 self._idle.set()
 
-    async def _claim_cached(self, request: TurnRequest, budget: float) -> _Turn | None:
+    async def _claim_cached(self, request: TurnRequest) -> _Turn | None:
         """Claim the lease against the record this process last saw, skipping a read.
 
         Any doubt (no cached record, a refusal, a lost compare-and-set) returns None, and
@@ -177,13 +172,13 @@ class TurnRunner:
             return None
         try:
             _check_mode(loaded.history_mode, request)
-            return await self._claim(request, loaded, budget)
+            return await self._claim(request, loaded)
         except ServiceError as error:
             if error.reason == Reason.STORE_UNAVAILABLE:
                 raise
             return None
 
-    async def _claim(self, request: TurnRequest, loaded: Loaded, budget: float) -> _Turn | None:
+    async def _claim(self, request: TurnRequest, loaded: Loaded) -> _Turn | None:
         """Plan the turn and claim the session lease; None when the compare-and-set lost."""
         at = now_ms()
         lease = loaded.record.lease
@@ -211,10 +206,8 @@ class TurnRunner:
             raise
         if claimed is None:
             return None
-        deadline = asyncio.get_running_loop().time() + budget
-        client_bound = budget < self._limits.turn_timeout
-        declarative = _declarative(claimed.definition)
-        return _Turn(request, plan, claimed, deadline, client_bound, declarative)
+        deadline = asyncio.get_running_loop().time() + self._limits.turn_timeout
+        return _Turn(request, plan, claimed, deadline, _declarative(claimed.definition))
 
     async def _execute(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
         ended = False  # committed, recorded as failed, or lost to another writer
@@ -245,7 +238,7 @@ class TurnRunner:
                 async with asyncio.timeout_at(turn.deadline):
                     outcome = await self._resolve(turn)
             except TimeoutError:
-                yield await self._timed_out(turn)
+                yield await self._fail(turn, DEADLINE_EXCEEDED, None)
                 return
         if isinstance(outcome, FailureOutcome):
             yield await self._fail(turn, outcome.code, outcome)
@@ -305,7 +298,7 @@ class TurnRunner:
                     async with asyncio.timeout_at(turn.deadline):
                         chunk = await anext(chunks, None)
                 except TimeoutError:
-                    yield await self._timed_out(turn)
+                    yield await self._fail(turn, DEADLINE_EXCEEDED, None)
                     return
                 except ModelError as exc:
                     yield await self._fail(turn, exc.code, None, exc)
@@ -355,18 +348,6 @@ class TurnRunner:
         if error is not None:
             return Failed(error.code, error.message, error.retryable)
         return failure(code)
-
-    async def _timed_out(self, turn: _Turn) -> Failed:
-        """The turn hit its deadline: recorded when it was the server's, not the client's.
-
-        When the client's own deadline was the earlier one, the client is gone by now, so
-        the turn is treated like a cancellation: the lease is released and the same turn id
-        may run again.
-        """
-        if turn.client_bound:
-            await self._finish(self._release(turn.claimed))
-            return failure(DEADLINE_EXCEEDED)
-        return await self._fail(turn, DEADLINE_EXCEEDED, None)
 
     async def _release(self, claimed: Loaded) -> None:
         """Give the lease back after the client went away; the turn may run again."""

@@ -104,7 +104,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         stamp = convert.EventStamper(request.session_id, request.turn_id)
         try:
             turn = TurnRequest(request.session_id, request.turn_id, convert.operation(request))
-            async with aclosing(self.service.run_turn(turn, context.time_remaining())) as events:
+            async with aclosing(self.service.run_turn(turn)) as events:
                 async for event in events:
                     yield stamp(event)
         except ServiceError as error:
