@@ -14,11 +14,27 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 from agentskit_chat.conversation import load_definitions
 from agentskit_chat.service import Limits
-from agentskit_chat_client import ChatError, Dispatch, Edit, HistoryMode, Message, Retry, Submit
+from agentskit_chat_client import (
+    ChatClient,
+    ChatError,
+    Dispatch,
+    Edit,
+    HistoryMode,
+    Message,
+    Retry,
+    Submit,
+)
 
 from .conftest import CANARY, EXAMPLES, live, once_released, refused, run
 
 ABORTED = grpc.StatusCode.ABORTED
+
+
+async def both_modes(client: ChatClient) -> tuple[str, str]:
+    """A server-held and a client-held session of the support chat."""
+    server_held = await client.create_session("support")
+    client_held = await client.create_session("support", history_mode=HistoryMode.CLIENT)
+    return server_held.session_id, client_held.session_id
 
 
 def assert_clean(error: ChatError, code: grpc.StatusCode, reason: str) -> None:
@@ -255,10 +271,7 @@ def test_a_corrupt_stored_record_fails_its_precondition_and_stays(tmp_path: Path
 def test_operations_must_fit_the_history_mode(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with live(tmp_path) as env:
-            server_held = (await env.client.create_session("support")).session_id
-            client_held = (
-                await env.client.create_session("support", history_mode=HistoryMode.CLIENT)
-            ).session_id
+            server_held, client_held = await both_modes(env.client)
             before = (await env.stored(server_held), await env.stored(client_held))
             for call in (
                 env.client.stream_turn(server_held, Dispatch((Message("u1", "user", CANARY),))),
@@ -408,10 +421,7 @@ def test_a_server_held_history_has_a_size_limit(tmp_path: Path) -> None:
 def test_a_turn_needs_text_and_a_user_message(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with live(tmp_path) as env:
-            server_held = (await env.client.create_session("support")).session_id
-            client_held = (
-                await env.client.create_session("support", history_mode=HistoryMode.CLIENT)
-            ).session_id
+            server_held, client_held = await both_modes(env.client)
             before = (await env.stored(server_held), await env.stored(client_held))
             for call, field in (
                 (env.client.stream_turn(server_held, Submit("")), "submit.content"),
