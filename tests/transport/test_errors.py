@@ -181,7 +181,6 @@ def test_two_clients_racing_one_session_run_exactly_one_turn(tmp_path: Path) -> 
     async def scenario() -> None:
         async with live(tmp_path) as env:
             sid = (await env.client.create_session("probe")).session_id
-            from agentskit_chat_client import ChatClient
 
             async with ChatClient(env.target) as other:
 
