@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from agentskit_chat.conversation import (
@@ -30,6 +29,7 @@ from agentskit_chat.storage import (
     StoreUnavailableError,
 )
 
+from ._cache import Entry, SessionCache
 from ._catalog import Catalog
 from ._errors import Reason, ServiceError
 
@@ -52,17 +52,6 @@ class Loaded:
         return self.record.cursor
 
 
-@dataclass
-class _Entry:
-    """What this process knows of a session as of the stored bytes `data`."""
-
-    data: bytes = field(repr=False)
-    loaded: Loaded
-    encoder: RecordEncoder
-    messages: tuple[Message, ...] | None = field(default=None, repr=False)
-    """The server-held history matching `data`, when known."""
-
-
 def now_ms() -> int:
     """Wall-clock milliseconds, as leases and turn records use them."""
     return time.time_ns() // 1_000_000
@@ -76,11 +65,12 @@ class Records:
     compare-and-set against its cursor either confirms it or fails without writing.
     """
 
-    def __init__(self, store: Store, catalog: Catalog, *, cache_size: int = 4096) -> None:
+    def __init__(
+        self, store: Store, catalog: Catalog, *, cache: SessionCache | None = None
+    ) -> None:
         self.store = store
         self.catalog = catalog
-        self._cache: OrderedDict[str, _Entry] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache = cache or SessionCache()
 
     async def create(
         self, definition: ChatDefinition, session_id: str, mode: HistoryMode
@@ -94,7 +84,7 @@ class Records:
             await _guard(self.store.create(stored))
         except SessionExistsError:
             raise ServiceError(Reason.SESSION_EXISTS, "a session with this id exists") from None
-        self._remember(_Entry(stored.record, loaded, encoder, ()))
+        self._remember(Entry(stored.record, loaded, encoder, ()))
         return loaded
 
     def cached(self, session_id: str) -> Loaded | None:
@@ -110,12 +100,12 @@ class Records:
         """The verified stored record of `session_id`; raises ServiceError when unusable."""
         stored = await _guard(self.store.load(session_id))
         if stored is None:
-            self._cache.pop(session_id, None)
+            self._cache.pop(session_id)
             raise ServiceError(Reason.SESSION_NOT_FOUND, "no session has this id")
         try:
             return self._verify(session_id, stored)
         except ServiceError:
-            self._cache.pop(session_id, None)
+            self._cache.pop(session_id)
             raise
 
     def _verify(self, session_id: str, stored: StoredSession) -> Loaded:
@@ -134,7 +124,6 @@ class Records:
             and entry.loaded.history_mode == stored.history_mode
             and entry.loaded.incarnation == stored.incarnation
         ):
-            self._cache.move_to_end(session_id)
             return entry.loaded
         try:
             record = decode_session_record(
@@ -156,7 +145,7 @@ class Records:
                 code="cursor_mismatch",
             )
         loaded = Loaded(definition, record, stored.history_mode, stored.incarnation)
-        self._remember(_Entry(stored.record, loaded, RecordEncoder()))
+        self._remember(Entry(stored.record, loaded, RecordEncoder()))
         return loaded
 
     async def save(
@@ -173,7 +162,7 @@ class Records:
             self.store.compare_and_set(stored, expected_cursor=loaded.cursor, history=history)
         )
         if not won:
-            self._cache.pop(session_id, None)
+            self._cache.pop(session_id)
             return None
         messages = entry.messages if entry is not None and known else None
         if history is not None and messages is not None:
@@ -183,12 +172,12 @@ class Records:
                 *(Message(m.message_id, Role(m.role), m.content) for m in history.append),
             )
         after = Loaded(loaded.definition, saved, loaded.history_mode, loaded.incarnation)
-        self._remember(_Entry(stored.record, after, encoder, messages))
+        self._remember(Entry(stored.record, after, encoder, messages))
         return after
 
     async def delete(self, session_id: str) -> bool:
         """Remove the session and its messages."""
-        self._cache.pop(session_id, None)
+        self._cache.pop(session_id)
         return await _guard(self.store.delete(session_id))
 
     async def messages(self, loaded: Loaded) -> tuple[Message, ...]:
@@ -201,7 +190,7 @@ class Records:
         messages = tuple(Message(m.message_id, Role(m.role), m.content) for m in stored)
         entry = self._cache.get(session_id)
         if entry is not None and entry.loaded is loaded:
-            entry.messages = messages
+            self._cache.attach(entry, messages)
         return messages
 
     def _stored(
@@ -218,12 +207,8 @@ class Records:
             incarnation=loaded.incarnation,
         )
 
-    def _remember(self, entry: _Entry) -> None:
-        session_id = entry.loaded.record.session_id
-        self._cache[session_id] = entry
-        self._cache.move_to_end(session_id)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+    def _remember(self, entry: Entry) -> None:
+        self._cache.put(entry)
 
 
 def to_stored(message: Message) -> StoredMessage:
