@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,10 +212,6 @@ async def once_released(client: ChatClient, session_id: str, content: str) -> Tu
                 raise
             await asyncio.sleep(0.02)
     raise AssertionError("the lease was never released")
-
-
-def metadata_of(error: ChatError) -> Mapping[str, str]:
-    return dict(error.metadata)
 
 
 async def health_status(channel: grpc.aio.Channel, service: str) -> int:
