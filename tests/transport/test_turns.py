@@ -390,3 +390,27 @@ def test_a_client_deadline_does_not_use_up_the_turn_id(tmp_path: Path) -> None:
             assert env.probe.model_calls == [1, 1]
 
     run(scenario())
+
+
+def test_a_replica_never_acts_on_what_it_cached_once_another_one_wrote(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as first, live(tmp_path) as second:
+            sid = (await first.client.create_session("support")).session_id
+            await first.client.run_turn(sid, Submit("/start"))  # the first replica caches it
+            named = await second.client.run_turn(sid, Submit("/name Ada"))
+            assert named.text == "Welcome, Ada."
+            again = await first.client.run_turn(sid, Retry())
+            assert again.decision is not None
+            assert again.decision.route_id == "finish"
+            assert again.decision.replayed
+            assert again.text == "Welcome, Ada."
+            history = await second.client.get_session(sid)
+            assert [m.content for m in history.messages] == [
+                "/start",
+                "What is your name?",
+                "/name Ada",
+                "Welcome, Ada.",
+            ]
+            assert history.session.snapshot.state == "complete"
+
+    run(scenario())
