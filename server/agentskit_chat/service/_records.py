@@ -57,6 +57,22 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def refuse_if_leased(loaded: Loaded, at: int, turn_id: str | None = None) -> None:
+    """Raise ABORTED while a turn holds an unexpired lease on the session.
+
+    The reason is TURN_IN_PROGRESS when that turn is `turn_id` itself, SESSION_BUSY otherwise.
+    """
+    lease = loaded.record.lease
+    if lease is None or lease.expires_at_ms <= at:
+        return
+    busy = lease.turn_id != turn_id
+    raise ServiceError(
+        Reason.SESSION_BUSY if busy else Reason.TURN_IN_PROGRESS,
+        "another turn holds the session" if busy else "this turn is still running",
+        retry_after_ms=lease.expires_at_ms - at,
+    )
+
+
 class Records:
     """Loads and saves session records; every save is a compare-and-set on the cursor.
 

@@ -19,7 +19,7 @@ from agentskit_chat.storage import HistoryChange, HistoryMode, Store
 from ._catalog import Catalog
 from ._errors import Reason, ServiceError, invalid
 from ._limits import Limits
-from ._records import Loaded, Records, now_ms
+from ._records import Loaded, Records, now_ms, refuse_if_leased
 from ._turns import TurnRunner, new_id
 from ._types import SessionView, TurnEvent, TurnRequest
 
@@ -96,14 +96,7 @@ class ChatService:
                 "the client",
                 history_mode=str(loaded.history_mode),
             )
-        lease = loaded.record.lease
-        at = now_ms()
-        if lease is not None and lease.expires_at_ms > at:
-            raise ServiceError(
-                Reason.SESSION_BUSY,
-                "another turn holds the session",
-                retry_after_ms=lease.expires_at_ms - at,
-            )
+        refuse_if_leased(loaded, now_ms())
         messages = await self._records.messages(loaded)
         keep = 0
         if last_kept_message_id is not None:

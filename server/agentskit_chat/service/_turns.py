@@ -42,7 +42,7 @@ from agentskit_chat.storage import HistoryChange, HistoryMode
 from ._errors import Reason, ServiceError
 from ._history import Plan, plan_turn
 from ._limits import Limits
-from ._records import Loaded, Records, now_ms, to_stored
+from ._records import Loaded, Records, now_ms, refuse_if_leased, to_stored
 from ._terminal import (
     CONFLICT,
     DEADLINE_EXCEEDED,
@@ -181,14 +181,7 @@ class TurnRunner:
     async def _claim(self, request: TurnRequest, loaded: Loaded) -> _Turn | None:
         """Plan the turn and claim the session lease; None when the compare-and-set lost."""
         at = now_ms()
-        lease = loaded.record.lease
-        if lease is not None and lease.expires_at_ms > at:
-            busy = lease.turn_id != request.turn_id
-            raise ServiceError(
-                Reason.SESSION_BUSY if busy else Reason.TURN_IN_PROGRESS,
-                "another turn holds the session" if busy else "this turn is still running",
-                retry_after_ms=lease.expires_at_ms - at,
-            )
+        refuse_if_leased(loaded, at, request.turn_id)
         history = (
             await self._records.messages(loaded)
             if loaded.history_mode == HistoryMode.SERVER

@@ -11,7 +11,7 @@ import grpc
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
-from agentskit_chat.service import ChatService, ServiceError, TurnRequest, invalid
+from agentskit_chat.service import ChatService, ServiceError, TurnRequest
 
 from . import _convert as convert
 from ._status import abort, abort_internal
@@ -38,8 +38,12 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         self, request: pb.GetDefinitionRequest, context: Context
     ) -> pb.GetDefinitionResponse:
         """One definition by id."""
-        definition = await _call(context, _now(self.service.definition, request.definition_id))
-        return pb.GetDefinitionResponse(definition=convert.definition(definition))
+
+        async def get() -> pb.GetDefinitionResponse:
+            definition = self.service.definition(request.definition_id)
+            return pb.GetDefinitionResponse(definition=convert.definition(definition))
+
+        return await _call(context, get)
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: Context
@@ -47,8 +51,6 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         """A new session at the definition's initial state."""
 
         async def create() -> pb.CreateSessionResponse:
-            if not request.definition_id:
-                raise invalid("definition_id", "definition_id is required")
             view = await self.service.create_session(
                 request.definition_id,
                 request.session_id or None,
@@ -114,13 +116,6 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         except Exception as exc:
             log.error("turn failed unexpectedly: %s", type(exc).__name__)
             await abort_internal(context)
-
-
-def _now(function: Callable[[str], T], argument: str) -> Callable[[], Awaitable[T]]:
-    async def call() -> T:
-        return function(argument)
-
-    return call
 
 
 async def _call(context: Context, call: Callable[[], Awaitable[T]]) -> T:
