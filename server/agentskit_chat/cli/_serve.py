@@ -16,7 +16,7 @@ from pathlib import Path
 from agentskit_chat.conversation import ConfigError
 from agentskit_chat.models import AdapterRegistry
 from agentskit_chat.service import Catalog, ChatService, Limits
-from agentskit_chat.storage import default_store_url, open_store, state_dir_from_env
+from agentskit_chat.storage import default_store_url, open_store, redact_url, state_dir_from_env
 from agentskit_chat.transport import start_server
 
 from ._definitions import gather
@@ -167,7 +167,7 @@ async def serve(settings: ServeSettings, adapters: AdapterRegistry | None = None
         loop.add_signal_handler(signum, stop.set)
     print(
         f"agentskit-chat listening on {host}:{running.port} "
-        f"({len(definitions)} definitions, store {_safe(settings.store_url)})",
+        f"({len(definitions)} definitions, store {redact_url(settings.store_url)})",
         flush=True,
     )
     await stop.wait()
@@ -175,11 +175,3 @@ async def serve(settings: ServeSettings, adapters: AdapterRegistry | None = None
     await running.drain(settings.grace)
     print("agentskit-chat stopped", flush=True)
     return 0
-
-
-def _safe(url: str) -> str:
-    """`url` without credentials."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest:
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url

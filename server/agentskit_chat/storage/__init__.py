@@ -28,6 +28,7 @@ from ._url import (
     STATE_DIR_ENV,
     default_store_url,
     open_store,
+    redact_url,
     sqlite_path,
     state_dir_from_env,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "default_store_url",
     "open_sqlite_store",
     "open_store",
+    "redact_url",
     "sqlite_path",
     "state_dir_from_env",
 ]

@@ -41,16 +41,16 @@ def sqlite_path(url: str) -> Path:
         raise _unsupported(url)
     rest = url[scheme.end() :]
     if "?" in rest or "#" in rest:
-        raise ValueError(f"sqlite store URL {_redact(url)!r} must not have a query or fragment")
+        raise ValueError(f"sqlite store URL {redact_url(url)!r} must not have a query or fragment")
     if rest.startswith("//"):
         rest = rest[2:]
         if rest and not rest.startswith("/"):
             raise ValueError(
-                f"sqlite store URL {_redact(url)!r} names a host; use sqlite:///absolute/path.db"
+                f"sqlite store URL {redact_url(url)!r} names a host; use sqlite:///absolute/path.db"
             )
     path = unquote(rest)
     if not path or path.endswith("/"):
-        raise ValueError(f"sqlite store URL {_redact(url)!r} names no file")
+        raise ValueError(f"sqlite store URL {redact_url(url)!r} names no file")
     return Path(path)
 
 
@@ -71,10 +71,10 @@ def _is_memory(url: str) -> bool:
 
 
 def _unsupported(url: str) -> ValueError:
-    return ValueError(f"unsupported store URL {_redact(url)!r}: expected {_ACCEPTED}")
+    return ValueError(f"unsupported store URL {redact_url(url)!r}: expected {_ACCEPTED}")
 
 
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """`url` without its password, query and fragment."""
     try:
         parts = urlsplit(url)
