@@ -41,6 +41,7 @@ def test_the_offline_adapter_says_no_model_is_configured_and_invents_nothing() -
 
 class Recording:
     name = "recording"
+    provider = "agentskit.recording"
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self.settings = settings

@@ -95,6 +95,7 @@ class ProbeAdapter:
     """A model that streams two chunks; with `/slow` it waits on the probe gate between them."""
 
     name = "probe"
+    provider = "agentskit.probe"
 
     def __init__(self, probe: Probe) -> None:
         self.probe = probe

@@ -60,6 +60,9 @@ class ModelAdapter(Protocol):
     """Answers agentic turns. Closing the returned generator must stop the model call."""
 
     name: str
+    """The adapter's registry name, such as `openai`."""
+    provider: str
+    """The provider as OpenTelemetry GenAI names it (`gen_ai.provider.name`)."""
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         """Chunks of the answer in order; raises ModelError on failure."""

@@ -16,6 +16,7 @@ class OfflineAdapter:
     """Replies with OFFLINE_REPLY; never invents content and never reports token usage."""
 
     name = "offline"
+    provider = "agentskit.offline"
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         """Two deltas of the fixed reply, then `stop`."""

@@ -3,6 +3,7 @@
 from ._catalog import Catalog
 from ._errors import Reason, ServiceError, invalid, limit_exceeded
 from ._limits import Limits
+from ._observer import ModelCallReport, NoObserver, TurnObserver, TurnReport
 from ._service import ChatService
 from ._types import (
     Completed,
@@ -32,6 +33,8 @@ __all__ = [
     "Edit",
     "Failed",
     "Limits",
+    "ModelCallReport",
+    "NoObserver",
     "Operation",
     "Reason",
     "Regenerate",
@@ -41,6 +44,8 @@ __all__ = [
     "Started",
     "Submit",
     "TurnEvent",
+    "TurnObserver",
+    "TurnReport",
     "TurnRequest",
     "Usage",
     "invalid",
