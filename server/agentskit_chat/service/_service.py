@@ -19,6 +19,7 @@ from agentskit_chat.storage import HistoryChange, HistoryMode, Store
 from ._catalog import Catalog
 from ._errors import Reason, ServiceError, invalid
 from ._limits import Limits
+from ._observer import TurnObserver
 from ._records import Loaded, Records, now_ms, refuse_if_leased
 from ._turns import TurnRunner, new_id
 from ._types import SessionView, TurnEvent, TurnRequest
@@ -37,6 +38,7 @@ class ChatService:
         limits: Limits | None = None,
         holder: str | None = None,
         callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
+        observer: TurnObserver | None = None,
     ) -> None:
         self.catalog = definitions
         self.adapters = adapters or AdapterRegistry()
@@ -51,6 +53,7 @@ class ChatService:
             InputDigester(digest_key),
             holder=holder or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}",
             callback_timeout=callback_timeout,
+            observer=observer,
         )
 
     def definitions(self) -> list[ChatDefinition]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import time
 from collections.abc import AsyncGenerator, Coroutine
@@ -42,6 +43,8 @@ from agentskit_chat.storage import HistoryChange, HistoryMode
 from ._errors import Reason, ServiceError
 from ._history import Plan, plan_turn
 from ._limits import Limits
+from ._observer import NoObserver, TurnObserver
+from ._progress import ModelCall, TurnProgress
 from ._records import Loaded, Records, now_ms, refuse_if_leased, to_stored
 from ._terminal import (
     CONFLICT,
@@ -63,6 +66,8 @@ from ._types import (
     Usage,
 )
 
+log = logging.getLogger(__name__)
+
 
 def new_id(prefix: str) -> str:
     """A fresh message id such as `u-1f2e3d4c5b6a7988`."""
@@ -78,6 +83,7 @@ class _Turn:
     """Event-loop time after which the turn fails with deadline_exceeded."""
     declarative: bool
     """Every route is declared as data: resolving runs no application code and never waits."""
+    progress: TurnProgress
 
 
 class TurnRunner:
@@ -92,6 +98,7 @@ class TurnRunner:
         *,
         holder: str,
         callback_timeout: float,
+        observer: TurnObserver | None = None,
     ) -> None:
         self._records = records
         self._adapters = adapters
@@ -99,6 +106,7 @@ class TurnRunner:
         self._digester = digester
         self._holder = holder
         self._callback_timeout = callback_timeout
+        self._observer: TurnObserver = observer or NoObserver()
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -131,15 +139,40 @@ class TurnRunner:
         return task
 
     async def run(self, request: TurnRequest) -> AsyncGenerator[TurnEvent, None]:
-        """The events of one turn. Refusals before the lease is claimed raise ServiceError."""
+        """The events of one turn. Refusals before the lease is claimed raise ServiceError.
+
+        However the turn ends, the observer receives its report afterwards.
+        """
+        progress = TurnProgress(request)
+        try:
+            async with aclosing(self._run(request, progress)) as events:
+                async for event in events:
+                    progress.saw(event)
+                    yield event
+        except ServiceError as error:
+            progress.rejected(error.reason.name)
+            raise
+        finally:
+            self._report(progress)
+
+    def _report(self, progress: TurnProgress) -> None:
+        try:
+            self._observer.turn_finished(progress.report())
+        except Exception:  # An observer must never fail a turn.
+            log.exception("turn observer failed")
+
+    async def _run(
+        self, request: TurnRequest, progress: TurnProgress
+    ) -> AsyncGenerator[TurnEvent, None]:
         limits = self._limits
         limits.check_id("session_id", request.session_id)
         limits.check_id("turn_id", request.turn_id)
         if self.draining:
             raise ServiceError(Reason.SHUTTING_DOWN, "the server is shutting down")
-        turn = await self._claim_cached(request)
+        turn = await self._claim_cached(request, progress)
         if turn is None:
             loaded = await self._records.load(request.session_id)
+            progress.definition = loaded.definition
             _check_mode(loaded.history_mode, request)
             finished = loaded.record.find_turn(request.turn_id)
             if finished is not None:
@@ -147,7 +180,7 @@ class TurnRunner:
                     async for event in repeated:
                         yield event
                 return
-            turn = await self._claim(request, loaded)
+            turn = await self._claim(request, loaded, progress)
             if turn is None:
                 raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
         self._in_flight += 1
@@ -161,7 +194,7 @@ class TurnRunner:
             if self._in_flight == 0:
                 self._idle.set()
 
-    async def _claim_cached(self, request: TurnRequest) -> _Turn | None:
+    async def _claim_cached(self, request: TurnRequest, progress: TurnProgress) -> _Turn | None:
         """Claim the lease against the record this process last saw, skipping a read.
 
         Any doubt (no cached record, a refusal, a lost compare-and-set) returns None, and
@@ -172,13 +205,15 @@ class TurnRunner:
             return None
         try:
             _check_mode(loaded.history_mode, request)
-            return await self._claim(request, loaded)
+            return await self._claim(request, loaded, progress)
         except ServiceError as error:
             if error.reason == Reason.STORE_UNAVAILABLE:
                 raise
             return None
 
-    async def _claim(self, request: TurnRequest, loaded: Loaded) -> _Turn | None:
+    async def _claim(
+        self, request: TurnRequest, loaded: Loaded, progress: TurnProgress
+    ) -> _Turn | None:
         """Plan the turn and claim the session lease; None when the compare-and-set lost."""
         at = now_ms()
         refuse_if_leased(loaded, at, request.turn_id)
@@ -200,7 +235,8 @@ class TurnRunner:
         if claimed is None:
             return None
         deadline = asyncio.get_running_loop().time() + self._limits.turn_timeout
-        return _Turn(request, plan, claimed, deadline, _declarative(claimed.definition))
+        progress.definition = claimed.definition
+        return _Turn(request, plan, claimed, deadline, _declarative(claimed.definition), progress)
 
     async def _execute(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
         ended = False  # committed, recorded as failed, or lost to another writer
@@ -285,19 +321,26 @@ class TurnRunner:
         )
         parts: list[str] = []
         usage: Usage | None = None
+        model = definition.model.get("model")
+        call = ModelCall(adapter, model if isinstance(model, str) else None)
+        turn.progress.model_call = call
         async with aclosing(adapter.stream(request)) as chunks:
             while True:
                 try:
                     async with asyncio.timeout_at(turn.deadline):
                         chunk = await anext(chunks, None)
                 except TimeoutError:
+                    call.end(DEADLINE_EXCEEDED)
                     yield await self._fail(turn, DEADLINE_EXCEEDED, None)
                     return
                 except ModelError as exc:
+                    call.end(exc.code)
                     yield await self._fail(turn, exc.code, None, exc)
                     return
                 if chunk is None:
+                    call.end()
                     break
+                call.saw(chunk)
                 if isinstance(chunk, TextChunk):
                     parts.append(chunk.text)
                     yield Delta(chunk.text)

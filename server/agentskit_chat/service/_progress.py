@@ -1,0 +1,120 @@
+"""Collects what a turn did, from its events and its model call, into one TurnReport."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from agentskit_chat.conversation import ChatDefinition
+from agentskit_chat.models import (
+    FinishChunk,
+    ModelAdapter,
+    ModelChunk,
+    TextChunk,
+    UsageChunk,
+)
+
+from ._observer import ModelCallReport, TurnReport
+from ._types import Completed, Decided, Delta, Failed, Started, TurnEvent, TurnRequest
+
+
+@dataclass(slots=True)
+class ModelCall:
+    """The model call of an agentic turn while it runs."""
+
+    adapter: ModelAdapter
+    model: str | None
+    started_ns: int = field(default_factory=time.time_ns)
+    first_chunk_ns: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reasons: list[str] = field(default_factory=list)
+    error_code: str | None = None
+    ended_ns: int | None = None
+
+    def saw(self, chunk: ModelChunk) -> None:
+        """Note one chunk (never its text)."""
+        if isinstance(chunk, TextChunk):
+            if self.first_chunk_ns is None:
+                self.first_chunk_ns = time.time_ns()
+        elif isinstance(chunk, UsageChunk):
+            self.input_tokens, self.output_tokens = chunk.input_tokens, chunk.output_tokens
+        elif isinstance(chunk, FinishChunk):
+            self.finish_reasons.append(chunk.reason)
+
+    def end(self, error_code: str | None = None) -> None:
+        """The call is over: it finished, failed with `error_code`, or was abandoned."""
+        if self.ended_ns is None:
+            self.ended_ns = time.time_ns()
+            self.error_code = error_code
+
+    def report(self) -> ModelCallReport:
+        """The finished call, content-free."""
+        return ModelCallReport(
+            adapter=self.adapter.name,
+            provider=self.adapter.provider,
+            model=self.model,
+            started_ns=self.started_ns,
+            ended_ns=self.ended_ns or time.time_ns(),
+            first_chunk_ns=self.first_chunk_ns,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            finish_reasons=tuple(self.finish_reasons),
+            error_code=self.error_code if self.ended_ns is not None else "cancelled",
+        )
+
+
+@dataclass(slots=True)
+class TurnProgress:
+    """What one turn did so far; fed by the events the runner hands to the transport."""
+
+    request: TurnRequest
+    started_ns: int = field(default_factory=time.time_ns)
+    definition: ChatDefinition | None = None
+    decided: Decided | None = None
+    first_chunk_ns: int | None = None
+    outcome: str | None = None
+    error_code: str | None = None
+    duplicate: bool = False
+    model_call: ModelCall | None = None
+
+    def saw(self, event: TurnEvent) -> None:
+        """Note one outgoing event."""
+        if isinstance(event, Decided):
+            self.decided = event
+        elif isinstance(event, Delta):
+            if self.first_chunk_ns is None:
+                self.first_chunk_ns = time.time_ns()
+        elif isinstance(event, Completed):
+            self.outcome = "duplicate" if self.duplicate else "completed"
+        elif isinstance(event, Failed):
+            self.outcome = "duplicate" if self.duplicate else "failed"
+            self.error_code = event.code
+        elif isinstance(event, Started) and event.duplicate:
+            self.duplicate = True
+
+    def rejected(self, reason: str) -> None:
+        """The turn was refused before it ran."""
+        self.outcome, self.error_code = "rejected", reason
+
+    def report(self) -> TurnReport:
+        """The turn as it ended; `cancelled` when no terminal event went out."""
+        decided, definition = self.decided, self.definition
+        return TurnReport(
+            session_id=self.request.session_id,
+            turn_id=self.request.turn_id,
+            operation=self.request.operation_name,
+            outcome=self.outcome or "cancelled",
+            started_ns=self.started_ns,
+            ended_ns=time.time_ns(),
+            definition_id=None if definition is None else definition.id,
+            revision=None if definition is None else definition.revision,
+            kind=None if decided is None else decided.kind,
+            route_id=None if decided is None else decided.route_id,
+            from_state=None if decided is None else decided.from_state,
+            to_state=None if decided is None else decided.to_state,
+            replayed=False if decided is None else decided.replayed,
+            error_code=self.error_code,
+            first_chunk_ns=self.first_chunk_ns,
+            model_call=None if self.model_call is None else self.model_call.report(),
+        )
