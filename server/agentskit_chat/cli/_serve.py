@@ -21,6 +21,7 @@ from agentskit_chat.transport import start_server
 
 from ._definitions import gather
 from ._keys import load_or_create_key
+from ._reload import reload_definitions
 
 log = logging.getLogger("agentskit_chat.serve")
 
@@ -165,6 +166,14 @@ async def serve(settings: ServeSettings, adapters: AdapterRegistry | None = None
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(
+        signal.SIGHUP,
+        reload_definitions,
+        service,
+        settings.definitions,
+        settings.modules,
+        adapters,
+    )
     print(
         f"agentskit-chat listening on {host}:{running.port} "
         f"({len(definitions)} definitions, store {redact_url(settings.store_url)})",

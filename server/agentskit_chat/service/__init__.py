@@ -1,6 +1,6 @@
 """The application service: sessions, the turn lifecycle, leases, idempotent turns, limits."""
 
-from ._catalog import Catalog
+from ._catalog import Catalog, CatalogChanges, CatalogRefusedError
 from ._errors import Reason, ServiceError, invalid, limit_exceeded
 from ._limits import Limits
 from ._observer import ModelCallReport, NoObserver, TurnObserver, TurnReport
@@ -25,6 +25,8 @@ from ._types import (
 
 __all__ = [
     "Catalog",
+    "CatalogChanges",
+    "CatalogRefusedError",
     "ChatService",
     "Completed",
     "Decided",

@@ -3,11 +3,49 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from agentskit_chat.conversation import ChatDefinition
 
 from ._errors import Reason, ServiceError
+
+
+class CatalogRefusedError(ValueError):
+    """A replacement catalog changes a conversation without raising its revision."""
+
+    def __init__(self, definition_ids: list[str]) -> None:
+        listed = ", ".join(definition_ids)
+        super().__init__(
+            f"definitions {listed} change their conversation under the same revision; "
+            "raise the revision to change a conversation"
+        )
+        self.definition_ids = definition_ids
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogChanges:
+    """How a replacement catalog differs from the one it replaces, by definition id."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    revised: tuple[str, ...] = ()
+    """A new revision: stored sessions of the old one are refused from now on."""
+    updated: tuple[str, ...] = ()
+    """Same revision and conversation, other settings (such as the model): sessions go on."""
+
+    def __str__(self) -> str:
+        parts = [
+            f"{name} {', '.join(ids)}"
+            for name, ids in (
+                ("added", self.added),
+                ("removed", self.removed),
+                ("revised", self.revised),
+                ("updated", self.updated),
+            )
+            if ids
+        ]
+        return "; ".join(parts) or "no changes"
 
 
 class Catalog:
@@ -38,3 +76,28 @@ class Catalog:
         if definition is None:
             raise ServiceError(Reason.DEFINITION_NOT_FOUND, "no definition has this id")
         return definition
+
+    def changes_to(self, new: Catalog) -> CatalogChanges:
+        """What replacing this catalog by `new` changes; raises CatalogRefusedError.
+
+        A conversation may only change together with its revision: sessions of a revision
+        replay their decisions through that revision's statechart.
+        """
+        old_ids, new_ids = set(self._by_id), set(new._by_id)
+        revised, updated, refused = [], [], []
+        for definition_id in sorted(old_ids & new_ids):
+            before, after = self._by_id[definition_id], new._by_id[definition_id]
+            if before.revision != after.revision:
+                revised.append(definition_id)
+            elif before.conversation != after.conversation:
+                refused.append(definition_id)
+            elif before != after:
+                updated.append(definition_id)
+        if refused:
+            raise CatalogRefusedError(refused)
+        return CatalogChanges(
+            added=tuple(sorted(new_ids - old_ids)),
+            removed=tuple(sorted(old_ids - new_ids)),
+            revised=tuple(revised),
+            updated=tuple(updated),
+        )

@@ -16,7 +16,7 @@ from agentskit_chat.conversation import (
 from agentskit_chat.models import AdapterRegistry
 from agentskit_chat.storage import HistoryChange, HistoryMode, Store
 
-from ._catalog import Catalog
+from ._catalog import Catalog, CatalogChanges
 from ._errors import Reason, ServiceError, invalid
 from ._limits import Limits
 from ._observer import TurnObserver
@@ -55,6 +55,18 @@ class ChatService:
             callback_timeout=callback_timeout,
             observer=observer,
         )
+
+    def replace_definitions(self, catalog: Catalog) -> CatalogChanges:
+        """Serve `catalog` from now on; turns in flight finish on the definitions they began.
+
+        Raises CatalogRefusedError (a conversation changed under the same revision) or
+        UnknownAdapterError, and then keeps serving the current definitions.
+        """
+        changes = self.catalog.changes_to(catalog)
+        for definition in catalog.all():
+            self.adapters.check(definition.model)
+        self.catalog = self._records.catalog = catalog
+        return changes
 
     def definitions(self) -> list[ChatDefinition]:
         """Every hosted definition, ordered by id."""

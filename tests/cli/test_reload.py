@@ -1,0 +1,136 @@
+"""SIGHUP reloads definitions: settings reach live sessions, a changed conversation needs a
+new revision, and a new revision retires the stored sessions of the old one."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import grpc
+import pytest
+
+from agentskit_chat_client import ChatClient, ChatError, Submit, TurnCompleted
+from tests.cli.conftest import Launcher
+from tests.cli.fixtures.serving import Server, collect, terminal
+
+DEFINITION = """\
+id: desk
+revision: {revision}
+description: {description}
+model: {{adapter: offline}}
+conversation:
+  initial: idle
+  states:
+    idle: {{on: {{start: collecting}}}}
+    collecting: {{on: {{finish: done}}}}
+    done: {{}}
+  routes:
+    - {{id: start, command: /start, event: start, response: "{start_reply}"}}
+    - {{id: finish, command: /finish, event: finish, response: "Done."}}
+"""
+
+
+def write(
+    directory: Path,
+    *,
+    revision: int = 1,
+    description: str = "first",
+    start_reply: str = "Started.",
+) -> None:
+    text = DEFINITION.format(revision=revision, description=description, start_reply=start_reply)
+    (directory / "desk.yaml").write_text(text, encoding="utf-8")
+
+
+async def reload_and_wait(server: Server, text: str) -> None:
+    server.send(signal.SIGHUP)
+    await server.wait_output_async(text)
+
+
+def test_settings_of_the_same_revision_reach_live_sessions_without_resetting_them(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    definitions = tmp_path / "definitions"
+    definitions.mkdir()
+    write(definitions)
+    server = launch(tmp_path / "state", "--definitions", str(definitions))
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            session = await client.create_session("desk")
+            await collect(client, session.session_id, Submit("/start"))
+            write(definitions, description="second")
+            await reload_and_wait(server, "definitions reloaded: updated desk")
+            definition = await client.get_definition("desk")
+            assert (definition.description, definition.revision) == ("second", 1)
+            done = terminal(await collect(client, session.session_id, Submit("/finish")))
+            assert isinstance(done, TurnCompleted)
+            assert done.snapshot.state == "done"  # the state survived the reload
+
+    asyncio.run(scenario())
+
+
+def test_a_changed_conversation_under_the_same_revision_is_refused(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    definitions = tmp_path / "definitions"
+    definitions.mkdir()
+    write(definitions)
+    server = launch(tmp_path / "state", "--definitions", str(definitions))
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            session = await client.create_session("desk")
+            write(definitions, description="second", start_reply="Changed.")
+            await reload_and_wait(server, "change their conversation under the same revision")
+            definition = await client.get_definition("desk")
+            assert definition.description == "first"  # the old definitions keep serving
+            started = terminal(await collect(client, session.session_id, Submit("/start")))
+            assert isinstance(started, TurnCompleted)
+            assert started.content == "Started."
+
+    asyncio.run(scenario())
+
+
+def test_a_new_revision_serves_new_sessions_and_refuses_stored_sessions_of_the_old(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    definitions = tmp_path / "definitions"
+    definitions.mkdir()
+    write(definitions)
+    server = launch(tmp_path / "state", "--definitions", str(definitions))
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            old = await client.create_session("desk")
+            write(definitions, revision=2, start_reply="Started again.")
+            await reload_and_wait(server, "definitions reloaded: revised desk")
+            new = await client.create_session("desk")
+            assert new.definition_revision == 2
+            started = terminal(await collect(client, new.session_id, Submit("/start")))
+            assert isinstance(started, TurnCompleted)
+            assert started.content == "Started again."
+            with pytest.raises(ChatError) as refused:
+                await collect(client, old.session_id, Submit("/start"))
+            assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+            assert refused.value.reason == "ERROR_REASON_REVISION_MISMATCH"
+            assert "revision" in refused.value.message
+
+    asyncio.run(scenario())
+
+
+def test_a_reload_that_does_not_load_keeps_the_old_definitions(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    definitions = tmp_path / "definitions"
+    definitions.mkdir()
+    write(definitions)
+    server = launch(tmp_path / "state", "--definitions", str(definitions))
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            (definitions / "desk.yaml").write_text("id: desk\nrevision: [", encoding="utf-8")
+            await reload_and_wait(server, "reload refused")
+            assert (await client.get_definition("desk")).description == "first"
+
+    asyncio.run(scenario())
