@@ -22,6 +22,7 @@ from ._errors import (
     InvalidHistoryError,
     MalformedRecordError,
     ReplayError,
+    SealedResponseError,
     SessionRecordError,
     UnsupportedVersionError,
 )
@@ -47,6 +48,7 @@ from ._record import (
     encode_session_record,
 )
 from ._schema import SCHEMA_PATH, definition_schema
+from ._sealing import ResponseSealer
 from ._session import ChatSession, create_chat_session
 from ._statechart import (
     Accepted,
@@ -95,10 +97,12 @@ __all__ = [
     "Rejected",
     "RejectionReason",
     "ReplayError",
+    "ResponseSealer",
     "Role",
     "Route",
     "RouteContext",
     "RouteOutcome",
+    "SealedResponseError",
     "SessionRecord",
     "SessionRecordError",
     "StateSpec",

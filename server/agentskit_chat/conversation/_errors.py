@@ -11,6 +11,7 @@ The hierarchy, with the stable code each carries where it has one::
         ├── UnsupportedVersionError  a format or version not read here      record_version
         ├── ForeignRecordError       another session's record              record_foreign
         ├── DefinitionMismatchError  definition id or revision differs     definition_mismatch
+        ├── SealedResponseError      a sealed response does not open       record_sealed
         └── ReplayError              decisions do not replay               record_replay
 """
 
@@ -125,6 +126,12 @@ class DefinitionMismatchError(SessionRecordError):
     """The record was written for another definition id or revision."""
 
     code = "definition_mismatch"
+
+
+class SealedResponseError(SessionRecordError):
+    """A sealed response in the record does not open with the deployment key."""
+
+    code = "record_sealed"
 
 
 class ReplayError(SessionRecordError):

@@ -23,8 +23,10 @@ from ._errors import (
     ForeignRecordError,
     MalformedRecordError,
     ReplayError,
+    SealedResponseError,
     UnsupportedVersionError,
 )
+from ._sealing import ResponseSealer
 from ._statechart import Accepted, StatechartInstance, transition
 from ._types import ROUTE_KINDS, TurnKind
 
@@ -142,8 +144,10 @@ class RecordEncoder:
     `encode_session_record`.
     """
 
-    def __init__(self) -> None:
-        self._decisions = _EncodedRun(_encode_decision)
+    def __init__(self, sealer: ResponseSealer | None = None) -> None:
+        self._sealer = sealer
+        self._session_id = ""
+        self._decisions = _EncodedRun(self._encode_decision)
         self._turns = _EncodedRun(_encode_turn)
         self._head: tuple[tuple[str, str, int], str] | None = None
 
@@ -151,6 +155,7 @@ class RecordEncoder:
         """Serialize `record` as compact UTF-8 JSON."""
         if record.conversation.instance.id != record.session_id:
             raise ValueError("the conversation state belongs to another session")
+        self._session_id = record.session_id
         lease = "null" if record.lease is None else _dumps(_encode_lease(record.lease))
         text = "".join(
             (
@@ -183,6 +188,26 @@ class RecordEncoder:
             self._head = key, _dumps(head)[: -len("0}")]
         return self._head[1]
 
+    def _encode_decision(self, d: Decision) -> dict[str, Any]:
+        response: str | dict[str, str] | None = None
+        if not d.derived:
+            response = d.response
+            if self._sealer is not None:
+                sealed = self._sealer.seal(
+                    d.response, session_id=self._session_id, message_id=d.message_id
+                )
+                response = {"sealed": sealed}
+        return {
+            "message_id": d.message_id,
+            "input_digest": d.input_digest,
+            "route_id": d.route_id,
+            "kind": str(d.kind),
+            "event": d.event,
+            "from_state": d.from_state,
+            "to_state": d.to_state,
+            "response": response,
+        }
+
 
 class _EncodedRun(Generic[T]):
     """The JSON of a run of immutable entries that grows at the end and may drop its head."""
@@ -211,19 +236,6 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _encode_decision(d: Decision) -> dict[str, Any]:
-    return {
-        "message_id": d.message_id,
-        "input_digest": d.input_digest,
-        "route_id": d.route_id,
-        "kind": str(d.kind),
-        "event": d.event,
-        "from_state": d.from_state,
-        "to_state": d.to_state,
-        "response": None if d.derived else d.response,
-    }
-
-
 def _encode_lease(lease: Lease) -> dict[str, Any]:
     return {"turn_id": lease.turn_id, "holder": lease.holder, "expires_at_ms": lease.expires_at_ms}
 
@@ -246,9 +258,16 @@ def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
 
 
 def decode_session_record(
-    data: bytes | str, *, definition: ChatDefinition, session_id: str
+    data: bytes | str,
+    *,
+    definition: ChatDefinition,
+    session_id: str,
+    sealer: ResponseSealer | None = None,
 ) -> SessionRecord:
-    """Decode and verify a record for `session_id` of `definition`; raises SessionRecordError."""
+    """Decode and verify a record for `session_id` of `definition`; raises SessionRecordError.
+
+    Sealed responses open with `sealer`; a record holding one cannot be read without it.
+    """
     body = _Fields(_parse(data), "")
     if body.raw.get("format") != RECORD_FORMAT:
         raise UnsupportedVersionError("not an agentskit.chat.session record")
@@ -276,7 +295,7 @@ def decode_session_record(
         )
     cursor = body.integer("cursor", 0)
     state = body.text("state")
-    decisions = body.items("decisions", _decode_decision)
+    decisions = body.items("decisions", lambda f: _decode_decision(f, sealer, session_id))
     lease_raw = body.raw["lease"]
     lease = None if lease_raw is None else _decode_lease(body.object("lease"))
     turns = body.items("recent_turns", _decode_turn)
@@ -389,7 +408,7 @@ class _Fields:
         return value
 
 
-def _decode_decision(f: _Fields) -> Decision:
+def _decode_decision(f: _Fields, sealer: ResponseSealer | None, session_id: str) -> Decision:
     f.expect_keys(
         "message_id",
         "input_digest",
@@ -408,8 +427,23 @@ def _decode_decision(f: _Fields) -> Decision:
         event=f.text("event"),
         from_state=f.text("from_state"),
         to_state=f.text("to_state"),
-        response="" if f.raw.get("response") is None else f.text("response", empty=True),
+        response=_decode_response(f, sealer, session_id),
         derived=f.raw.get("response") is None,
+    )
+
+
+def _decode_response(f: _Fields, sealer: ResponseSealer | None, session_id: str) -> str:
+    raw = f.raw.get("response")
+    if raw is None:
+        return ""
+    if not isinstance(raw, dict):
+        return f.text("response", empty=True)
+    sealed = f.object("response")
+    sealed.expect_keys("sealed")
+    if sealer is None:
+        raise SealedResponseError("the record holds sealed responses and no key was given")
+    return sealer.open(
+        sealed.text("sealed"), session_id=session_id, message_id=f.text("message_id")
     )
 
 

@@ -13,7 +13,9 @@ from agentskit_chat.conversation import (
     DefinitionMismatchError,
     Message,
     RecordEncoder,
+    ResponseSealer,
     Role,
+    SealedResponseError,
     SessionRecord,
     SessionRecordError,
     decode_session_record,
@@ -82,10 +84,16 @@ class Records:
     """
 
     def __init__(
-        self, store: Store, catalog: Catalog, *, cache: SessionCache | None = None
+        self,
+        store: Store,
+        catalog: Catalog,
+        *,
+        sealer: ResponseSealer,
+        cache: SessionCache | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
+        self._sealer = sealer
         self._cache = cache or SessionCache()
 
     async def create(
@@ -93,7 +101,7 @@ class Records:
     ) -> Loaded:
         """Store a new session at the definition's initial state."""
         record = SessionRecord.new(definition, session_id)
-        encoder = RecordEncoder()
+        encoder = RecordEncoder(self._sealer)
         loaded = Loaded(definition, record, mode, secrets.token_hex(8))
         stored = self._stored(loaded, record, encoder)
         try:
@@ -143,12 +151,18 @@ class Records:
             return entry.loaded
         try:
             record = decode_session_record(
-                stored.record, definition=definition, session_id=session_id
+                stored.record, definition=definition, session_id=session_id, sealer=self._sealer
             )
         except DefinitionMismatchError:
             raise ServiceError(
                 Reason.REVISION_MISMATCH,
                 "the session record was written for another definition revision",
+            ) from None
+        except SealedResponseError:
+            raise ServiceError(
+                Reason.SESSION_CORRUPT,
+                "the stored session record does not open with this server's key",
+                code=SealedResponseError.code,
             ) from None
         except SessionRecordError as exc:
             raise ServiceError(
@@ -161,7 +175,7 @@ class Records:
                 code="cursor_mismatch",
             )
         loaded = Loaded(definition, record, stored.history_mode, stored.incarnation)
-        self._remember(Entry(stored.record, loaded, RecordEncoder()))
+        self._remember(Entry(stored.record, loaded, RecordEncoder(self._sealer)))
         return loaded
 
     async def save(
@@ -171,7 +185,7 @@ class Records:
         session_id = record.session_id
         entry = self._cache.get(session_id)
         known = entry is not None and entry.loaded is loaded
-        encoder = entry.encoder if entry is not None and known else RecordEncoder()
+        encoder = entry.encoder if entry is not None and known else RecordEncoder(self._sealer)
         saved = record.evolve(cursor=loaded.cursor + 1)
         stored = self._stored(loaded, saved, encoder)
         won = await _guard(

@@ -12,6 +12,7 @@ from agentskit_chat.conversation import (
     ChatDefinition,
     InputDigester,
     Message,
+    ResponseSealer,
 )
 from agentskit_chat.models import AdapterRegistry
 from agentskit_chat.storage import HistoryChange, HistoryMode, Store
@@ -45,7 +46,7 @@ class ChatService:
         self.limits = limits or Limits()
         for definition in definitions.all():
             self.adapters.check(definition.model)
-        self._records = Records(store, definitions)
+        self._records = Records(store, definitions, sealer=ResponseSealer(digest_key))
         self.turns = TurnRunner(
             self._records,
             self.adapters,
