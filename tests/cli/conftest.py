@@ -20,6 +20,7 @@ class Launcher(Protocol):
         env: Mapping[str, str] | None = None,
         cwd: Path = REPO,
         wait: bool = True,
+        log_level: str = "WARNING",
     ) -> Server: ...
 
 
@@ -34,6 +35,7 @@ def launch(tmp_path: Path) -> Iterator[Launcher]:
         env: Mapping[str, str] | None = None,
         cwd: Path = REPO,
         wait: bool = True,
+        log_level: str = "WARNING",
     ) -> Server:
         argv = ["serve", "--listen", "127.0.0.1:0"]
         if state_dir is not None:
@@ -42,7 +44,7 @@ def launch(tmp_path: Path) -> Iterator[Launcher]:
         stderr = stderr_path.open("wb")
         try:
             process = subprocess.Popen(
-                command(*argv, *args),
+                command(*argv, *args, log_level=log_level),
                 cwd=cwd,
                 env=base_env(env),
                 stdin=subprocess.DEVNULL,

@@ -26,9 +26,11 @@ def test_debug_logs_and_session_records_hold_no_content(tmp_path: Path) -> None:
     )
     try:
         assert server.stdout is not None
-        first = server.stdout.readline().decode()
-        found = LISTENING.search(first)
-        assert found is not None, first
+        first = ""
+        while (found := LISTENING.search(first)) is None:
+            line = server.stdout.readline().decode()
+            assert line, first
+            first += line
         asyncio.run(talk(f"127.0.0.1:{found.group(1)}"))
         server.send_signal(signal.SIGTERM)
         out, err = server.communicate(timeout=30)

@@ -35,10 +35,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agentskit-chat` command."""
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    if args.command != "serve":  # serve writes structured log lines to stdout instead
+        logging.basicConfig(
+            level=args.log_level.upper(),
+            stream=sys.stderr,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
     status: int = args.run(args)
     return status

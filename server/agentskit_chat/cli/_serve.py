@@ -10,13 +10,20 @@ import os
 import secrets
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentskit_chat.conversation import ConfigError
 from agentskit_chat.models import AdapterRegistry
 from agentskit_chat.service import Catalog, ChatService, Limits
 from agentskit_chat.storage import default_store_url, open_store, redact_url, state_dir_from_env
+from agentskit_chat.telemetry import (
+    Telemetry,
+    TelemetrySettings,
+    configure_logging,
+    configure_telemetry,
+    settings_from_env,
+)
 from agentskit_chat.transport import start_server
 
 from ._definitions import gather
@@ -36,7 +43,13 @@ def _env(name: str, default: str | None = None) -> str | None:
 ENVIRONMENT = """environment variables (flags win):
   AGENTSKIT_CHAT_LISTEN, AGENTSKIT_CHAT_DEFINITIONS, AGENTSKIT_CHAT_DEFINITIONS_MODULES
   (comma-separated), AGENTSKIT_CHAT_STATE_DIR, AGENTSKIT_CHAT_STORE, AGENTSKIT_CHAT_GRACE,
-  AGENTSKIT_CHAT_TURN_TIMEOUT"""
+  AGENTSKIT_CHAT_TURN_TIMEOUT, AGENTSKIT_CHAT_LOG_FORMAT (json or console)
+
+telemetry: spans and metrics go over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _METRICS_ENDPOINT) is set; the other standard
+  OTEL_* variables apply. Nothing is exported by default.
+
+signals: SIGTERM/SIGINT drain and stop; SIGHUP reloads the definitions."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,6 +106,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-input-bytes", type=int, default=limits.max_input_bytes)
     parser.add_argument("--max-history-messages", type=int, default=limits.max_history_messages)
     parser.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024)
+    parser.add_argument(
+        "--telemetry-console",
+        action="store_true",
+        help="also write spans and metrics to stderr, for local debugging",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("json", "console"),
+        default=_env("LOG_FORMAT"),
+        help="log lines on stdout [json, or console on a terminal]",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +131,9 @@ class ServeSettings:
     grace: float
     limits: Limits
     max_request_bytes: int
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    log_json: bool | None = None
+    """JSON log lines; None picks console on a terminal and JSON otherwise."""
 
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:
@@ -128,6 +155,8 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
             lease_ttl=lease,
         ),
         max_request_bytes=args.max_request_bytes,
+        telemetry=settings_from_env(console=args.telemetry_console),
+        log_json=None if args.log_format is None else args.log_format == "json",
     )
 
 
@@ -138,12 +167,23 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(settings))
+    configure_logging(args.log_level.upper(), json=settings.log_json)
+    telemetry = configure_telemetry(settings.telemetry)
+    try:
+        return asyncio.run(serve(settings, telemetry=telemetry))
+    finally:
+        telemetry.shutdown()
 
 
-async def serve(settings: ServeSettings, adapters: AdapterRegistry | None = None) -> int:
+async def serve(
+    settings: ServeSettings,
+    adapters: AdapterRegistry | None = None,
+    *,
+    telemetry: Telemetry | None = None,
+) -> int:
     """Serve `settings` until a stop signal, then drain and return the exit status."""
     adapters = adapters or AdapterRegistry()
+    telemetry = telemetry or Telemetry()
     try:
         definitions = gather(settings.definitions, settings.modules, adapters)
         store = await open_store(settings.store_url)
@@ -155,10 +195,18 @@ async def serve(settings: ServeSettings, adapters: AdapterRegistry | None = None
         return 2
     key = load_or_create_key(settings.key_path) if settings.key_path else secrets.token_bytes(32)
     service = ChatService(
-        Catalog(definitions), store, digest_key=key, adapters=adapters, limits=settings.limits
+        Catalog(definitions),
+        store,
+        digest_key=key,
+        adapters=adapters,
+        limits=settings.limits,
+        observer=telemetry.observer,
     )
     running = await start_server(
-        service, settings.listen, max_request_bytes=settings.max_request_bytes
+        service,
+        settings.listen,
+        max_request_bytes=settings.max_request_bytes,
+        interceptors=telemetry.server_interceptors(),
     )
     gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
     host = settings.listen.rsplit(":", 1)[0]

@@ -141,8 +141,12 @@ class TurnRunner:
     async def run(self, request: TurnRequest) -> AsyncGenerator[TurnEvent, None]:
         """The events of one turn. Refusals before the lease is claimed raise ServiceError.
 
-        However the turn ends, the observer receives its report afterwards.
+        However the turn ends, the observer receives its report afterwards (except for
+        malformed ids, refused before anything else).
         """
+        limits = self._limits  # Ids are checked first: reports only carry valid ones.
+        limits.check_id("session_id", request.session_id)
+        limits.check_id("turn_id", request.turn_id)
         progress = TurnProgress(request)
         try:
             async with aclosing(self._run(request, progress)) as events:
@@ -164,9 +168,6 @@ class TurnRunner:
     async def _run(
         self, request: TurnRequest, progress: TurnProgress
     ) -> AsyncGenerator[TurnEvent, None]:
-        limits = self._limits
-        limits.check_id("session_id", request.session_id)
-        limits.check_id("turn_id", request.turn_id)
         if self.draining:
             raise ServiceError(Reason.SHUTTING_DOWN, "the server is shutting down")
         turn = await self._claim_cached(request, progress)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -60,13 +61,15 @@ async def start_server(
     listen: str,
     *,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> RunningServer:
     """Bind `listen` (host:port; port 0 picks a free one) and start serving."""
     server = grpc.aio.server(
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", max_request_bytes),
             ("grpc.so_reuseport", 0),
-        ]
+        ],
     )
     chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(service), server)
     health_servicer = health.aio.HealthServicer()

@@ -1,0 +1,26 @@
+"""Telemetry adapters: OpenTelemetry spans and metrics, and structlog lines, for each turn.
+
+`configure_telemetry(settings_from_env())` builds the providers (exporting over OTLP/gRPC
+only when an `OTEL_EXPORTER_OTLP_*ENDPOINT` is set); its `observer` goes to the service
+and its `server_interceptors()` to the gRPC server. `configure_logging` sets up stdout.
+"""
+
+from ._grpc import server_interceptors
+from ._logging import configure_logging
+from ._observer import OtelObserver, log_fields
+from ._once import LogOnce
+from ._settings import DEFAULT_SERVICE_NAME, TelemetrySettings, settings_from_env
+from ._setup import Telemetry, configure_telemetry
+
+__all__ = [
+    "DEFAULT_SERVICE_NAME",
+    "LogOnce",
+    "OtelObserver",
+    "Telemetry",
+    "TelemetrySettings",
+    "configure_logging",
+    "configure_telemetry",
+    "log_fields",
+    "server_interceptors",
+    "settings_from_env",
+]

@@ -1,0 +1,72 @@
+"""structlog on stdout, with stdlib `logging` records rendered the same way."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TextIO
+
+import structlog
+from structlog.typing import Processor
+
+_HANDLER_NAME = "agentskit_chat"
+
+
+def configure_logging(
+    level: int | str = logging.INFO,
+    *,
+    stream: TextIO | None = None,
+    json: bool | None = None,
+) -> logging.Handler:
+    """Send structlog events and stdlib log records to `stream` (stdout) in one format.
+
+    JSON lines with `timestamp`, `level`, `logger` and `event`, or a readable console
+    format when the stream is a terminal and `json` is not forced. Calling it again
+    replaces the handler it installed before. Returns the installed handler.
+    """
+    out = sys.stdout if stream is None else stream
+    as_json = not _is_tty(out) if json is None else json
+    shared: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Processor = (
+        structlog.processors.JSONRenderer()
+        if as_json
+        else structlog.dev.ConsoleRenderer(colors=_is_tty(out))
+    )
+    final: list[Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
+    if as_json:
+        final.append(structlog.processors.dict_tracebacks)
+    handler = logging.StreamHandler(out)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=[*final, renderer])
+    )
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.PositionalArgumentsFormatter(),
+            structlog.processors.StackInfoRenderer(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    return handler
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

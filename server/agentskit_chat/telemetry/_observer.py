@@ -1,0 +1,111 @@
+"""The TurnObserver that turns each report into spans, metrics and one log line."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import structlog
+from opentelemetry import metrics, trace
+
+from agentskit_chat import __version__
+from agentskit_chat.service import TurnReport
+
+from . import _names as n
+from ._metrics import TurnMetrics
+from ._spans import trace_turn
+
+log = logging.getLogger("agentskit_chat.telemetry")
+
+TURN_LOGGER = "agentskit_chat.turns"
+TURN_EVENT = "turn"
+
+
+class OtelObserver:
+    """Spans and metrics for every turn (when given providers), and one `turn` log event.
+
+    Called in the turn's own task inside the gRPC server span's context, so the turn span
+    is that span's child. It never raises: a part that fails is logged once and skipped.
+    """
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        self._tracer = (
+            None if tracer_provider is None else tracer_provider.get_tracer(n.SCOPE, __version__)
+        )
+        self._metrics = None if meter_provider is None else TurnMetrics(meter_provider)
+        self._log: Any = structlog.get_logger(TURN_LOGGER)
+        self._failed: set[str] = set()
+
+    def turn_finished(self, report: TurnReport) -> None:
+        """Record the turn; returns quickly (exports happen on other threads)."""
+        span: trace.SpanContext | None = None
+        if self._tracer is not None:
+            try:
+                span = trace_turn(self._tracer, report)
+            except Exception:
+                self._failure("spans")
+        if self._metrics is not None:
+            try:
+                self._metrics.record(report)
+            except Exception:
+                self._failure("metrics")
+        try:
+            fields = log_fields(report, span)
+            if report.outcome == "failed":
+                self._log.warning(TURN_EVENT, **fields)
+            else:
+                self._log.info(TURN_EVENT, **fields)
+        except Exception:
+            self._failure("log line")
+
+    def _failure(self, part: str) -> None:
+        if part not in self._failed:
+            self._failed.add(part)
+            log.exception("recording the turn's %s failed; further failures are not logged", part)
+
+
+def log_fields(report: TurnReport, span: trace.SpanContext | None = None) -> dict[str, Any]:
+    """The `turn` event's fields: ids, decision, outcome, timings and token counts."""
+    fields: dict[str, Any] = {}
+    if span is not None and span.is_valid:
+        fields["trace_id"] = trace.format_trace_id(span.trace_id)
+        fields["span_id"] = trace.format_span_id(span.span_id)
+    fields.update(
+        definition_id=report.definition_id,
+        revision=report.revision,
+        session_id=report.session_id,
+        turn_id=report.turn_id,
+        operation=report.operation,
+        kind=report.kind,
+        route_id=report.route_id,
+        from_state=report.from_state,
+        to_state=report.to_state,
+        replayed=report.replayed,
+        outcome=report.outcome,
+        error_code=report.error_code,
+        duration_ms=_ms(report.ended_ns - report.started_ns),
+        time_to_first_chunk_ms=(
+            None
+            if report.first_chunk_ns is None
+            else _ms(report.first_chunk_ns - report.started_ns)
+        ),
+    )
+    call = report.model_call
+    if call is not None:
+        fields.update(
+            model_provider=call.provider,
+            model=call.model,
+            model_duration_ms=_ms(call.ended_ns - call.started_ns),
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            model_error_code=call.error_code,
+        )
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def _ms(nanoseconds: int) -> float:
+    return round(max(nanoseconds, 0) / 1e6, 3)

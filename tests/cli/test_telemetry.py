@@ -1,0 +1,172 @@
+"""A real `serve` process exporting over OTLP/gRPC to a receiver the tests start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentskit_chat_client import ChatClient, Retry, Submit, TurnCompleted
+from tests.cli.conftest import Launcher
+from tests.cli.fixtures.serving import EXAMPLES, Server, health_status
+from tests.telemetry.receiver import OtlpReceiver, ReceivedSpan
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+TURN_METRICS = {
+    "agentskit.chat.turns",
+    "agentskit.chat.turn.duration",
+    "agentskit.chat.turn.time_to_first_chunk",
+    "gen_ai.client.operation.duration",
+}
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as started:
+        yield started
+
+
+def turn_spans(receiver: OtlpReceiver, count: int) -> list[ReceivedSpan]:
+    return receiver.wait_for_spans(lambda s: s.name.startswith("chat.turn "), count=count)
+
+
+def by_turn(spans: list[ReceivedSpan]) -> dict[str, ReceivedSpan]:
+    return {span.attributes["agentskit.chat.turn.id"]: span for span in spans}
+
+
+def log_lines(server: Server) -> list[dict[str, Any]]:
+    """The JSON log lines of a stopped server's stdout."""
+    return [json.loads(line) for line in server.stdout.splitlines() if line.startswith("{")]
+
+
+def stop(server: Server) -> None:
+    server.send(signal.SIGTERM)
+    assert server.wait() == 0
+
+
+def test_each_kind_of_turn_exports_its_decision_as_a_child_of_the_grpc_span(
+    launch: Launcher, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    server = launch(
+        tmp_path / "state", "--definitions", str(EXAMPLES), env=receiver.env(), log_level="INFO"
+    )
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            orders = (await client.create_session("orders")).session_id
+            await client.run_turn(orders, Submit("/retrun"), turn_id="repaired")
+            await client.run_turn(orders, Submit("/help"), turn_id="fallback")
+            await client.run_turn(orders, Retry(), turn_id="replayed")
+            other = (await client.create_session("orders")).session_id
+            await client.run_turn(other, Submit("/return"), turn_id="deterministic")
+            support = (await client.create_session("support")).session_id
+            await client.run_turn(support, Submit("what can you do?"), turn_id="agentic")
+        await health_status(server.target)
+
+    asyncio.run(scenario())
+    turns = by_turn(turn_spans(receiver, 5))
+    expected = {
+        "deterministic": ("deterministic", "begin", "browsing", "identifying", False),
+        "repaired": ("repaired", "begin-typo", "browsing", "identifying", False),
+        "fallback": ("fallback", "help", "identifying", "identifying", False),
+        "replayed": ("fallback", "help", "identifying", "identifying", True),
+        "agentic": ("agentic", None, "idle", "idle", False),
+    }
+    for turn_id, (kind, route, source, target, replayed) in expected.items():
+        attributes = turns[turn_id].attributes
+        assert attributes["agentskit.chat.kind"] == kind
+        assert attributes.get("agentskit.chat.route.id") == route
+        assert attributes["agentskit.chat.from_state"] == source
+        assert attributes["agentskit.chat.to_state"] == target
+        assert attributes["agentskit.chat.replayed"] is replayed
+        assert attributes["agentskit.chat.outcome"] == "completed"
+        assert attributes["agentskit.chat.definition.revision"] == 1
+    assert turns["agentic"].attributes["agentskit.chat.definition.id"] == "support"
+    assert turns["replayed"].attributes["agentskit.chat.operation"] == "retry"
+
+    spans = receiver.spans()
+    servers = {s.span_id: s for s in spans if s.kind == "SERVER"}
+    for turn in turns.values():
+        parent = servers[turn.parent_span_id]  # type: ignore[index]
+        assert parent.name == "/agentskit.chat.v1.ChatService/StreamTurn"
+        assert parent.trace_id == turn.trace_id
+    model = next(s for s in spans if s.kind == "CLIENT")
+    assert model.parent_span_id == turns["agentic"].span_id
+    assert model.attributes["gen_ai.operation.name"] == "chat"
+    assert model.attributes["gen_ai.provider.name"] == "agentskit.offline"
+    assert (
+        model.attributes["gen_ai.conversation.id"]
+        == turns["agentic"].attributes["agentskit.chat.session.id"]
+    )
+    assert model.attributes["gen_ai.response.finish_reasons"] == ["stop"]
+    assert not [s for s in spans if "Health" in s.name]  # health checks make no spans
+
+    for name in TURN_METRICS:
+        receiver.wait_for_metric(name)
+    counted = receiver.wait_for_metric(
+        "agentskit.chat.turns", lambda p: p.attributes.get("agentskit.chat.kind") == "repaired"
+    )
+    assert counted[-1].attributes["agentskit.chat.definition.id"] == "orders"
+    stop(server)
+    logged = [line for line in log_lines(server) if line.get("event") == "turn"]
+    assert {line["turn_id"] for line in logged} == set(expected)
+    for line in logged:
+        span = turns[line["turn_id"]]
+        assert (line["trace_id"], line["span_id"]) == (span.trace_id, span.span_id)
+        assert line["kind"] == span.attributes["agentskit.chat.kind"]
+        assert line["duration_ms"] >= 0
+
+
+def test_a_client_traceparent_is_continued_by_the_server_and_turn_spans(
+    launch: Launcher, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    server = launch(tmp_path / "state", "--definitions", str(EXAMPLES), env=receiver.env())
+    traceparent = f"00-{TRACE_ID}-{PARENT_ID}-01"
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            session = (await client.create_session("orders")).session_id
+            events = client.stream_turn(
+                session, Submit("/return"), metadata=[("traceparent", traceparent)]
+            )
+            assert isinstance([e async for e in events][-1], TurnCompleted)
+
+    asyncio.run(scenario())
+    (turn,) = turn_spans(receiver, 1)
+    grpc_span = next(s for s in receiver.spans() if s.span_id == turn.parent_span_id)
+    assert (turn.trace_id, grpc_span.trace_id) == (TRACE_ID, TRACE_ID)
+    assert grpc_span.parent_span_id == PARENT_ID
+    stop(server)
+
+
+def test_turns_succeed_while_the_collector_is_down_and_the_failure_is_logged_once(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    with OtlpReceiver() as gone:
+        env = gone.env()  # a port that had a collector and has none any more
+    server = launch(tmp_path / "state", "--definitions", str(EXAMPLES), env=env)
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            session = (await client.create_session("orders")).session_id
+            for number in range(6):
+                result = await client.run_turn(session, Submit("/help"))
+                assert result.completed, number
+                await asyncio.sleep(0.3)  # several export rounds fail meanwhile
+
+    asyncio.run(scenario())
+    stop(server)
+    exporter_lines = [
+        line
+        for line in log_lines(server)
+        if line.get("logger", "").startswith("opentelemetry") and line["level"] != "debug"
+    ]
+    templates = [line["event"] for line in exporter_lines]
+    assert templates, "the export failure was not logged"
+    assert len(templates) == len(set(templates)), templates

@@ -1,0 +1,148 @@
+"""Every dashboard query names series and labels the observer really exports.
+
+The exported set is not written down here: the observer runs over reports of every kind
+into an in-memory reader, and its metrics are translated the way OTLP metrics reach
+Prometheus (dots become underscores, a unit suffix such as `_seconds`, `_total` on
+counters, `_bucket`/`_sum`/`_count` on histograms).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.metrics.export import AggregationTemporality, Histogram, Sum
+
+from .conftest import InMemory
+from .reports import REPORTS
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "agentskit-chat.json"
+OURS = re.compile(r"\b(?:agentskit|gen_ai)_\w+")
+UNIT_SUFFIXES = {"s": "seconds", "ms": "milliseconds", "By": "bytes"}
+CUMULATIVE = AggregationTemporality.CUMULATIVE
+RESOURCE_LABELS = {"job", "instance"}
+"""Prometheus derives these from service.name and service.instance.id."""
+
+
+def prometheus_label(attribute: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", attribute)
+
+
+def prometheus_series(name: str, unit: str, data: Any) -> set[str]:
+    base = re.sub(r"[^A-Za-z0-9_:]", "_", name)
+    suffix = UNIT_SUFFIXES.get(unit)  # annotations such as {turn} add no suffix
+    if suffix and not base.endswith(f"_{suffix}"):
+        base = f"{base}_{suffix}"
+    if isinstance(data, Sum) and data.is_monotonic:
+        return {f"{base}_total"}
+    if isinstance(data, Histogram):
+        return {f"{base}_bucket", f"{base}_sum", f"{base}_count"}
+    return {base}
+
+
+def exported(in_memory: InMemory) -> dict[str, set[str]]:
+    """Prometheus series name -> label names, from what the observer records."""
+    for report in REPORTS.values():
+        in_memory.observer.turn_finished(report)
+    data = in_memory.reader.get_metrics_data()
+    assert data is not None
+    series: dict[str, set[str]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                labels = {
+                    prometheus_label(key)
+                    for point in metric.data.data_points
+                    for key in point.attributes or {}
+                }
+                for name in prometheus_series(metric.name, metric.unit or "", metric.data):
+                    extra = {"le"} if name.endswith("_bucket") else set()
+                    series.setdefault(name, set()).update(labels | extra | RESOURCE_LABELS)
+    return series
+
+
+def queries() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    found = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            query = variable["query"]
+            found.append(query["query"] if isinstance(query, dict) else query)
+    return found
+
+
+def parse(expr: str) -> tuple[set[str], set[str]]:
+    """The metric names and label names a PromQL expression (or label_values call) uses."""
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    variable = re.fullmatch(r"\s*label_values\(\s*(\w+)\s*,\s*(\w+)\s*\)\s*", expr)
+    if variable:
+        return {variable.group(1)}, {variable.group(2)}
+    labels: set[str] = set()
+    for body in re.findall(r"\{([^}]*)\}", expr):
+        labels |= set(re.findall(r"([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)", body))
+    for group in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", expr):
+        labels |= {label.strip() for label in group.split(",") if label.strip()}
+    bare = re.sub(r"\b(?:by|without)\s*\([^)]*\)", " ", re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", expr))
+    metrics = set(OURS.findall(bare))
+    return metrics, labels
+
+
+def test_every_query_uses_exported_series_and_labels(in_memory: InMemory) -> None:
+    series = exported(in_memory)
+    found = queries()
+    assert len(found) >= 8
+    for expr in found:
+        metrics, labels = parse(expr)
+        assert metrics, expr
+        unknown = metrics - set(series)
+        assert not unknown, f"{expr}: no exported series {unknown}; exported: {sorted(series)}"
+        allowed = set().union(*(series[name] for name in metrics))
+        assert labels <= allowed, f"{expr}: labels {labels - allowed} are not on {metrics}"
+        ours = set(OURS.findall(re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)))
+        assert ours <= metrics | labels, expr
+
+
+def test_dashboard_covers_every_exported_metric(in_memory: InMemory) -> None:
+    families = {re.sub(r"_(bucket|sum|count|total)$", "", name) for name in exported(in_memory)}
+    used = {
+        re.sub(r"_(bucket|sum|count|total)$", "", name)
+        for expr in queries()
+        for name in parse(expr)[0]
+    }
+    assert families == used
+
+
+def test_expected_translation() -> None:
+    """The translation rules, on the names the README documents."""
+    assert prometheus_series("agentskit.chat.turns", "{turn}", Sum([], CUMULATIVE, True)) == {
+        "agentskit_chat_turns_total"
+    }
+    assert prometheus_series("gen_ai.client.token.usage", "{token}", Histogram([], CUMULATIVE)) == {
+        "gen_ai_client_token_usage_bucket",
+        "gen_ai_client_token_usage_sum",
+        "gen_ai_client_token_usage_count",
+    }
+    assert "agentskit_chat_turn_duration_seconds_bucket" in prometheus_series(
+        "agentskit.chat.turn.duration", "s", Histogram([], CUMULATIVE)
+    )
+
+
+def test_queries_use_the_datasource_variable() -> None:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    names = {variable["name"] for variable in dashboard["templating"]["list"]}
+    assert names == {"datasource", "definition"}
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"]["uid"] == "${datasource}"
+    titles = {panel["title"] for panel in dashboard["panels"]}
+    assert {
+        "Turns by kind",
+        "Deterministic share",
+        "Turn latency (p50, p95)",
+        "Time to first chunk (p50, p95)",
+        "Model tokens",
+    } <= titles
