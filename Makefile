@@ -29,6 +29,7 @@ test: lint lint-proto check-generated typecheck unit
 bench: $(STAMP)
 	$(BIN)/python -m bench.conversation
 	$(BIN)/python -m bench.service
+	$(BIN)/python -m bench.model
 
 clean:
 	rm -rf $(VENV) node_modules build/generated .mypy_cache .pytest_cache .ruff_cache .hypothesis

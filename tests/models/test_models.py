@@ -62,7 +62,7 @@ def test_the_registry_builds_one_adapter_per_distinct_setting_and_closes_them() 
         return built[-1]
 
     registry = AdapterRegistry({"recording": factory})
-    assert registry.names == {"offline", "recording"}
+    assert registry.names == {"offline", "openai", "recording"}
     first = registry.adapter({"adapter": "recording", "model": "a"})
     assert registry.adapter({"model": "a", "adapter": "recording"}) is first
     assert registry.adapter({"adapter": "recording", "model": "b"}) is not first

@@ -1,4 +1,4 @@
-"""Model adapters behind one port; `offline` is the embedded default."""
+"""Model adapters behind one port: `offline` (the embedded default) and `openai`."""
 
 from ._port import (
     FinishChunk,
@@ -9,18 +9,21 @@ from ._port import (
     TextChunk,
     UsageChunk,
 )
-from ._registry import AdapterRegistry, UnknownAdapterError
+from ._registry import AdapterRegistry, InvalidAdapterSettingsError, UnknownAdapterError
 from .offline import OFFLINE_REPLY, OfflineAdapter
+from .openai import OpenAIAdapter
 
 __all__ = [
     "OFFLINE_REPLY",
     "AdapterRegistry",
     "FinishChunk",
+    "InvalidAdapterSettingsError",
     "ModelAdapter",
     "ModelChunk",
     "ModelError",
     "ModelRequest",
     "OfflineAdapter",
+    "OpenAIAdapter",
     "TextChunk",
     "UnknownAdapterError",
     "UsageChunk",

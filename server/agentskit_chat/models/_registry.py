@@ -5,21 +5,32 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ._errors import InvalidAdapterSettingsError, UnknownAdapterError
 from ._port import ModelAdapter
 from .offline import OfflineAdapter
+from .openai import OpenAIFactory
 
 AdapterFactory = Callable[[Mapping[str, Any]], ModelAdapter]
+"""Builds an adapter from a definition's `model` mapping. A factory may also have a
+`check(settings)` method raising InvalidAdapterSettingsError; the registry calls it before a
+definition is served."""
 
-
-class UnknownAdapterError(ValueError):
-    """A definition names an adapter the server does not provide."""
+__all__ = [
+    "AdapterFactory",
+    "AdapterRegistry",
+    "InvalidAdapterSettingsError",
+    "UnknownAdapterError",
+]
 
 
 class AdapterRegistry:
     """Adapter factories by name, and the adapters built so far, one per distinct setting."""
 
     def __init__(self, factories: Mapping[str, AdapterFactory] | None = None) -> None:
-        self._factories: dict[str, AdapterFactory] = {"offline": lambda _: OfflineAdapter()}
+        self._factories: dict[str, AdapterFactory] = {
+            "offline": lambda _: OfflineAdapter(),
+            "openai": OpenAIFactory(),
+        }
         self._factories.update(factories or {})
         self._built: dict[str, ModelAdapter] = {}
 
@@ -29,19 +40,28 @@ class AdapterRegistry:
         return frozenset(self._factories)
 
     def check(self, settings: Mapping[str, Any]) -> str:
-        """The adapter name of `settings`; raises UnknownAdapterError when unknown."""
+        """The adapter name of `settings`.
+
+        Raises UnknownAdapterError when the adapter is unknown, and its subclass
+        InvalidAdapterSettingsError when the adapter refuses the settings.
+        """
         name = settings.get("adapter", "offline")
         if not isinstance(name, str) or name not in self._factories:
             known = ", ".join(sorted(self._factories))
             raise UnknownAdapterError(f"unknown model adapter; this server provides: {known}")
+        validate: Callable[[Mapping[str, Any]], object] | None = getattr(
+            self._factories[name], "check", None
+        )
+        if validate is not None:
+            validate(settings)
         return name
 
     def adapter(self, settings: Mapping[str, Any]) -> ModelAdapter:
-        """The adapter for `settings`, built once per distinct settings."""
-        name = self.check(settings)
+        """The adapter for `settings`, built (and checked) once per distinct settings."""
         key = repr(sorted(settings.items(), key=lambda item: item[0]))
         built = self._built.get(key)
         if built is None:
+            name = self.check(settings)
             built = self._built[key] = self._factories[name](settings)
         return built
 

@@ -1,0 +1,157 @@
+"""Writes a scripted Reply as an OpenAI `chat.completion.chunk` event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any, Final
+
+from ._http import LAST_CHUNK, chunk, response, response_head
+from ._scripts import Ending, Reply
+
+MALFORMED_EVENT: Final = b'data: {"choices": [{"delta": {"content": \n\n'
+_ids: Final = count(1)
+
+
+@dataclass(eq=False)
+class RecordedRequest:
+    """A request the fake model received, and how far its answer got."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    """Lower-case header names."""
+    body: Any
+    """The JSON body, decoded."""
+    client_port: int
+    """The client's port: requests on one kept-alive connection share it."""
+    chunks_sent: int = 0
+    """Text chunks written so far (counted just before each is written)."""
+    finished: threading.Event = field(default_factory=threading.Event)
+    """Set once the server did everything its script says."""
+    disconnected: threading.Event = field(default_factory=threading.Event)
+    """Set when the client left before the answer was complete."""
+    resumed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+
+def stream_head() -> bytes:
+    """The head of a streamed answer."""
+    return response_head(
+        200,
+        [
+            ("content-type", "text/event-stream; charset=utf-8"),
+            ("cache-control", "no-cache"),
+            ("transfer-encoding", "chunked"),
+        ],
+    )
+
+
+async def send_reply(record: RecordedRequest, reply: Reply, writer: asyncio.StreamWriter) -> bool:
+    """Stream `reply`; whether the connection may serve another request."""
+    body = record.body if isinstance(record.body, dict) else {}
+    options = body.get("stream_options")
+    usage_asked = isinstance(options, dict) and options.get("include_usage") is True
+    events = _Events(
+        f"chatcmpl-fake-{next(_ids)}", str(body.get("model", "fake-model")), usage_asked
+    )
+    writer.write(stream_head() + events.choice({"role": "assistant", "content": ""}))
+    await writer.drain()
+    for index, text in enumerate(reply.chunks):
+        await _pause(record, reply, index)
+        if reply.delay > 0:
+            await asyncio.sleep(reply.delay)
+        record.chunks_sent += 1  # Counted before it leaves: a client never sees more.
+        writer.write(events.choice({"content": text}))
+        await writer.drain()
+    await _pause(record, reply, len(reply.chunks))
+    if reply.ending == Ending.STALL:
+        await asyncio.Future()  # Until the client leaves.
+    if reply.ending == Ending.DROP:
+        writer.transport.abort()
+        record.finished.set()
+        return False
+    if reply.ending == Ending.MALFORMED:
+        writer.write(chunk(MALFORMED_EVENT))
+    elif reply.ending == Ending.DONE:
+        writer.write(events.choice({}, reply.finish_reason))
+        if usage_asked:
+            prompt, completion = reply.usage or (_words(body), len(reply.chunks))
+            writer.write(events.usage(prompt, completion))
+        writer.write(chunk(b"data: [DONE]\n\n"))
+    writer.write(LAST_CHUNK)
+    await writer.drain()
+    record.finished.set()
+    return True
+
+
+def send_completion(body: Any, reply: Reply, *, keep_alive: bool) -> bytes:
+    """`reply` as one non-streamed `chat.completion` response."""
+    data = body if isinstance(body, dict) else {}
+    prompt, completion = reply.usage or (_words(data), len(reply.chunks))
+    answer = {
+        "id": f"chatcmpl-fake-{next(_ids)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": str(data.get("model", "fake-model")),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.text},
+                "finish_reason": reply.finish_reason,
+            }
+        ],
+        "usage": _usage(prompt, completion),
+    }
+    return response(200, json.dumps(answer).encode(), "application/json", keep_alive=keep_alive)
+
+
+async def _pause(record: RecordedRequest, reply: Reply, sent: int) -> None:
+    if reply.pause_after == sent:
+        await record.resumed.wait()
+
+
+def _words(body: Mapping[str, Any]) -> int:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return 0
+    return sum(len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict))
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Events:
+    id: str
+    model: str
+    usage_asked: bool
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def choice(self, delta: dict[str, str], finish_reason: str | None = None) -> bytes:
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+        return self._event(choices, None)
+
+    def usage(self, prompt: int, completion: int) -> bytes:
+        return self._event([], _usage(prompt, completion))
+
+    def _event(self, choices: list[dict[str, Any]], usage: dict[str, int] | None) -> bytes:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+        if self.usage_asked:
+            data["usage"] = usage
+        return chunk(b"data: %s\n\n" % json.dumps(data).encode())

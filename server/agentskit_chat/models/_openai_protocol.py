@@ -1,0 +1,179 @@
+"""Chat Completions wire format: the request body, stream chunks and failures as ModelError.
+
+Error messages are fixed text: never the upstream body, a URL, a key or any content.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from email.utils import parsedate_to_datetime
+from typing import Any, Final
+
+import httpx
+
+from agentskit_chat.conversation import Message
+
+from ._openai_settings import OpenAISettings
+from ._port import FinishChunk, ModelChunk, ModelError, TextChunk, UsageChunk
+
+DONE: Final = "[DONE]"
+
+UNAVAILABLE: Final = "model_unavailable"
+SERVER_ERROR: Final = "model_server_error"
+RATE_LIMITED: Final = "model_rate_limited"
+REJECTED: Final = "model_rejected"
+UNAUTHORIZED: Final = "model_unauthorized"
+NOT_FOUND: Final = "model_not_found"
+TIMEOUT: Final = "model_timeout"
+PROTOCOL_ERROR: Final = "model_protocol_error"
+CREDENTIALS_MISSING: Final = "model_credentials_missing"
+CREDENTIALS_INVALID: Final = "model_credentials_invalid"
+FAILED: Final = "model_failed"
+
+
+class AttemptError(Exception):
+    """A failed attempt: the error to report and, when the upstream said, when to retry."""
+
+    def __init__(self, error: ModelError, retry_after: float | None = None) -> None:
+        super().__init__(error.code)
+        self.error = error
+        self.retry_after = retry_after
+
+
+def fail(code: str, message: str, *, retryable: bool) -> AttemptError:
+    """An AttemptError without a retry hint."""
+    return AttemptError(ModelError(code, message, retryable=retryable))
+
+
+def request_body(settings: OpenAISettings, messages: Sequence[Message]) -> bytes:
+    """The JSON body of a streaming Chat Completions request."""
+    wire: list[dict[str, str]] = []
+    if settings.system_prompt:
+        wire.append({"role": "system", "content": settings.system_prompt})
+    wire.extend({"role": str(m.role), "content": m.content} for m in messages)
+    body: dict[str, Any] = {
+        "model": settings.model,
+        "messages": wire,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        body["max_tokens"] = settings.max_tokens
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def parse_chunk(data: str) -> list[ModelChunk]:
+    """The model chunks of one `chat.completion.chunk` event."""
+    try:
+        decoded = json.loads(data)
+    except ValueError:
+        raise _protocol("the model sent a chunk that is not JSON") from None
+    if not isinstance(decoded, dict):
+        raise _protocol("the model sent a chunk that is not a JSON object")
+    if decoded.get("error") is not None:
+        raise fail(SERVER_ERROR, "the model reported an error in its stream", retryable=True)
+    found: list[ModelChunk] = []
+    choices = decoded.get("choices") or []
+    if not isinstance(choices, list):
+        raise _protocol("the model sent a chunk with malformed choices")
+    if choices:
+        found.extend(_choice(choices[0]))
+    usage = decoded.get("usage")
+    if usage is not None:
+        found.append(_usage(usage))
+    return found
+
+
+def _choice(choice: object) -> list[ModelChunk]:
+    if not isinstance(choice, dict):
+        raise _protocol("the model sent a chunk with a malformed choice")
+    found: list[ModelChunk] = []
+    delta = choice.get("delta") or {}
+    if not isinstance(delta, dict):
+        raise _protocol("the model sent a chunk with a malformed delta")
+    content = delta.get("content")
+    if content is not None and not isinstance(content, str):
+        raise _protocol("the model sent a chunk with malformed content")
+    if content:
+        found.append(TextChunk(content))
+    reason = choice.get("finish_reason")
+    if reason is not None:
+        if not isinstance(reason, str):
+            raise _protocol("the model sent a malformed finish reason")
+        found.append(FinishChunk(reason))
+    return found
+
+
+def _usage(usage: object) -> UsageChunk:
+    if isinstance(usage, dict):
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(prompt, int) and isinstance(completion, int) and min(prompt, completion) >= 0:
+            return UsageChunk(prompt, completion)
+    raise _protocol("the model sent malformed token usage")
+
+
+def _protocol(message: str) -> AttemptError:
+    return fail(PROTOCOL_ERROR, message, retryable=False)
+
+
+def check_response(response: httpx.Response) -> None:
+    """Raise the AttemptError of a response that does not start an event stream."""
+    status = response.status_code
+    if 200 <= status < 300:
+        media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "text/event-stream":
+            raise _protocol("the model endpoint did not answer with an event stream")
+        return
+    retry_after = _retry_after(response.headers)
+    if status == 429:
+        error = ModelError(RATE_LIMITED, "the model is rate limited", retryable=True)
+    elif status == 408:
+        error = ModelError(TIMEOUT, "the model endpoint timed out", retryable=True)
+    elif status >= 500:
+        error = ModelError(SERVER_ERROR, "the model server failed", retryable=True)
+    elif status in (401, 403):
+        error = ModelError(
+            UNAUTHORIZED, "the model endpoint refused the credentials", retryable=False
+        )
+    elif status == 404:
+        error = ModelError(NOT_FOUND, "the model endpoint or model was not found", retryable=False)
+    elif status >= 400:
+        error = ModelError(REJECTED, "the model endpoint rejected the request", retryable=False)
+    else:
+        error = ModelError(
+            PROTOCOL_ERROR, "the model endpoint answered with an unexpected status", retryable=False
+        )
+    raise AttemptError(error, retry_after if error.retryable else None)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from the Retry-After header (seconds or an HTTP date); None when absent or bad."""
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
+
+
+def transport_failure(exc: httpx.HTTPError, *, answering: bool) -> AttemptError:
+    """The AttemptError of an httpx error; `answering` once the response headers arrived."""
+    if isinstance(exc, httpx.TimeoutException):
+        return fail(TIMEOUT, "the model did not answer in time", retryable=True)
+    if isinstance(exc, httpx.ConnectError):
+        return fail(UNAVAILABLE, "the model endpoint is unreachable", retryable=True)
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.NetworkError):
+        if answering:
+            return fail(PROTOCOL_ERROR, "the model stream ended early", retryable=True)
+        return fail(UNAVAILABLE, "the model endpoint closed the connection", retryable=True)
+    return fail(FAILED, "the model call failed", retryable=False)

@@ -1,0 +1,246 @@
+"""The `openai` adapter against the fake model server over real HTTP: streaming, the request,
+cancellation and the shared connection pool."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+from typing import Any
+
+import pytest
+
+from agentskit_chat.conversation import Message, Role
+from agentskit_chat.fakemodel import DEFAULT_CHUNKS, FakeModelServer, Reply
+from agentskit_chat.models import (
+    AdapterRegistry,
+    FinishChunk,
+    ModelChunk,
+    ModelRequest,
+    OpenAIAdapter,
+    TextChunk,
+    UsageChunk,
+)
+
+HISTORY = (
+    Message("u1", Role.USER, "Hello"),
+    Message("a1", Role.ASSISTANT, "Hi, how can I help?"),
+    Message("u2", Role.USER, "Tell me about streams"),
+)
+
+
+def settings(server: FakeModelServer, **extra: Any) -> dict[str, Any]:
+    return {"adapter": "openai", "base_url": server.url, "model": "test-model", **extra}
+
+
+def request(model: dict[str, Any], messages: tuple[Message, ...] = HISTORY) -> ModelRequest:
+    return ModelRequest("chat", "s1", messages, model)
+
+
+async def collect(adapter: OpenAIAdapter, model: dict[str, Any]) -> list[ModelChunk]:
+    async with aclosing(adapter.stream(request(model))) as chunks:
+        return [chunk async for chunk in chunks]
+
+
+def texts(chunks: list[ModelChunk]) -> list[str]:
+    return [c.text for c in chunks if isinstance(c, TextChunk)]
+
+
+def test_chunks_arrive_in_order_with_finish_reason_and_usage(server: FakeModelServer) -> None:
+    server.enqueue(
+        Reply(chunks=("One, ", "two, ", "three."), usage=(11, 7), finish_reason="length")
+    )
+    model = settings(server)
+
+    async def run() -> list[ModelChunk]:
+        adapter = OpenAIAdapter(model)
+        try:
+            return await collect(adapter, model)
+        finally:
+            await adapter.close()
+
+    chunks = asyncio.run(run())
+    assert texts(chunks) == ["One, ", "two, ", "three."]
+    assert chunks[3:] == [FinishChunk("length"), UsageChunk(11, 7)]
+
+
+def test_the_first_chunk_arrives_before_the_server_sends_the_last(
+    server: FakeModelServer,
+) -> None:
+    server.enqueue(Reply(chunks=("first ", "second ", "last"), pause_after=1))
+    model = settings(server)
+
+    async def run() -> list[ModelChunk]:
+        adapter = OpenAIAdapter(model)
+        try:
+            async with aclosing(adapter.stream(request(model))) as chunks:
+                first = await anext(chunks)
+                answer = server.requests[-1]
+                # The server is holding the rest back: the first chunk came on its own.
+                assert answer.chunks_sent == 1
+                assert not answer.finished.is_set()
+                server.resume()
+                return [first, *[chunk async for chunk in chunks]]
+        finally:
+            await adapter.close()
+
+    chunks = asyncio.run(run())
+    assert texts(chunks) == ["first ", "second ", "last"]
+    assert server.requests[-1].finished.wait(10)
+
+
+def test_the_request_carries_the_settings_history_and_credentials(
+    server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODEL_TEST_KEY", "sk-test-0123456789")
+    model = settings(
+        server,
+        api_key_env="FAKE_MODEL_TEST_KEY",
+        system_prompt="You are terse.",
+        temperature=0.3,
+        max_tokens=42,
+        headers={"X-Tenant": "acme", "Accept": "text/event-stream"},
+    )
+
+    async def run() -> None:
+        adapter = OpenAIAdapter(model)
+        try:
+            await collect(adapter, model)
+        finally:
+            await adapter.close()
+
+    asyncio.run(run())
+    (received,) = server.requests
+    assert (received.method, received.path) == ("POST", "/v1/chat/completions")
+    assert received.headers["authorization"] == "Bearer sk-test-0123456789"
+    assert received.headers["x-tenant"] == "acme"
+    assert received.headers["content-type"] == "application/json"
+    assert received.headers["accept"] == "text/event-stream"
+    assert received.body == {
+        "model": "test-model",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": "Hi, how can I help?"},
+            {"role": "user", "content": "Tell me about streams"},
+        ],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.3,
+        "max_tokens": 42,
+    }
+
+
+def test_optional_settings_are_left_out_of_the_request(server: FakeModelServer) -> None:
+    model = settings(server)
+
+    async def run() -> list[ModelChunk]:
+        adapter = OpenAIAdapter(model)
+        try:
+            return await collect(adapter, model)
+        finally:
+            await adapter.close()
+
+    assert "".join(texts(asyncio.run(run()))) == "".join(DEFAULT_CHUNKS)
+    (received,) = server.requests
+    assert "authorization" not in received.headers
+    assert set(received.body) == {"model", "messages", "stream", "stream_options"}
+    assert [m["role"] for m in received.body["messages"]] == ["user", "assistant", "user"]
+
+
+def test_closing_the_stream_mid_answer_hangs_up_on_the_server(server: FakeModelServer) -> None:
+    server.enqueue(Reply(chunks=("a", "b", "c"), pause_after=1))
+    model = settings(server)
+
+    async def run() -> None:
+        adapter = OpenAIAdapter(model)
+        try:
+            chunks = adapter.stream(request(model))
+            assert await anext(chunks) == TextChunk("a")
+            await chunks.aclose()
+            assert await asyncio.to_thread(server.wait_disconnect, 10)
+        finally:
+            await adapter.close()
+
+    asyncio.run(run())
+    (answer,) = server.requests
+    assert answer.disconnected.is_set()
+    assert not answer.finished.is_set()
+    assert answer.chunks_sent == 1
+
+
+def test_cancelling_the_consuming_task_hangs_up_on_the_server(server: FakeModelServer) -> None:
+    server.enqueue(Reply(chunks=("a", "b"), pause_after=1))
+    model = settings(server)
+
+    async def run() -> None:
+        adapter = OpenAIAdapter(model)
+        first = asyncio.Event()
+
+        async def consume() -> None:
+            async with aclosing(adapter.stream(request(model))) as chunks:
+                async for _ in chunks:
+                    first.set()
+
+        task = asyncio.create_task(consume())
+        try:
+            await first.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert await asyncio.to_thread(server.wait_disconnect, 10)
+        finally:
+            await adapter.close()
+
+    asyncio.run(run())
+    assert server.requests[0].disconnected.is_set()
+
+
+def test_adapters_of_one_base_url_share_one_client_and_its_connections(
+    server: FakeModelServer,
+) -> None:
+    with FakeModelServer() as other:
+
+        async def run() -> None:
+            registry = AdapterRegistry()
+            first = registry.adapter(settings(server, model="model-a"))
+            second = registry.adapter(settings(server, model="model-b", temperature=0.5))
+            elsewhere = registry.adapter(settings(other))
+            assert isinstance(first, OpenAIAdapter)
+            assert isinstance(second, OpenAIAdapter)
+            assert isinstance(elsewhere, OpenAIAdapter)
+            assert first is not second
+            assert first.client is second.client
+            assert elsewhere.client is not first.client
+            for adapter in (first, second, first):
+                async with aclosing(adapter.stream(request({}))) as chunks:
+                    assert texts([c async for c in chunks]) == list(DEFAULT_CHUNKS)
+            client = first.client
+            await registry.close()
+            assert client.is_closed
+
+        asyncio.run(run())
+    assert [r.body["model"] for r in server.requests] == ["model-a", "model-b", "model-a"]
+    assert len({r.client_port for r in server.requests}) == 1  # One kept-alive connection.
+
+
+def test_the_last_adapter_of_a_base_url_closes_the_client(server: FakeModelServer) -> None:
+    async def run() -> None:
+        registry = AdapterRegistry()
+        first = registry.adapter(settings(server, model="a"))
+        second = registry.adapter(settings(server, model="b"))
+        assert isinstance(first, OpenAIAdapter)
+        assert isinstance(second, OpenAIAdapter)
+        client = first.client
+        assert second.client is client
+        await first.close()
+        assert not client.is_closed
+        await second.close()
+        assert client.is_closed
+
+    asyncio.run(run())
+
+
+def test_the_adapter_names_its_provider(server: FakeModelServer) -> None:
+    assert OpenAIAdapter(settings(server)).provider == "openai"
+    adapter = OpenAIAdapter(settings(server, provider="vllm"))
+    assert (adapter.name, adapter.provider) == ("openai", "vllm")
