@@ -2,8 +2,9 @@
 
 Every server runs in its own child process; this process only generates load, with one
 channel per concurrent client. Each round measures the echo, the service with the memory
-store and the service with SQLite, one after the other. Throughput is the median round;
-each ratio pairs a target with the echo of the same round.
+store, the same with tracing and metrics exported over OTLP to a collector process, and
+the service with SQLite, one after the other. Throughput is the median round; each ratio
+pairs a target with the echo of the same round, and telemetry with memory.
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ DEFINITION_ID: Final = "ping"
 TURN_TEXT: Final = "/ping"
 TURN_ANSWER: Final = "pong"
 TURNS_PER_SESSION: Final = 50
-TARGETS: Final = ("echo", "memory", "sqlite")
+TARGETS: Final = ("echo", "memory", "telemetry", "sqlite")
 GOALS: Final = {"memory": 0.8, "sqlite": 0.6}
+TELEMETRY_GOAL: Final = 0.85
+"""Telemetry on over telemetry off (the memory target), same round."""
 CHANNEL_OPTIONS: Final = (("grpc.use_local_subchannel_pool", 1),)
 
 
@@ -267,9 +270,11 @@ def server_commands(state_dir: Path) -> dict[str, list[str]]:
     """The command line of every target's server."""
     serve = [sys.executable, "-m", "agentskit_chat.cli", "--log-level", "WARNING", "serve"]
     serve += ["--listen", "127.0.0.1:0", "--definitions", str(DEFINITIONS)]
+    memory = [*serve, "--store", "memory://", "--state-dir", str(state_dir / "memory")]
     return {
         "echo": [sys.executable, "-m", "bench._echo", "--listen", "127.0.0.1:0"],
-        "memory": [*serve, "--store", "memory://", "--state-dir", str(state_dir / "memory")],
+        "memory": memory,
+        "telemetry": memory,
         "sqlite": [
             *serve,
             "--store",
@@ -280,18 +285,32 @@ def server_commands(state_dir: Path) -> dict[str, list[str]]:
     }
 
 
+def telemetry_env(env: dict[str, str], collector: str) -> dict[str, str]:
+    """`env` with OTLP export of spans and metrics to `collector`, default batching."""
+    return {
+        **env,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{collector}",
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+        "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+    }
+
+
 async def run(config: Config) -> dict[str, Figures]:
-    """Start the three servers, measure them round by round, stop them."""
+    """Start the collector and the servers, measure them round by round, stop them."""
     figures = {target: Figures(target) for target in TARGETS}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSKIT_CHAT_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
     async with AsyncExitStack() as stack:
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chat-bench-")))
         for name in ("memory", "sqlite"):
             (state_dir / name).mkdir()
+        collector = await stack.enter_async_context(
+            running("collector", [sys.executable, "-m", "bench._collector"], cwd=ROOT, env=env)
+        )
         servers: dict[str, Server] = {}
         for target, argv in server_commands(state_dir).items():
+            own = telemetry_env(env, collector.address) if target == "telemetry" else env
             servers[target] = await stack.enter_async_context(
-                running(target, argv, cwd=ROOT, env=env)
+                running(target, argv, cwd=ROOT, env=own)
             )
         for _ in range(config.rounds):
             for target in TARGETS:
@@ -327,11 +346,19 @@ def report(figures: dict[str, Figures], config: Config, *, quick: bool) -> dict[
         verdicts.append(
             f"{name} {ratio:.2f}x echo (goal >= {goal}x): {'met' if ratio >= goal else 'MISSED'}"
         )
+    traced = figures["telemetry"].ratio(figures["memory"])
+    data["telemetry"]["ratio_vs_off"] = traced
+    verdicts.append(
+        f"telemetry on {traced:.2f}x off (goal >= {TELEMETRY_GOAL}x): "
+        f"{'met' if traced >= TELEMETRY_GOAL else 'MISSED'}"
+    )
     print(
         "  calls/s: median round; vs echo: median of same-round ratios; p50/p99: every call;"
         " CPU: share of one core"
     )
-    met = all(data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items())
+    met = traced >= TELEMETRY_GOAL and all(
+        data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items()
+    )
     note = " (--quick: too few samples to trust)" if quick else ""
     print(f"Goals{note}: {'; '.join(verdicts)} -> {'all met' if met else 'not all met'}")
     return {"config": asdict(config), "targets": data, "goals": GOALS, "goals_met": met}
