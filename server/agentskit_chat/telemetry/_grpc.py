@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import grpc
 from opentelemetry import trace
-from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
+from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 UNTRACED_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.")
 """Service-name prefixes whose calls get no span: health probes and reflection."""
+_UNTRACED_METHODS = tuple(f"/{prefix}" for prefix in UNTRACED_SERVICES)
+
+
+def traced(details: grpc.HandlerCallDetails) -> bool:
+    """Whether a call gets a span: everything but health probes and reflection.
+
+    One prefix test on the method path (`/package.Service/Method`), as every call pays it.
+    """
+    method: str = details.method
+    return not method.startswith(_UNTRACED_METHODS)
 
 
 def server_interceptors(tracer_provider: trace.TracerProvider) -> list[grpc.aio.ServerInterceptor]:
@@ -16,8 +26,7 @@ def server_interceptors(tracer_provider: trace.TracerProvider) -> list[grpc.aio.
     The span continues the caller's `traceparent` (the global propagator, W3C trace
     context and baggage by default) and is current while the handler runs.
     """
-    untraced = filters.any_of(*(filters.service_prefix(prefix) for prefix in UNTRACED_SERVICES))
     interceptor: grpc.aio.ServerInterceptor = aio_server_interceptor(  # type: ignore[no-untyped-call]
-        tracer_provider=tracer_provider, filter_=filters.negate(untraced)
+        tracer_provider=tracer_provider, filter_=traced
     )
     return [interceptor]

@@ -38,6 +38,7 @@ class OtelObserver:
         )
         self._metrics = None if meter_provider is None else TurnMetrics(meter_provider)
         self._log: Any = structlog.get_logger(TURN_LOGGER)
+        self._stdlib = logging.getLogger(TURN_LOGGER)
         self._failed: set[str] = set()
 
     def turn_finished(self, report: TurnReport) -> None:
@@ -53,12 +54,11 @@ class OtelObserver:
                 self._metrics.record(report)
             except Exception:
                 self._failure("metrics")
+        level = logging.WARNING if report.outcome == "failed" else logging.INFO
+        if not self._stdlib.isEnabledFor(level):
+            return  # Building the line costs more than the spans' attributes.
         try:
-            fields = log_fields(report, span)
-            if report.outcome == "failed":
-                self._log.warning(TURN_EVENT, **fields)
-            else:
-                self._log.info(TURN_EVENT, **fields)
+            self._log.log(level, TURN_EVENT, **log_fields(report, span))
         except Exception:
             self._failure("log line")
 
