@@ -1,74 +1,138 @@
-"""No prompt content reaches the server's output or the stored session records."""
+"""No prompt content, and no API key, leaves the request path of a real `serve` process.
+
+A unique canary string is planted in inputs, edits, a route response made by code, a
+template filled from the input and the model's output. It must be absent from every
+exported span (names, attributes, events, status), every metric attribute, every log
+line (DEBUG level), every error message and every stored session record.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from agentskit_chat_client import ChatClient, ChatError, Dispatch, HistoryMode, Message, Submit
-from tests.cli.fixtures.serving import EXAMPLES, LISTENING, REPO, base_env
+from agentskit_chat.fakemodel import FakeModelServer, Reply
+from agentskit_chat_client import (
+    ChatClient,
+    ChatError,
+    Dispatch,
+    Edit,
+    HistoryMode,
+    Message,
+    Retry,
+    Submit,
+)
+from tests.cli.conftest import Launcher
+from tests.cli.fixtures.serving import EXAMPLES
+from tests.telemetry.receiver import OtlpReceiver
 
-CANARY = "canary-5d1e-never-logged"
+CANARY = "canary-5d1e-never-leaves"
+API_KEY = "sk-canary-key-0b7f3e"
+CODE_CHAT = "tests.cli.fixtures.code_chat"
 
 
-def test_debug_logs_and_session_records_hold_no_content(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "agentskit_chat.cli", "--log-level", "DEBUG", "serve"]
-    argv += ["--listen", "127.0.0.1:0", "--state-dir", str(tmp_path)]
-    argv += ["--definitions", str(EXAMPLES)]
-    server = subprocess.Popen(
-        argv, cwd=REPO, env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+def definitions(directory: Path, base_url: str) -> Path:
+    directory.mkdir()
+    for source in EXAMPLES.glob("*.yaml"):
+        (directory / source.name).write_text(source.read_text(encoding="utf-8"), "utf-8")
+    (directory / "assistant.yaml").write_text(
+        "id: assistant\nrevision: 1\n"
+        f"model: {{adapter: openai, base_url: '{base_url}', model: fake-1, "
+        "api_key_env: CANARY_MODEL_KEY}\n"
+        "conversation:\n  initial: open\n  states: {open: {on: {hello: open}}}\n"
+        "  routes: [{id: hello, command: /hello, event: hello, response: Hi.}]\n",
+        encoding="utf-8",
     )
-    try:
-        assert server.stdout is not None
-        first = ""
-        while (found := LISTENING.search(first)) is None:
-            line = server.stdout.readline().decode()
-            assert line, first
-            first += line
-        asyncio.run(talk(f"127.0.0.1:{found.group(1)}"))
-        server.send_signal(signal.SIGTERM)
-        out, err = server.communicate(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate()
-    assert server.returncode == 0
-    output = first.encode() + out + err
-    assert CANARY.encode() not in output
-    with sqlite3.connect(tmp_path / "sessions.db") as db:
-        records = b"".join(
-            row[0] for row in db.execute("SELECT CAST(record AS BLOB) FROM sessions")
-        )
-        stored = [row[0] for row in db.execute("SELECT content FROM messages")]
-    db.close()
-    assert records
-    assert CANARY.encode() not in records
-    assert any(CANARY in content for content in stored)  # server-held history keeps its text
+    return directory
 
 
 async def talk(target: str) -> None:
     async with ChatClient(target, timeout=30) as client:
-        held = (await client.create_session("support")).session_id
-        await client.run_turn(held, Submit(f"tell me about {CANARY}"))  # agentic
-        await client.run_turn(held, Submit("/start"))
-        named = await client.run_turn(held, Submit(f"/name {CANARY}"))  # template with a group
+        model = (await client.create_session("assistant")).session_id
+        answered = await client.run_turn(model, Submit(f"tell me about {CANARY}"))
+        assert CANARY in answered.text  # the model's output carries the canary
+        first = (await client.get_session(model)).messages[0].id
+        await client.run_turn(model, Edit(first, f"edited {CANARY}"))
+
+        support = (await client.create_session("support")).session_id
+        await client.run_turn(support, Submit("/start"))
+        named = await client.run_turn(support, Submit(f"/name {CANARY}"))
         assert named.text == f"Welcome, {CANARY}."
-        mine = await client.create_session("support", history_mode=HistoryMode.CLIENT)
+
+        code = (await client.create_session("code")).session_id
+        made = await client.run_turn(code, Submit(f"/echo {CANARY}"))
+        assert made.text == f"You wrote: /echo {CANARY}"
+        again = await client.run_turn(code, Retry())  # replays the stored, sealed response
+        assert again.text == made.text
+
+        held = await client.create_session("support", history_mode=HistoryMode.CLIENT)
         history = (Message("u1", "user", "/start"), Message("u2", "user", f"/x {CANARY}"))
-        await client.run_turn(mine.session_id, Dispatch(history))
+        await client.run_turn(held.session_id, Dispatch(history))
+
         refusals = [
-            client.run_turn(held, Submit("x"), turn_id=f"bad {CANARY}"),
-            client.run_turn(held, Submit("x", message_id=f"bad {CANARY}")),
-            client.run_turn(held, Submit(CANARY * 5000)),
+            client.run_turn(model, Submit("x"), turn_id=f"bad {CANARY}"),
+            client.run_turn(model, Submit("x", message_id=f"bad {CANARY}")),
+            client.run_turn(model, Submit(CANARY * 5000)),
+            client.run_turn(model, Edit("no-such-message", CANARY)),
             client.get_session(f"{CANARY} no such session"),
         ]
         for refusal in refusals:
             with pytest.raises(ChatError) as refused:
                 await refusal
             assert CANARY not in str(refused.value)
+            assert all(CANARY not in value for value in refused.value.metadata.values())
+
+
+def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    reply = Reply(chunks=("The answer ", f"mentions {CANARY} ", "twice: ", CANARY))
+    with FakeModelServer(default=reply) as model, OtlpReceiver() as receiver:
+        state = tmp_path / "state"
+        server = launch(
+            state,
+            "--definitions",
+            str(definitions(tmp_path / "definitions", model.url)),
+            "--definitions-module",
+            CODE_CHAT,
+            env=receiver.env(CANARY_MODEL_KEY=API_KEY),
+            log_level="DEBUG",
+        )
+        asyncio.run(talk(server.target))
+        spans = receiver.wait_for_spans(lambda s: s.name.startswith("chat.turn "), count=7)
+        receiver.wait_for_metric("gen_ai.client.token.usage")
+        server.send(signal.SIGTERM)
+        assert server.wait() == 0
+        exported = [
+            json.dumps([s.name, s.attributes, s.events, s.status_message], default=str)
+            for s in receiver.spans()
+        ]
+        points = [json.dumps(p.attributes) for p in receiver.metric_points()]
+        authorization = model.requests[0].headers.get("authorization")
+
+    assert authorization == f"Bearer {API_KEY}"  # the key did reach the model
+    assert {s.attributes["agentskit.chat.definition.id"] for s in spans} >= {
+        "assistant",
+        "support",
+        "code",
+    }
+    output = server.stdout + server.stderr
+    assert '"event": "turn"' in output  # turn lines were logged
+    with sqlite3.connect(state / "sessions.db") as db:
+        records = b"".join(
+            row[0] for row in db.execute("SELECT CAST(record AS BLOB) FROM sessions")
+        )
+        stored = [row[0] for row in db.execute("SELECT content FROM messages")]
+    db.close()
+    assert records
+    assert any(CANARY in content for content in stored)  # server-held history keeps its text
+    for secret in (CANARY, API_KEY):
+        assert secret not in output
+        assert not [line for line in exported if secret in line]
+        assert not [line for line in points if secret in line]
+        assert secret.encode() not in records

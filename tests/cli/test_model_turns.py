@@ -1,0 +1,93 @@
+"""Agentic turns of a real `serve` process against the fake model server over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentskit_chat.fakemodel import FakeModelServer, Reply
+from agentskit_chat_client import ChatClient, Submit, TurnCompleted, TurnFailed
+from tests.cli.conftest import Launcher
+from tests.cli.fixtures.serving import collect, terminal
+from tests.telemetry.receiver import OtlpReceiver
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as server:
+        yield server
+
+
+def write_assistant(directory: Path, base_url: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "assistant.yaml").write_text(
+        "id: assistant\nrevision: 1\n"
+        f"model: {{adapter: openai, base_url: '{base_url}', model: fake-1}}\n"
+        "conversation:\n  initial: open\n  states: {open: {on: {hello: open}}}\n"
+        "  routes: [{id: hello, command: /hello, event: hello, response: Hi.}]\n",
+        encoding="utf-8",
+    )
+    return directory
+
+
+def test_a_turn_past_its_deadline_hangs_up_on_the_model_and_changes_nothing(
+    launch: Launcher, model: FakeModelServer, tmp_path: Path
+) -> None:
+    definitions = write_assistant(tmp_path / "definitions", model.url)
+    server = launch(tmp_path / "state", "--definitions", str(definitions), "--turn-timeout", "1")
+    model.enqueue(Reply(chunks=("first ", "never sent"), pause_after=1))
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            session = await client.create_session("assistant")
+            failed = terminal(await collect(client, session.session_id, Submit("slow")))
+            assert isinstance(failed, TurnFailed)
+            assert (failed.code, failed.retryable) == ("deadline_exceeded", True)
+            assert await asyncio.to_thread(model.wait_disconnect, 10)
+            after = await client.get_session(session.session_id)
+            assert after.messages == ()  # the failed turn committed nothing
+            answered = terminal(await collect(client, session.session_id, Submit("again")))
+            assert isinstance(answered, TurnCompleted)
+
+    asyncio.run(scenario())
+    assert model.requests[0].disconnected.is_set()
+    assert model.requests[0].chunks_sent == 1
+
+
+def test_usage_reaches_the_completed_event_the_genai_span_and_the_token_metric(
+    launch: Launcher, model: FakeModelServer, tmp_path: Path
+) -> None:
+    definitions = write_assistant(tmp_path / "definitions", model.url)
+    model.enqueue(Reply(chunks=("One ", "two ", "three."), usage=(21, 3)))
+    with OtlpReceiver() as receiver:
+        server = launch(tmp_path / "state", "--definitions", str(definitions), env=receiver.env())
+
+        async def scenario() -> None:
+            async with ChatClient(server.target, timeout=30) as client:
+                session = await client.create_session("assistant")
+                events = await collect(client, session.session_id, Submit("count"))
+                done = terminal(events)
+                assert isinstance(done, TurnCompleted)
+                assert done.content == "One two three."
+                assert done.usage is not None
+                assert (done.usage.input_tokens, done.usage.output_tokens) == (21, 3)
+
+        asyncio.run(scenario())
+        (span,) = receiver.wait_for_spans(lambda s: s.kind == "CLIENT")
+        assert span.name == "chat fake-1"
+        assert span.attributes["gen_ai.provider.name"] == "openai"
+        assert span.attributes["gen_ai.request.model"] == "fake-1"
+        assert span.attributes["gen_ai.usage.input_tokens"] == 21
+        assert span.attributes["gen_ai.usage.output_tokens"] == 3
+        tokens = receiver.wait_for_metric("gen_ai.client.token.usage")
+        assert {p.attributes["gen_ai.token.type"]: p.value for p in tokens} == {
+            "input": 21,
+            "output": 3,
+        }
+        receiver.wait_for_metric("gen_ai.client.operation.duration")
+        server.send(signal.SIGTERM)
+        assert server.wait() == 0
