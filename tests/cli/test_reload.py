@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from agentskit_chat.fakemodel import FakeModelServer
 from agentskit_chat_client import ChatClient, ChatError, Submit, TurnCompleted
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import Server, collect, terminal
@@ -134,3 +135,38 @@ def test_a_reload_that_does_not_load_keeps_the_old_definitions(
             assert (await client.get_definition("desk")).description == "first"
 
     asyncio.run(scenario())
+
+
+def test_new_model_settings_reach_the_next_agentic_turn_of_a_live_session(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    definitions = tmp_path / "definitions"
+    definitions.mkdir()
+    with FakeModelServer() as model:
+
+        def write_model(name: str) -> None:
+            text = DEFINITION.format(revision=1, description="d", start_reply="Started.")
+            text = text.replace(
+                "{adapter: offline}", f"{{adapter: openai, base_url: '{model.url}', model: {name}}}"
+            )
+            (definitions / "desk.yaml").write_text(text, encoding="utf-8")
+
+        write_model("model-a")
+        server = launch(tmp_path / "state", "--definitions", str(definitions))
+
+        async def scenario() -> None:
+            async with ChatClient(server.target, timeout=30) as client:
+                session = await client.create_session("desk")
+                await collect(client, session.session_id, Submit("/start"))
+                await collect(client, session.session_id, Submit("hello"))
+                write_model("model-b")
+                await reload_and_wait(server, "definitions reloaded: updated desk")
+                answered = terminal(await collect(client, session.session_id, Submit("again")))
+                assert isinstance(answered, TurnCompleted)
+                assert answered.snapshot.state == "collecting"  # progress kept
+                done = terminal(await collect(client, session.session_id, Submit("/finish")))
+                assert isinstance(done, TurnCompleted)
+                assert done.snapshot.state == "done"
+
+        asyncio.run(scenario())
+        assert [r.body["model"] for r in model.requests] == ["model-a", "model-b"]
