@@ -41,5 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream=sys.stderr,
             format="%(levelname)s %(name)s: %(message)s",
         )
+    if logging.getLevelName(args.log_level.upper()) != logging.DEBUG:
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per model call is noise
     status: int = args.run(args)
     return status
