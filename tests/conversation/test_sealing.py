@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 from typing import Any
 
 import pytest
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
 from agentskit_chat.conversation import (
     ChatDefinition,
     ChatSession,
+    InputDigester,
     RecordEncoder,
     ResponseSealer,
     RouteOutcome,
@@ -125,3 +129,20 @@ def test_a_sealed_response_cannot_move_to_another_session(history: History) -> N
 def test_a_short_key_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 16 bytes"):
         ResponseSealer(b"short")
+
+
+def test_no_input_digest_can_reveal_the_sealing_key(history: History) -> None:
+    """Digests are HMACs under the deployment key; the sealing key is not one of them."""
+    _, _, data = sealed_record(history)
+    decision = json.loads(data)["decisions"][0]
+    sealed = base64.urlsafe_b64decode(decision["response"]["sealed"])
+    context = [b"agentskit.chat.response-seal/1", b"s1", decision["message_id"].encode()]
+    digester = InputDigester(KEY)
+    label = "agentskit.chat.response-seal/1"
+    candidates = [
+        bytes.fromhex(digester.digest(f"{label}\x01") + digester.digest(f"{label}\x02")),
+        bytes.fromhex(digester.digest(label) + digester.digest(f"{label}aes-siv")),
+    ]
+    for candidate in candidates:
+        with pytest.raises(InvalidTag):
+            AESSIV(candidate).decrypt(sealed, context)

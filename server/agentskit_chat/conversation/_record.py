@@ -131,9 +131,9 @@ class SessionRecord:
         return next((t for t in self.recent_turns if t.turn_id == turn_id), None)
 
 
-def encode_session_record(record: SessionRecord) -> bytes:
-    """Serialize `record` as compact UTF-8 JSON."""
-    return RecordEncoder().encode(record)
+def encode_session_record(record: SessionRecord, sealer: ResponseSealer | None = None) -> bytes:
+    """Serialize `record` as compact UTF-8 JSON; `sealer` seals responses made by code."""
+    return RecordEncoder(sealer).encode(record)
 
 
 class RecordEncoder:
@@ -141,7 +141,7 @@ class RecordEncoder:
 
     Records of a session share their decisions and terminal turns (they are immutable), so
     a save after a turn only encodes what the turn added. The output is byte-identical to
-    `encode_session_record`.
+    `encode_session_record` with the same sealer.
     """
 
     def __init__(self, sealer: ResponseSealer | None = None) -> None:

@@ -10,11 +10,11 @@ message without the key.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ._decisions import MIN_KEY_BYTES
 from ._errors import SealedResponseError
@@ -30,9 +30,10 @@ class ResponseSealer:
     def __init__(self, key: bytes) -> None:
         if len(key) < MIN_KEY_BYTES:
             raise ValueError(f"the deployment key must be at least {MIN_KEY_BYTES} bytes")
-        derived = b"".join(
-            hmac.new(key, _LABEL + bytes([block]), hashlib.sha256).digest() for block in (1, 2)
-        )
+        # HKDF keys its extraction with the label and feeds the deployment key in as data:
+        # input digests are HMACs keyed with the deployment key, so no digest of any input
+        # can equal (or reveal) the sealing key.
+        derived = HKDF(algorithm=SHA256(), length=64, salt=_LABEL, info=b"aes-siv").derive(key)
         self._cipher = AESSIV(derived)
 
     def seal(self, response: str, *, session_id: str, message_id: str) -> str:
