@@ -28,7 +28,7 @@ from agentskit_chat.transport import start_server
 
 from ._definitions import gather
 from ._keys import load_or_create_key
-from ._reload import reload_definitions
+from ._reload import Reloader
 
 log = logging.getLogger("agentskit_chat.serve")
 
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
-    configure_logging(args.log_level.upper(), json=settings.log_json)
+    configure_logging(args.log_level.upper(), json=settings.log_json, background=True)
     telemetry = configure_telemetry(settings.telemetry)
     try:
         return asyncio.run(serve(settings, telemetry=telemetry))
@@ -215,12 +215,7 @@ async def serve(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     loop.add_signal_handler(
-        signal.SIGHUP,
-        reload_definitions,
-        service,
-        settings.definitions,
-        settings.modules,
-        adapters,
+        signal.SIGHUP, Reloader(service, settings.definitions, adapters).request
     )
     print(
         f"agentskit-chat listening on {host}:{running.port} "

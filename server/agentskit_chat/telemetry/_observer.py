@@ -54,7 +54,7 @@ class OtelObserver:
                 self._metrics.record(report)
             except Exception:
                 self._failure("metrics")
-        level = logging.WARNING if report.outcome == "failed" else logging.INFO
+        level = logging.WARNING if report.outcome in ("failed", "error") else logging.INFO
         if not self._stdlib.isEnabledFor(level):
             return  # Building the line costs more than the spans' attributes.
         try:

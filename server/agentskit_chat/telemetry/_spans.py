@@ -10,7 +10,7 @@ from agentskit_chat.service import ModelCallReport, TurnReport
 
 from . import _names as n
 
-FAILED_OUTCOMES = frozenset({"failed", "rejected"})
+FAILED_OUTCOMES = frozenset({"failed", "rejected", "error"})
 
 
 def turn_attributes(report: TurnReport) -> dict[str, AttributeValue]:
