@@ -59,6 +59,7 @@ class Scripted:
 
     def __init__(self) -> None:
         self.fail = False
+        self.crash = False
         self.gate = asyncio.Event()
         self.hold = False
 
@@ -66,6 +67,8 @@ class Scripted:
         if self.fail:
             raise ModelError("model_server_error", "The model server failed.", retryable=True)
         yield TextChunk(f"{CANARY} one ")
+        if self.crash:
+            raise RuntimeError("adapter bug")
         if self.hold:
             await self.gate.wait()
         yield TextChunk(f"{CANARY} two")
@@ -253,5 +256,17 @@ def test_an_observer_that_raises_does_not_fail_the_turn() -> None:
         sid = await h.session("orders")
         events = await h.turn(sid, "t1", Submit("/return"))
         assert type(events[-1]).__name__ == "Completed"
+
+    run(scenario())
+
+
+def test_an_error_after_the_turn_started_is_reported_as_error_not_rejected() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        sid = await h.session("assisted")
+        h.model.crash = True
+        with pytest.raises(RuntimeError):
+            await h.turn(sid, "t1", Submit("hi"))
+        assert (h.last.outcome, h.last.error_code, h.last.kind) == ("error", "internal", "agentic")
 
     run(scenario())

@@ -38,7 +38,8 @@ class TurnReport:
 
     `outcome` is `completed`, `failed` (recorded, nothing else committed), `cancelled` (the
     client went away or its deadline passed; nothing recorded), `rejected` (refused before
-    the lease was claimed) or `duplicate` (a finished turn id, answered from its record).
+    any event), `error` (an error, such as an unreachable store, ended the turn after it
+    started) or `duplicate` (a finished turn id, answered from its record).
     """
 
     session_id: str
@@ -57,7 +58,8 @@ class TurnReport:
     to_state: str | None = None
     replayed: bool = False
     error_code: str | None = None
-    """The failure code (`failed`) or the refusal reason (`rejected`)."""
+    """The failure code (`failed`), or the reason (`rejected`, `error`; `internal` when
+    the error was not the service's own)."""
     first_chunk_ns: int | None = None
     """When the first piece of the answer was handed to the transport."""
     model_call: ModelCallReport | None = None

@@ -76,10 +76,13 @@ class TurnProgress:
     outcome: str | None = None
     error_code: str | None = None
     duplicate: bool = False
+    started: bool = False
+    """Some event of the turn went out."""
     model_call: ModelCall | None = None
 
     def saw(self, event: TurnEvent) -> None:
         """Note one outgoing event."""
+        self.started = True
         if isinstance(event, Decided):
             self.decided = event
         elif isinstance(event, Delta):
@@ -93,9 +96,11 @@ class TurnProgress:
         elif isinstance(event, Started) and event.duplicate:
             self.duplicate = True
 
-    def rejected(self, reason: str) -> None:
-        """The turn was refused before it ran."""
-        self.outcome, self.error_code = "rejected", reason
+    def refused(self, reason: str) -> None:
+        """The turn ended with an error instead of an event: `rejected` before it started
+        (nothing happened), `error` after (its events stopped short of a terminal one)."""
+        self.outcome = "error" if self.started else "rejected"
+        self.error_code = reason
 
     def report(self) -> TurnReport:
         """The turn as it ended; `cancelled` when no terminal event went out."""

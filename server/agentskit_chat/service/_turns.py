@@ -154,7 +154,10 @@ class TurnRunner:
                     progress.saw(event)
                     yield event
         except ServiceError as error:
-            progress.rejected(error.reason.name)
+            progress.refused(error.reason.name)
+            raise
+        except Exception:
+            progress.refused("internal")
             raise
         finally:
             self._report(progress)
