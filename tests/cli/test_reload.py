@@ -170,3 +170,28 @@ def test_new_model_settings_reach_the_next_agentic_turn_of_a_live_session(
 
         asyncio.run(scenario())
         assert [r.body["model"] for r in model.requests] == ["model-a", "model-b"]
+
+
+def test_chats_from_modules_are_kept_as_they_are_across_reloads(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    definitions = tmp_path / "definitions"
+    definitions.mkdir()
+    write(definitions)
+    server = launch(
+        tmp_path / "state",
+        "--definitions",
+        str(definitions),
+        "--definitions-module",
+        "tests.cli.fixtures.code_chat",
+    )
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            session = await client.create_session("code")
+            await reload_and_wait(server, "definitions reloaded: no changes")
+            made = terminal(await collect(client, session.session_id, Submit("/echo hi")))
+            assert isinstance(made, TurnCompleted)
+            assert made.content == "You wrote: /echo hi"
+
+    asyncio.run(scenario())

@@ -50,13 +50,29 @@ def gather(
     """Every definition of `directory` and `modules`; one ConfigError lists all problems."""
     problems: list[Diagnostic] = []
     found: list[ChatDefinition] = []
-    if directory is not None:
-        found.extend(_directory(directory, problems))
     for name in modules:
         try:
             found.extend(module_definitions(name))
         except ConfigError as exc:
             problems.extend(exc.diagnostics)
+    return _with_files(directory, found, adapters, problems)
+
+
+def gather_files(
+    directory: Path | None, kept: Sequence[ChatDefinition], adapters: AdapterRegistry
+) -> list[ChatDefinition]:
+    """The definitions of `directory` read again, plus `kept` as they are."""
+    return _with_files(directory, list(kept), adapters, [])
+
+
+def _with_files(
+    directory: Path | None,
+    found: list[ChatDefinition],
+    adapters: AdapterRegistry,
+    problems: list[Diagnostic],
+) -> list[ChatDefinition]:
+    if directory is not None:
+        found = [*_directory(directory, problems), *found]
     problems.extend(_conflicts(found, adapters))
     if problems:
         raise ConfigError(problems)

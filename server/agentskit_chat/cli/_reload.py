@@ -2,37 +2,66 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 
 from agentskit_chat.conversation import ConfigError
 from agentskit_chat.models import AdapterRegistry
 from agentskit_chat.service import Catalog, CatalogChanges, ChatService
 
-from ._definitions import gather
+from ._definitions import gather_files
 
 log = logging.getLogger("agentskit_chat.reload")
 
+CODE_SOURCE = "<code>"
+"""The `source` of a definition made in Python rather than read from a file."""
 
-def reload_definitions(
-    service: ChatService,
-    directory: Path | None,
-    modules: Sequence[str],
-    adapters: AdapterRegistry,
-) -> CatalogChanges | None:
-    """Load the definitions again and serve them; None when refused (the old ones stay).
 
-    Files are read again. Modules are not imported again: a module's chats change with a
-    restart.
+class Reloader:
+    """Reads the definition files again and swaps the catalog; one reload at a time.
+
+    Chats defined in Python modules are kept as they are: modules are not imported again,
+    and calling their factories again would make new, unequal callables.
     """
-    try:
-        changes = service.replace_definitions(Catalog(gather(directory, modules, adapters)))
-    except ConfigError as exc:
-        log.error("reload refused, previous definitions keep serving:\n%s", exc)
-        return None
-    except ValueError as exc:
-        log.error("reload refused, previous definitions keep serving: %s", exc)
-        return None
-    log.warning("definitions reloaded: %s", changes)
-    return changes
+
+    def __init__(
+        self, service: ChatService, directory: Path | None, adapters: AdapterRegistry
+    ) -> None:
+        self._service = service
+        self._directory = directory
+        self._adapters = adapters
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[CatalogChanges | None]] = set()
+
+    def request(self) -> None:
+        """Start a reload (a signal handler's job); it runs after any reload in progress."""
+        task = asyncio.ensure_future(self.reload())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def reload(self) -> CatalogChanges | None:
+        """Serve the files' definitions from now on; None when refused (the old ones stay).
+
+        Files are read and compiled on a worker thread; the swap itself happens at once,
+        on the event loop, so turns see either the old or the new catalog.
+        """
+        async with self._lock:
+            kept = [d for d in self._service.catalog.all() if d.source == CODE_SOURCE]
+            try:
+                found = await asyncio.to_thread(gather_files, self._directory, kept, self._adapters)
+                changes = self._service.replace_definitions(Catalog(found))
+            except ConfigError as exc:
+                log.error("reload refused, previous definitions keep serving:\n%s", exc)
+                return None
+            except ValueError as exc:
+                log.error("reload refused, previous definitions keep serving: %s", exc)
+                return None
+            except Exception as exc:  # Never leave the server without definitions.
+                log.error(
+                    "reload refused, previous definitions keep serving: %s",
+                    type(exc).__name__,
+                )
+                return None
+        log.warning("definitions reloaded: %s", changes)
+        return changes
