@@ -7,10 +7,11 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from agentskit_chat.fakemodel import FakeModelServer, Reply
-from agentskit_chat_client import ChatClient, Submit, TurnCompleted, TurnFailed
+from agentskit_chat_client import ChatClient, ChatError, Submit, TurnCompleted, TurnFailed
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import collect, terminal
 from tests.telemetry.receiver import OtlpReceiver
@@ -91,3 +92,26 @@ def test_usage_reaches_the_completed_event_the_genai_span_and_the_token_metric(
         receiver.wait_for_metric("gen_ai.client.operation.duration")
         server.send(signal.SIGTERM)
         assert server.wait() == 0
+
+
+def test_a_client_deadline_shorter_than_the_turn_timeout_hangs_up_on_the_model(
+    launch: Launcher, model: FakeModelServer, tmp_path: Path
+) -> None:
+    definitions = write_assistant(tmp_path / "definitions", model.url)
+    server = launch(tmp_path / "state", "--definitions", str(definitions))
+    model.enqueue(Reply(chunks=("first ", "never sent"), pause_after=1))
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            session = await client.create_session("assistant")
+        async with ChatClient(server.target, timeout=1) as hasty:
+            with pytest.raises(ChatError) as ended:
+                await collect(hasty, session.session_id, Submit("slow"))
+            assert ended.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert await asyncio.to_thread(model.wait_disconnect, 10)
+        async with ChatClient(server.target, timeout=30) as client:
+            answered = terminal(await collect(client, session.session_id, Submit("again")))
+            assert isinstance(answered, TurnCompleted)  # the lease was given back
+
+    asyncio.run(scenario())
+    assert model.requests[0].chunks_sent == 1
