@@ -60,13 +60,18 @@ async def running(
         raise ServerError(f"{name}: no pipes to the server process")
     errors = asyncio.create_task(stderr.read())
     address: str | None = None
+    rest: asyncio.Task[None] | None = None
     try:
         address = await _listening(stdout)
         if address is not None:
+            rest = asyncio.create_task(_discard(stdout))  # log lines must never fill the pipe
             yield Server(name, process.pid, address)
     finally:
         status = await _stop(process)
-        await stdout.read()
+        if rest is None:
+            await stdout.read()
+        else:
+            await rest
         log = (await errors).decode(errors="replace")[-TAIL:]
     if address is None:
         raise ServerError(f"{name} server did not start (exit status {status}): {log}")
@@ -84,6 +89,12 @@ async def _listening(stdout: asyncio.StreamReader) -> str | None:
     except TimeoutError:
         return None
     return None
+
+
+async def _discard(stdout: asyncio.StreamReader) -> None:
+    """Read and drop the server's output until it ends."""
+    while await stdout.read(65536):
+        pass
 
 
 async def _stop(process: asyncio.subprocess.Process) -> int:

@@ -178,7 +178,7 @@ async def measure(config: Config) -> dict[str, Figures]:
         (definitions / "delegate.yaml").write_text(
             DEFINITION.format(base_url=base_url, model=MODEL), encoding="utf-8"
         )
-        serve = [sys.executable, "-m", "agentskit_chat.cli", "--log-level", "WARNING", "serve"]
+        serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]
         serve += ["--listen", "127.0.0.1:0", "--definitions", str(definitions)]
         serve += ["--store", "memory://", "--state-dir", str(work)]
         service = await stack.enter_async_context(running("memory", serve, cwd=ROOT, env=env))

@@ -273,7 +273,7 @@ class Figures:
 
 def server_commands(state_dir: Path) -> dict[str, list[str]]:
     """The command line of every target's server."""
-    serve = [sys.executable, "-m", "agentskit_chat.cli", "--log-level", "WARNING", "serve"]
+    serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]  # a log line per turn
     serve += ["--listen", "127.0.0.1:0", "--definitions", str(DEFINITIONS)]
     memory = [*serve, "--store", "memory://", "--state-dir", str(state_dir / "memory")]
     return {

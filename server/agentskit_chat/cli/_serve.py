@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
-    configure_logging(args.log_level.upper(), json=settings.log_json, background=True)
+    configure_logging(args.log_level.upper(), json=settings.log_json)
     telemetry = configure_telemetry(settings.telemetry)
     try:
         return asyncio.run(serve(settings, telemetry=telemetry))
