@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentskit_chat.conversation import Message, Role
-from agentskit_chat.fakemodel import DEFAULT_CHUNKS, FakeModelServer, Reply
+from agentskit_chat.fakemodel import DEFAULT_CHUNKS, Ending, FakeModelServer, Reply
 from agentskit_chat.models import (
     AdapterRegistry,
     FinishChunk,
@@ -20,6 +20,7 @@ from agentskit_chat.models import (
     TextChunk,
     UsageChunk,
 )
+from agentskit_chat.models import openai as openai_adapter
 
 HISTORY = (
     Message("u1", Role.USER, "Hello"),
@@ -147,6 +148,55 @@ def test_optional_settings_are_left_out_of_the_request(server: FakeModelServer) 
     assert [m["role"] for m in received.body["messages"]] == ["user", "assistant", "user"]
 
 
+def test_the_stream_ends_at_done_while_the_body_is_still_open(
+    server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server never ends this body. However long a wait for its end might be allowed,
+    # the answer ends at [DONE], without waiting on the server.
+    monkeypatch.setattr(openai_adapter, "DRAIN_SECONDS", 3600.0, raising=False)
+    server.enqueue(Reply(chunks=("held ", "open"), usage=(3, 2), ending=Ending.HOLD))
+    model = settings(server)
+
+    async def run() -> tuple[list[ModelChunk], list[ModelChunk]]:
+        adapter = OpenAIAdapter(model)
+        try:
+            held = await asyncio.wait_for(collect(adapter, model), 10)
+            answer = server.requests[-1]
+            assert not answer.finished.is_set()  # The body is still open on the server.
+            # The connection of the unfinished body is given up, never handed to another call.
+            assert await asyncio.to_thread(server.wait_disconnect, 10)
+            assert answer.disconnected.is_set()
+            return held, await asyncio.wait_for(collect(adapter, model), 10)
+        finally:
+            await adapter.close()
+
+    held, after = asyncio.run(run())
+    assert held == [TextChunk("held "), TextChunk("open"), FinishChunk("stop"), UsageChunk(3, 2)]
+    assert texts(after) == list(DEFAULT_CHUNKS)
+    first, second = server.requests
+    assert first.client_port != second.client_port
+    assert second.finished.wait(10)
+
+
+def test_a_body_ending_with_done_leaves_its_connection_for_the_next_call(
+    server: FakeModelServer,
+) -> None:
+    model = settings(server)
+
+    async def run() -> None:
+        adapter = OpenAIAdapter(model)
+        try:
+            for _ in range(3):
+                assert texts(await collect(adapter, model)) == list(DEFAULT_CHUNKS)
+        finally:
+            await adapter.close()
+
+    asyncio.run(run())
+    assert len(server.requests) == 3
+    assert len({r.client_port for r in server.requests}) == 1
+    assert not any(r.disconnected.is_set() for r in server.requests)
+
+
 def test_closing_the_stream_mid_answer_hangs_up_on_the_server(server: FakeModelServer) -> None:
     server.enqueue(Reply(chunks=("a", "b", "c"), pause_after=1))
     model = settings(server)
@@ -238,6 +288,13 @@ def test_the_last_adapter_of_a_base_url_closes_the_client(server: FakeModelServe
         assert client.is_closed
 
     asyncio.run(run())
+
+
+def test_the_adapter_names_its_model(server: FakeModelServer) -> None:
+    adapter = OpenAIAdapter(settings(server, model="llama3:8b"))
+    assert adapter.model == "llama3:8b"
+    with pytest.raises(AttributeError):
+        adapter.model = "other"  # type: ignore[misc]
 
 
 def test_the_adapter_names_its_provider(server: FakeModelServer) -> None:

@@ -182,6 +182,56 @@ def test_a_stream_failing_after_its_first_chunk_is_never_retried(
     assert_safe(error)
 
 
+CUT_EVENT = 'data: {"choices": [{"delta": {"content": "cut'
+"""An event the body ends in the middle of: its JSON is cut, and so is its blank line."""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(CUT_EVENT, id="cut-json"),
+        pytest.param(CUT_EVENT + '"}}]}\n', id="cut-before-blank-line"),
+    ],
+)
+def test_a_body_ending_in_the_middle_of_its_first_event_is_truncation_and_retried(
+    server: FakeModelServer, body: str
+) -> None:
+    server.enqueue(*[HttpResponse(200, body, content_type="text/event-stream")] * 2)
+    chunks, error = call(settings(server.url))
+    assert chunks == []
+    assert error is not None
+    assert (error.code, error.retryable) == ("model_protocol_error", True)
+    assert error.message == "the model stream ended before it finished"
+    assert len(server.requests) == 2
+    assert_safe(error)
+
+
+FIRST = 'data: {"choices": [{"delta": {"content": "one "}}]}\n\n'
+FINISH = 'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}\n\n'
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(FIRST + CUT_EVENT, id="cut-json"),
+        pytest.param(
+            FIRST + FINISH + 'data: {"choices": [], "usage": {"prompt_tokens": 1', id="cut-usage"
+        ),
+        pytest.param(FIRST + FINISH + "data: [DONE]", id="done-without-blank-line"),
+    ],
+)
+def test_a_body_ending_in_the_middle_of_a_later_event_is_truncation(
+    server: FakeModelServer, body: str
+) -> None:
+    server.enqueue(HttpResponse(200, body, content_type="text/event-stream"))
+    chunks, error = call(settings(server.url))
+    assert [c.text for c in chunks if isinstance(c, TextChunk)] == ["one "]
+    assert error is not None
+    assert (error.code, error.retryable) == ("model_protocol_error", True)
+    assert len(server.requests) == 1
+    assert_safe(error)
+
+
 def test_an_error_event_in_the_stream_is_a_server_error(server: FakeModelServer) -> None:
     body = f'data: {{"error": {{"message": "{CANARY}"}}}}\n\n'
     server.enqueue(*[HttpResponse(200, body, content_type="text/event-stream")] * 2)
@@ -204,6 +254,16 @@ def test_the_api_key_never_shows_in_errors(
     assert (error.code, error.retryable) == ("model_unauthorized", False)
     assert_safe(error, SECRET)
     assert server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+
+
+def test_a_static_header_never_shows_in_errors(server: FakeModelServer) -> None:
+    server.enqueue(HttpResponse(401, f'{{"error": "bad api-key {SECRET}"}}'))
+    chunks, error = call(settings(server.url, headers={"api-key": SECRET}))
+    assert chunks == []
+    assert error is not None
+    assert (error.code, error.retryable) == ("model_unauthorized", False)
+    assert_safe(error, SECRET)
+    assert server.requests[0].headers["api-key"] == SECRET
 
 
 def test_a_missing_api_key_fails_before_any_request(

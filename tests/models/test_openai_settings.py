@@ -93,6 +93,17 @@ def test_bad_settings_are_refused_naming_the_key_never_the_value(
     assert SECRET not in str(error)
 
 
+def test_header_values_and_the_system_prompt_stay_out_of_the_repr() -> None:
+    adapter = OpenAIAdapter(
+        {**GOOD, "headers": {"api-key": SECRET}, "system_prompt": f"Never say {SECRET}."}
+    )
+    assert adapter.settings.headers == (("api-key", SECRET),)
+    shown = repr(adapter.settings)
+    assert SECRET not in shown
+    assert "api-key" not in shown
+    assert "model='gpt-4o-mini'" in shown
+
+
 def test_an_authorization_header_without_api_key_env_is_allowed() -> None:
     settings = {k: v for k, v in GOOD.items() if k != "api_key_env"}
     settings["headers"] = {"Authorization": "Bearer from-a-secret-store"}

@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentskit_chat.models._sse import EventStreamError, EventStreamParser, ServerEvent
+from agentskit_chat.models._sse import (
+    EventStreamError,
+    EventStreamParser,
+    ServerEvent,
+    TruncatedEventError,
+)
 
 STREAM = (
     b": a comment\n"
@@ -29,9 +34,26 @@ EVENTS = [
 ]
 
 
+CLEAN_ENDS = frozenset(
+    {
+        0,
+        STREAM.index(b"data: first"),  # After the comment line.
+        STREAM.index(b"event: error"),
+        STREAM.index(b"id: 7"),
+        STREAM.index(b"retry: 10"),  # After the id line: nothing is pending.
+        STREAM.index(b"\n\ndata:no space") + 1,  # After the retry line, too.
+        STREAM.index(b"data:no space"),
+        STREAM.index(b"data: [DONE]"),
+        len(STREAM),
+    }
+)
+"""Where STREAM can end without cutting an event."""
+
+
 def feed_all(parser: EventStreamParser, pieces: list[bytes]) -> list[ServerEvent]:
     events = [event for piece in pieces for event in parser.feed(piece)]
-    return events + parser.finish()
+    parser.finish()
+    return events
 
 
 def test_events_are_split_on_blank_lines_with_lf_or_crlf() -> None:
@@ -52,10 +74,42 @@ def test_an_event_is_returned_as_soon_as_its_blank_line_arrives() -> None:
     assert parser.feed(b"o\n\n") == [ServerEvent("message", "two")]
 
 
-def test_a_last_event_without_its_blank_line_is_still_returned_at_the_end() -> None:
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"data: [DONE]",
+        b"data: [DONE]\n",
+        b"data: [DONE]\r\n\r",
+        b'data: {"choices": [{"delta": {"content": "hi',
+        b'data: {"a": 1}\n',
+        b"event: error\n",
+        b": keep-al",
+    ],
+)
+def test_an_event_cut_before_its_blank_line_is_discarded_and_reported(tail: bytes) -> None:
     parser = EventStreamParser()
-    assert parser.feed(b"data: [DONE]") == []
-    assert parser.finish() == [ServerEvent("message", "[DONE]")]
+    assert parser.feed(b"data: one\n\n" + tail) == [ServerEvent("message", "one")]
+    with pytest.raises(TruncatedEventError) as caught:
+        parser.finish()
+    assert isinstance(caught.value, EventStreamError)
+
+
+@pytest.mark.parametrize("cut", range(len(STREAM) + 1))
+def test_a_stream_cut_anywhere_gives_the_whole_events_and_reports_a_cut_event(cut: int) -> None:
+    parser = EventStreamParser()
+    events = parser.feed(STREAM[:cut])
+    assert events == EVENTS[: len(events)]
+    if cut in CLEAN_ENDS:
+        parser.finish()
+    else:
+        with pytest.raises(TruncatedEventError):
+            parser.finish()
+
+
+def test_a_stream_ending_between_events_is_complete() -> None:
+    parser = EventStreamParser()
+    assert parser.feed(b"data: one\n\n: a comment\nid: 3\n") == [ServerEvent("message", "one")]
+    parser.finish()
 
 
 def test_oversized_lines_and_events_are_refused() -> None:

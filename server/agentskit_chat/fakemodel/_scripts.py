@@ -42,6 +42,9 @@ class Ending(StrEnum):
     """An event whose data is not JSON, then the body ends."""
     STALL = "stall"
     """Nothing more is sent; the connection stays open until the client leaves."""
+    HOLD = "hold"
+    """A complete stream through `data: [DONE]`, but the body never ends: the connection stays
+    open until the client leaves."""
 
 
 @dataclass(frozen=True, slots=True)

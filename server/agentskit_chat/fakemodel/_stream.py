@@ -75,15 +75,21 @@ async def send_reply(record: RecordedRequest, reply: Reply, writer: asyncio.Stre
         writer.transport.abort()
         record.finished.set()
         return False
+    # The ending leaves in one write, so a client reads `[DONE]` and the end of the body at once.
+    ending: list[bytes] = []
     if reply.ending == Ending.MALFORMED:
-        writer.write(chunk(MALFORMED_EVENT))
-    elif reply.ending == Ending.DONE:
-        writer.write(events.choice({}, reply.finish_reason))
+        ending.append(chunk(MALFORMED_EVENT))
+    elif reply.ending in (Ending.DONE, Ending.HOLD):
+        ending.append(events.choice({}, reply.finish_reason))
         if usage_asked:
             prompt, completion = reply.usage or (_words(body), len(reply.chunks))
-            writer.write(events.usage(prompt, completion))
-        writer.write(chunk(b"data: [DONE]\n\n"))
-    writer.write(LAST_CHUNK)
+            ending.append(events.usage(prompt, completion))
+        ending.append(chunk(b"data: [DONE]\n\n"))
+    if reply.ending == Ending.HOLD:
+        writer.write(b"".join(ending))
+        await writer.drain()
+        await asyncio.Future()  # Until the client leaves.
+    writer.write(b"".join([*ending, LAST_CHUNK]))
     await writer.drain()
     record.finished.set()
     return True

@@ -9,6 +9,7 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
@@ -152,18 +153,30 @@ def check_response(response: httpx.Response) -> None:
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from the Retry-After header (seconds or an HTTP date); None when absent or bad."""
+    """Seconds from the Retry-After header; None when absent or unusable.
+
+    A number of seconds counts when finite and not negative; an HTTP date in the past means
+    now, and one without a usable zone (`-0000` or none) is read as UTC.
+    """
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
         seconds = float(value)
     except ValueError:
-        try:
-            seconds = parsedate_to_datetime(value).timestamp() - time.time()
-        except (TypeError, ValueError):
-            return None
-    return max(seconds, 0.0) if math.isfinite(seconds) else None
+        return _until(value)
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _until(value: str) -> float | None:
+    """Seconds from now to the HTTP date `value`, at least 0; None when it is not a date."""
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(when.timestamp() - time.time(), 0.0)
 
 
 def transport_failure(exc: httpx.HTTPError, *, answering: bool) -> AttemptError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -44,12 +44,14 @@ class OpenAISettings:
     model: str
     api_key_env: str | None = None
     """The environment variable holding the API key, read at every call."""
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """Sent with every call; left out of the repr, since a value may be a credential."""
     timeout: float = DEFAULT_TIMEOUT
     """Seconds to connect, and to wait for each piece of the answer."""
     temperature: float | None = None
     max_tokens: int | None = None
-    system_prompt: str | None = None
+    system_prompt: str | None = field(default=None, repr=False)
+    """Left out of the repr, like any other content."""
     provider: str = DEFAULT_PROVIDER
     """`gen_ai.provider.name`."""
 

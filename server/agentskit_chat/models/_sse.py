@@ -12,6 +12,10 @@ class EventStreamError(ValueError):
     """The bytes are not a server-sent event stream (bad UTF-8 or an oversized event)."""
 
 
+class TruncatedEventError(EventStreamError):
+    """The stream ended in the middle of an event: that event is discarded."""
+
+
 @dataclass(frozen=True, slots=True)
 class ServerEvent:
     """One dispatched event: its type (`message` unless named) and its data lines, joined."""
@@ -24,7 +28,8 @@ class EventStreamParser:
     """Feeds on response bytes and returns each event as soon as its blank line arrives.
 
     Lines end with LF or CRLF; comments (`:` lines) and the `id` and `retry` fields are
-    ignored. An event without data lines is not dispatched.
+    ignored. An event without data lines is not dispatched, and neither is one the stream
+    ends before its blank line.
     """
 
     def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
@@ -47,12 +52,15 @@ class EventStreamParser:
                 events.append(event)
         return events
 
-    def finish(self) -> list[ServerEvent]:
-        """The event left pending when the stream ended without its blank line, if any."""
-        rest, self._rest = self._rest, b""
-        event = self._line(rest.removesuffix(b"\r")) if rest else None
-        pending = self._dispatch()
-        return [e for e in (event, pending) if e is not None]
+    def finish(self) -> None:
+        """End of the stream: TruncatedEventError when it stopped in the middle of an event.
+
+        The unfinished event is discarded, never dispatched.
+        """
+        cut = bool(self._rest or self._data or self._event)
+        self._rest, self._data, self._event, self._size = b"", [], "", 0
+        if cut:
+            raise TruncatedEventError("the event stream ended in the middle of an event")
 
     def _line(self, raw: bytes) -> ServerEvent | None:
         if not raw:

@@ -3,7 +3,9 @@
 One httpx connection pool per base URL is shared by every adapter of that endpoint. A call
 is retried at most once, only before its first chunk, and only after a failure that may
 pass (unreachable, 5xx, 429 within the wait cap, timeout). Closing the stream closes the
-HTTP response at once.
+HTTP response at once. The stream also ends at `[DONE]`, without waiting for the end of the
+response: its connection serves another call only when the rest of the body had already
+arrived, and is closed otherwise.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from typing import Any, Final
 
@@ -35,14 +37,12 @@ from ._openai_protocol import (
 )
 from ._openai_settings import OpenAISettings, parse_settings
 from ._port import FinishChunk, ModelChunk, ModelError, ModelRequest
-from ._sse import EventStreamError, EventStreamParser, ServerEvent
+from ._sse import EventStreamError, EventStreamParser, ServerEvent, TruncatedEventError
 
 RETRY_DELAY: Final = 0.25
 """Seconds before the single retry when the upstream gave no Retry-After."""
 MAX_RETRY_WAIT: Final = 2.0
 """A longer Retry-After fails the call instead of waiting."""
-DRAIN_SECONDS: Final = 1.0
-"""How long to wait for the end of the response after `[DONE]`, to reuse the connection."""
 LIMITS: Final = httpx.Limits(max_connections=None, max_keepalive_connections=64)
 
 
@@ -88,6 +88,7 @@ class OpenAIAdapter:
         pool: ClientPool | None = None,
         retry_delay: float = RETRY_DELAY,
         max_retry_wait: float = MAX_RETRY_WAIT,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not isinstance(settings, OpenAISettings):
             settings = parse_settings(settings)
@@ -98,7 +99,13 @@ class OpenAIAdapter:
         self._timeout = httpx.Timeout(self.settings.timeout)
         self._retry_delay = retry_delay
         self._max_retry_wait = max_retry_wait
+        self._sleep = sleep
         self._client: httpx.AsyncClient | None = None
+
+    @property
+    def model(self) -> str:
+        """The model name sent with every request."""
+        return self.settings.model
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -129,7 +136,7 @@ class OpenAIAdapter:
                 wait = None if yielded or attempt > 1 else self._retry_wait(failure)
                 if wait is None:
                     raise failure.error from None
-            await asyncio.sleep(wait)
+            await self._sleep(wait)
 
     def _retry_wait(self, failure: AttemptError) -> float | None:
         """Seconds to wait before the retry; None when the failure is not worth one."""
@@ -173,7 +180,8 @@ class OpenAIAdapter:
             ) as response:
                 check_response(response)
                 answering = True
-                async with aclosing(_chunks(response)) as chunks:
+                received = _Body.wrap(response)
+                async with aclosing(_chunks(response, received)) as chunks:
                     async for chunk in chunks:
                         suspended = True
                         yield chunk
@@ -182,6 +190,8 @@ class OpenAIAdapter:
             if suspended:  # Closing the response after the consumer left: nothing to report.
                 return
             raise transport_failure(exc, answering=answering) from None
+        except TruncatedEventError:
+            raise fail(PROTOCOL_ERROR, _ENDED_EARLY, retryable=True) from None
         except EventStreamError:
             raise fail(
                 PROTOCOL_ERROR, "the model sent a malformed event stream", retryable=False
@@ -194,13 +204,51 @@ class OpenAIAdapter:
             raise fail(FAILED, "the model call failed", retryable=False) from None
 
 
-async def _chunks(response: httpx.Response) -> AsyncGenerator[ModelChunk, None]:
+_ENDED_EARLY: Final = "the model stream ended before it finished"
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body that, once `patient` is off, only yields what has already arrived.
+
+    A read that would wait for the network is cancelled instead, which closes the connection;
+    a body already complete ends normally and leaves its connection to the pool.
+    """
+
+    def __init__(self, inner: httpx.AsyncByteStream) -> None:
+        self._inner = inner
+        self.patient = True
+
+    @classmethod
+    def wrap(cls, response: httpx.Response) -> _Body:
+        """Put a _Body around the body of `response`, before anything of it is read."""
+        if not isinstance(response.stream, httpx.AsyncByteStream):
+            raise TypeError("an async client's response has an async body")
+        body = cls(response.stream)
+        response.stream = body
+        return body
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        parts = aiter(self._inner)
+        while True:
+            try:
+                # A deadline already passed: anything that has to wait is cancelled at once.
+                async with asyncio.timeout(None if self.patient else 0):
+                    part = await anext(parts)
+            except StopAsyncIteration:
+                return
+            yield part
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def _chunks(response: httpx.Response, body: _Body) -> AsyncGenerator[ModelChunk, None]:
     """The model chunks of an event stream, up to `[DONE]`."""
     finished = False
     async with aclosing(_events(response)) as events:
         async for event in events:
             if event.data == DONE:
-                await _drain(events)
+                await _settle(body, events)
                 return
             if event.event == "error":
                 raise fail(
@@ -210,7 +258,7 @@ async def _chunks(response: httpx.Response) -> AsyncGenerator[ModelChunk, None]:
                 finished = finished or isinstance(chunk, FinishChunk)
                 yield chunk
     if not finished:
-        raise fail(PROTOCOL_ERROR, "the model stream ended before it finished", retryable=True)
+        raise fail(PROTOCOL_ERROR, _ENDED_EARLY, retryable=True)
 
 
 async def _events(response: httpx.Response) -> AsyncGenerator[ServerEvent, None]:
@@ -218,16 +266,19 @@ async def _events(response: httpx.Response) -> AsyncGenerator[ServerEvent, None]
     async for data in response.aiter_bytes():
         for event in parser.feed(data):
             yield event
-    for event in parser.finish():
-        yield event
+    parser.finish()
 
 
-async def _drain(events: AsyncGenerator[ServerEvent, None]) -> None:
-    """Read to the end of the response, briefly, so its connection can serve another call."""
+async def _settle(body: _Body, events: AsyncGenerator[ServerEvent, None]) -> None:
+    """Read what has already arrived after `[DONE]`, never waiting for more.
+
+    When that reaches the end of the body, its connection can serve another call; otherwise
+    the connection is closed.
+    """
+    body.patient = False
     with contextlib.suppress(TimeoutError, httpx.HTTPError, EventStreamError):
-        async with asyncio.timeout(DRAIN_SECONDS):
-            async for _ in events:
-                pass
+        async for _ in events:
+            pass
 
 
 class OpenAIFactory:
