@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ._errors import InvalidAdapterSettingsError, UnknownAdapterError
@@ -58,15 +58,28 @@ class AdapterRegistry:
 
     def adapter(self, settings: Mapping[str, Any]) -> ModelAdapter:
         """The adapter for `settings`, built (and checked) once per distinct settings."""
-        key = repr(sorted(settings.items(), key=lambda item: item[0]))
+        key = _key(settings)
         built = self._built.get(key)
         if built is None:
             name = self.check(settings)
             built = self._built[key] = self._factories[name](settings)
         return built
 
+    def release_unused(self, kept: Iterable[Mapping[str, Any]]) -> list[ModelAdapter]:
+        """Forget the adapters built for settings other than `kept`, and return them.
+
+        They are no longer handed out; the caller closes them once no call uses them.
+        """
+        keys = {_key(settings) for settings in kept}
+        unused = [key for key in self._built if key not in keys]
+        return [self._built.pop(key) for key in unused]
+
     async def close(self) -> None:
         """Close every adapter built so far."""
         built, self._built = list(self._built.values()), {}
         for adapter in built:
             await adapter.close()
+
+
+def _key(settings: Mapping[str, Any]) -> str:
+    return repr(sorted(settings.items(), key=lambda item: item[0]))

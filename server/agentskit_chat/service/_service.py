@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
@@ -14,7 +15,7 @@ from agentskit_chat.conversation import (
     Message,
     ResponseSealer,
 )
-from agentskit_chat.models import AdapterRegistry
+from agentskit_chat.models import AdapterRegistry, ModelAdapter
 from agentskit_chat.storage import HistoryChange, HistoryMode, Store
 
 from ._catalog import Catalog, CatalogChanges
@@ -46,6 +47,7 @@ class ChatService:
         self.limits = limits or Limits()
         for definition in definitions.all():
             self.adapters.check(definition.model)
+        self._retiring: list[asyncio.Future[None]] = []
         self._records = Records(store, definitions, sealer=ResponseSealer(digest_key))
         self.turns = TurnRunner(
             self._records,
@@ -67,7 +69,19 @@ class ChatService:
         for definition in catalog.all():
             self.adapters.check(definition.model)
         self.catalog = self._records.catalog = catalog
+        unused = self.adapters.release_unused(d.model for d in catalog.all())
+        if unused:  # Turns begun before the swap may still stream from them.
+            self._retiring.append(asyncio.ensure_future(self._retire(unused)))
         return changes
+
+    async def _retire(self, adapters: list[ModelAdapter]) -> None:
+        """Close adapters no definition uses, once no turn begun with them can be running
+        (or at once when the service closes)."""
+        try:
+            await asyncio.sleep(self.limits.turn_timeout)
+        finally:
+            for adapter in adapters:
+                await adapter.close()
 
     def definitions(self) -> list[ChatDefinition]:
         """Every hosted definition, ordered by id."""
@@ -140,7 +154,10 @@ class ChatService:
         self.turns.draining = True
 
     async def close(self) -> None:
-        """Close the adapters and the store."""
+        """Close the adapters (retired ones too) and the store."""
+        for retiring in self._retiring:
+            retiring.cancel()
+        await asyncio.gather(*self._retiring, return_exceptions=True)
         await self.adapters.close()
         await self._records.store.close()
 
