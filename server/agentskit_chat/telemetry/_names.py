@@ -16,7 +16,6 @@ TURN_SPAN: Final = "chat.turn"
 CHAT: Final = "chat"
 """`gen_ai.operation.name` of a model call; its span is named `chat {model}`."""
 
-PREFIX: Final = "agentskit.chat."
 DEFINITION_ID: Final = "agentskit.chat.definition.id"
 DEFINITION_REVISION: Final = "agentskit.chat.definition.revision"
 SESSION_ID: Final = "agentskit.chat.session.id"
