@@ -138,3 +138,25 @@ def test_debug_logs_hold_neither_content_nor_the_api_key(
     assert "HTTP Request" in caplog.text  # httpx did log each call
     assert CANARY not in caplog.text
     assert key not in caplog.text
+
+
+def test_the_first_delta_reaches_the_client_before_the_model_has_finished(
+    server: FakeModelServer,
+) -> None:
+    server.enqueue(Reply(chunks=("first ", "second ", "third"), pause_after=1))
+
+    async def body(client: ChatClient, session_id: str) -> None:
+        texts: list[str] = []
+        async with aclosing(client.submit(session_id, "Hello")) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    texts.append(event.text)
+                    if len(texts) == 1:
+                        # The model is paused after its first chunk: it has not finished.
+                        assert not server.requests[0].finished.is_set()
+                        server.resume()
+                if isinstance(event, TurnCompleted):
+                    assert event.content == "first second third"
+        assert texts == ["first ", "second ", "third"]
+
+    against_service(server, body)
