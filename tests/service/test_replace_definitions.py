@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from agentskit_chat.conversation import load_definitions
 from agentskit_chat.models import AdapterRegistry, FinishChunk, ModelChunk, ModelRequest, TextChunk
 from agentskit_chat.service import Catalog, ChatService, Completed, Limits, Submit, TurnRequest
-from agentskit_chat.storage import HistoryMode, MemoryStore
+from agentskit_chat.storage import HistoryMode, MemoryStore, StoredSession
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
 
@@ -82,5 +82,41 @@ def run_scenario(*, turn_timeout: float, wait_for_retirement: bool) -> None:
             assert not built[0].closed  # a turn begun before the swap could still use it
         await service.close()
         assert [adapter.closed for adapter in built] == [True, True]
+
+    asyncio.run(scenario())
+
+
+class SwapDuringCreate(MemoryStore):
+    """A memory store that lets a reload happen while a session is being created."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.during_create: Callable[[], object] | None = None
+
+    async def create(self, session: StoredSession) -> None:
+        swap, self.during_create = self.during_create, None
+        if swap is not None:
+            swap()
+        await super().create(session)
+
+
+def test_a_session_created_across_a_new_revision_is_stored_at_the_new_one() -> None:
+    support = load_definitions(EXAMPLES)["support"]
+    revised = dataclasses.replace(support, revision=2)
+
+    async def scenario() -> None:
+        store = SwapDuringCreate()
+        service = ChatService(
+            Catalog([support]), store, digest_key=b"replace-definitions-test-key-32b"
+        )
+        store.during_create = lambda: service.replace_definitions(Catalog([revised]))
+        view = await service.create_session("support", "s-0123456789abcdef", HistoryMode.SERVER)
+        assert view.revision == 2
+        stored = await store.load("s-0123456789abcdef")
+        assert stored is not None
+        assert stored.revision == 2
+        request = TurnRequest(view.session_id, "t1", Submit("/start"))
+        events = [event async for event in service.run_turn(request)]
+        assert isinstance(events[-1], Completed)
 
     asyncio.run(scenario())

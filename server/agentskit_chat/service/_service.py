@@ -96,12 +96,21 @@ class ChatService:
     async def create_session(
         self, definition_id: str, session_id: str | None, mode: HistoryMode
     ) -> SessionView:
-        """A new session at the definition's initial state."""
+        """A new session at the definition's initial state.
+
+        A reload that retires the definition's revision while the session is being stored
+        would leave it stale from birth: it is then stored again at the serving revision.
+        """
         definition = self.definition(definition_id)
         if session_id is None:
             session_id = new_id("s")
         else:
             self.limits.check_id("session_id", session_id)
+        loaded = await self._records.create(definition, session_id, mode)
+        if self.catalog.find(definition_id) is definition:
+            return _view(loaded)
+        await self._records.delete(session_id)
+        definition = self.definition(definition_id)  # NOT_FOUND when the reload removed it
         return _view(await self._records.create(definition, session_id, mode))
 
     async def get_session(self, session_id: str) -> tuple[SessionView, list[Message]]:
