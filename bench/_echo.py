@@ -3,6 +3,9 @@
 `python -m bench._echo [--listen HOST:PORT]` prints `listening on HOST:PORT` once bound
 (port 0 picks a free port) and serves until SIGTERM or SIGINT, then stops and exits 0.
 It is the baseline of bench/service.py: gRPC and asyncio costs without any service work.
+With `--traced` it adds what `serve` adds for tracing when the `OTEL_*` environment asks
+for export: the OpenTelemetry gRPC server interceptor, a SERVER span per call, and the
+batch export of those spans; the difference is the instrumentation's own cost per call.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final
 
 import grpc
+
+from agentskit_chat.telemetry import Telemetry, configure_telemetry, settings_from_env
 
 SERVICE: Final = "bench.Echo"
 METHOD: Final = "Stream"
@@ -34,9 +39,10 @@ def handlers() -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     return {METHOD: grpc.unary_stream_rpc_method_handler(stream)}
 
 
-async def serve(listen: str) -> int:
+async def serve(listen: str, telemetry: Telemetry | None = None) -> int:
     """Serve on `listen` until a stop signal; return the exit status."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    interceptors = [] if telemetry is None else telemetry.server_interceptors()
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors)
     methods = handlers()
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),))
     server.add_registered_method_handlers(SERVICE, methods)
@@ -58,7 +64,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `python -m bench._echo`."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--listen", default="127.0.0.1:0", help="host:port [%(default)s]")
-    return asyncio.run(serve(parser.parse_args(argv).listen))
+    parser.add_argument(
+        "--traced", action="store_true", help="trace every call as `serve` does (OTEL_* env)"
+    )
+    args = parser.parse_args(argv)
+    if not args.traced:
+        return asyncio.run(serve(args.listen))
+    telemetry = configure_telemetry(settings_from_env())
+    try:
+        return asyncio.run(serve(args.listen, telemetry))
+    finally:
+        telemetry.shutdown()
 
 
 if __name__ == "__main__":

@@ -41,6 +41,40 @@ class Server:
         ticks = int(fields[11]) + int(fields[12])
         return ticks / os.sysconf("SC_CLK_TCK")
 
+    def pin(self, cpus: set[int]) -> bool:
+        """Run every thread of the server, and those it starts later, on `cpus` only."""
+        return pin(self.pid, cpus)
+
+
+def pin(pid: int, cpus: set[int]) -> bool:
+    """Restrict every current thread of process `pid` to `cpus`; False where unsupported.
+
+    Threads started afterwards inherit the set from the thread that starts them.
+    """
+    if not hasattr(os, "sched_setaffinity"):
+        return False
+    try:
+        threads = [int(task) for task in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return False
+    for thread in threads:
+        with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+            os.sched_setaffinity(thread, cpus)
+    return True
+
+
+def placement() -> tuple[set[int], set[int]] | None:
+    """(server CPUs, load CPUs): the last usable CPU for servers, the rest for the load.
+
+    None with fewer than two usable CPUs, or where affinity is not supported.
+    """
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    usable = sorted(os.sched_getaffinity(0))
+    if len(usable) < 2:
+        return None
+    return {usable[-1]}, set(usable[:-1])
+
 
 @asynccontextmanager
 async def running(

@@ -1,11 +1,17 @@
 """Service throughput: deterministic turns against a bare grpc.aio streaming echo.
 
 Every server runs in its own child process; this process only generates load, with one
-channel per concurrent client. Each round measures the echo, the service with the memory
-store, the same with tracing and metrics exported over OTLP to a collector process (every
-turn traced, then one trace in ten sampled), and the service with SQLite, one after the
-other. Throughput is the median round; each ratio pairs a target with the echo of the same
-round, and the telemetry targets with memory.
+channel per concurrent client. Each round measures the echo, the echo with the tracing
+interceptor exporting its server spans, the service with the memory store, the same with
+tracing and metrics exported over OTLP to a collector process (every turn traced, then one
+trace in ten sampled), and the service with SQLite, one after the other. Throughput is the
+median round; each ratio pairs a target with the echo of the same round, and the telemetry
+targets with memory.
+
+With two or more CPUs, the servers share the last one and the load generator and the
+collector the others, so a server never competes with the load for its core and every
+server runs where the others did (left to the scheduler, identical servers differ by up
+to a fifth in the same round). `--no-pin` leaves placement to the scheduler.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 
 from . import _echo
-from ._servers import Server, running
+from ._servers import Server, pin, placement, running
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 DEFINITIONS: Final = Path(__file__).resolve().with_name("definitions")
@@ -40,7 +46,7 @@ DEFINITION_ID: Final = "ping"
 TURN_TEXT: Final = "/ping"
 TURN_ANSWER: Final = "pong"
 TURNS_PER_SESSION: Final = 50
-TARGETS: Final = ("echo", "memory", "telemetry", "sampled", "sqlite")
+TARGETS: Final = ("echo", "echo-traced", "memory", "telemetry", "sampled", "sqlite")
 GOALS: Final = {"memory": 0.8, "sqlite": 0.6}
 TELEMETRY_GOAL: Final = 0.85
 """Telemetry on (every turn traced) over telemetry off (the memory target), same round."""
@@ -53,15 +59,16 @@ CHANNEL_OPTIONS: Final = (("grpc.use_local_subchannel_pool", 1),)
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """Clients, rounds and the seconds of warm-up and measurement per target and round."""
+    """Clients, rounds, seconds of warm-up and measurement per target and round; pinning."""
 
     clients: int
     rounds: int
     seconds: float
     warmup: float
+    pin: bool = True
 
 
-FULL = Config(clients=16, rounds=3, seconds=2.0, warmup=1.0)
+FULL = Config(clients=16, rounds=5, seconds=2.0, warmup=1.0)
 QUICK = Config(clients=16, rounds=1, seconds=0.3, warmup=0.1)
 
 
@@ -206,7 +213,9 @@ async def run_round(target: str, server: Server, config: Config) -> Phase:
             channel = grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS)
             await stack.enter_async_context(channel)
             workers.append(
-                EchoWorker(channel) if target == "echo" else ChatWorker(channel, f"w{index}")
+                EchoWorker(channel)
+                if target.startswith("echo")
+                else ChatWorker(channel, f"w{index}")
             )
         warm = await measure(workers, server, config.warmup)
         if warm.failures:
@@ -228,6 +237,7 @@ class Figures:
     latencies: list[float] = field(default_factory=list)
     server_cpu: list[float] = field(default_factory=list)
     client_cpu: list[float] = field(default_factory=list)
+    cpu_per_call: list[float] = field(default_factory=list)
 
     def add(self, phase: Phase) -> None:
         """Fold in one measured round."""
@@ -239,6 +249,7 @@ class Figures:
         self.latencies.extend(phase.latencies)
         if phase.server_cpu is not None:
             self.server_cpu.append(phase.server_cpu / phase.elapsed)
+            self.cpu_per_call.append(phase.server_cpu / max(phase.calls, 1))
         self.client_cpu.append(phase.client_cpu / phase.elapsed)
 
     @property
@@ -268,7 +279,12 @@ class Figures:
             "ratio_vs_echo": self.ratio(echo),
             "server_cpu": statistics.median(self.server_cpu) if self.server_cpu else None,
             "client_cpu": statistics.median(self.client_cpu),
+            "server_cpu_us_per_call": self.cpu_us(),
         }
+
+    def cpu_us(self) -> float | None:
+        """Median over the rounds of the server's CPU microseconds per call."""
+        return statistics.median(self.cpu_per_call) * 1e6 if self.cpu_per_call else None
 
 
 def server_commands(state_dir: Path) -> dict[str, list[str]]:
@@ -276,8 +292,10 @@ def server_commands(state_dir: Path) -> dict[str, list[str]]:
     serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]  # a log line per turn
     serve += ["--listen", "127.0.0.1:0", "--definitions", str(DEFINITIONS)]
     memory = [*serve, "--store", "memory://", "--state-dir", str(state_dir / "memory")]
+    echo = [sys.executable, "-m", "bench._echo", "--listen", "127.0.0.1:0"]
     return {
-        "echo": [sys.executable, "-m", "bench._echo", "--listen", "127.0.0.1:0"],
+        "echo": echo,
+        "echo-traced": [*echo, "--traced"],
         "memory": memory,
         "telemetry": memory,
         "sampled": memory,
@@ -301,7 +319,7 @@ def telemetry_env(env: dict[str, str], collector: str) -> dict[str, str]:
     }
 
 
-async def run(config: Config) -> dict[str, Figures]:
+async def run(config: Config) -> tuple[dict[str, Figures], bool]:
     """Start the collector and the servers, measure them round by round, stop them."""
     figures = {target: Figures(target) for target in TARGETS}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
@@ -315,39 +333,57 @@ async def run(config: Config) -> dict[str, Figures]:
         servers: dict[str, Server] = {}
         for target, argv in server_commands(state_dir).items():
             own = env
-            if target in ("telemetry", "sampled"):
+            if target in ("echo-traced", "telemetry", "sampled"):
                 own = telemetry_env(env, collector.address)
             if target == "sampled":
                 own = {**own, **SAMPLED}
             servers[target] = await stack.enter_async_context(
                 running(target, argv, cwd=ROOT, env=own)
             )
+        where = placement() if config.pin else None
+        if where is not None:
+            server_cpus, load_cpus = where
+            for server in servers.values():
+                server.pin(server_cpus)
+            collector.pin(load_cpus)
+            mine = os.sched_getaffinity(0)
+            pin(os.getpid(), load_cpus)
+            stack.callback(pin, os.getpid(), mine)
         for _ in range(config.rounds):
             for target in TARGETS:
                 figures[target].add(await run_round(target, servers[target], config))
-    return figures
+    return figures, where is not None
 
 
 def _cpu(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def report(figures: dict[str, Figures], config: Config, *, quick: bool) -> dict[str, Any]:
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def report(
+    figures: dict[str, Figures], config: Config, *, quick: bool, pinned: bool
+) -> dict[str, Any]:
     """Print the table and the goal line; the figures as plain data."""
     data = {name: f.summary(figures["echo"]) for name, f in figures.items()}
+    where = "servers on their own CPU" if pinned else "placement left to the scheduler"
     print(
         f"\nService throughput: {config.clients} concurrent clients, "
         f"{config.rounds} round(s) x {config.seconds:g} s per target "
-        f"({os.cpu_count()} CPUs, Python {platform.python_version()}, grpcio {grpc.__version__})"
+        f"({os.cpu_count()} CPUs, {where}; Python {platform.python_version()}, "
+        f"grpcio {grpc.__version__})"
     )
     print(
-        f"  {'target':<8} {'calls/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'vs echo':>8}"
-        f" {'server CPU':>11} {'client CPU':>11}"
+        f"  {'target':<12} {'calls/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'vs echo':>8}"
+        f" {'server CPU':>11} {'CPU us/call':>12} {'client CPU':>11}"
     )
     for name, row in data.items():
         print(
-            f"  {name:<8} {row['calls_per_s']:>10,.0f} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f}"
-            f" {row['ratio_vs_echo']:>7.2f}x {_cpu(row['server_cpu']):>11}"
+            f"  {name:<12} {row['calls_per_s']:>10,.0f} {row['p50_ms']:>8.2f}"
+            f" {row['p99_ms']:>8.2f} {row['ratio_vs_echo']:>7.2f}x"
+            f" {_cpu(row['server_cpu']):>11} {_us(row['server_cpu_us_per_call']):>12}"
             f" {_cpu(row['client_cpu']):>11}"
         )
     verdicts = []
@@ -366,14 +402,41 @@ def report(figures: dict[str, Figures], config: Config, *, quick: bool) -> dict[
     )
     print(
         "  calls/s: median round; vs echo: median of same-round ratios; p50/p99: every call;"
-        " CPU: share of one core"
+        " server CPU: share of one core; CPU us/call: median round"
     )
+    floor = tracing_floor(figures)
+    if floor is not None:
+        data["echo-traced"]["interceptor_us_per_call"] = floor[0]
+        data["telemetry"]["bound_from_interceptor"] = floor[1]
+        print(
+            f"  tracing interceptor alone: {floor[0]:+,.0f} us CPU per call on the echo; at"
+            f" that cost alone a turn runs at {floor[1]:.2f}x telemetry off"
+        )
     met = traced >= TELEMETRY_GOAL and all(
         data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items()
     )
     note = " (--quick: too few samples to trust)" if quick else ""
     print(f"Goals{note}: {'; '.join(verdicts)} -> {'all met' if met else 'not all met'}")
-    return {"config": asdict(config), "targets": data, "goals": GOALS, "goals_met": met}
+    return {
+        "config": asdict(config),
+        "pinned": pinned,
+        "targets": data,
+        "goals": GOALS,
+        "goals_met": met,
+    }
+
+
+def tracing_floor(figures: dict[str, Figures]) -> tuple[float, float] | None:
+    """(extra CPU µs per call of the traced echo, the ratio a turn keeps at that cost).
+
+    The traced echo pays only for the gRPC instrumentation interceptor, its SERVER span
+    and that span's export, the part of tracing that no service code can avoid.
+    """
+    echo, traced, off = (figures[name].cpu_us() for name in ("echo", "echo-traced", "memory"))
+    if echo is None or traced is None or off is None:
+        return None
+    extra = traced - echo
+    return extra, off / (off + max(extra, 0.0))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -386,6 +449,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--clients", type=int, help=f"concurrent clients [{FULL.clients}]")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument(
+        "--no-pin", action="store_true", help="leave server and load placement to the scheduler"
+    )
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     config = Config(
@@ -393,9 +459,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rounds=args.rounds or base.rounds,
         seconds=args.seconds or base.seconds,
         warmup=base.warmup,
+        pin=not args.no_pin,
     )
-    figures = asyncio.run(run(config))
-    data = report(figures, config, quick=args.quick)
+    figures, pinned = asyncio.run(run(config))
+    data = report(figures, config, quick=args.quick, pinned=pinned)
     if args.json is not None:
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     failed = sum(f.failures for f in figures.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,16 @@ def test_quick_benchmark_run_measures_every_target(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     figures = tmp_path / "service.json"
+    cpus = os.sched_getaffinity(0)
     assert main(["--quick", "--json", str(figures)]) == 0
     rows = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
-    assert {"echo", "memory", "sqlite"} <= rows
-    targets = json.loads(figures.read_text())["targets"]
-    for name in ("echo", "memory", "sqlite"):
+    assert {"echo", "echo-traced", "memory", "telemetry", "sampled", "sqlite"} <= rows
+    data = json.loads(figures.read_text())
+    targets = data["targets"]
+    for name in ("echo", "echo-traced", "memory", "sqlite"):
         assert targets[name]["calls"] > 0
         assert targets[name]["failures"] == 0
+        assert targets[name]["server_cpu_us_per_call"] > 0
+    assert data["pinned"] == (len(cpus) >= 2)
+    assert os.sched_getaffinity(0) == cpus  # the load generator's own placement is restored
+    assert 0 < targets["telemetry"]["bound_from_interceptor"] <= 1
