@@ -6,7 +6,7 @@ interceptor exporting its server spans, the service with the memory store, the s
 tracing and metrics exported over OTLP to a collector process (every turn traced, then one
 trace in ten sampled), and the service with SQLite, one after the other. Throughput is the
 median round; each ratio pairs a target with the echo of the same round, and the telemetry
-targets with memory.
+targets with memory. Every round starts new server processes.
 
 With two or more CPUs, the servers share the last one and the load generator and the
 collector the others, so a server never competes with the load for its core and every
@@ -320,39 +320,53 @@ def telemetry_env(env: dict[str, str], collector: str) -> dict[str, str]:
 
 
 async def run(config: Config) -> tuple[dict[str, Figures], bool]:
-    """Start the collector and the servers, measure them round by round, stop them."""
+    """Start the collector, then measure round by round on fresh servers; stop them all."""
     figures = {target: Figures(target) for target in TARGETS}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
+    where = placement() if config.pin else None
     async with AsyncExitStack() as stack:
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chat-bench-")))
-        for name in ("memory", "sqlite"):
-            (state_dir / name).mkdir()
         collector = await stack.enter_async_context(
             running("collector", [sys.executable, "-m", "bench._collector"], cwd=ROOT, env=env)
         )
-        servers: dict[str, Server] = {}
-        for target, argv in server_commands(state_dir).items():
-            own = env
-            if target in ("echo-traced", "telemetry", "sampled"):
-                own = telemetry_env(env, collector.address)
-            if target == "sampled":
-                own = {**own, **SAMPLED}
-            servers[target] = await stack.enter_async_context(
-                running(target, argv, cwd=ROOT, env=own)
-            )
-        where = placement() if config.pin else None
         if where is not None:
-            server_cpus, load_cpus = where
-            for server in servers.values():
-                server.pin(server_cpus)
-            collector.pin(load_cpus)
+            collector.pin(where[1])
             mine = os.sched_getaffinity(0)
-            pin(os.getpid(), load_cpus)
+            pin(os.getpid(), where[1])
             stack.callback(pin, os.getpid(), mine)
-        for _ in range(config.rounds):
-            for target in TARGETS:
-                figures[target].add(await run_round(target, servers[target], config))
+        for number in range(config.rounds):
+            async with AsyncExitStack() as round_stack:
+                servers = await start_servers(
+                    round_stack, state_dir / f"round-{number}", env, collector.address
+                )
+                for server in servers.values():
+                    if where is not None:
+                        server.pin(where[0])
+                for target in TARGETS:
+                    figures[target].add(await run_round(target, servers[target], config))
     return figures, where is not None
+
+
+async def start_servers(
+    stack: AsyncExitStack, state_dir: Path, env: dict[str, str], collector: str
+) -> dict[str, Server]:
+    """Every target's server, new processes with new state, stopped when `stack` closes.
+
+    Each round starts its own, so that what differs between two processes of the same
+    program (memory layout, hash seeds) spreads over the rounds instead of favouring one
+    target for the whole run.
+    """
+    for name in ("memory", "sqlite"):
+        (state_dir / name).mkdir(parents=True)
+    servers: dict[str, Server] = {}
+    for target, argv in server_commands(state_dir).items():
+        own = env
+        if target in ("echo-traced", "telemetry", "sampled"):
+            own = telemetry_env(env, collector)
+        if target == "sampled":
+            own = {**own, **SAMPLED}
+        servers[target] = await stack.enter_async_context(running(target, argv, cwd=ROOT, env=own))
+    return servers
 
 
 def _cpu(value: float | None) -> str:
