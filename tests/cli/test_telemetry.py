@@ -13,6 +13,7 @@ import pytest
 
 from agentskit_chat_client import ChatClient, Retry, Submit, TurnCompleted
 from tests.cli.conftest import Launcher
+from tests.cli.fixtures import traced_chat
 from tests.cli.fixtures.serving import EXAMPLES, Server, health_status
 from tests.telemetry.receiver import OtlpReceiver, ReceivedSpan
 
@@ -170,3 +171,34 @@ def test_turns_succeed_while_the_collector_is_down_and_the_failure_is_logged_onc
     templates = [line["event"] for line in exporter_lines]
     assert templates, "the export failure was not logged"
     assert len(templates) == len(set(templates)), templates
+
+
+def test_route_code_records_spans_and_metrics_through_the_global_api(
+    launch: Launcher, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    server = launch(
+        tmp_path / "state",
+        "--definitions-module",
+        "tests.cli.fixtures.traced_chat",
+        env=receiver.env(),
+    )
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            session = (await client.create_session("inventory")).session_id
+            result = await client.run_turn(session, Submit("/stock"))
+            assert result.completed is not None
+            assert result.completed.content == "In stock."
+
+    asyncio.run(scenario())
+    (lookup,) = receiver.wait_for_spans(lambda s: s.name == traced_chat.SPAN)
+    assert lookup.scope == traced_chat.SCOPE
+    assert lookup.attributes == {"inventory.hit": True}
+    assert lookup.resource["service.name"] == "agentskit-chat"
+    (turn,) = turn_spans(receiver, 1)
+    grpc_span = next(s for s in receiver.spans() if s.span_id == lookup.parent_span_id)
+    assert grpc_span.name == "/agentskit.chat.v1.ChatService/StreamTurn"
+    assert turn.parent_span_id == grpc_span.span_id  # the turn span's sibling, same call
+    (counted,) = receiver.wait_for_metric(traced_chat.METRIC)
+    assert counted.value == 1
+    stop(server)

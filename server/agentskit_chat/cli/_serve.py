@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configure_logging(args.log_level.upper(), json=settings.log_json)
     telemetry = configure_telemetry(settings.telemetry)
+    telemetry.install_global()  # Route code's own spans and metrics go out with ours.
     try:
         return asyncio.run(serve(settings, telemetry=telemetry))
     finally:

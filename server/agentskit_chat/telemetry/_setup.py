@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import grpc
+from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
@@ -43,8 +44,9 @@ class _Stoppable(Protocol):
 class Telemetry:
     """The process's tracer and meter providers, its turn observer and gRPC interceptors.
 
-    Built by `configure_telemetry`; the providers are private to this object (no global
-    provider is set). When `enabled` is false, `observer` only writes the turn log line.
+    Built by `configure_telemetry`; the providers are private to this object until
+    `install_global` makes them the process's own. When `enabled` is false, `observer`
+    only writes the turn log line.
     """
 
     def __init__(
@@ -69,6 +71,19 @@ class Telemetry:
     def enabled(self) -> bool:
         """Whether spans or metrics are recorded."""
         return self.tracer_provider is not None or self.meter_provider is not None
+
+    def install_global(self) -> None:
+        """Make these providers the process's global ones (once per process).
+
+        Application code (route handlers, response callables) can then record spans
+        and metrics through `opentelemetry.trace.get_tracer` and
+        `opentelemetry.metrics.get_meter`, exported with the service's own. A provider
+        that is off stays unset, so such code keeps the API's no-op default.
+        """
+        if self.tracer_provider is not None:
+            trace.set_tracer_provider(self.tracer_provider)
+        if self.meter_provider is not None:
+            metrics.set_meter_provider(self.meter_provider)
 
     def server_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         """The gRPC server-span interceptor; empty when spans are off."""
