@@ -14,11 +14,12 @@ import argparse
 import asyncio
 import signal
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 
-from agentskit_chat.telemetry import Telemetry, configure_telemetry, settings_from_env
+if TYPE_CHECKING:
+    from agentskit_chat.telemetry import Telemetry
 
 SERVICE: Final = "bench.Echo"
 METHOD: Final = "Stream"
@@ -70,7 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.traced:
         return asyncio.run(serve(args.listen))
+    from agentskit_chat.telemetry import configure_telemetry, settings_from_env
+
     telemetry = configure_telemetry(settings_from_env())
+    if telemetry.tracer_provider is None:
+        parser.error("--traced needs span export: set OTEL_EXPORTER_OTLP_ENDPOINT")
     try:
         return asyncio.run(serve(args.listen, telemetry))
     finally:

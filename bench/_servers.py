@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import signal
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -41,10 +42,6 @@ class Server:
         ticks = int(fields[11]) + int(fields[12])
         return ticks / os.sysconf("SC_CLK_TCK")
 
-    def pin(self, cpus: set[int]) -> bool:
-        """Run every thread of the server, and those it starts later, on `cpus` only."""
-        return pin(self.pid, cpus)
-
 
 def pin(pid: int, cpus: set[int]) -> bool:
     """Restrict every current thread of process `pid` to `cpus`; False where unsupported.
@@ -63,6 +60,19 @@ def pin(pid: int, cpus: set[int]) -> bool:
     return True
 
 
+PIN_THEN_EXEC: Final = (
+    "import os, sys; os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(',')});"
+    " os.execvp(sys.argv[2], sys.argv[2:])"
+)
+"""Run as `python -c PIN_THEN_EXEC CPUS ARGV...`: pins itself, then becomes ARGV."""
+
+
+def pinned(argv: Sequence[str], cpus: set[int]) -> list[str]:
+    """`argv` started on `cpus` only, with every thread it will ever have."""
+    listed = ",".join(str(cpu) for cpu in sorted(cpus))
+    return [sys.executable, "-c", PIN_THEN_EXEC, listed, *argv]
+
+
 def placement() -> tuple[set[int], set[int]] | None:
     """(server CPUs, load CPUs): the last usable CPU for servers, the rest for the load.
 
@@ -78,11 +88,19 @@ def placement() -> tuple[set[int], set[int]] | None:
 
 @asynccontextmanager
 async def running(
-    name: str, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = None
+    name: str,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    cpus: set[int] | None = None,
 ) -> AsyncIterator[Server]:
-    """Run `argv` until the block ends; it must print `listening on HOST:PORT` and exit 0."""
+    """Run `argv` (on `cpus` only, if given) until the block ends.
+
+    It must print `listening on HOST:PORT`, and exit 0 when stopped.
+    """
     process = await asyncio.create_subprocess_exec(
-        *argv,
+        *(argv if cpus is None else pinned(argv, cpus)),
         cwd=cwd,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,

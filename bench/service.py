@@ -6,12 +6,14 @@ interceptor exporting its server spans, the service with the memory store, the s
 tracing and metrics exported over OTLP to a collector process (every turn traced, then one
 trace in ten sampled), and the service with SQLite, one after the other. Throughput is the
 median round; each ratio pairs a target with the echo of the same round, and the telemetry
-targets with memory. Every round starts new server processes.
+targets with memory.
 
-With two or more CPUs, the servers share the last one and the load generator and the
-collector the others, so a server never competes with the load for its core and every
+With two or more CPUs, the servers run on the last one and the load generator and the
+collector on the others, so a server never competes with the load for its core and every
 server runs where the others did (left to the scheduler, identical servers differ by up
-to a fifth in the same round). `--no-pin` leaves placement to the scheduler.
+to a fifth in the same round). `--no-pin` leaves placement to the scheduler. Each target's
+server is a new process that runs only for its own measurement, so neither a slow
+process nor another server's leftover export work favours one target.
 """
 
 from __future__ import annotations
@@ -288,7 +290,9 @@ class Figures:
 
 
 def server_commands(state_dir: Path) -> dict[str, list[str]]:
-    """The command line of every target's server."""
+    """The command line of every target's server, its state under `state_dir` (created)."""
+    for name in ("memory", "sqlite"):
+        (state_dir / name).mkdir(parents=True, exist_ok=True)
     serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]  # a log line per turn
     serve += ["--listen", "127.0.0.1:0", "--definitions", str(DEFINITIONS)]
     memory = [*serve, "--store", "memory://", "--state-dir", str(state_dir / "memory")]
@@ -320,53 +324,41 @@ def telemetry_env(env: dict[str, str], collector: str) -> dict[str, str]:
 
 
 async def run(config: Config) -> tuple[dict[str, Figures], bool]:
-    """Start the collector, then measure round by round on fresh servers; stop them all."""
+    """Start the collector, then measure round by round, each target on a new server.
+
+    Returns the figures and whether servers and load ran on CPUs of their own.
+    """
     figures = {target: Figures(target) for target in TARGETS}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
     where = placement() if config.pin else None
+    server_cpus, load_cpus = where if where is not None else (None, None)
     async with AsyncExitStack() as stack:
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chat-bench-")))
+        if load_cpus is not None:
+            stack.callback(pin, os.getpid(), os.sched_getaffinity(0))
+            if not pin(os.getpid(), load_cpus):
+                server_cpus = load_cpus = None
         collector = await stack.enter_async_context(
-            running("collector", [sys.executable, "-m", "bench._collector"], cwd=ROOT, env=env)
+            running(
+                "collector",
+                [sys.executable, "-m", "bench._collector"],
+                cwd=ROOT,
+                env=env,
+                cpus=load_cpus,
+            )
         )
-        if where is not None:
-            collector.pin(where[1])
-            mine = os.sched_getaffinity(0)
-            pin(os.getpid(), where[1])
-            stack.callback(pin, os.getpid(), mine)
         for number in range(config.rounds):
-            async with AsyncExitStack() as round_stack:
-                servers = await start_servers(
-                    round_stack, state_dir / f"round-{number}", env, collector.address
-                )
-                for server in servers.values():
-                    if where is not None:
-                        server.pin(where[0])
-                for target in TARGETS:
-                    figures[target].add(await run_round(target, servers[target], config))
-    return figures, where is not None
-
-
-async def start_servers(
-    stack: AsyncExitStack, state_dir: Path, env: dict[str, str], collector: str
-) -> dict[str, Server]:
-    """Every target's server, new processes with new state, stopped when `stack` closes.
-
-    Each round starts its own, so that what differs between two processes of the same
-    program (memory layout, hash seeds) spreads over the rounds instead of favouring one
-    target for the whole run.
-    """
-    for name in ("memory", "sqlite"):
-        (state_dir / name).mkdir(parents=True)
-    servers: dict[str, Server] = {}
-    for target, argv in server_commands(state_dir).items():
-        own = env
-        if target in ("echo-traced", "telemetry", "sampled"):
-            own = telemetry_env(env, collector)
-        if target == "sampled":
-            own = {**own, **SAMPLED}
-        servers[target] = await stack.enter_async_context(running(target, argv, cwd=ROOT, env=own))
-    return servers
+            commands = server_commands(state_dir / f"round-{number}")
+            for target in TARGETS:
+                own = env
+                if target in ("echo-traced", "telemetry", "sampled"):
+                    own = telemetry_env(env, collector.address)
+                if target == "sampled":
+                    own = {**own, **SAMPLED}
+                server = running(target, commands[target], cwd=ROOT, env=own, cpus=server_cpus)
+                async with server as started:
+                    figures[target].add(await run_round(target, started, config))
+    return figures, server_cpus is not None
 
 
 def _cpu(value: float | None) -> str:

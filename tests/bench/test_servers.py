@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from bench._servers import pin, placement
+from bench._servers import pin, placement, running
 
 needs_two_cpus = pytest.mark.skipif(
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="placement needs two usable CPUs and CPU affinity",
 )
+TWO_THREADS = (
+    "import signal, threading, time\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+    "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    "print('listening on 127.0.0.1:1', flush=True)\n"
+    "signal.sigwait({signal.SIGTERM})\n"
+)
+"""A stand-in server: a second thread, the ready line, then a clean exit on SIGTERM."""
+
+
+def threads_of(pid: int, count: int) -> list[int]:
+    """The thread ids of process `pid` once it has `count` threads (waits up to 10 s)."""
+    deadline = time.monotonic() + 10
+    while (tasks := os.listdir(f"/proc/{pid}/task")) and len(tasks) < count:
+        assert time.monotonic() < deadline, f"process {pid} never had {count} threads"
+        time.sleep(0.01)
+    return [int(task) for task in tasks]
 
 
 @needs_two_cpus
@@ -27,16 +47,27 @@ def test_placement_splits_the_usable_cpus() -> None:
 
 
 @needs_two_cpus
+def test_a_server_started_on_cpus_runs_every_thread_there(tmp_path: Path) -> None:
+    cpu = max(os.sched_getaffinity(0))
+
+    async def scenario() -> None:
+        argv = [sys.executable, "-c", TWO_THREADS]
+        async with running("stand-in", argv, cwd=tmp_path, cpus={cpu}) as server:
+            tasks = threads_of(server.pid, 2)
+            assert all(os.sched_getaffinity(task) == {cpu} for task in tasks)
+
+    asyncio.run(scenario())
+    assert os.sched_getaffinity(0) != {cpu}  # only the server was placed
+
+
+@needs_two_cpus
 def test_pin_moves_every_thread_of_a_running_process() -> None:
-    threads = "import threading, time; threading.Thread(target=time.sleep, args=(30,)).start()"
-    child = subprocess.Popen([sys.executable, "-c", f"{threads}; time.sleep(30)"])
+    child = subprocess.Popen([sys.executable, "-c", TWO_THREADS], stdout=subprocess.DEVNULL)
     try:
         cpu = min(os.sched_getaffinity(0))
-        while len(os.listdir(f"/proc/{child.pid}/task")) < 2:
-            pass  # the second thread is starting
+        threads_of(child.pid, 2)
         assert pin(child.pid, {cpu})
-        tasks = [int(task) for task in os.listdir(f"/proc/{child.pid}/task")]
-        assert len(tasks) == 2
+        tasks = threads_of(child.pid, 2)
         assert all(os.sched_getaffinity(task) == {cpu} for task in tasks)
     finally:
         child.kill()

@@ -73,7 +73,7 @@ class Telemetry:
         return self.tracer_provider is not None or self.meter_provider is not None
 
     def install_global(self) -> None:
-        """Make these providers the process's global ones (once per process).
+        """Make these providers the process's global ones; the API allows that once.
 
         Application code (route handlers, response callables) can then record spans
         and metrics through `opentelemetry.trace.get_tracer` and
@@ -82,8 +82,12 @@ class Telemetry:
         """
         if self.tracer_provider is not None:
             trace.set_tracer_provider(self.tracer_provider)
+            if trace.get_tracer_provider() is not self.tracer_provider:
+                log.warning("another tracer provider is global; route code's spans go there")
         if self.meter_provider is not None:
             metrics.set_meter_provider(self.meter_provider)
+            if metrics.get_meter_provider() is not self.meter_provider:
+                log.warning("another meter provider is global; route code's metrics go there")
 
     def server_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         """The gRPC server-span interceptor; empty when spans are off."""
