@@ -1,4 +1,6 @@
-"""Benchmark servers as child processes: start, wait until listening, stop with SIGTERM."""
+"""Benchmark servers as child processes: start (optionally on chosen CPUs), wait until
+listening, stop with SIGTERM; and the CPU placement of servers and load.
+"""
 
 from __future__ import annotations
 
