@@ -43,6 +43,12 @@ class Matcher:
 
     kind: ClassVar[str] = ""
 
+    @property
+    def input_text(self) -> str:
+        """The input that fires the matcher, where one text does (a renderer's button);
+        empty for matchers that accept many inputs or decide in code."""
+        return ""
+
 
 class DeclarativeMatcher(Matcher):
     """A matcher declared as data: pure, synchronous and cheap, so replays may re-run it."""
@@ -59,6 +65,10 @@ class CommandMatcher(DeclarativeMatcher):
     command: str
     kind: ClassVar[str] = "command"
 
+    @property
+    def input_text(self) -> str:
+        return self.command
+
     def match(self, route_input: RouteInput, context: RouteContext) -> Mapping[str, str] | None:
         return EMPTY_GROUPS if route_input.text == self.command else None
 
@@ -73,6 +83,10 @@ class ExactMatcher(DeclarativeMatcher):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "normalized", normalize_exact(self.text))
+
+    @property
+    def input_text(self) -> str:
+        return self.text
 
     def match(self, route_input: RouteInput, context: RouteContext) -> Mapping[str, str] | None:
         return EMPTY_GROUPS if route_input.normalized == self.normalized else None

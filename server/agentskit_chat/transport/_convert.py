@@ -130,6 +130,7 @@ def definition(value: ChatDefinition) -> pb.Definition:
             states=route.states or (),
             kind=KINDS[str(route.kind)],
             matcher=route.matcher.kind,
+            input_text=route.matcher.input_text,
         )
         for route in spec.routes
     ]

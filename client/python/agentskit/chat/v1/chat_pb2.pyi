@@ -62,6 +62,8 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The session store cannot be reached (UNAVAILABLE)."""
     ERROR_REASON_DEADLINE_EXCEEDED: _ErrorReason.ValueType  # 14
     """The turn did not finish before its deadline (DEADLINE_EXCEEDED)."""
+    ERROR_REASON_TURN_NOT_FOUND: _ErrorReason.ValueType  # 15
+    """The session retains no turn with the requested turn id (NOT_FOUND)."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason lists the `reason` values of the google.rpc.ErrorInfo attached to errors."""
@@ -96,6 +98,8 @@ ERROR_REASON_STORE_UNAVAILABLE: ErrorReason.ValueType  # 13
 """The session store cannot be reached (UNAVAILABLE)."""
 ERROR_REASON_DEADLINE_EXCEEDED: ErrorReason.ValueType  # 14
 """The turn did not finish before its deadline (DEADLINE_EXCEEDED)."""
+ERROR_REASON_TURN_NOT_FOUND: ErrorReason.ValueType  # 15
+"""The session retains no turn with the requested turn id (NOT_FOUND)."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 class _HistoryMode:
@@ -226,6 +230,34 @@ OPERATION_DISPATCH: Operation.ValueType  # 5
 """A client-held history was sent whole."""
 Global___Operation: _TypeAlias = Operation  # noqa: Y015
 
+class _TurnOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TurnOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TurnOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TURN_OUTCOME_UNSPECIFIED: _TurnOutcome.ValueType  # 0
+    """Never sent."""
+    TURN_OUTCOME_RUNNING: _TurnOutcome.ValueType  # 1
+    """The turn holds the session lease and has not finished."""
+    TURN_OUTCOME_COMPLETED: _TurnOutcome.ValueType  # 2
+    """The turn committed its answer."""
+    TURN_OUTCOME_FAILED: _TurnOutcome.ValueType  # 3
+    """The turn failed and committed nothing but its failure."""
+
+class TurnOutcome(_TurnOutcome, metaclass=_TurnOutcomeEnumTypeWrapper):
+    """TurnOutcome is where a turn stands."""
+
+TURN_OUTCOME_UNSPECIFIED: TurnOutcome.ValueType  # 0
+"""Never sent."""
+TURN_OUTCOME_RUNNING: TurnOutcome.ValueType  # 1
+"""The turn holds the session lease and has not finished."""
+TURN_OUTCOME_COMPLETED: TurnOutcome.ValueType  # 2
+"""The turn committed its answer."""
+TURN_OUTCOME_FAILED: TurnOutcome.ValueType  # 3
+"""The turn failed and committed nothing but its failure."""
+Global___TurnOutcome: _TypeAlias = TurnOutcome  # noqa: Y015
+
 @_typing.final
 class Message(_message.Message):
     """Message is one entry of a conversation history."""
@@ -235,6 +267,7 @@ class Message(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
+    ORIGIN_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Unique within the session; chosen by the server for server-held history unless the
     client supplies one, chosen by the client for client-held history.
@@ -243,20 +276,75 @@ class Message(_message.Message):
     """Author of the message."""
     content: _builtins.str
     """Text of the message."""
+    @_builtins.property
+    def origin(self) -> Global___AnswerOrigin:
+        """For an assistant message of a server-held history read with GetSession or
+        TruncateHistory: how the turn that produced it was answered. Absent otherwise.
+        """
+
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         role: Global___Role.ValueType = ...,
         content: _builtins.str = ...,
+        origin: Global___AnswerOrigin | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["origin", b"origin"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "id", b"id", "role", b"role"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "id", b"id", "origin", b"origin", "role", b"role"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Message: _TypeAlias = Message  # noqa: Y015
+
+@_typing.final
+class AnswerOrigin(_message.Message):
+    """AnswerOrigin says how an assistant message was produced, so a reloaded transcript can
+    show the same kind and route badges as the stream did.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    ROUTE_ID_FIELD_NUMBER: _builtins.int
+    FROM_STATE_FIELD_NUMBER: _builtins.int
+    TO_STATE_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    kind: Global___TurnKind.ValueType
+    """The turn's classification."""
+    route_id: _builtins.str
+    """The route that answered; empty for agentic answers."""
+    from_state: _builtins.str
+    """State before the turn."""
+    to_state: _builtins.str
+    """State after the turn; equal to from_state for agentic answers."""
+    replayed: _builtins.bool
+    """True when a recorded decision was replayed. Known while the session retains the
+    producing turn (see turn_id); false after that.
+    """
+    turn_id: _builtins.str
+    """The turn that produced the message, while the session retains it (its 64 most recent
+    finished turns); empty after that.
+    """
+    def __init__(
+        self,
+        *,
+        kind: Global___TurnKind.ValueType = ...,
+        route_id: _builtins.str = ...,
+        from_state: _builtins.str = ...,
+        to_state: _builtins.str = ...,
+        replayed: _builtins.bool = ...,
+        turn_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_state", b"from_state", "kind", b"kind", "replayed", b"replayed", "route_id", b"route_id", "to_state", b"to_state", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnswerOrigin: _TypeAlias = AnswerOrigin  # noqa: Y015
 
 @_typing.final
 class Snapshot(_message.Message):
@@ -363,6 +451,7 @@ class RouteInfo(_message.Message):
     STATES_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     MATCHER_FIELD_NUMBER: _builtins.int
+    INPUT_TEXT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Route id, unique within the definition."""
     event: _builtins.str
@@ -371,6 +460,12 @@ class RouteInfo(_message.Message):
     """How turns answered by this route are classified."""
     matcher: _builtins.str
     """Matcher type: "command", "exact", "pattern" or "handler"."""
+    input_text: _builtins.str
+    """The input that fires the route, for matchers that have one: the command of a
+    "command" matcher, the phrase of an "exact" matcher. Empty for "pattern" and
+    "handler" matchers. A renderer may offer it as a button while the route is eligible
+    (its event allowed by the current state, and the state in `states` when set).
+    """
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """States the route is restricted to; empty means every state that allows the event."""
@@ -383,10 +478,11 @@ class RouteInfo(_message.Message):
         states: _abc.Iterable[_builtins.str] | None = ...,
         kind: Global___TurnKind.ValueType = ...,
         matcher: _builtins.str = ...,
+        input_text: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "id", b"id", "kind", b"kind", "matcher", b"matcher", "states", b"states"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "id", b"id", "input_text", b"input_text", "kind", b"kind", "matcher", b"matcher", "states", b"states"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -686,18 +782,27 @@ class DeleteSessionRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
+    EXPECTED_CURSOR_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Session id."""
+    expected_cursor: _builtins.int
+    """When set, the session is deleted only if its cursor still equals this value;
+    otherwise the request fails with ABORTED, reason CONFLICT, metadata `cursor` holding
+    the current cursor, and nothing changes.
+    """
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
+        expected_cursor: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "expected_cursor", b"expected_cursor"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "expected_cursor", b"expected_cursor", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__expected_cursor: _TypeAlias = _typing.Literal["expected_cursor"]  # noqa: Y015
+    _WhichOneofArgType__expected_cursor: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_cursor) -> _WhichOneofReturnType__expected_cursor | None: ...
 
 Global___DeleteSessionRequest: _TypeAlias = DeleteSessionRequest  # noqa: Y015
 
@@ -857,6 +962,7 @@ class StreamTurnRequest(_message.Message):
     EDIT_FIELD_NUMBER: _builtins.int
     REGENERATE_FIELD_NUMBER: _builtins.int
     DISPATCH_FIELD_NUMBER: _builtins.int
+    EXPECTED_CURSOR_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Session id."""
     turn_id: _builtins.str
@@ -864,6 +970,12 @@ class StreamTurnRequest(_message.Message):
     turns is never executed again; the stream repeats the recorded outcome instead, even
     when the operation differs. A turn that was cancelled, or cut off by the client's own
     deadline, did not finish and may run again under the same id.
+    """
+    expected_cursor: _builtins.int
+    """When set, the turn runs only if the session cursor still equals this value; otherwise
+    the request fails with ABORTED, reason CONFLICT, metadata `cursor` holding the
+    current cursor, and nothing changes. A repeated finished turn id repeats its recorded
+    outcome whatever this value is.
     """
     @_builtins.property
     def submit(self) -> Global___SubmitOperation:
@@ -895,13 +1007,19 @@ class StreamTurnRequest(_message.Message):
         edit: Global___EditOperation | None = ...,
         regenerate: Global___RegenerateOperation | None = ...,
         dispatch: Global___DispatchOperation | None = ...,
+        expected_cursor: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["dispatch", b"dispatch", "edit", b"edit", "operation", b"operation", "regenerate", b"regenerate", "retry", b"retry", "submit", b"submit"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "dispatch", b"dispatch", "edit", b"edit", "expected_cursor", b"expected_cursor", "operation", b"operation", "regenerate", b"regenerate", "retry", b"retry", "submit", b"submit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dispatch", b"dispatch", "edit", b"edit", "operation", b"operation", "regenerate", b"regenerate", "retry", b"retry", "session_id", b"session_id", "submit", b"submit", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "dispatch", b"dispatch", "edit", b"edit", "expected_cursor", b"expected_cursor", "operation", b"operation", "regenerate", b"regenerate", "retry", b"retry", "session_id", b"session_id", "submit", b"submit", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_cursor: _TypeAlias = _typing.Literal["expected_cursor"]  # noqa: Y015
+    _WhichOneofArgType__expected_cursor: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor"]  # noqa: Y015
     _WhichOneofReturnType_operation: _TypeAlias = _typing.Literal["submit", "retry", "edit", "regenerate", "dispatch"]  # noqa: Y015
     _WhichOneofArgType_operation: _TypeAlias = _typing.Literal["operation", b"operation"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_cursor) -> _WhichOneofReturnType__expected_cursor | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_operation) -> _WhichOneofReturnType_operation | None: ...
 
 Global___StreamTurnRequest: _TypeAlias = StreamTurnRequest  # noqa: Y015
@@ -1072,31 +1190,37 @@ Global___TurnCompleted: _TypeAlias = TurnCompleted  # noqa: Y015
 
 @_typing.final
 class TurnFailed(_message.Message):
-    """TurnFailed is the last event of a turn that committed nothing."""
+    """TurnFailed is the last event of a turn that committed nothing. Deltas streamed before it
+    were not committed: a renderer must discard them.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     RETRYABLE_FIELD_NUMBER: _builtins.int
+    ROUTE_ID_FIELD_NUMBER: _builtins.int
     code: _builtins.str
     """Stable code, e.g. "route_failed", "model_failed", "deadline_exceeded"."""
     message: _builtins.str
     """A safe, human-readable message that never repeats content."""
     retryable: _builtins.bool
     """True when the same request may succeed later under a new turn id; the same turn id
-    repeats this failure.
+    repeats this failure, with the same code, message and retryable.
     """
+    route_id: _builtins.str
+    """The route whose code failed, for code "route_failed"; empty otherwise."""
     def __init__(
         self,
         *,
         code: _builtins.str = ...,
         message: _builtins.str = ...,
         retryable: _builtins.bool = ...,
+        route_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "retryable", b"retryable"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "retryable", b"retryable", "route_id", b"route_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1178,21 +1302,30 @@ class TruncateHistoryRequest(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     LAST_KEPT_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    EXPECTED_CURSOR_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Session id."""
     last_kept_message_id: _builtins.str
     """The last message to keep; every later message is dropped. Empty drops every message."""
+    expected_cursor: _builtins.int
+    """When set, the history is truncated only if the session cursor still equals this
+    value; otherwise the request fails with ABORTED, reason CONFLICT, metadata `cursor`
+    holding the current cursor, and nothing changes.
+    """
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         last_kept_message_id: _builtins.str = ...,
+        expected_cursor: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "expected_cursor", b"expected_cursor"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_kept_message_id", b"last_kept_message_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "expected_cursor", b"expected_cursor", "last_kept_message_id", b"last_kept_message_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__expected_cursor: _TypeAlias = _typing.Literal["expected_cursor"]  # noqa: Y015
+    _WhichOneofArgType__expected_cursor: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_cursor) -> _WhichOneofReturnType__expected_cursor | None: ...
 
 Global___TruncateHistoryRequest: _TypeAlias = TruncateHistoryRequest  # noqa: Y015
 
@@ -1225,3 +1358,203 @@ class TruncateHistoryResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TruncateHistoryResponse: _TypeAlias = TruncateHistoryResponse  # noqa: Y015
+
+@_typing.final
+class TurnRecord(_message.Message):
+    """TurnRecord is the content-free record of one turn: what it did and how it ended."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    OPERATION_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    USER_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    ASSISTANT_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    ROUTE_ID_FIELD_NUMBER: _builtins.int
+    FROM_STATE_FIELD_NUMBER: _builtins.int
+    TO_STATE_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
+    FAILURE_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    """The turn id."""
+    operation: Global___Operation.ValueType
+    """The operation the turn ran."""
+    outcome: Global___TurnOutcome.ValueType
+    """Where the turn stands."""
+    user_message_id: _builtins.str
+    """The user message the turn resolved; empty when unknown."""
+    assistant_message_id: _builtins.str
+    """The assistant message the turn committed; empty unless completed."""
+    kind: Global___TurnKind.ValueType
+    """The turn's classification; unspecified while running, or when the turn failed before
+    it was classified.
+    """
+    route_id: _builtins.str
+    """The route that answered (or whose code failed); empty otherwise."""
+    from_state: _builtins.str
+    """State before the turn; empty when not known."""
+    to_state: _builtins.str
+    """State after the turn; empty when not known."""
+    replayed: _builtins.bool
+    """True when a recorded decision was replayed."""
+    @_builtins.property
+    def failure(self) -> Global___TurnFailed:
+        """How the turn failed, for outcome FAILED: the same code, message and retryable its
+        stream ended with.
+        """
+
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """When the turn started; absent for turns recorded before start times were kept."""
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp:
+        """When the turn finished; absent while running."""
+
+    @_builtins.property
+    def usage(self) -> Global___Usage:
+        """Model token usage of a completed agentic turn; absent otherwise."""
+
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        operation: Global___Operation.ValueType = ...,
+        outcome: Global___TurnOutcome.ValueType = ...,
+        user_message_id: _builtins.str = ...,
+        assistant_message_id: _builtins.str = ...,
+        kind: Global___TurnKind.ValueType = ...,
+        route_id: _builtins.str = ...,
+        from_state: _builtins.str = ...,
+        to_state: _builtins.str = ...,
+        replayed: _builtins.bool = ...,
+        failure: Global___TurnFailed | None = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        usage: Global___Usage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "failure", b"failure", "start_time", b"start_time", "usage", b"usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assistant_message_id", b"assistant_message_id", "end_time", b"end_time", "failure", b"failure", "from_state", b"from_state", "kind", b"kind", "operation", b"operation", "outcome", b"outcome", "replayed", b"replayed", "route_id", b"route_id", "start_time", b"start_time", "to_state", b"to_state", "turn_id", b"turn_id", "usage", b"usage", "user_message_id", b"user_message_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TurnRecord: _TypeAlias = TurnRecord  # noqa: Y015
+
+@_typing.final
+class GetTurnRequest(_message.Message):
+    """GetTurnRequest names a turn of a session."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Session id."""
+    turn_id: _builtins.str
+    """Turn id."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        turn_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTurnRequest: _TypeAlias = GetTurnRequest  # noqa: Y015
+
+@_typing.final
+class GetTurnResponse(_message.Message):
+    """GetTurnResponse holds one turn record."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def turn(self) -> Global___TurnRecord:
+        """The turn."""
+
+    def __init__(
+        self,
+        *,
+        turn: Global___TurnRecord | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTurnResponse: _TypeAlias = GetTurnResponse  # noqa: Y015
+
+@_typing.final
+class ListTurnsRequest(_message.Message):
+    """ListTurnsRequest asks for a page of a session's retained turns."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Session id."""
+    page_size: _builtins.int
+    """At most this many turns; 20 when zero, and at most 100 (larger values are lowered).
+    Negative values are INVALID_ARGUMENT.
+    """
+    page_token: _builtins.str
+    """The next_page_token of a previous response for the same session; empty for the first
+    page. A token of another session, or one that was not issued, is INVALID_ARGUMENT.
+    """
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTurnsRequest: _TypeAlias = ListTurnsRequest  # noqa: Y015
+
+@_typing.final
+class ListTurnsResponse(_message.Message):
+    """ListTurnsResponse holds one page of turns, newest first: the running turn (if any), then
+    finished turns from the most recently finished.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURNS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last page."""
+    @_builtins.property
+    def turns(self) -> _containers.RepeatedCompositeFieldContainer[Global___TurnRecord]:
+        """The turns of this page."""
+
+    def __init__(
+        self,
+        *,
+        turns: _abc.Iterable[Global___TurnRecord] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "turns", b"turns"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTurnsResponse: _TypeAlias = ListTurnsResponse  # noqa: Y015

@@ -30,8 +30,12 @@ class ChatServiceStub:
 
     Errors are reported as a gRPC status with a google.rpc.Status in the standard
     `grpc-status-details-bin` trailer. Its details hold a google.rpc.ErrorInfo whose
-    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names.
-    Error messages and metadata never repeat request content.
+    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names,
+    and, where waiting helps (SESSION_BUSY, TURN_IN_PROGRESS), a google.rpc.RetryInfo with
+    the delay after which a retry may succeed (also sent as ErrorInfo metadata
+    `retry_after_ms`). Both types are defined in google/rpc/error_details.proto, which this
+    repository carries beside the contract. Error messages and metadata never repeat
+    request content.
     """
 
     def __init__(self, channel):
@@ -75,6 +79,16 @@ class ChatServiceStub:
                 request_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.TruncateHistoryRequest.SerializeToString,
                 response_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.TruncateHistoryResponse.FromString,
                 _registered_method=True)
+        self.GetTurn = channel.unary_unary(
+                '/agentskit.chat.v1.ChatService/GetTurn',
+                request_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.GetTurnRequest.SerializeToString,
+                response_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.GetTurnResponse.FromString,
+                _registered_method=True)
+        self.ListTurns = channel.unary_unary(
+                '/agentskit.chat.v1.ChatService/ListTurns',
+                request_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsRequest.SerializeToString,
+                response_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsResponse.FromString,
+                _registered_method=True)
 
 
 class ChatServiceServicer:
@@ -82,8 +96,12 @@ class ChatServiceServicer:
 
     Errors are reported as a gRPC status with a google.rpc.Status in the standard
     `grpc-status-details-bin` trailer. Its details hold a google.rpc.ErrorInfo whose
-    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names.
-    Error messages and metadata never repeat request content.
+    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names,
+    and, where waiting helps (SESSION_BUSY, TURN_IN_PROGRESS), a google.rpc.RetryInfo with
+    the delay after which a retry may succeed (also sent as ErrorInfo metadata
+    `retry_after_ms`). Both types are defined in google/rpc/error_details.proto, which this
+    repository carries beside the contract. Error messages and metadata never repeat
+    request content.
     """
 
     def ListDefinitions(self, request, context):
@@ -137,6 +155,21 @@ class ChatServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTurn(self, request, context):
+        """GetTurn reports the status of one turn id among those the session retains: running,
+        completed or failed. It never runs anything; an unknown turn id is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTurns(self, request, context):
+        """ListTurns lists the turns the session retains, newest first, one page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ChatServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -175,6 +208,16 @@ def add_ChatServiceServicer_to_server(servicer, server):
                     request_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.TruncateHistoryRequest.FromString,
                     response_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.TruncateHistoryResponse.SerializeToString,
             ),
+            'GetTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTurn,
+                    request_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.GetTurnRequest.FromString,
+                    response_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.GetTurnResponse.SerializeToString,
+            ),
+            'ListTurns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTurns,
+                    request_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsRequest.FromString,
+                    response_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'agentskit.chat.v1.ChatService', rpc_method_handlers)
@@ -188,8 +231,12 @@ class ChatService:
 
     Errors are reported as a gRPC status with a google.rpc.Status in the standard
     `grpc-status-details-bin` trailer. Its details hold a google.rpc.ErrorInfo whose
-    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names.
-    Error messages and metadata never repeat request content.
+    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names,
+    and, where waiting helps (SESSION_BUSY, TURN_IN_PROGRESS), a google.rpc.RetryInfo with
+    the delay after which a retry may succeed (also sent as ErrorInfo metadata
+    `retry_after_ms`). Both types are defined in google/rpc/error_details.proto, which this
+    repository carries beside the contract. Error messages and metadata never repeat
+    request content.
     """
 
     @staticmethod
@@ -371,6 +418,60 @@ class ChatService:
             '/agentskit.chat.v1.ChatService/TruncateHistory',
             agentskit_dot_chat_dot_v1_dot_chat__pb2.TruncateHistoryRequest.SerializeToString,
             agentskit_dot_chat_dot_v1_dot_chat__pb2.TruncateHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentskit.chat.v1.ChatService/GetTurn',
+            agentskit_dot_chat_dot_v1_dot_chat__pb2.GetTurnRequest.SerializeToString,
+            agentskit_dot_chat_dot_v1_dot_chat__pb2.GetTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTurns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentskit.chat.v1.ChatService/ListTurns',
+            agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsRequest.SerializeToString,
+            agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -37,8 +37,12 @@ class ChatServiceStub:
 
     Errors are reported as a gRPC status with a google.rpc.Status in the standard
     `grpc-status-details-bin` trailer. Its details hold a google.rpc.ErrorInfo whose
-    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names.
-    Error messages and metadata never repeat request content.
+    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names,
+    and, where waiting helps (SESSION_BUSY, TURN_IN_PROGRESS), a google.rpc.RetryInfo with
+    the delay after which a retry may succeed (also sent as ErrorInfo metadata
+    `retry_after_ms`). Both types are defined in google/rpc/error_details.proto, which this
+    repository carries beside the contract. Error messages and metadata never repeat
+    request content.
     """
 
     @_typing.overload
@@ -63,6 +67,12 @@ class ChatServiceStub:
     """TruncateHistory drops the newest messages of a server-held history without running a
     turn; the state is reconciled on the next turn.
     """
+    GetTurn: _grpc.UnaryUnaryMultiCallable[_chat_pb2.GetTurnRequest, _chat_pb2.GetTurnResponse]
+    """GetTurn reports the status of one turn id among those the session retains: running,
+    completed or failed. It never runs anything; an unknown turn id is NOT_FOUND.
+    """
+    ListTurns: _grpc.UnaryUnaryMultiCallable[_chat_pb2.ListTurnsRequest, _chat_pb2.ListTurnsResponse]
+    """ListTurns lists the turns the session retains, newest first, one page at a time."""
 
 @_typing.type_check_only
 class ChatServiceAsyncStub(ChatServiceStub):
@@ -70,8 +80,12 @@ class ChatServiceAsyncStub(ChatServiceStub):
 
     Errors are reported as a gRPC status with a google.rpc.Status in the standard
     `grpc-status-details-bin` trailer. Its details hold a google.rpc.ErrorInfo whose
-    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names.
-    Error messages and metadata never repeat request content.
+    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names,
+    and, where waiting helps (SESSION_BUSY, TURN_IN_PROGRESS), a google.rpc.RetryInfo with
+    the delay after which a retry may succeed (also sent as ErrorInfo metadata
+    `retry_after_ms`). Both types are defined in google/rpc/error_details.proto, which this
+    repository carries beside the contract. Error messages and metadata never repeat
+    request content.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -93,14 +107,24 @@ class ChatServiceAsyncStub(ChatServiceStub):
     """TruncateHistory drops the newest messages of a server-held history without running a
     turn; the state is reconciled on the next turn.
     """
+    GetTurn: _aio.UnaryUnaryMultiCallable[_chat_pb2.GetTurnRequest, _chat_pb2.GetTurnResponse]  # type: ignore[assignment]
+    """GetTurn reports the status of one turn id among those the session retains: running,
+    completed or failed. It never runs anything; an unknown turn id is NOT_FOUND.
+    """
+    ListTurns: _aio.UnaryUnaryMultiCallable[_chat_pb2.ListTurnsRequest, _chat_pb2.ListTurnsResponse]  # type: ignore[assignment]
+    """ListTurns lists the turns the session retains, newest first, one page at a time."""
 
 class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
     """ChatService hosts chat definitions and the sessions that run them.
 
     Errors are reported as a gRPC status with a google.rpc.Status in the standard
     `grpc-status-details-bin` trailer. Its details hold a google.rpc.ErrorInfo whose
-    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names.
-    Error messages and metadata never repeat request content.
+    `domain` is "chat.agentskit.dev" and whose `reason` is one of the ErrorReason names,
+    and, where waiting helps (SESSION_BUSY, TURN_IN_PROGRESS), a google.rpc.RetryInfo with
+    the delay after which a retry may succeed (also sent as ErrorInfo metadata
+    `retry_after_ms`). Both types are defined in google/rpc/error_details.proto, which this
+    repository carries beside the contract. Error messages and metadata never repeat
+    request content.
     """
 
     @_abc_1.abstractmethod
@@ -162,5 +186,23 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
         """TruncateHistory drops the newest messages of a server-held history without running a
         turn; the state is reconciled on the next turn.
         """
+
+    @_abc_1.abstractmethod
+    def GetTurn(
+        self,
+        request: _chat_pb2.GetTurnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_chat_pb2.GetTurnResponse, _abc.Awaitable[_chat_pb2.GetTurnResponse]]:
+        """GetTurn reports the status of one turn id among those the session retains: running,
+        completed or failed. It never runs anything; an unknown turn id is NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def ListTurns(
+        self,
+        request: _chat_pb2.ListTurnsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_chat_pb2.ListTurnsResponse, _abc.Awaitable[_chat_pb2.ListTurnsResponse]]:
+        """ListTurns lists the turns the session retains, newest first, one page at a time."""
 
 def add_ChatServiceServicer_to_server(servicer: ChatServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
