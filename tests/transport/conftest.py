@@ -30,7 +30,7 @@ from agentskit_chat.models import (
 )
 from agentskit_chat.service import Catalog, ChatService, Limits
 from agentskit_chat.storage import SqliteStore, open_sqlite_store
-from agentskit_chat.transport import RunningServer, start_server
+from agentskit_chat.transport import Authenticator, RunningServer, start_server
 from agentskit_chat_client import ChatClient, ChatError, Submit, TurnResult
 
 T = TypeVar("T")
@@ -132,11 +132,21 @@ class Live:
     def target(self) -> str:
         return f"127.0.0.1:{self.server.port}"
 
-    async def stored(self, session_id: str) -> tuple[Any, ...]:
+    async def stored(self, session_id: str, tenant: str = "") -> tuple[Any, ...]:
         """The stored row and messages of a session, for unchanged-state checks."""
-        row = await self.store.load(session_id)
-        messages = await self.store.list_messages(session_id)
+        row = await self.store.load(session_id, tenant=tenant)
+        messages = await self.store.list_messages(session_id, tenant=tenant)
         return row, tuple(messages)
+
+    def dump(self) -> list[tuple[Any, ...]]:
+        """Every stored row of every table, for byte-identical state checks."""
+        return self.raw(
+            "SELECT tenant, session_id, cursor, CAST(record AS BLOB), incarnation FROM sessions"
+            " ORDER BY tenant, session_id"
+        ) + self.raw(
+            "SELECT tenant, session_id, position, message_id, CAST(content AS BLOB)"
+            " FROM messages ORDER BY tenant, session_id, position"
+        )
 
     def stored_row(self, session_id: str) -> list[tuple[Any, ...]]:
         """The session's raw rows, read without decoding anything."""
@@ -165,8 +175,12 @@ async def live(
     definitions: list[ChatDefinition] | None = None,
     max_request_bytes: int = 4 * 1024 * 1024,
     busy_timeout_ms: int = 5000,
+    authenticator: Authenticator | None = None,
+    token: str | None = None,
+    **server_options: Any,
 ) -> AsyncIterator[Live]:
-    """Start a server on 127.0.0.1:0 over SQLite in `tmp_path` and connect a client."""
+    """Start a server on 127.0.0.1:0 over SQLite in `tmp_path` and connect a client
+    (with `token` when given)."""
     probe = Probe()
     chats = definitions
     if chats is None:
@@ -177,8 +191,14 @@ async def live(
     service = ChatService(
         Catalog(chats), store, digest_key=KEY, adapters=adapters, limits=limits or Limits()
     )
-    server = await start_server(service, "127.0.0.1:0", max_request_bytes=max_request_bytes)
-    client = ChatClient(f"127.0.0.1:{server.port}")
+    server = await start_server(
+        service,
+        "127.0.0.1:0",
+        max_request_bytes=max_request_bytes,
+        authenticator=authenticator,
+        **server_options,
+    )
+    client = ChatClient(f"127.0.0.1:{server.port}", token=token)
     try:
         yield Live(client, service, server, store, probe, db_path)
     finally:

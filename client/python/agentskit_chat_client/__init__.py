@@ -6,6 +6,7 @@ frozen dataclasses: definitions, sessions, messages and turn events. Failed call
 """
 
 from ._client import ChatClient, Metadata, new_turn_id
+from ._connect import TLSConfig
 from ._errors import ChatError
 from ._types import (
     Definition,
@@ -55,6 +56,7 @@ __all__ = [
     "Snapshot",
     "StateInfo",
     "Submit",
+    "TLSConfig",
     "TextDelta",
     "Transition",
     "TurnCompleted",

@@ -14,6 +14,7 @@ import grpc.aio
 from agentskit.chat.v1 import chat_pb2, chat_pb2_grpc
 
 from . import _convert
+from ._connect import TLSConfig, bearer, open_channel
 from ._errors import from_rpc_error
 from ._types import (
     Definition,
@@ -53,10 +54,10 @@ def new_turn_id() -> str:
 class ChatClient:
     """An asynchronous client of the AgentsKit Chat service.
 
-    Create it from a target such as ``"127.0.0.1:50051"`` (an insecure channel is opened and
-    owned by the client) or from an existing ``grpc.aio.Channel`` (which stays owned by the
-    caller and is not closed by ``close()``). Use it as an async context manager or call
-    ``close()`` when done.
+    Create it from a target such as ``"127.0.0.1:50051"`` (a channel is opened and owned by
+    the client: plaintext, or TLS with ``tls``) or from an existing ``grpc.aio.Channel``
+    (which stays owned by the caller and is not closed by ``close()``). Use it as an async
+    context manager or call ``close()`` when done.
 
     Every method raises ``ChatError`` when the call fails.
 
@@ -65,6 +66,9 @@ class ChatClient:
         timeout: Default deadline in seconds of every call, including a whole turn stream;
             ``None`` means no deadline.
         metadata: Metadata sent with every call, before any per-call metadata.
+        tls: ``True`` for TLS verified against the system's roots, or a ``TLSConfig`` with
+            roots and a client certificate; plaintext when ``False``. Only with a target.
+        token: Bearer token sent as ``authorization`` metadata with every call.
     """
 
     def __init__(
@@ -73,11 +77,17 @@ class ChatClient:
         *,
         timeout: float | None = None,
         metadata: Metadata | None = None,
+        tls: bool | TLSConfig = False,
+        token: str | None = None,
     ) -> None:
         """Create a client; see the class documentation."""
+        if token is not None:
+            metadata = (bearer(token), *(metadata or ()))
         if isinstance(target, str):
-            self._channel = grpc.aio.insecure_channel(target)
+            self._channel = open_channel(target, tls)
             self._owns_channel = True
+        elif tls is not False:
+            raise ValueError("tls applies to a target; configure a given channel yourself")
         else:
             self._channel = target
             self._owns_channel = False

@@ -14,7 +14,7 @@ def load_or_create_key(path: Path) -> bytes:
 
     Every replica that shares a store must share this key, or replays stop matching.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

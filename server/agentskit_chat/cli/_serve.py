@@ -24,11 +24,17 @@ from agentskit_chat.telemetry import (
     configure_telemetry,
     settings_from_env,
 )
-from agentskit_chat.transport import start_server
+from agentskit_chat.transport import TlsFileError, TokenFileError, start_server
 
 from ._definitions import gather
 from ._keys import load_or_create_key
 from ._reload import Reloader
+from ._security import (
+    SecuritySettings,
+    add_security_arguments,
+    build_security,
+    security_from,
+)
 
 log = logging.getLogger("agentskit_chat.serve")
 
@@ -43,13 +49,16 @@ def _env(name: str, default: str | None = None) -> str | None:
 ENVIRONMENT = """environment variables (flags win):
   AGENTSKIT_CHAT_LISTEN, AGENTSKIT_CHAT_DEFINITIONS, AGENTSKIT_CHAT_DEFINITIONS_MODULES
   (comma-separated), AGENTSKIT_CHAT_STATE_DIR, AGENTSKIT_CHAT_STORE, AGENTSKIT_CHAT_GRACE,
-  AGENTSKIT_CHAT_TURN_TIMEOUT, AGENTSKIT_CHAT_LOG_FORMAT (json or console)
+  AGENTSKIT_CHAT_TURN_TIMEOUT, AGENTSKIT_CHAT_LOG_FORMAT (json or console),
+  AGENTSKIT_CHAT_AUTH_TOKENS, AGENTSKIT_CHAT_TLS_CERT, AGENTSKIT_CHAT_TLS_KEY,
+  AGENTSKIT_CHAT_TLS_CLIENT_CA
 
 telemetry: spans and metrics go over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _METRICS_ENDPOINT) is set; the other standard
   OTEL_* variables apply. Nothing is exported by default.
 
-signals: SIGTERM/SIGINT drain and stop; SIGHUP reloads the definitions."""
+signals: SIGTERM/SIGINT drain and stop; SIGHUP reloads the definitions, the tokens file
+  and the TLS certificates."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,6 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_env("LOG_FORMAT"),
         help="log lines on stdout [json, or console on a terminal]",
     )
+    add_security_arguments(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +144,7 @@ class ServeSettings:
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     log_json: bool | None = None
     """JSON log lines; None picks console on a terminal and JSON otherwise."""
+    security: SecuritySettings = field(default_factory=SecuritySettings)
 
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:
@@ -157,6 +168,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         max_request_bytes=args.max_request_bytes,
         telemetry=settings_from_env(console=args.telemetry_console),
         log_json=None if args.log_format is None else args.log_format == "json",
+        security=security_from(args),
     )
 
 
@@ -186,8 +198,12 @@ async def serve(
     adapters = adapters or AdapterRegistry()
     telemetry = telemetry or Telemetry()
     try:
+        security = build_security(settings.security)
         definitions = gather(settings.definitions, settings.modules, adapters)
         store = await open_store(settings.store_url)
+    except (TokenFileError, TlsFileError) as exc:
+        print(f"agentskit-chat: {exc}", file=sys.stderr)
+        return 2
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -208,6 +224,10 @@ async def serve(
         settings.listen,
         max_request_bytes=settings.max_request_bytes,
         interceptors=telemetry.server_interceptors(),
+        authenticator=security.authenticator,
+        tls=security.tls,
+        connections=settings.security.connections,
+        reflection_enabled=settings.security.reflection,
     )
     gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
     host = settings.listen.rsplit(":", 1)[0]
@@ -215,12 +235,17 @@ async def serve(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(
-        signal.SIGHUP, Reloader(service, settings.definitions, adapters).request
-    )
+    reloader = Reloader(service, settings.definitions, adapters)
+
+    def reload() -> None:
+        security.reload()
+        reloader.request()
+
+    loop.add_signal_handler(signal.SIGHUP, reload)
     print(
         f"agentskit-chat listening on {host}:{running.port} "
-        f"({len(definitions)} definitions, store {redact_url(settings.store_url)})",
+        f"({len(definitions)} definitions, store {redact_url(settings.store_url)}, "
+        f"{security.describe()})",
         flush=True,
     )
     await stop.wait()

@@ -1,10 +1,13 @@
 """The application service: sessions, the turn lifecycle, leases, idempotent turns, limits."""
 
+from agentskit_chat.storage import DEFAULT_TENANT
+
 from ._catalog import Catalog, CatalogChanges, CatalogRefusedError
 from ._errors import Reason, ServiceError, invalid, limit_exceeded
 from ._limits import Limits
 from ._observer import ModelCallReport, NoObserver, TurnObserver, TurnReport
 from ._service import ChatService
+from ._tenancy import ANONYMOUS, Principal, act_as, acting_as, current_principal
 from ._types import (
     Completed,
     Decided,
@@ -24,6 +27,8 @@ from ._types import (
 )
 
 __all__ = [
+    "ANONYMOUS",
+    "DEFAULT_TENANT",
     "Catalog",
     "CatalogChanges",
     "CatalogRefusedError",
@@ -38,6 +43,7 @@ __all__ = [
     "ModelCallReport",
     "NoObserver",
     "Operation",
+    "Principal",
     "Reason",
     "Regenerate",
     "Retry",
@@ -50,6 +56,9 @@ __all__ = [
     "TurnReport",
     "TurnRequest",
     "Usage",
+    "act_as",
+    "acting_as",
+    "current_principal",
     "invalid",
     "limit_exceeded",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from agentskit_chat.conversation import Message, RecordEncoder
+from agentskit_chat.storage import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     from ._records import Loaded
@@ -32,7 +33,7 @@ class SessionCache:
     """Least recently used first out, once more than `max_entries` or `max_bytes` are held."""
 
     def __init__(self, max_entries: int = DEFAULT_ENTRIES, max_bytes: int = DEFAULT_BYTES) -> None:
-        self._entries: OrderedDict[str, Entry] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], Entry] = OrderedDict()
         self._max_entries = max_entries
         self._max_bytes = max_bytes
         self._bytes = 0
@@ -45,24 +46,27 @@ class SessionCache:
         """Bytes held by all entries."""
         return self._bytes
 
-    def get(self, session_id: str) -> Entry | None:
-        """The entry of `session_id`, now the most recently used; None when not held."""
-        entry = self._entries.get(session_id)
+    def get(self, session_id: str, tenant: str = DEFAULT_TENANT) -> Entry | None:
+        """The entry of the tenant's `session_id`, now the most recently used; None when
+        not held."""
+        key = (tenant, session_id)
+        entry = self._entries.get(key)
         if entry is not None:
-            self._entries.move_to_end(session_id)
+            self._entries.move_to_end(key)
         return entry
 
     def put(self, entry: Entry) -> None:
         """Hold `entry` in place of any earlier one of its session."""
-        self.pop(entry.loaded.record.session_id)
+        key = _key(entry)
+        self.pop(key[1], key[0])
         entry.size = _size(entry)
-        self._entries[entry.loaded.record.session_id] = entry
+        self._entries[key] = entry
         self._bytes += entry.size
         self._trim()
 
     def attach(self, entry: Entry, messages: tuple[Message, ...]) -> None:
         """Give a held `entry` its history."""
-        if self._entries.get(entry.loaded.record.session_id) is not entry:
+        if self._entries.get(_key(entry)) is not entry:
             return
         self._bytes -= entry.size
         entry.messages = messages
@@ -70,9 +74,9 @@ class SessionCache:
         self._bytes += entry.size
         self._trim()
 
-    def pop(self, session_id: str) -> None:
-        """Forget `session_id`."""
-        entry = self._entries.pop(session_id, None)
+    def pop(self, session_id: str, tenant: str = DEFAULT_TENANT) -> None:
+        """Forget the tenant's `session_id`."""
+        entry = self._entries.pop((tenant, session_id), None)
         if entry is not None:
             self._bytes -= entry.size
 
@@ -82,6 +86,10 @@ class SessionCache:
         ):
             _, oldest = self._entries.popitem(last=False)
             self._bytes -= oldest.size
+
+
+def _key(entry: Entry) -> tuple[str, str]:
+    return entry.loaded.tenant, entry.loaded.record.session_id
 
 
 def _size(entry: Entry) -> int:

@@ -21,6 +21,7 @@ from agentskit_chat.conversation import (
     decode_session_record,
 )
 from agentskit_chat.storage import (
+    DEFAULT_TENANT,
     HistoryChange,
     HistoryMode,
     SessionExistsError,
@@ -34,6 +35,7 @@ from agentskit_chat.storage import (
 from ._cache import Entry, SessionCache
 from ._catalog import Catalog
 from ._errors import Reason, ServiceError
+from ._tenancy import current_principal
 
 T = TypeVar("T")
 
@@ -47,6 +49,8 @@ class Loaded:
     history_mode: HistoryMode
     incarnation: str
     """Tells this session apart from an earlier one with the same id."""
+    tenant: str = DEFAULT_TENANT
+    """The namespace the session is stored under."""
 
     @property
     def cursor(self) -> int:
@@ -81,6 +85,10 @@ class Records:
     A bounded cache keeps, per session, the last record this process read or wrote, its
     encoder and its server-held history. A cached record is only trusted as a guess: a
     compare-and-set against its cursor either confirms it or fails without writing.
+
+    Every session is read and written under the tenant of the current principal
+    (`current_principal()`), and a session of a definition the principal may not use reads
+    as missing: this is the one place tenancy is applied.
     """
 
     def __init__(
@@ -102,7 +110,8 @@ class Records:
         """Store a new session at the definition's initial state."""
         record = SessionRecord.new(definition, session_id)
         encoder = RecordEncoder(self._sealer)
-        loaded = Loaded(definition, record, mode, secrets.token_hex(8))
+        tenant = current_principal().tenant
+        loaded = Loaded(definition, record, mode, secrets.token_hex(8), tenant)
         stored = self._stored(loaded, record, encoder)
         try:
             await _guard(self.store.create(stored))
@@ -113,26 +122,32 @@ class Records:
 
     def cached(self, session_id: str) -> Loaded | None:
         """The last record this process saw of `session_id`, if its definition still serves."""
-        entry = self._cache.get(session_id)
-        if entry is None or self.catalog.find(entry.loaded.definition.id) is not (
-            entry.loaded.definition
+        principal = current_principal()
+        entry = self._cache.get(session_id, principal.tenant)
+        if (
+            entry is None
+            or not principal.may_use(entry.loaded.definition.id)
+            or self.catalog.find(entry.loaded.definition.id) is not entry.loaded.definition
         ):
             return None
         return entry.loaded
 
     async def load(self, session_id: str) -> Loaded:
         """The verified stored record of `session_id`; raises ServiceError when unusable."""
-        stored = await _guard(self.store.load(session_id))
-        if stored is None:
-            self._cache.pop(session_id)
+        principal = current_principal()
+        tenant = principal.tenant
+        stored = await _guard(self.store.load(session_id, tenant=tenant))
+        if stored is None or not principal.may_use(stored.definition_id):
+            self._cache.pop(session_id, tenant)
             raise ServiceError(Reason.SESSION_NOT_FOUND, "no session has this id")
         try:
             return self._verify(session_id, stored)
         except ServiceError:
-            self._cache.pop(session_id)
+            self._cache.pop(session_id, tenant)
             raise
 
     def _verify(self, session_id: str, stored: StoredSession) -> Loaded:
+        tenant = stored.tenant
         definition = self.catalog.find(stored.definition_id)
         if definition is None or definition.revision != stored.revision:
             raise ServiceError(
@@ -140,7 +155,7 @@ class Records:
                 "the session was stored for a definition revision this server does not serve",
                 definition_revision=stored.revision,
             )
-        entry = self._cache.get(session_id)
+        entry = self._cache.get(session_id, tenant)
         if (
             entry is not None
             and entry.data == stored.record
@@ -174,7 +189,7 @@ class Records:
                 "the stored session record is unusable",
                 code="cursor_mismatch",
             )
-        loaded = Loaded(definition, record, stored.history_mode, stored.incarnation)
+        loaded = Loaded(definition, record, stored.history_mode, stored.incarnation, tenant)
         self._remember(Entry(stored.record, loaded, RecordEncoder(self._sealer)))
         return loaded
 
@@ -182,8 +197,8 @@ class Records:
         self, loaded: Loaded, record: SessionRecord, history: HistoryChange | None = None
     ) -> Loaded | None:
         """Store `record` if nobody wrote since `loaded`; None when the compare-and-set lost."""
-        session_id = record.session_id
-        entry = self._cache.get(session_id)
+        session_id, tenant = record.session_id, loaded.tenant
+        entry = self._cache.get(session_id, tenant)
         known = entry is not None and entry.loaded is loaded
         encoder = entry.encoder if entry is not None and known else RecordEncoder(self._sealer)
         saved = record.evolve(cursor=loaded.cursor + 1)
@@ -192,7 +207,7 @@ class Records:
             self.store.compare_and_set(stored, expected_cursor=loaded.cursor, history=history)
         )
         if not won:
-            self._cache.pop(session_id)
+            self._cache.pop(session_id, tenant)
             return None
         messages = entry.messages if entry is not None and known else None
         if history is not None and messages is not None:
@@ -201,24 +216,31 @@ class Records:
                 *kept,
                 *(Message(m.message_id, Role(m.role), m.content) for m in history.append),
             )
-        after = Loaded(loaded.definition, saved, loaded.history_mode, loaded.incarnation)
+        after = Loaded(loaded.definition, saved, loaded.history_mode, loaded.incarnation, tenant)
         self._remember(Entry(stored.record, after, encoder, messages))
         return after
 
     async def delete(self, session_id: str) -> bool:
-        """Remove the session and its messages."""
-        self._cache.pop(session_id)
-        return await _guard(self.store.delete(session_id))
+        """Remove the session and its messages; False when it does not exist (for the
+        current principal)."""
+        principal = current_principal()
+        tenant = principal.tenant
+        self._cache.pop(session_id, tenant)
+        if principal.definitions is not None:
+            stored = await _guard(self.store.load(session_id, tenant=tenant))
+            if stored is None or not principal.may_use(stored.definition_id):
+                return False
+        return await _guard(self.store.delete(session_id, tenant=tenant))
 
     async def messages(self, loaded: Loaded) -> tuple[Message, ...]:
         """The server-held history that goes with `loaded`."""
-        session_id = loaded.record.session_id
-        entry = self._cache.get(session_id)
+        session_id, tenant = loaded.record.session_id, loaded.tenant
+        entry = self._cache.get(session_id, tenant)
         if entry is not None and entry.loaded is loaded and entry.messages is not None:
             return entry.messages
-        stored = await _guard(self.store.list_messages(session_id))
+        stored = await _guard(self.store.list_messages(session_id, tenant=tenant))
         messages = tuple(Message(m.message_id, Role(m.role), m.content) for m in stored)
-        entry = self._cache.get(session_id)
+        entry = self._cache.get(session_id, tenant)
         if entry is not None and entry.loaded is loaded:
             self._cache.attach(entry, messages)
         return messages
@@ -235,6 +257,7 @@ class Records:
             record=encoder.encode(record),
             updated_at_ms=now_ms(),
             incarnation=loaded.incarnation,
+            tenant=loaded.tenant,
         )
 
     def _remember(self, entry: Entry) -> None:

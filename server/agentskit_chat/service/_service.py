@@ -23,6 +23,7 @@ from ._errors import Reason, ServiceError, invalid
 from ._limits import Limits
 from ._observer import TurnObserver
 from ._records import Loaded, Records, now_ms, refuse_if_leased
+from ._tenancy import current_principal
 from ._turns import TurnRunner, new_id
 from ._types import SessionView, TurnEvent, TurnRequest
 
@@ -84,13 +85,16 @@ class ChatService:
                 await adapter.close()
 
     def definitions(self) -> list[ChatDefinition]:
-        """Every hosted definition, ordered by id."""
-        return self.catalog.all()
+        """Every hosted definition the caller may use, ordered by id."""
+        principal = current_principal()
+        return [d for d in self.catalog.all() if principal.may_use(d.id)]
 
     def definition(self, definition_id: str) -> ChatDefinition:
-        """One hosted definition; NOT_FOUND when unknown."""
+        """One hosted definition; NOT_FOUND when unknown or not the caller's to use."""
         if not definition_id:
             raise invalid("definition_id", "definition_id is required")
+        if not current_principal().may_use(definition_id):
+            raise ServiceError(Reason.DEFINITION_NOT_FOUND, "no definition has this id")
         return self.catalog.get(definition_id)
 
     async def create_session(

@@ -10,6 +10,7 @@ Typical use::
 """
 
 from ._ports import (
+    DEFAULT_TENANT,
     HistoryChange,
     HistoryMode,
     MessageStore,
@@ -38,6 +39,7 @@ from .sqlite import DEFAULT_BUSY_TIMEOUT_MS, SCHEMA_VERSION, SqliteStore, open_s
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
     "DEFAULT_STATE_DIR",
+    "DEFAULT_TENANT",
     "SCHEMA_VERSION",
     "SQLITE_SUFFIXES",
     "STATE_DIR_ENV",

@@ -3,6 +3,11 @@
 A backend implements both protocols over one database so that a turn's session record and
 its history change commit in one transaction. Records are opaque bytes here: encoding and
 verification belong to the conversation core (`encode_session_record`).
+
+Sessions are namespaced by tenant: every key is the pair (tenant, session id). A backend
+never lets a call for one tenant see, change or collide with another tenant's session; the
+same session id may exist once per tenant. `DEFAULT_TENANT` is the tenant of servers without
+authentication.
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Final, Protocol
+
+DEFAULT_TENANT: Final = ""
 
 
 class HistoryMode(StrEnum):
@@ -36,6 +43,8 @@ class StoredSession:
     incarnation: str = ""
     """Chosen when the session is created and never changed: a session deleted and created
     again under the same id is another incarnation, and compare-and-set tells them apart."""
+    tenant: str = DEFAULT_TENANT
+    """The namespace of `session_id`; part of the key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +84,11 @@ class SessionStore(Protocol):
     """Session records with compare-and-set on the cursor."""
 
     async def create(self, session: StoredSession) -> None:
-        """Insert a new session; raises SessionExistsError when the id is taken."""
+        """Insert a new session; raises SessionExistsError when its tenant has the id."""
         ...
 
-    async def load(self, session_id: str) -> StoredSession | None:
-        """The stored session, or None."""
+    async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
+        """The tenant's stored session, or None."""
         ...
 
     async def compare_and_set(
@@ -89,8 +98,8 @@ class SessionStore(Protocol):
         expected_cursor: int,
         history: HistoryChange | None = None,
     ) -> bool:
-        """Replace the session if its stored cursor equals `expected_cursor` and its
-        incarnation equals `session.incarnation`.
+        """Replace the session (`session.tenant`, `session.session_id`) if its stored cursor
+        equals `expected_cursor` and its incarnation equals `session.incarnation`.
 
         `session.cursor` must be `expected_cursor + 1`. `history`, when given, is applied to
         the session's messages in the same transaction. Returns False, writing nothing, when
@@ -98,8 +107,8 @@ class SessionStore(Protocol):
         """
         ...
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session and its messages; False when it did not exist."""
+    async def delete(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> bool:
+        """Remove the tenant's session and its messages; False when it did not exist."""
         ...
 
     async def close(self) -> None:
@@ -110,8 +119,10 @@ class SessionStore(Protocol):
 class MessageStore(Protocol):
     """Server-held history, written only through `SessionStore.compare_and_set`."""
 
-    async def list_messages(self, session_id: str) -> Sequence[StoredMessage]:
-        """The session's messages, oldest first; empty when there are none."""
+    async def list_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> Sequence[StoredMessage]:
+        """The tenant's session's messages, oldest first; empty when there are none."""
         ...
 
 

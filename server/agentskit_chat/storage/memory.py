@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ._ports import (
+    DEFAULT_TENANT,
     HistoryChange,
     HistoryMode,
     SessionExistsError,
@@ -24,21 +25,22 @@ class MemoryStore:
     """
 
     def __init__(self) -> None:
-        self._sessions: dict[str, StoredSession] = {}
-        self._messages: dict[str, tuple[StoredMessage, ...]] = {}
+        self._sessions: dict[tuple[str, str], StoredSession] = {}
+        self._messages: dict[tuple[str, str], tuple[StoredMessage, ...]] = {}
         self._closed = False
 
     async def create(self, session: StoredSession) -> None:
-        """Insert a new session; raises SessionExistsError when the id is taken."""
+        """Insert a new session; raises SessionExistsError when its tenant has the id."""
         self._check_open()
-        if session.session_id in self._sessions:
+        key = (session.tenant, session.session_id)
+        if key in self._sessions:
             raise SessionExistsError("a session with this id already exists")
-        self._sessions[session.session_id] = _frozen(session)
+        self._sessions[key] = _frozen(session)
 
-    async def load(self, session_id: str) -> StoredSession | None:
-        """The stored session, or None."""
+    async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
+        """The tenant's stored session, or None."""
         self._check_open()
-        return self._sessions.get(session_id)
+        return self._sessions.get((tenant, session_id))
 
     async def compare_and_set(
         self,
@@ -54,7 +56,8 @@ class MemoryStore:
         """
         _check_compare_and_set(session, expected_cursor, history)
         self._check_open()
-        current = self._sessions.get(session.session_id)
+        key = (session.tenant, session.session_id)
+        current = self._sessions.get(key)
         if (
             current is None
             or current.cursor != expected_cursor
@@ -62,27 +65,29 @@ class MemoryStore:
         ):
             return False
         if history is not None:
-            kept = self._messages.get(session.session_id, ())
+            kept = self._messages.get(key, ())
             if history.keep > len(kept):
                 raise ValueError("history.keep exceeds the number of stored messages")
             messages = kept[: history.keep] + tuple(history.append)
             if messages:
-                self._messages[session.session_id] = messages
+                self._messages[key] = messages
             else:
-                self._messages.pop(session.session_id, None)
-        self._sessions[session.session_id] = _frozen(session)
+                self._messages.pop(key, None)
+        self._sessions[key] = _frozen(session)
         return True
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session and its messages; False when it did not exist."""
+    async def delete(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> bool:
+        """Remove the tenant's session and its messages; False when it did not exist."""
         self._check_open()
-        self._messages.pop(session_id, None)
-        return self._sessions.pop(session_id, None) is not None
+        self._messages.pop((tenant, session_id), None)
+        return self._sessions.pop((tenant, session_id), None) is not None
 
-    async def list_messages(self, session_id: str) -> Sequence[StoredMessage]:
+    async def list_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> Sequence[StoredMessage]:
         """The session's messages, oldest first, as a tuple; empty when there are none."""
         self._check_open()
-        return self._messages.get(session_id, ())
+        return self._messages.get((tenant, session_id), ())
 
     async def close(self) -> None:
         """Drop all data; later calls raise StoreUnavailableError. Idempotent."""

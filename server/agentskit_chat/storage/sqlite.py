@@ -10,8 +10,10 @@ a writer, and every RESTART_EVERY-th in RESTART mode so the log starts over (wri
 meanwhile find the database busy and queue behind it on the worker thread).
 
 The schema version lives in `PRAGMA user_version`; a database written by a newer version
-is refused. Any number of stores, in any number of processes, may share one file:
-compare-and-set is a conditional `UPDATE` inside a write transaction.
+is refused, and one of version 1 (before tenants) is migrated in place, its sessions moving
+to the default tenant. Every key is (tenant, session id). Any number of stores, in any
+number of processes, may share one file: compare-and-set is a conditional `UPDATE` inside
+a write transaction.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from ._ports import (
+    DEFAULT_TENANT,
     HistoryChange,
     HistoryMode,
     SessionExistsError,
@@ -37,7 +40,7 @@ from ._ports import (
 )
 from .memory import _check_compare_and_set
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
 CHECKPOINT_EVERY: Final = 256
 RESTART_EVERY: Final = 4
@@ -46,49 +49,74 @@ _BUSY: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 T = TypeVar("T")
 
-_SCHEMA: Final = (
+_TABLES: Final = (
     """CREATE TABLE sessions (
-        session_id TEXT PRIMARY KEY NOT NULL,
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
         definition_id TEXT NOT NULL,
         revision INTEGER NOT NULL,
         history_mode TEXT NOT NULL,
         cursor INTEGER NOT NULL,
         record BLOB NOT NULL,
         updated_at_ms INTEGER NOT NULL,
-        incarnation TEXT NOT NULL
+        incarnation TEXT NOT NULL,
+        PRIMARY KEY (tenant, session_id)
     )""",
     """CREATE TABLE messages (
-        session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
         position INTEGER NOT NULL,
         message_id TEXT NOT NULL,
         role TEXT NOT NULL,
         content TEXT NOT NULL,
-        PRIMARY KEY (session_id, position)
+        PRIMARY KEY (tenant, session_id, position),
+        FOREIGN KEY (tenant, session_id) REFERENCES sessions (tenant, session_id)
+            ON DELETE CASCADE
     )""",
+)
+_SCHEMA: Final = (*_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
+_FROM_V1: Final = (
+    "ALTER TABLE messages RENAME TO messages_v1",
+    "ALTER TABLE sessions RENAME TO sessions_v1",
+    *_TABLES,
+    "INSERT INTO sessions SELECT '', session_id, definition_id, revision, history_mode, cursor,"
+    " record, updated_at_ms, incarnation FROM sessions_v1",
+    "INSERT INTO messages SELECT '', session_id, position, message_id, role, content"
+    " FROM messages_v1",
+    "DROP TABLE messages_v1",
+    "DROP TABLE sessions_v1",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+"""Version 1 had no tenants: its sessions move to the default tenant."""
 _INSERT_SESSION: Final = (
-    "INSERT INTO sessions (session_id, definition_id, revision, history_mode, cursor, record,"
-    " updated_at_ms, incarnation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (session_id) DO NOTHING"
+    "INSERT INTO sessions (tenant, session_id, definition_id, revision, history_mode, cursor,"
+    " record, updated_at_ms, incarnation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (tenant, session_id) DO NOTHING"
 )
 _SELECT_SESSION: Final = (
     "SELECT session_id, definition_id, revision, history_mode, cursor,"
-    " CAST(record AS BLOB), updated_at_ms, incarnation FROM sessions WHERE session_id = ?"
+    " CAST(record AS BLOB), updated_at_ms, incarnation, tenant FROM sessions"
+    " WHERE tenant = ? AND session_id = ?"
 )
 _UPDATE_SESSION: Final = (
     "UPDATE sessions SET definition_id = ?, revision = ?, history_mode = ?, cursor = ?,"
-    " record = ?, updated_at_ms = ? WHERE session_id = ? AND cursor = ? AND incarnation = ?"
+    " record = ?, updated_at_ms = ? WHERE tenant = ? AND session_id = ? AND cursor = ?"
+    " AND incarnation = ?"
 )
-_DELETE_SESSION: Final = "DELETE FROM sessions WHERE session_id = ?"
-_TRUNCATE_MESSAGES: Final = "DELETE FROM messages WHERE session_id = ? AND position >= ?"
-_HAS_MESSAGE_AT: Final = "SELECT 1 FROM messages WHERE session_id = ? AND position = ?"
+_DELETE_SESSION: Final = "DELETE FROM sessions WHERE tenant = ? AND session_id = ?"
+_TRUNCATE_MESSAGES: Final = (
+    "DELETE FROM messages WHERE tenant = ? AND session_id = ? AND position >= ?"
+)
+_HAS_MESSAGE_AT: Final = (
+    "SELECT 1 FROM messages WHERE tenant = ? AND session_id = ? AND position = ?"
+)
 _INSERT_MESSAGE: Final = (
-    "INSERT INTO messages (session_id, position, message_id, role, content) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO messages (tenant, session_id, position, message_id, role, content)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
 )
 _SELECT_MESSAGES: Final = (
-    "SELECT message_id, role, CAST(content AS BLOB) FROM messages WHERE session_id = ?"
-    " ORDER BY position"
+    "SELECT message_id, role, CAST(content AS BLOB) FROM messages"
+    " WHERE tenant = ? AND session_id = ? ORDER BY position"
 )
 
 
@@ -128,14 +156,14 @@ class SqliteStore:
         await self._run("open", _nothing)
 
     async def create(self, session: StoredSession) -> None:
-        """Insert a new session; raises SessionExistsError when the id is taken."""
+        """Insert a new session; raises SessionExistsError when its tenant has the id."""
         inserted = await self._run("create", partial(_create, session), write=True)
         if not inserted:
             raise SessionExistsError("a session with this id already exists")
 
-    async def load(self, session_id: str) -> StoredSession | None:
-        """The stored session, or None."""
-        return await self._run("load", partial(_load, session_id))
+    async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
+        """The tenant's stored session, or None."""
+        return await self._run("load", partial(_load, tenant, session_id))
 
     async def compare_and_set(
         self,
@@ -157,13 +185,15 @@ class SqliteStore:
             write=True,
         )
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session and its messages; False when it did not exist."""
-        return await self._run("delete", partial(_delete, session_id), write=True)
+    async def delete(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> bool:
+        """Remove the tenant's session and its messages; False when it did not exist."""
+        return await self._run("delete", partial(_delete, tenant, session_id), write=True)
 
-    async def list_messages(self, session_id: str) -> Sequence[StoredMessage]:
+    async def list_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> Sequence[StoredMessage]:
         """The session's messages, oldest first, as a tuple; empty when there are none."""
-        return await self._run("list_messages", partial(_list_messages, session_id))
+        return await self._run("list_messages", partial(_list_messages, tenant, session_id))
 
     async def close(self) -> None:
         """Close both connections and stop the worker thread. Idempotent."""
@@ -259,11 +289,12 @@ class SqliteStore:
         return self._db
 
     def _open_connection(self, *, busy_timeout_ms: int) -> sqlite3.Connection:
-        try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # Message text is stored here: owner-only (the WAL and shm files follow suit).
+            self._path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600))
         except OSError as exc:
             raise StoreUnavailableError(
-                f"cannot create the sqlite store's directory: {exc.strerror}"
+                f"cannot create the sqlite store's file: {exc.strerror}"
             ) from exc
         db = sqlite3.connect(
             self._path,
@@ -332,6 +363,9 @@ def _migrate(db: sqlite3.Connection) -> None:
             )
         for statement in _SCHEMA:
             db.execute(statement)
+    elif version == 1:
+        for statement in _FROM_V1:
+            db.execute(statement)
     db.execute("COMMIT")
 
 
@@ -361,6 +395,7 @@ def _create(session: StoredSession, db: sqlite3.Connection) -> bool:
     cursor = db.execute(
         _INSERT_SESSION,
         (
+            session.tenant,
             session.session_id,
             session.definition_id,
             session.revision,
@@ -374,8 +409,8 @@ def _create(session: StoredSession, db: sqlite3.Connection) -> bool:
     return cursor.rowcount == 1
 
 
-def _load(session_id: str, db: sqlite3.Connection) -> StoredSession | None:
-    row = db.execute(_SELECT_SESSION, (session_id,)).fetchone()
+def _load(tenant: str, session_id: str, db: sqlite3.Connection) -> StoredSession | None:
+    row = db.execute(_SELECT_SESSION, (tenant, session_id)).fetchone()
     if row is None:
         return None
     try:
@@ -393,6 +428,7 @@ def _load(session_id: str, db: sqlite3.Connection) -> StoredSession | None:
         record=bytes(row[5] or b""),
         updated_at_ms=row[6],
         incarnation=row[7],
+        tenant=row[8],
     )
 
 
@@ -402,7 +438,7 @@ def _compare_and_set(
     history: HistoryChange | None,
     db: sqlite3.Connection,
 ) -> bool:
-    session_id = session.session_id
+    tenant, session_id = session.tenant, session.session_id
     update = (
         session.definition_id,
         session.revision,
@@ -410,6 +446,7 @@ def _compare_and_set(
         session.cursor,
         session.record,
         session.updated_at_ms,
+        tenant,
         session_id,
         expected_cursor,
         session.incarnation,
@@ -421,27 +458,29 @@ def _compare_and_set(
     if db.execute(_UPDATE_SESSION, update).rowcount != 1:
         db.execute("ROLLBACK")
         return False
-    db.execute(_TRUNCATE_MESSAGES, (session_id, keep))
-    if keep > 0 and db.execute(_HAS_MESSAGE_AT, (session_id, keep - 1)).fetchone() is None:
+    db.execute(_TRUNCATE_MESSAGES, (tenant, session_id, keep))
+    if keep > 0 and db.execute(_HAS_MESSAGE_AT, (tenant, session_id, keep - 1)).fetchone() is None:
         raise ValueError("history.keep exceeds the number of stored messages")
     if history.append:
         db.executemany(
             _INSERT_MESSAGE,
             [
-                (session_id, keep + offset, message.message_id, message.role, message.content)
-                for offset, message in enumerate(history.append)
+                (tenant, session_id, keep + offset, m.message_id, m.role, m.content)
+                for offset, m in enumerate(history.append)
             ],
         )
     db.execute("COMMIT")
     return True
 
 
-def _delete(session_id: str, db: sqlite3.Connection) -> bool:
-    return db.execute(_DELETE_SESSION, (session_id,)).rowcount == 1
+def _delete(tenant: str, session_id: str, db: sqlite3.Connection) -> bool:
+    return db.execute(_DELETE_SESSION, (tenant, session_id)).rowcount == 1
 
 
-def _list_messages(session_id: str, db: sqlite3.Connection) -> tuple[StoredMessage, ...]:
-    rows = db.execute(_SELECT_MESSAGES, (session_id,)).fetchall()
+def _list_messages(
+    tenant: str, session_id: str, db: sqlite3.Connection
+) -> tuple[StoredMessage, ...]:
+    rows = db.execute(_SELECT_MESSAGES, (tenant, session_id)).fetchall()
     try:
         return tuple(StoredMessage(row[0], row[1], bytes(row[2]).decode("utf-8")) for row in rows)
     except UnicodeDecodeError:

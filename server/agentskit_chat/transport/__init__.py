@@ -1,7 +1,27 @@
-"""The gRPC transport: servicer, status details, health, reflection and draining stop."""
+"""The gRPC transport: servicer, authentication, TLS, status details, health, reflection and
+draining stop."""
 
-from ._server import SERVICE_NAME, RunningServer, start_server
+from ._auth import Authenticator, TokenFileError, load_tokens, token_digest
+from ._guard import Guard
+from ._server import SERVICE_NAME, ConnectionLimits, RunningServer, start_server
 from ._servicer import ChatServicer
 from ._status import DETAILS_KEY, DOMAIN
+from ._tls import ServerTls, TlsFileError, TlsFiles
 
-__all__ = ["DETAILS_KEY", "DOMAIN", "SERVICE_NAME", "ChatServicer", "RunningServer", "start_server"]
+__all__ = [
+    "DETAILS_KEY",
+    "DOMAIN",
+    "SERVICE_NAME",
+    "Authenticator",
+    "ChatServicer",
+    "ConnectionLimits",
+    "Guard",
+    "RunningServer",
+    "ServerTls",
+    "TlsFileError",
+    "TlsFiles",
+    "TokenFileError",
+    "load_tokens",
+    "start_server",
+    "token_digest",
+]

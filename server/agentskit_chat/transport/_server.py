@@ -15,7 +15,10 @@ from grpc_reflection.v1alpha import reflection
 from agentskit.chat.v1 import chat_pb2, chat_pb2_grpc
 from agentskit_chat.service import ChatService
 
+from ._auth import Authenticator
+from ._guard import Guard
 from ._servicer import ChatServicer
+from ._tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -56,28 +59,68 @@ class RunningServer:
         await self.service.close()
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """What one client can hold open; past a limit gRPC itself refuses or closes."""
+
+    max_connections: int = 1024
+    """Open connections; one more is closed during its handshake (clients see UNAVAILABLE)."""
+    max_streams_per_connection: int = 100
+    """Calls in flight on one connection; further calls wait until one ends."""
+    max_idle_seconds: float = 300.0
+    """A connection without calls for this long is closed (GOAWAY; clients reconnect)."""
+
+    def __post_init__(self) -> None:
+        if min(self.max_connections, self.max_streams_per_connection) < 1:
+            raise ValueError("connection and stream limits must be at least 1")
+        if self.max_idle_seconds <= 0:
+            raise ValueError("the idle connection limit must be positive")
+
+    def options(self) -> list[tuple[str, int]]:
+        """The grpc core channel arguments."""
+        return [
+            ("grpc.max_allowed_incoming_connections", self.max_connections),
+            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+            ("grpc.max_connection_idle_ms", int(self.max_idle_seconds * 1000)),
+        ]
+
+
 async def start_server(
     service: ChatService,
     listen: str,
     *,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    authenticator: Authenticator | None = None,
+    tls: ServerTls | None = None,
+    connections: ConnectionLimits | None = None,
+    reflection_enabled: bool = True,
 ) -> RunningServer:
-    """Bind `listen` (host:port; port 0 picks a free one) and start serving."""
+    """Bind `listen` (host:port; port 0 picks a free one) and start serving.
+
+    Every call passes the Guard first: with an `authenticator`, every method but health
+    needs a bearer token. With `tls` the port speaks TLS (mTLS when it names a client CA).
+    """
+    limits = connections or ConnectionLimits()
     server = grpc.aio.server(
-        interceptors=interceptors,
+        interceptors=(Guard(authenticator), *interceptors),
         options=[
             ("grpc.max_receive_message_length", max_request_bytes),
             ("grpc.so_reuseport", 0),
+            *limits.options(),
         ],
     )
     chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(service), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
-    port = server.add_insecure_port(listen)
+    if reflection_enabled:
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+    if tls is None:
+        port = server.add_insecure_port(listen)
+    else:
+        port = server.add_secure_port(listen, tls.credentials())
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()

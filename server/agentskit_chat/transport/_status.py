@@ -28,6 +28,8 @@ CODES: Final = {
     Reason.SHUTTING_DOWN: grpc.StatusCode.UNAVAILABLE,
     Reason.STORE_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Reason.DEADLINE_EXCEEDED: grpc.StatusCode.DEADLINE_EXCEEDED,
+    Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    Reason.RATE_LIMITED: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 

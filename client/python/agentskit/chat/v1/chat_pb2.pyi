@@ -64,6 +64,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The turn did not finish before its deadline (DEADLINE_EXCEEDED)."""
     ERROR_REASON_TURN_NOT_FOUND: _ErrorReason.ValueType  # 15
     """The session retains no turn with the requested turn id (NOT_FOUND)."""
+    ERROR_REASON_UNAUTHENTICATED: _ErrorReason.ValueType  # 16
+    """The call carries no valid credentials (UNAUTHENTICATED); which part was wrong is not said."""
+    ERROR_REASON_RATE_LIMITED: _ErrorReason.ValueType  # 17
+    """The tenant's rate of turns or session creations is over its limit (RESOURCE_EXHAUSTED);
+    retry after metadata `retry_after_ms` (also sent as RetryInfo); metadata `limit` names it.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason lists the `reason` values of the google.rpc.ErrorInfo attached to errors."""
@@ -100,6 +106,12 @@ ERROR_REASON_DEADLINE_EXCEEDED: ErrorReason.ValueType  # 14
 """The turn did not finish before its deadline (DEADLINE_EXCEEDED)."""
 ERROR_REASON_TURN_NOT_FOUND: ErrorReason.ValueType  # 15
 """The session retains no turn with the requested turn id (NOT_FOUND)."""
+ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 16
+"""The call carries no valid credentials (UNAUTHENTICATED); which part was wrong is not said."""
+ERROR_REASON_RATE_LIMITED: ErrorReason.ValueType  # 17
+"""The tenant's rate of turns or session creations is over its limit (RESOURCE_EXHAUSTED);
+retry after metadata `retry_after_ms` (also sent as RetryInfo); metadata `limit` names it.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 class _HistoryMode:
