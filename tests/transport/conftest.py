@@ -28,7 +28,7 @@ from agentskit_chat.models import (
     TextChunk,
     UsageChunk,
 )
-from agentskit_chat.service import Catalog, ChatService, Limits
+from agentskit_chat.service import Catalog, ChatService, Limits, RateLimits
 from agentskit_chat.storage import SqliteStore, open_sqlite_store
 from agentskit_chat.transport import Authenticator, RunningServer, start_server
 from agentskit_chat_client import ChatClient, ChatError, Submit, TurnResult
@@ -54,6 +54,8 @@ class Probe:
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     entered: asyncio.Event = field(default_factory=asyncio.Event)
     model_closed: asyncio.Event = field(default_factory=asyncio.Event)
+    flooded: int = 0
+    """Characters the probe model streamed for `/flood` requests."""
 
 
 def probe_chat(probe: Probe) -> ChatDefinition:
@@ -102,7 +104,18 @@ class ProbeAdapter:
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         self.probe.model_calls.append(len(request.messages))
+        last = request.messages[-1].content if request.messages else ""
         try:
+            if last.startswith("/fill"):  # "/fill N": one answer of N characters
+                yield TextChunk("y" * int(last.split()[1]))
+                yield FinishChunk("stop")
+                return
+            if last.startswith("/flood"):  # "/flood N": chunks of N characters, without end
+                chunk = "x" * int(last.split()[1])
+                while True:
+                    self.probe.flooded += len(chunk)
+                    yield TextChunk(chunk)
+                    await asyncio.sleep(0)
             yield TextChunk("model ")
             if request.messages and request.messages[-1].content == "/slow":
                 self.probe.entered.set()
@@ -177,6 +190,7 @@ async def live(
     busy_timeout_ms: int = 5000,
     authenticator: Authenticator | None = None,
     token: str | None = None,
+    rates: RateLimits | None = None,
     **server_options: Any,
 ) -> AsyncIterator[Live]:
     """Start a server on 127.0.0.1:0 over SQLite in `tmp_path` and connect a client
@@ -189,7 +203,12 @@ async def live(
     store = await open_sqlite_store(db_path, busy_timeout_ms=busy_timeout_ms)
     adapters = AdapterRegistry({"probe": lambda settings: ProbeAdapter(probe)})
     service = ChatService(
-        Catalog(chats), store, digest_key=KEY, adapters=adapters, limits=limits or Limits()
+        Catalog(chats),
+        store,
+        digest_key=KEY,
+        adapters=adapters,
+        limits=limits or Limits(),
+        rates=rates,
     )
     server = await start_server(
         service,

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentskit_chat.service import Rate, RateLimits
 from agentskit_chat.transport import (
     Authenticator,
     ConnectionLimits,
@@ -71,6 +72,21 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
         default=connections.max_idle_seconds,
         help="seconds before a connection without calls is closed [%(default)s]",
     )
+    for kind, what in (("turns", "turns"), ("sessions", "session creations")):
+        parser.add_argument(
+            f"--rate-{kind}",
+            type=float,
+            default=None,
+            metavar="PER_SECOND",
+            help=f"{what} one tenant may start per second, sustained [unlimited]",
+        )
+        parser.add_argument(
+            f"--rate-{kind}-burst",
+            type=int,
+            default=10,
+            metavar="N",
+            help=f"{what} one tenant may start at once [%(default)s]",
+        )
     parser.add_argument(
         "--reflection",
         action=argparse.BooleanOptionalAction,
@@ -88,6 +104,7 @@ class SecuritySettings:
     tls: TlsFiles | None = None
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     reflection: bool = True
+    rates: RateLimits = field(default_factory=RateLimits)
 
 
 def security_from(args: argparse.Namespace) -> SecuritySettings:
@@ -109,9 +126,17 @@ def security_from(args: argparse.Namespace) -> SecuritySettings:
             max_idle_seconds=args.max_connection_idle,
         ),
         reflection=args.reflection,
+        rates=RateLimits(
+            turns=_rate(args.rate_turns, args.rate_turns_burst),
+            sessions=_rate(args.rate_sessions, args.rate_sessions_burst),
+        ),
     )
     check_exposure(args.listen, settings)
     return settings
+
+
+def _rate(per_second: float | None, burst: int) -> Rate | None:
+    return None if per_second is None else Rate(per_second, burst)
 
 
 def is_loopback(listen: str) -> bool:

@@ -116,6 +116,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-history-messages", type=int, default=limits.max_history_messages)
     parser.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024)
     parser.add_argument(
+        "--max-output-bytes",
+        type=int,
+        default=limits.max_output_bytes,
+        help="size of one answer; past it the turn fails with output_limit [%(default)s]",
+    )
+    parser.add_argument(
         "--telemetry-console",
         action="store_true",
         help="also write spans and metrics to stderr, for local debugging",
@@ -162,6 +168,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         limits=Limits(
             max_input_bytes=args.max_input_bytes,
             max_history_messages=args.max_history_messages,
+            max_output_bytes=args.max_output_bytes,
             turn_timeout=args.turn_timeout,
             lease_ttl=lease,
         ),
@@ -218,6 +225,7 @@ async def serve(
         adapters=adapters,
         limits=settings.limits,
         observer=telemetry.observer,
+        rates=settings.security.rates,
     )
     running = await start_server(
         service,

@@ -6,6 +6,7 @@ from ._catalog import Catalog, CatalogChanges, CatalogRefusedError
 from ._errors import Reason, ServiceError, invalid, limit_exceeded
 from ._limits import Limits
 from ._observer import ModelCallReport, NoObserver, TurnObserver, TurnReport
+from ._rates import Rate, Rated, RateLimiter, RateLimits
 from ._service import ChatService
 from ._tenancy import ANONYMOUS, Principal, act_as, acting_as, current_principal
 from ._types import (
@@ -44,6 +45,10 @@ __all__ = [
     "NoObserver",
     "Operation",
     "Principal",
+    "Rate",
+    "RateLimiter",
+    "RateLimits",
+    "Rated",
     "Reason",
     "Regenerate",
     "Retry",

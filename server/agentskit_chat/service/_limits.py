@@ -12,6 +12,12 @@ from agentskit_chat.conversation import Message
 from ._errors import invalid, limit_exceeded
 
 _ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:\-]*")
+MAX_RESPONSE_BYTES: Final = 4 * 1024 * 1024
+"""The default receive limit of stock gRPC clients: no response may be larger."""
+MESSAGE_OVERHEAD: Final = 64
+"""Bytes a history message adds to a response besides its content and ids."""
+RESPONSE_OVERHEAD: Final = 64 * 1024
+"""Bytes a response holds besides its messages: session, snapshot, turn fields."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +31,9 @@ class Limits:
     max_history_bytes: int = 2 * 1024 * 1024
     """UTF-8 size of all message contents of one dispatched history."""
     max_id_length: int = 128
+    max_output_bytes: int = 1024 * 1024
+    """UTF-8 size of one answer, model output or route response; past it the turn fails
+    with `output_limit` and nothing is committed."""
     turn_timeout: float = 60.0
     """Seconds a turn may run, model stream included."""
     lease_ttl: float = 75.0
@@ -38,9 +47,26 @@ class Limits:
             self.max_history_messages,
             self.max_history_bytes,
             self.max_id_length,
+            self.max_output_bytes,
         )
         if min(sizes) < 1:
             raise ValueError("every size limit must be at least 1")
+        if self.largest_response() > MAX_RESPONSE_BYTES:
+            raise ValueError(
+                "the history and output limits would let a response exceed "
+                f"{MAX_RESPONSE_BYTES} bytes, the receive limit of stock gRPC clients"
+            )
+
+    def largest_response(self) -> int:
+        """An upper bound of any response's size: a server-held history holds at most
+        `max_history_bytes` before a turn plus one answer of `max_output_bytes`."""
+        per_message = 3 * self.max_id_length + MESSAGE_OVERHEAD
+        return (
+            self.max_history_bytes
+            + self.max_output_bytes
+            + self.max_history_messages * per_message
+            + RESPONSE_OVERHEAD
+        )
 
     def check_id(self, field: str, value: str) -> str:
         """`value` if it is a well-formed identifier."""
@@ -101,6 +127,11 @@ class Limits:
                 self.max_history_bytes,
                 f"the history would be larger than {self.max_history_bytes} bytes",
             )
+
+
+def utf8_size(text: str) -> int:
+    """The UTF-8 size of `text` (lone surrogates count as three bytes)."""
+    return _utf8_size(text)
 
 
 def _utf8_size(text: str) -> int:

@@ -22,6 +22,7 @@ from ._catalog import Catalog, CatalogChanges
 from ._errors import Reason, ServiceError, invalid
 from ._limits import Limits
 from ._observer import TurnObserver
+from ._rates import Rated, RateLimiter, RateLimits
 from ._records import Loaded, Records, now_ms, refuse_if_leased
 from ._tenancy import current_principal
 from ._turns import TurnRunner, new_id
@@ -42,8 +43,10 @@ class ChatService:
         holder: str | None = None,
         callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
         observer: TurnObserver | None = None,
+        rates: RateLimits | None = None,
     ) -> None:
         self.catalog = definitions
+        self.rates = RateLimiter(rates)
         self.adapters = adapters or AdapterRegistry()
         self.limits = limits or Limits()
         for definition in definitions.all():
@@ -105,6 +108,7 @@ class ChatService:
         A reload that retires the definition's revision while the session is being stored
         would leave it stale from birth: it is then stored again at the serving revision.
         """
+        self.rates.check(Rated.SESSIONS)
         definition = self.definition(definition_id)
         if session_id is None:
             session_id = new_id("s")
@@ -160,6 +164,7 @@ class ChatService:
         The turn fails with `deadline_exceeded` after `limits.turn_timeout`. A shorter
         deadline of the client's ends the call instead, like a cancellation.
         """
+        self.rates.check(Rated.TURNS)
         return self.turns.run(request)
 
     def begin_drain(self) -> None:

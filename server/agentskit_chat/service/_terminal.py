@@ -14,11 +14,13 @@ from ._types import Completed, Decided, Delta, Failed, Started, TurnEvent, TurnR
 DEADLINE_EXCEEDED: Final = "deadline_exceeded"
 CONFLICT: Final = "conflict"
 MODEL_FAILED: Final = "model_failed"
+OUTPUT_LIMIT: Final = "output_limit"
 FAILURE_MESSAGES: Final = {
     "route_failed": "Deterministic route failed.",
     DEADLINE_EXCEEDED: "The turn did not finish before its deadline.",
     CONFLICT: "Another writer changed the session during the turn.",
     MODEL_FAILED: "The model call failed.",
+    OUTPUT_LIMIT: "The answer was longer than the server allows.",
 }
 RETRYABLE: Final = frozenset({DEADLINE_EXCEEDED, CONFLICT})
 

@@ -42,13 +42,14 @@ from agentskit_chat.storage import HistoryChange, HistoryMode
 
 from ._errors import Reason, ServiceError
 from ._history import Plan, plan_turn
-from ._limits import Limits
+from ._limits import Limits, utf8_size
 from ._observer import NoObserver, TurnObserver
 from ._progress import ModelCall, TurnProgress
 from ._records import Loaded, Records, now_ms, refuse_if_leased, to_stored
 from ._terminal import (
     CONFLICT,
     DEADLINE_EXCEEDED,
+    OUTPUT_LIMIT,
     completed_turn,
     failed_turn,
     failure,
@@ -302,6 +303,9 @@ class TurnRunner:
             decision.to_state,
             outcome.replayed,
         )
+        if utf8_size(outcome.response) > self._limits.max_output_bytes:
+            yield await self._fail(turn, OUTPUT_LIMIT, None)
+            return
         answer = Message(new_id("a"), Role.ASSISTANT, outcome.response)
         saved = await self._commit(turn, outcome, decided, answer)
         if saved is None:
@@ -324,6 +328,7 @@ class TurnRunner:
             definition.id, turn.request.session_id, outcome.messages, definition.model
         )
         parts: list[str] = []
+        size = 0
         usage: Usage | None = None
         model = definition.model.get("model")
         call = ModelCall(adapter, model if isinstance(model, str) else None)
@@ -346,6 +351,11 @@ class TurnRunner:
                     break
                 call.saw(chunk)
                 if isinstance(chunk, TextChunk):
+                    size += utf8_size(chunk.text)
+                    if size > self._limits.max_output_bytes:  # Leaving closes the stream.
+                        call.end(OUTPUT_LIMIT)
+                        yield await self._fail(turn, OUTPUT_LIMIT, None)
+                        return
                     parts.append(chunk.text)
                     yield Delta(chunk.text)
                 elif isinstance(chunk, UsageChunk):

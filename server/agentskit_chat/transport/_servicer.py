@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -11,9 +12,10 @@ import grpc
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
-from agentskit_chat.service import ChatService, ServiceError, TurnRequest
+from agentskit_chat.service import ChatService, Completed, Failed, ServiceError, TurnRequest
 
 from . import _convert as convert
+from ._stall import StallWatch
 from ._status import abort, abort_internal
 
 log = logging.getLogger(__name__)
@@ -104,11 +106,15 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
     ) -> AsyncIterator[pb.StreamTurnResponse]:
         """Run one turn and stream its events."""
         stamp = convert.EventStamper(request.session_id, request.turn_id)
+        deadline = asyncio.get_running_loop().time() + self.service.limits.turn_timeout
         try:
             turn = TurnRequest(request.session_id, request.turn_id, convert.operation(request))
             async with aclosing(self.service.run_turn(turn)) as events:
-                async for event in events:
-                    yield stamp(event)
+                with StallWatch(events, deadline) as watch:
+                    async for event in events:
+                        watch.sending(terminal=isinstance(event, Completed | Failed))
+                        yield stamp(event)
+                        watch.sent()
         except ServiceError as error:
             await abort(context, error)
         except (grpc.aio.AbortError, GeneratorExit):

@@ -6,6 +6,7 @@ from typing import Final, NoReturn
 
 import grpc
 from google.protobuf.any_pb2 import Any as AnyMessage
+from google.protobuf.duration_pb2 import Duration
 from google.rpc import error_details_pb2, status_pb2
 
 from agentskit_chat.service import Reason, ServiceError
@@ -34,13 +35,22 @@ CODES: Final = {
 
 
 def status_details(code: grpc.StatusCode, error: ServiceError) -> bytes:
-    """The serialized google.rpc.Status for `error`."""
+    """The serialized google.rpc.Status for `error`: its ErrorInfo, and a RetryInfo when it
+    names a delay (`retry_after_ms`)."""
     info = error_details_pb2.ErrorInfo(
         reason=str(error.reason), domain=DOMAIN, metadata=dict(error.metadata)
     )
     detail = AnyMessage()
     detail.Pack(info)
-    status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
+    details = [detail]
+    retry_after_ms = error.metadata.get("retry_after_ms")
+    if retry_after_ms is not None and retry_after_ms.isdigit():
+        delay = Duration()
+        delay.FromMilliseconds(int(retry_after_ms))
+        retry = AnyMessage()
+        retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+        details.append(retry)
+    status = status_pb2.Status(code=code.value[0], message=error.message, details=details)
     data: bytes = status.SerializeToString()
     return data
 

@@ -1,0 +1,70 @@
+"""Turn streams whose client stops reading may not hold a session past the turn timeout.
+
+A stream's events wait for the client's flow-control window. A client that stops reading
+(and never cancels) would otherwise keep its turn, and the session's lease, suspended in
+that wait until the lease lapses, and hold up a drain for the whole grace period. Each
+event must leave before the turn's deadline (the terminal one, sent after the lease is
+released, within TERMINAL_SEND_SECONDS): otherwise the turn is closed, which releases its
+lease as a cancellation does, and the call's handler is cancelled. gRPC cannot end the
+stream itself while its data waits for the client (the status would queue behind it), so
+the call stays open until the client reads, cancels or the server stops; a drain cuts it
+after CALLS_AFTER_TURNS_SECONDS once no turn is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator
+from types import TracebackType
+from typing import Any, Final, Self
+
+log = logging.getLogger("agentskit_chat.transport")
+
+TERMINAL_SEND_SECONDS: Final = 5.0
+
+
+class StallWatch:
+    """Watches one turn stream's sends; use as a context manager around the stream."""
+
+    def __init__(self, events: AsyncGenerator[Any, None], deadline: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._call = asyncio.current_task()
+        self._events = events
+        self._deadline = deadline
+        self._timer: asyncio.TimerHandle | None = None
+        self._ending: asyncio.Task[None] | None = None
+
+    def sending(self, *, terminal: bool) -> None:
+        """An event is about to wait for the client."""
+        at = self._loop.time() + TERMINAL_SEND_SECONDS if terminal else self._deadline
+        self._timer = self._loop.call_at(at, self._stalled)
+
+    def sent(self) -> None:
+        """The event left."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.sent()
+
+    def _stalled(self) -> None:
+        self._timer = None
+        log.warning("turn stream stalled: the client stopped reading; cancelling the call")
+        self._ending = asyncio.ensure_future(self._end())
+
+    async def _end(self) -> None:
+        with contextlib.suppress(RuntimeError):  # Already running again: cancelling ends it.
+            await self._events.aclose()
+        if self._call is not None:
+            self._call.cancel()
