@@ -42,6 +42,9 @@ RUN groupadd --system --gid 10001 agentskit \
 WORKDIR /app
 COPY examples/definitions /app/definitions
 
+# Listening beyond loopback needs tokens: mount a tokens file and set
+# AGENTSKIT_CHAT_AUTH_TOKENS to its path (see SECURITY.md), or run `serve --insecure-no-auth`
+# only behind something that authenticates callers. Without either, serve refuses to start.
 ENV AGENTSKIT_CHAT_LISTEN=0.0.0.0:50051 \
     AGENTSKIT_CHAT_DEFINITIONS=/app/definitions \
     AGENTSKIT_CHAT_STATE_DIR=/var/lib/agentskit-chat

@@ -13,7 +13,9 @@ import json
 import signal
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
 from agentskit_chat.fakemodel import FakeModelServer, Reply
@@ -87,6 +89,15 @@ async def talk(target: str) -> None:
             assert CANARY not in str(refused.value)
             assert all(CANARY not in value for value in refused.value.metadata.values())
 
+        # A request that does not decode (the canary, then a byte that is not UTF-8).
+        field = CANARY.encode() + b"\xff"
+        undecodable = bytes([0x0A, len(field)]) + field
+        get: Any = client.channel.unary_unary("/agentskit.chat.v1.ChatService/GetSession")
+        with pytest.raises(grpc.aio.AioRpcError) as malformed:
+            await get(undecodable, timeout=10)
+        assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert CANARY not in str(malformed.value.details())
+
 
 def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
     launch: Launcher, tmp_path: Path
@@ -123,6 +134,7 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
     }
     output = server.stdout + server.stderr
     assert '"event": "turn"' in output  # turn lines were logged
+    assert "malformed request refused" in output  # and the undecodable request
     with sqlite3.connect(state / "sessions.db") as db:
         records = b"".join(
             row[0] for row in db.execute("SELECT CAST(record AS BLOB) FROM sessions")

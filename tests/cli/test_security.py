@@ -13,6 +13,7 @@ import pytest
 
 from agentskit_chat.cli import parser
 from agentskit_chat.cli._security import is_loopback, security_from
+from agentskit_chat.cli._serve import settings_from
 from agentskit_chat.transport import token_digest
 from agentskit_chat_client import ChatClient, ChatError, Submit, TLSConfig
 from tests.cli.conftest import Launcher
@@ -194,3 +195,35 @@ def test_the_state_directory_and_its_files_are_owner_only(launch: Launcher, tmp_
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
     for name in ("sessions.db", "digest.key"):
         assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, name
+
+
+def test_limit_and_rate_flags_reach_the_settings() -> None:
+    settings = settings_from(
+        serve_args(
+            "--max-output-bytes", "2048",
+            "--rate-turns", "5", "--rate-turns-burst", "7",
+            "--rate-sessions", "0.5",
+            "--max-connections", "9", "--max-streams-per-connection", "3",
+            "--max-connection-idle", "30", "--no-reflection",
+        )
+    )  # fmt: skip
+    assert settings.limits.max_output_bytes == 2048
+    rates = settings.security.rates
+    assert rates.turns is not None
+    assert (rates.turns.per_second, rates.turns.burst) == (5, 7)
+    assert rates.sessions is not None
+    assert (rates.sessions.per_second, rates.sessions.burst) == (0.5, 10)
+    connections = settings.security.connections
+    assert (connections.max_connections, connections.max_streams_per_connection) == (9, 3)
+    assert connections.max_idle_seconds == 30
+    assert settings.security.reflection is False
+    defaults = settings_from(serve_args())
+    assert defaults.security.rates.turns is None
+    assert defaults.security.rates.sessions is None
+    assert defaults.security.reflection is True
+
+
+def test_serve_refuses_an_output_limit_that_would_break_stock_clients(tmp_path: Path) -> None:
+    result = run_cli("serve", "--state-dir", str(tmp_path), "--max-output-bytes", "4000000")
+    assert result.returncode == 2
+    assert "exceed 4194304 bytes" in result.stderr
