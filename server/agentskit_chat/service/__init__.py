@@ -6,6 +6,7 @@ from ._limits import Limits
 from ._observer import ModelCallReport, NoObserver, TurnObserver, TurnReport
 from ._service import ChatService
 from ._types import (
+    AnswerOrigin,
     Completed,
     Decided,
     Delta,
@@ -15,15 +16,19 @@ from ._types import (
     Operation,
     Regenerate,
     Retry,
+    SessionHistory,
     SessionView,
     Started,
     Submit,
     TurnEvent,
+    TurnPage,
     TurnRequest,
+    TurnView,
     Usage,
 )
 
 __all__ = [
+    "AnswerOrigin",
     "Catalog",
     "CatalogChanges",
     "CatalogRefusedError",
@@ -42,13 +47,16 @@ __all__ = [
     "Regenerate",
     "Retry",
     "ServiceError",
+    "SessionHistory",
     "SessionView",
     "Started",
     "Submit",
     "TurnEvent",
     "TurnObserver",
+    "TurnPage",
     "TurnReport",
     "TurnRequest",
+    "TurnView",
     "Usage",
     "invalid",
     "limit_exceeded",

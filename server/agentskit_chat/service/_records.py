@@ -33,7 +33,7 @@ from agentskit_chat.storage import (
 
 from ._cache import Entry, SessionCache
 from ._catalog import Catalog
-from ._errors import Reason, ServiceError
+from ._errors import Reason, ServiceError, conflict
 
 T = TypeVar("T")
 
@@ -57,6 +57,12 @@ class Loaded:
 def now_ms() -> int:
     """Wall-clock milliseconds, as leases and turn records use them."""
     return time.time_ns() // 1_000_000
+
+
+def check_expected_cursor(loaded: Loaded, expected_cursor: int | None) -> None:
+    """Raise CONFLICT when the request expects another cursor than the stored one."""
+    if expected_cursor is not None and expected_cursor != loaded.cursor:
+        raise conflict(loaded.cursor)
 
 
 def refuse_if_leased(loaded: Loaded, at: int, turn_id: str | None = None) -> None:
@@ -205,10 +211,18 @@ class Records:
         self._remember(Entry(stored.record, after, encoder, messages))
         return after
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session and its messages."""
+    async def delete(self, session_id: str, expected_cursor: int | None = None) -> bool:
+        """Remove the session and its messages; False when it does not exist, CONFLICT
+        when its cursor is not `expected_cursor` (when given)."""
         self._cache.pop(session_id)
-        return await _guard(self.store.delete(session_id))
+        if await _guard(self.store.delete(session_id, expected_cursor=expected_cursor)):
+            return True
+        if expected_cursor is None:
+            return False
+        stored = await _guard(self.store.load(session_id))
+        if stored is None:
+            return False
+        raise conflict(stored.cursor)
 
     async def messages(self, loaded: Loaded) -> tuple[Message, ...]:
         """The server-held history that goes with `loaded`."""

@@ -73,11 +73,16 @@ class MemoryStore:
         self._sessions[session.session_id] = _frozen(session)
         return True
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session and its messages; False when it did not exist."""
+    async def delete(self, session_id: str, *, expected_cursor: int | None = None) -> bool:
+        """Remove the session and its messages; False, removing nothing, when it does not
+        exist or its cursor differs from `expected_cursor`."""
         self._check_open()
+        stored = self._sessions.get(session_id)
+        if stored is None or expected_cursor not in (None, stored.cursor):
+            return False
         self._messages.pop(session_id, None)
-        return self._sessions.pop(session_id, None) is not None
+        del self._sessions[session_id]
+        return True
 
     async def list_messages(self, session_id: str) -> Sequence[StoredMessage]:
         """The session's messages, oldest first, as a tuple; empty when there are none."""

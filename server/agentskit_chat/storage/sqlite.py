@@ -81,6 +81,7 @@ _UPDATE_SESSION: Final = (
     " record = ?, updated_at_ms = ? WHERE session_id = ? AND cursor = ? AND incarnation = ?"
 )
 _DELETE_SESSION: Final = "DELETE FROM sessions WHERE session_id = ?"
+_DELETE_SESSION_AT: Final = "DELETE FROM sessions WHERE session_id = ? AND cursor = ?"
 _TRUNCATE_MESSAGES: Final = "DELETE FROM messages WHERE session_id = ? AND position >= ?"
 _HAS_MESSAGE_AT: Final = "SELECT 1 FROM messages WHERE session_id = ? AND position = ?"
 _INSERT_MESSAGE: Final = (
@@ -157,9 +158,11 @@ class SqliteStore:
             write=True,
         )
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session and its messages; False when it did not exist."""
-        return await self._run("delete", partial(_delete, session_id), write=True)
+    async def delete(self, session_id: str, *, expected_cursor: int | None = None) -> bool:
+        """Remove the session and its messages; False, removing nothing, when it does not
+        exist or its cursor differs from `expected_cursor`."""
+        delete = partial(_delete, session_id, expected_cursor)
+        return await self._run("delete", delete, write=True)
 
     async def list_messages(self, session_id: str) -> Sequence[StoredMessage]:
         """The session's messages, oldest first, as a tuple; empty when there are none."""
@@ -436,8 +439,11 @@ def _compare_and_set(
     return True
 
 
-def _delete(session_id: str, db: sqlite3.Connection) -> bool:
-    return db.execute(_DELETE_SESSION, (session_id,)).rowcount == 1
+def _delete(session_id: str, expected_cursor: int | None, db: sqlite3.Connection) -> bool:
+    if expected_cursor is None:
+        return db.execute(_DELETE_SESSION, (session_id,)).rowcount == 1
+    deleted = db.execute(_DELETE_SESSION_AT, (session_id, expected_cursor))
+    return deleted.rowcount == 1
 
 
 def _list_messages(session_id: str, db: sqlite3.Connection) -> tuple[StoredMessage, ...]:
