@@ -8,6 +8,7 @@ frozen dataclasses: definitions, sessions, messages and turn events. Failed call
 from ._client import ChatClient, Metadata, new_turn_id
 from ._errors import ChatError
 from ._types import (
+    AnswerOrigin,
     Definition,
     Dispatch,
     Edit,
@@ -29,14 +30,19 @@ from ._types import (
     TurnDecision,
     TurnEvent,
     TurnFailed,
+    TurnFailure,
     TurnKind,
     TurnOperation,
+    TurnOutcome,
+    TurnPage,
+    TurnRecord,
     TurnResult,
     TurnStarted,
     Usage,
 )
 
 __all__ = [
+    "AnswerOrigin",
     "ChatClient",
     "ChatError",
     "Definition",
@@ -61,8 +67,12 @@ __all__ = [
     "TurnDecision",
     "TurnEvent",
     "TurnFailed",
+    "TurnFailure",
     "TurnKind",
     "TurnOperation",
+    "TurnOutcome",
+    "TurnPage",
+    "TurnRecord",
     "TurnResult",
     "TurnStarted",
     "Usage",
