@@ -4,7 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo
+.PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
+	breaking-proto contract-baseline contract-tools
 
 install: $(STAMP)
 
@@ -21,10 +22,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) contract-tools
 	$(BIN)/pytest
 
-test: lint lint-proto check-generated typecheck unit
+test: lint lint-proto breaking-proto check-generated typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.conversation
@@ -32,7 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.model
 
 clean:
-	rm -rf $(VENV) node_modules build/generated .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) node_modules build .mypy_cache .pytest_cache .ruff_cache .hypothesis
 
 # The contract: Python code generated from proto/ is committed under client/python.
 PROTOS := $(wildcard proto/agentskit/chat/v1/*.proto)
@@ -56,8 +57,36 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+BUF := npx --no-install buf
+
 lint-proto: node_modules/.installed
-	npx --no-install buf lint
+	$(BUF) lint
+
+# The breaking-change gate: the contract must stay compatible (buf.yaml: FILE) with the
+# baseline image committed in proto/. Moving the baseline is a reviewed change of its own.
+BASELINE := proto/baseline.binpb
+
+breaking-proto: node_modules/.installed
+	$(BUF) breaking --against $(BASELINE)
+
+contract-baseline: node_modules/.installed
+	$(BUF) build --exclude-source-info -o $(BASELINE)
+
+# Code generators that tests/contract runs on the contract: protoc-gen-go (pinned in
+# tests/contract/go/go.mod) and protoc-gen-es and tsc (pinned in package.json).
+# CONTRACT_SKIP_TOOLCHAINS=go (or node, or "go node") skips those tests on machines without them.
+PROTOC_GEN_GO := build/bin/protoc-gen-go
+comma := ,
+SKIPPED_TOOLCHAINS := $(subst $(comma), ,$(CONTRACT_SKIP_TOOLCHAINS))
+
+$(PROTOC_GEN_GO): tests/contract/go/go.mod tests/contract/go/go.sum
+	@command -v go > /dev/null || { echo "Go is needed to build protoc-gen-go;" \
+	  "set CONTRACT_SKIP_TOOLCHAINS=go to skip the Go contract test" >&2; exit 1; }
+	cd tests/contract/go && GOBIN=$(CURDIR)/build/bin go install google.golang.org/protobuf/cmd/protoc-gen-go
+	touch $@
+
+contract-tools: $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,node_modules/.installed) \
+	$(if $(filter go,$(SKIPPED_TOOLCHAINS)),,$(PROTOC_GEN_GO))
 
 # Serve the example definitions on SQLite in ./var with the offline adapter (Ctrl-C drains).
 serve: $(STAMP)

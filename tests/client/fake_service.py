@@ -27,6 +27,8 @@ _RESPONSES: dict[str, type[pb_message.Message]] = {
     "GetSession": chat_pb2.GetSessionResponse,
     "DeleteSession": chat_pb2.DeleteSessionResponse,
     "TruncateHistory": chat_pb2.TruncateHistoryResponse,
+    "GetTurn": chat_pb2.GetTurnResponse,
+    "ListTurns": chat_pb2.ListTurnsResponse,
 }
 
 
@@ -109,6 +111,12 @@ class FakeChatService(chat_pb2_grpc.ChatServiceServicer):
 
     async def TruncateHistory(self, request, context):
         return await self._unary("TruncateHistory", request, context)
+
+    async def GetTurn(self, request, context):
+        return await self._unary("GetTurn", request, context)
+
+    async def ListTurns(self, request, context):
+        return await self._unary("ListTurns", request, context)
 
     async def StreamTurn(self, request, context) -> AsyncIterator[chat_pb2.StreamTurnResponse]:
         self._record(request, context)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from datetime import timedelta
 
 import grpc
 import grpc.aio
@@ -140,3 +141,22 @@ def test_chat_error_pickles():
         error.domain,
     )
     assert copy.retry_after_ms == 9
+
+
+def test_retry_info_gives_the_retry_delay():
+    status = status_pb2.Status(code=10, message="busy")
+    status.details.add().Pack(
+        error_details_pb2.ErrorInfo(reason="ERROR_REASON_SESSION_BUSY", domain="chat.agentskit.dev")
+    )
+    retry = error_details_pb2.RetryInfo()
+    retry.retry_delay.FromMilliseconds(1_500)
+    status.details.add().Pack(retry)
+
+    error = from_rpc_error(
+        _rpc_error(grpc.StatusCode.ABORTED, None, (STATUS_DETAILS_KEY, status.SerializeToString()))
+    )
+
+    assert error.retry_delay == timedelta(milliseconds=1_500)
+    assert error.retry_after_ms == 1_500  # no metadata: the RetryInfo delay
+    assert pickle.loads(pickle.dumps(error)).retry_delay == error.retry_delay
+    assert ChatError(grpc.StatusCode.ABORTED, "busy").retry_delay is None

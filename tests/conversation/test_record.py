@@ -193,12 +193,12 @@ def test_other_definition_or_revision_is_rejected(session: ChatSession, history:
 @pytest.mark.parametrize(
     "change",
     [
-        lambda b: b.update(version=2),
+        lambda b: b.update(version=3),
         lambda b: b.update(version=True),
         lambda b: b.update(format="something.else"),
         lambda b: b.pop("format"),
     ],
-    ids=["version-2", "version-bool", "format", "no-format"],
+    ids=["version-3", "version-bool", "format", "no-format"],
 )
 def test_unknown_format_or_version_is_rejected(
     change: Any, session: ChatSession, history: History
@@ -333,3 +333,59 @@ def test_the_incremental_encoder_writes_what_a_fresh_encoding_writes(history: Hi
         conversation=session.state, recent_turns=record.recent_turns[::2], lease=None
     )
     assert encoder.encode(edited) == encode_session_record(edited)
+
+
+def test_turn_timing_failure_and_usage_round_trip(session: ChatSession, history: History) -> None:
+    failed = TerminalTurn(
+        turn_id="t10",
+        operation="submit",
+        outcome="failed",
+        finished_at_ms=1_700_000_000_500,
+        started_at_ms=1_700_000_000_000,
+        error_code="model_server_error",
+        error_message="The model server failed.",
+        retryable=True,
+    )
+    answered = TerminalTurn(
+        turn_id="t11",
+        operation="submit",
+        outcome="completed",
+        finished_at_ms=1_700_000_001_000,
+        started_at_ms=1_700_000_000_900,
+        kind="agentic",
+        input_tokens=12,
+        output_tokens=7,
+    )
+    lease = Lease("t12", "replica-a", 1_700_000_075_000, "retry", 1_700_000_000_000, "u1")
+    record = played(session, history).with_turn(failed).with_turn(answered).evolve(lease=lease)
+    decoded = decode(encode_session_record(record), session.definition)
+    assert decoded.recent_turns[-2:] == (failed, answered)
+    assert decoded.lease == lease
+
+
+def test_version_1_records_still_read(session: ChatSession, history: History) -> None:
+    data = body(played(session, history))
+    data["version"] = 1
+    for key in ("operation", "started_at_ms", "user_message_id"):
+        del data["lease"][key]
+    for key in ("started_at_ms", "error_message", "retryable", "input_tokens", "output_tokens"):
+        del data["recent_turns"][0][key]
+    decoded = decode(data, session.definition)
+    assert decoded.lease == Lease("t9", "replica-a", 1_700_000_000_000)
+    assert decoded.recent_turns[0].started_at_ms is None
+    assert decoded.recent_turns[0].retryable is None
+    with pytest.raises(MalformedRecordError):  # version 2 must carry the new keys
+        decode({**data, "version": 2}, session.definition)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("retryable", "yes"), ("started_at_ms", -1), ("input_tokens", "3"), ("error_message", "")],
+)
+def test_malformed_version_2_turn_fields_are_rejected(
+    key: str, value: Any, session: ChatSession, history: History
+) -> None:
+    data = body(played(session, history))
+    data["recent_turns"][0][key] = value
+    with pytest.raises(MalformedRecordError):
+        decode(data, session.definition)

@@ -13,7 +13,7 @@ from agentskit_chat.cli._demo import FAKE_REPLY, demo
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
 
 
-def test_the_demo_streams_an_agentic_turn_from_the_fake_model(
+def test_the_demo_streams_reloads_and_recovers_a_lost_stream(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert asyncio.run(demo(EXAMPLES)) == 0
@@ -33,3 +33,20 @@ def test_the_demo_streams_an_agentic_turn_from_the_fake_model(
     )
     assert streamed.search(out), out
     assert out.count("(streamed from the model)") == 2
+    transcript = re.compile(
+        r"> reload the transcript \(GetSession\): state 'complete', 6 messages\n"
+        r"  user +/start\n"
+        r"  assistant +\[deterministic start idle -> collecting\] What is your name\?\n"
+        r"  user +/name Ada\n"
+        r"  assistant +\[deterministic finish collecting -> complete, replayed\] Welcome, Ada\.\n"
+        r"  user +Tell me a joke\n"
+        r"  assistant +\[agentic - complete -> complete\] No language model"
+    )
+    assert transcript.search(out), out
+    recovered = re.compile(
+        r"GetTurn while the model streams: running\n"
+        r".*GetTurn after the stream was lost: not found, so nothing was committed\n"
+        r".*\n  GetTurn now: completed, kind agentic, 8 output tokens\n"
+        r".*\(duplicate: True\)"
+    )
+    assert recovered.search(out), out

@@ -238,7 +238,7 @@ def test_reports_hold_no_content() -> None:
         await h.turn(sid, "t1", Submit(f"hello {CANARY}"))
         orders = await h.session("orders")
         await h.turn(orders, "t2", Submit(f"{CANARY} /return"))
-        messages = (await h.service.get_session(sid))[1]
+        messages = (await h.service.get_session(sid)).messages
         await h.turn(sid, "t3", Edit(messages[0].id, f"edited {CANARY}"))
         assert len(h.recorder.reports) == 3
         assert all(CANARY not in repr(report) for report in h.recorder.reports)

@@ -195,6 +195,19 @@ def test_delete_removes_the_session_and_its_messages(store: Store) -> None:
     assert list(run(store.list_messages("s1"))) == []
 
 
+def test_delete_at_an_expected_cursor_removes_only_at_that_cursor(store: Store) -> None:
+    run(store.create(session()))
+    history = HistoryChange(keep=0, append=(message(1),))
+    run(store.compare_and_set(session(cursor=1), expected_cursor=0, history=history))
+    assert run(store.delete("s1", expected_cursor=0)) is False
+    assert run(store.load("s1")) == session(cursor=1)
+    assert list(run(store.list_messages("s1"))) == [message(1)]
+    assert run(store.delete("s1", expected_cursor=1)) is True
+    assert run(store.load("s1")) is None
+    assert list(run(store.list_messages("s1"))) == []
+    assert run(store.delete("s1", expected_cursor=1)) is False
+
+
 def test_list_messages_of_an_unknown_session_is_empty(store: Store) -> None:
     assert list(run(store.list_messages("nobody"))) == []
 

@@ -24,6 +24,7 @@ from agentskit_chat.models import (
     AdapterRegistry,
     FinishChunk,
     ModelChunk,
+    ModelError,
     ModelRequest,
     TextChunk,
     UsageChunk,
@@ -94,7 +95,8 @@ def probe_chat(probe: Probe) -> ChatDefinition:
 
 
 class ProbeAdapter:
-    """A model that streams two chunks; with `/slow` it waits on the probe gate between them."""
+    """A model that streams two chunks; with `/slow` it waits on the probe gate between them,
+    with `/fail-model` it fails (retryable) after the first."""
 
     name = "probe"
     provider = "agentskit.probe"
@@ -117,6 +119,8 @@ class ProbeAdapter:
                     yield TextChunk(chunk)
                     await asyncio.sleep(0)
             yield TextChunk("model ")
+            if request.messages and request.messages[-1].content == "/fail-model":
+                raise ModelError("model_server_error", "The model server failed.", retryable=True)
             if request.messages and request.messages[-1].content == "/slow":
                 self.probe.entered.set()
                 await self.probe.gate.wait()

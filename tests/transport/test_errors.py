@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
+from datetime import timedelta
 from pathlib import Path
 
 import grpc
@@ -164,8 +165,12 @@ def test_a_turn_while_another_holds_the_lease_is_aborted(tmp_path: Path) -> None
             assert_clean(busy, ABORTED, "ERROR_REASON_SESSION_BUSY")
             assert busy.retry_after_ms is not None
             assert busy.retry_after_ms > 0
+            assert busy.retry_delay is not None  # google.rpc.RetryInfo beside the metadata
+            assert busy.retry_delay == timedelta(milliseconds=int(busy.metadata["retry_after_ms"]))
             same = await refused(env.client.stream_turn(sid, Submit("/wait"), turn_id="w1"))
             assert_clean(same, ABORTED, "ERROR_REASON_TURN_IN_PROGRESS")
+            assert same.retry_delay is not None
+            assert same.retry_delay > timedelta(0)
             truncate = await refused(env.client.truncate_history(sid))
             assert_clean(truncate, ABORTED, "ERROR_REASON_SESSION_BUSY")
             assert await env.stored(sid) == before
@@ -468,5 +473,52 @@ def test_a_turn_cancelled_while_claiming_the_lease_releases_it(tmp_path: Path) -
             assert result.ok
             assert result.decision is not None
             assert result.decision.from_state == "idle"
+
+    run(scenario())
+
+
+BLANK = " \t\n\u3000 "
+
+
+@pytest.mark.parametrize(
+    ("operation", "field"),
+    [
+        (Submit(BLANK), "submit.content"),
+        (Submit(""), "submit.content"),
+        (Edit("FIRST", BLANK), "edit.content"),
+    ],
+)
+def test_input_that_is_only_whitespace_is_refused(
+    tmp_path: Path, operation: object, field: str
+) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("support")).session_id
+            first = await env.client.run_turn(sid, Submit("/start"))
+            assert first.started is not None
+            turn = operation
+            if isinstance(turn, Edit):
+                turn = Edit(first.started.user_message_id or "", turn.content)
+            before = await env.stored(sid)
+            error = await refused(env.client.stream_turn(sid, turn))  # type: ignore[arg-type]
+            assert_clean(error, grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
+            assert error.metadata["field"] == field
+            assert await env.stored(sid) == before
+
+    run(scenario())
+
+
+def test_a_dispatched_history_ending_in_a_blank_message_is_refused(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (
+                await env.client.create_session("support", history_mode=HistoryMode.CLIENT)
+            ).session_id
+            before = await env.stored(sid)
+            history = (Message("u1", "user", "/start"), Message("u2", "user", BLANK))
+            error = await refused(env.client.stream_turn(sid, Dispatch(history)))
+            assert_clean(error, grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
+            assert error.metadata["field"] == "dispatch.messages[1].content"
+            assert await env.stored(sid) == before
 
     run(scenario())

@@ -41,7 +41,8 @@ def test_every_rpc_across_two_tenants(tmp_path: Path) -> None:
             a = env.client
             async with ChatClient(env.target, token=TOKEN_B) as b:
                 sid = (await a.create_session("support", session_id="shared-id")).session_id
-                first = await a.run_turn(sid, Submit("/start"))
+                first = await a.run_turn(sid, Submit("/start"), turn_id="turn-1")
+                assert (await a.get_turn(sid, "turn-1")).turn_id == "turn-1"
                 before = env.dump()
                 stored_a = await env.stored(sid, "a")
 
@@ -52,6 +53,17 @@ def test_every_rpc_across_two_tenants(tmp_path: Path) -> None:
                     "TruncateHistory": lambda s: b.truncate_history(s),
                     "StreamTurn": lambda s: b.stream_turn(s, Submit("/start")),
                     "StreamTurn(retry)": lambda s: b.stream_turn(s, Retry()),
+                    "StreamTurn(expected_cursor)": lambda s: b.stream_turn(
+                        s, Submit("/start"), expected_cursor=2
+                    ),
+                    "GetTurn": lambda s: b.get_turn(s, "turn-1"),
+                    "ListTurns": lambda s: b.list_turns(s),
+                    "DeleteSession(expected_cursor)": lambda s: b.delete_session(
+                        s, expected_cursor=2
+                    ),
+                    "TruncateHistory(expected_cursor)": lambda s: b.truncate_history(
+                        s, expected_cursor=2
+                    ),
                 }
                 for name, call in reads.items():
                     other = await refused(call(sid))
@@ -66,6 +78,9 @@ def test_every_rpc_across_two_tenants(tmp_path: Path) -> None:
                 assert mine.session_id == "shared-id"
                 assert mine.cursor == 0
                 assert (await b.get_session(sid)).messages == ()
+                assert (await b.list_turns(sid)).turns == ()
+                not_mine = await refused(b.get_turn(sid, "turn-1"))  # A's turn id, B's session
+                assert not_mine.reason == "ERROR_REASON_TURN_NOT_FOUND"
                 again = await refused(b.create_session("support", session_id="shared-id"))
                 assert again.code == grpc.StatusCode.ALREADY_EXISTS
                 b_turn = await b.run_turn(sid, Submit("/start"))
@@ -87,8 +102,8 @@ def test_every_rpc_across_two_tenants(tmp_path: Path) -> None:
 
 
 def test_the_rpc_list_is_the_whole_contract() -> None:
-    # A new RPC must be added to the cross-tenant test above.
-    assert {rpc.name for rpc in RPCS} >= {
+    # A new RPC must be added to the cross-tenant test above, then here.
+    assert {rpc.name for rpc in RPCS} == {
         "ListDefinitions",
         "GetDefinition",
         "CreateSession",
@@ -96,6 +111,8 @@ def test_the_rpc_list_is_the_whole_contract() -> None:
         "DeleteSession",
         "StreamTurn",
         "TruncateHistory",
+        "GetTurn",
+        "ListTurns",
     }
 
 

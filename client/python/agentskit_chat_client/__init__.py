@@ -9,6 +9,7 @@ from ._client import ChatClient, Metadata, new_turn_id
 from ._connect import TLSConfig
 from ._errors import ChatError
 from ._types import (
+    AnswerOrigin,
     Definition,
     Dispatch,
     Edit,
@@ -30,14 +31,19 @@ from ._types import (
     TurnDecision,
     TurnEvent,
     TurnFailed,
+    TurnFailure,
     TurnKind,
     TurnOperation,
+    TurnOutcome,
+    TurnPage,
+    TurnRecord,
     TurnResult,
     TurnStarted,
     Usage,
 )
 
 __all__ = [
+    "AnswerOrigin",
     "ChatClient",
     "ChatError",
     "Definition",
@@ -63,8 +69,12 @@ __all__ = [
     "TurnDecision",
     "TurnEvent",
     "TurnFailed",
+    "TurnFailure",
     "TurnKind",
     "TurnOperation",
+    "TurnOutcome",
+    "TurnPage",
+    "TurnRecord",
     "TurnResult",
     "TurnStarted",
     "Usage",

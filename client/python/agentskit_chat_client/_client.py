@@ -33,6 +33,8 @@ from ._types import (
     TurnEvent,
     TurnFailed,
     TurnOperation,
+    TurnPage,
+    TurnRecord,
     TurnResult,
     TurnStarted,
 )
@@ -216,13 +218,19 @@ class ChatClient:
         self,
         session_id: str,
         *,
+        expected_cursor: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> None:
-        """Remove a session and its stored history."""
+        """Remove a session and its stored history.
+
+        With ``expected_cursor``, only while the session cursor still equals it; otherwise
+        ``ChatError`` ``ABORTED`` with reason ``ERROR_REASON_CONFLICT`` and the current
+        cursor in ``metadata["cursor"]``, and nothing changes.
+        """
         await self._unary(
             self._stub.DeleteSession,
-            chat_pb2.DeleteSessionRequest(session_id=session_id),
+            chat_pb2.DeleteSessionRequest(session_id=session_id, expected_cursor=expected_cursor),
             timeout,
             metadata,
         )
@@ -232,23 +240,102 @@ class ChatClient:
         session_id: str,
         last_kept_message_id: str | None = None,
         *,
+        expected_cursor: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> SessionHistory:
         """Drop the newest messages of a server-held history without running a turn.
 
         Every message after ``last_kept_message_id`` is dropped; ``None`` drops every message.
-        The session state is unchanged until the next turn reconciles the history.
+        The session state is unchanged until the next turn reconciles the history. With
+        ``expected_cursor``, only while the session cursor still equals it (see
+        ``delete_session``).
         """
         response = await self._unary(
             self._stub.TruncateHistory,
             chat_pb2.TruncateHistoryRequest(
-                session_id=session_id, last_kept_message_id=last_kept_message_id or ""
+                session_id=session_id,
+                last_kept_message_id=last_kept_message_id or "",
+                expected_cursor=expected_cursor,
             ),
             timeout,
             metadata,
         )
         return _convert.session_history_from_pb(response)
+
+    async def get_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> TurnRecord:
+        """Return the status of a turn id the session retains: running, completed or failed.
+
+        Runs nothing. A client that lost a turn's stream learns from it whether the turn
+        finished. Raises ``ChatError`` ``NOT_FOUND`` (``ERROR_REASON_TURN_NOT_FOUND``) for a
+        turn id the session does not retain (never started, cancelled, or too old).
+        """
+        response = await self._unary(
+            self._stub.GetTurn,
+            chat_pb2.GetTurnRequest(session_id=session_id, turn_id=turn_id),
+            timeout,
+            metadata,
+        )
+        return _convert.turn_record_from_pb(response.turn)
+
+    async def list_turns(
+        self,
+        session_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> TurnPage:
+        """Return one page of the session's retained turns, newest first.
+
+        Args:
+            session_id: The session.
+            page_size: At most this many turns; the server's default (20) when 0, at most
+                100.
+            page_token: ``next_page_token`` of the previous page of the same session.
+            timeout: Deadline in seconds; the client default when ``None``.
+            metadata: Extra metadata for this call.
+        """
+        response = await self._unary(
+            self._stub.ListTurns,
+            chat_pb2.ListTurnsRequest(
+                session_id=session_id, page_size=page_size, page_token=page_token or ""
+            ),
+            timeout,
+            metadata,
+        )
+        return _convert.turn_page_from_pb(response)
+
+    async def all_turns(
+        self,
+        session_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> AsyncGenerator[TurnRecord, None]:
+        """Yield every retained turn of the session, newest first, page by page."""
+        token: str | None = None
+        while True:
+            page = await self.list_turns(
+                session_id,
+                page_size=100,
+                page_token=token,
+                timeout=timeout,
+                metadata=metadata,
+            )
+            for turn in page.turns:
+                yield turn
+            if page.next_page_token is None:
+                return
+            token = page.next_page_token
 
     async def stream_turn(
         self,
@@ -256,6 +343,7 @@ class ChatClient:
         operation: TurnOperation,
         *,
         turn_id: str | None = None,
+        expected_cursor: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -274,6 +362,10 @@ class ChatClient:
                 ``Dispatch``.
             turn_id: Idempotency key; a repeated turn id is never executed twice. A fresh id
                 is generated when ``None``; pass one to be able to retry the same turn.
+            expected_cursor: Run only while the session cursor still equals this value;
+                otherwise ``ChatError`` ``ABORTED`` with reason ``ERROR_REASON_CONFLICT``
+                and the current cursor in ``metadata["cursor"]``. A finished turn id
+                repeats its outcome whatever the cursor.
             timeout: Deadline in seconds of the whole stream; the client default when
                 ``None``.
             metadata: Extra metadata for this call.
@@ -281,7 +373,9 @@ class ChatClient:
         Raises:
             ChatError: The call failed, before or during the stream.
         """
-        request = _convert.turn_request(session_id, turn_id or new_turn_id(), operation)
+        request = _convert.turn_request(
+            session_id, turn_id or new_turn_id(), operation, expected_cursor
+        )
         call_timeout, call_metadata = self._call_options(timeout, metadata)
         call = self._stub.StreamTurn(request, timeout=call_timeout, metadata=call_metadata)
         try:
@@ -301,6 +395,7 @@ class ChatClient:
         *,
         message_id: str | None = None,
         turn_id: str | None = None,
+        expected_cursor: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -309,6 +404,7 @@ class ChatClient:
             session_id,
             Submit(content, message_id),
             turn_id=turn_id,
+            expected_cursor=expected_cursor,
             timeout=timeout,
             metadata=metadata,
         )
@@ -319,12 +415,18 @@ class ChatClient:
         message_id: str | None = None,
         *,
         turn_id: str | None = None,
+        expected_cursor: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
         """Send a user message again (the last one when ``None``) and stream the events."""
         return self.stream_turn(
-            session_id, Retry(message_id), turn_id=turn_id, timeout=timeout, metadata=metadata
+            session_id,
+            Retry(message_id),
+            turn_id=turn_id,
+            expected_cursor=expected_cursor,
+            timeout=timeout,
+            metadata=metadata,
         )
 
     def edit(
@@ -334,6 +436,7 @@ class ChatClient:
         content: str,
         *,
         turn_id: str | None = None,
+        expected_cursor: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -342,6 +445,7 @@ class ChatClient:
             session_id,
             Edit(message_id, content),
             turn_id=turn_id,
+            expected_cursor=expected_cursor,
             timeout=timeout,
             metadata=metadata,
         )
@@ -352,6 +456,7 @@ class ChatClient:
         message_id: str | None = None,
         *,
         turn_id: str | None = None,
+        expected_cursor: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -360,6 +465,7 @@ class ChatClient:
             session_id,
             Regenerate(message_id),
             turn_id=turn_id,
+            expected_cursor=expected_cursor,
             timeout=timeout,
             metadata=metadata,
         )
@@ -370,6 +476,7 @@ class ChatClient:
         messages: Iterable[Message],
         *,
         turn_id: str | None = None,
+        expected_cursor: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -378,6 +485,7 @@ class ChatClient:
             session_id,
             Dispatch(tuple(messages)),
             turn_id=turn_id,
+            expected_cursor=expected_cursor,
             timeout=timeout,
             metadata=metadata,
         )
@@ -388,6 +496,7 @@ class ChatClient:
         operation: TurnOperation,
         *,
         turn_id: str | None = None,
+        expected_cursor: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> TurnResult:
@@ -404,7 +513,12 @@ class ChatClient:
         text: list[str] = []
         events: list[TurnEvent] = []
         stream = self.stream_turn(
-            session_id, operation, turn_id=turn_id, timeout=timeout, metadata=metadata
+            session_id,
+            operation,
+            turn_id=turn_id,
+            expected_cursor=expected_cursor,
+            timeout=timeout,
+            metadata=metadata,
         )
         async with aclosing(stream):
             async for event in stream:

@@ -7,6 +7,7 @@ from datetime import UTC
 from agentskit.chat.v1 import chat_pb2
 
 from ._types import (
+    AnswerOrigin,
     Definition,
     Dispatch,
     Edit,
@@ -28,8 +29,12 @@ from ._types import (
     TurnDecision,
     TurnEvent,
     TurnFailed,
+    TurnFailure,
     TurnKind,
     TurnOperation,
+    TurnOutcome,
+    TurnPage,
+    TurnRecord,
     TurnStarted,
     Usage,
 )
@@ -90,13 +95,74 @@ def history_mode_to_pb(mode: HistoryMode) -> chat_pb2.HistoryMode.ValueType:
     return chat_pb2.HISTORY_MODE_SERVER
 
 
+_OUTCOME_FROM_PB: dict[int, TurnOutcome] = {
+    chat_pb2.TURN_OUTCOME_RUNNING: "running",
+    chat_pb2.TURN_OUTCOME_COMPLETED: "completed",
+    chat_pb2.TURN_OUTCOME_FAILED: "failed",
+}
+
+
 def _optional(text: str) -> str | None:
     return text or None
 
 
 def message_from_pb(message: chat_pb2.Message) -> Message:
-    """Decode a ``Message``."""
-    return Message(id=message.id, role=role_from_pb(message.role), content=message.content)
+    """Decode a ``Message`` with the origin of an answer."""
+    origin = None
+    if message.HasField("origin"):
+        found = message.origin
+        origin = AnswerOrigin(
+            kind=kind_from_pb(found.kind),
+            route_id=_optional(found.route_id),
+            from_state=found.from_state,
+            to_state=found.to_state,
+            replayed=found.replayed,
+            turn_id=_optional(found.turn_id),
+        )
+    return Message(
+        id=message.id, role=role_from_pb(message.role), content=message.content, origin=origin
+    )
+
+
+def _usage(usage: chat_pb2.Usage) -> Usage:
+    return Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+
+
+def turn_record_from_pb(turn: chat_pb2.TurnRecord) -> TurnRecord:
+    """Decode a ``TurnRecord``."""
+    failure = None
+    if turn.HasField("failure"):
+        failed = turn.failure
+        failure = TurnFailure(
+            code=failed.code,
+            message=failed.message,
+            retryable=failed.retryable,
+            route_id=_optional(failed.route_id),
+        )
+    return TurnRecord(
+        turn_id=turn.turn_id,
+        operation=operation_from_pb(turn.operation),
+        outcome=_OUTCOME_FROM_PB.get(turn.outcome, "unspecified"),
+        user_message_id=_optional(turn.user_message_id),
+        assistant_message_id=_optional(turn.assistant_message_id),
+        kind=kind_from_pb(turn.kind),
+        route_id=_optional(turn.route_id),
+        from_state=_optional(turn.from_state),
+        to_state=_optional(turn.to_state),
+        replayed=turn.replayed,
+        failure=failure,
+        start_time=turn.start_time.ToDatetime(tzinfo=UTC) if turn.HasField("start_time") else None,
+        end_time=turn.end_time.ToDatetime(tzinfo=UTC) if turn.HasField("end_time") else None,
+        usage=_usage(turn.usage) if turn.HasField("usage") else None,
+    )
+
+
+def turn_page_from_pb(response: chat_pb2.ListTurnsResponse) -> TurnPage:
+    """Decode a ``ListTurns`` reply."""
+    return TurnPage(
+        turns=tuple(turn_record_from_pb(turn) for turn in response.turns),
+        next_page_token=_optional(response.next_page_token),
+    )
 
 
 def message_to_pb(message: Message) -> chat_pb2.Message:
@@ -138,6 +204,7 @@ def definition_from_pb(definition: chat_pb2.Definition) -> Definition:
                 states=tuple(route.states),
                 kind=kind_from_pb(route.kind),
                 matcher=route.matcher,
+                input_text=route.input_text,
             )
             for route in definition.routes
         ),
@@ -168,10 +235,12 @@ def session_history_from_pb(
 
 
 def turn_request(
-    session_id: str, turn_id: str, operation: TurnOperation
+    session_id: str, turn_id: str, operation: TurnOperation, expected_cursor: int | None = None
 ) -> chat_pb2.StreamTurnRequest:
     """Build the ``StreamTurnRequest`` that runs ``operation``; ``None`` ids are sent empty."""
-    request = chat_pb2.StreamTurnRequest(session_id=session_id, turn_id=turn_id)
+    request = chat_pb2.StreamTurnRequest(
+        session_id=session_id, turn_id=turn_id, expected_cursor=expected_cursor
+    )
     match operation:
         case Submit(content=content, message_id=message_id):
             request.submit.content = content
@@ -242,11 +311,7 @@ def event_from_pb(response: chat_pb2.StreamTurnResponse) -> TurnEvent | None:
                 content=completed.content,
                 snapshot=snapshot_from_pb(completed.snapshot),
                 cursor=completed.cursor,
-                usage=(
-                    None
-                    if usage is None
-                    else Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
-                ),
+                usage=None if usage is None else _usage(usage),
             )
         case "failed":
             failed = response.failed
@@ -258,6 +323,7 @@ def event_from_pb(response: chat_pb2.StreamTurnResponse) -> TurnEvent | None:
                 code=failed.code,
                 message=failed.message,
                 retryable=failed.retryable,
+                route_id=_optional(failed.route_id),
             )
         case _:
             return None

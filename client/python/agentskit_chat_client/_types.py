@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Literal, TypeAlias
 
 __all__ = [
+    "AnswerOrigin",
     "Definition",
     "Dispatch",
     "Edit",
@@ -34,8 +35,12 @@ __all__ = [
     "TurnDecision",
     "TurnEvent",
     "TurnFailed",
+    "TurnFailure",
     "TurnKind",
     "TurnOperation",
+    "TurnOutcome",
+    "TurnPage",
+    "TurnRecord",
     "TurnResult",
     "TurnStarted",
     "Usage",
@@ -67,6 +72,10 @@ client version does not know also decodes to it.
 """
 
 
+TurnOutcome: TypeAlias = Literal["running", "completed", "failed", "unspecified"]
+"""Where a turn stands; ``"unspecified"`` for a value this client version does not know."""
+
+
 class HistoryMode(enum.StrEnum):
     """Who keeps a session's messages."""
 
@@ -77,6 +86,28 @@ class HistoryMode(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerOrigin:
+    """How an assistant message was produced, for redrawing a reloaded transcript's badges.
+
+    Attributes:
+        kind: The producing turn's classification.
+        route_id: The route that answered; ``None`` for agentic answers.
+        from_state: State before the turn.
+        to_state: State after the turn.
+        replayed: True when a recorded decision was replayed; known while the session
+            retains the producing turn, ``False`` after that.
+        turn_id: The producing turn, while the session retains it; ``None`` after that.
+    """
+
+    kind: TurnKind
+    route_id: str | None
+    from_state: str
+    to_state: str
+    replayed: bool = False
+    turn_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One entry of a conversation history.
 
@@ -84,11 +115,15 @@ class Message:
         id: Unique within the session.
         role: The author.
         content: The text.
+        origin: For assistant messages read from the server (``get_session``,
+            ``truncate_history``): how the turn that produced it was answered. ``None``
+            otherwise, and ignored in requests.
     """
 
     id: str
     role: Role
     content: str
+    origin: AnswerOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +179,8 @@ class RouteInfo:
         states: States the route is restricted to; empty means every state allowing the event.
         kind: How turns answered by this route are classified.
         matcher: Matcher type: ``"command"``, ``"exact"``, ``"pattern"`` or ``"handler"``.
+        input_text: The input that fires the route: the command of a ``"command"``
+            matcher, the phrase of an ``"exact"`` matcher; empty for the others.
     """
 
     id: str
@@ -151,6 +188,7 @@ class RouteInfo:
     states: tuple[str, ...]
     kind: TurnKind
     matcher: str
+    input_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,11 +351,15 @@ class TurnFailed(_TurnEventBase):
             ``"deadline_exceeded"``.
         message: A safe, human-readable message that never repeats content.
         retryable: True when the same request may succeed later.
+        route_id: The route whose code failed, for ``"route_failed"``; ``None`` otherwise.
+
+    Deltas streamed before this event were not committed: discard them.
     """
 
     code: str
     message: str
     retryable: bool
+    route_id: str | None = None
 
 
 TurnEvent: TypeAlias = TurnStarted | TurnDecision | TextDelta | TurnCompleted | TurnFailed
@@ -419,3 +461,71 @@ class TurnResult:
     def ok(self) -> bool:
         """True when the turn committed (a ``TurnCompleted`` event was received)."""
         return self.completed is not None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """The content-free record of one turn a session retains.
+
+    Attributes:
+        turn_id: The turn id.
+        operation: The operation the turn ran.
+        outcome: ``"running"``, ``"completed"`` or ``"failed"``.
+        user_message_id: The user message the turn resolved, if known.
+        assistant_message_id: The committed answer, for completed turns.
+        kind: The classification; ``"unspecified"`` while running or when the turn failed
+            before it was classified.
+        route_id: The route that answered (or whose code failed).
+        from_state: State before the turn, if known.
+        to_state: State after the turn, if known.
+        replayed: True when a recorded decision was replayed.
+        failure: For failed turns: the code, message and retryable its stream ended with.
+        start_time: When the turn started, if known.
+        end_time: When it finished; ``None`` while running.
+        usage: Model token usage of a completed agentic turn.
+    """
+
+    turn_id: str
+    operation: OperationName
+    outcome: TurnOutcome
+    user_message_id: str | None = None
+    assistant_message_id: str | None = None
+    kind: TurnKind = "unspecified"
+    route_id: str | None = None
+    from_state: str | None = None
+    to_state: str | None = None
+    replayed: bool = False
+    failure: TurnFailure | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailure:
+    """How a recorded turn failed.
+
+    Attributes:
+        code: Stable code, as in ``TurnFailed``.
+        message: The safe message its stream ended with.
+        retryable: True when the same request may succeed later under a new turn id.
+        route_id: The route whose code failed, for ``"route_failed"``.
+    """
+
+    code: str
+    message: str
+    retryable: bool
+    route_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPage:
+    """One page of a session's retained turns, newest first.
+
+    Attributes:
+        turns: The turns of this page.
+        next_page_token: Pass to ``list_turns`` for the next page; ``None`` on the last.
+    """
+
+    turns: tuple[TurnRecord, ...]
+    next_page_token: str | None

@@ -22,6 +22,7 @@ from agentskit_chat.storage import MemoryStore
 from agentskit_chat.transport import start_server
 from agentskit_chat_client import (
     ChatClient,
+    ChatError,
     Edit,
     Retry,
     Submit,
@@ -114,6 +115,7 @@ async def _scripted(client: ChatClient) -> None:
     await _turn(client, sid, "submit '/name Ada'", Submit("/name Ada"))
     await _turn(client, sid, "retry the last message", Retry())
     await _turn(client, sid, "submit 'Tell me a joke'", Submit("Tell me a joke"))
+    await _transcript(client, sid)
     first_id = first.started.user_message_id if first.started else None
     if first_id:
         await _turn(client, sid, "edit the first message to 'hello'", Edit(first_id, "hello"))
@@ -138,6 +140,64 @@ async def _delegated(client: ChatClient, model: FakeModel) -> None:
     await _turn(client, sid, "submit '/help'", Submit("/help"))
     await _streamed(client, sid, "What can you do?", model)
     await _streamed(client, sid, "And what else?", model)
+    await _lost_stream(client, sid)
+
+
+async def _transcript(client: ChatClient, session_id: str) -> None:
+    """Reload the session as a renderer would after a restart, badges included."""
+    history = await client.get_session(session_id)
+    state, count = history.session.snapshot.state, len(history.messages)
+    print(f"> reload the transcript (GetSession): state {state!r}, {count} messages")
+    for message in history.messages:
+        badge = ""
+        if message.origin is not None:
+            origin = message.origin
+            replayed = ", replayed" if origin.replayed else ""
+            route = origin.route_id or "-"
+            badge = f"[{origin.kind} {route} {origin.from_state} -> {origin.to_state}{replayed}] "
+        print(f"  {message.role:<9} {badge}{message.content}")
+    print()
+
+
+async def _lost_stream(client: ChatClient, session_id: str) -> None:
+    """A stream lost mid-turn, then recovered by asking GetTurn about its turn id."""
+    turn_id = "demo-lost-stream"
+    print(f"> submit 'One more thing?' as turn {turn_id!r}; the stream is lost after one delta")
+    async with aclosing(client.submit(session_id, "One more thing?", turn_id=turn_id)) as events:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                running = await client.get_turn(session_id, turn_id)
+                print(f"  GetTurn while the model streams: {running.outcome}")
+                break  # the client goes away: the server stops the model, commits nothing
+    for _ in range(100):
+        try:
+            await client.get_turn(session_id, turn_id)
+        except ChatError as error:
+            if error.reason == "ERROR_REASON_TURN_NOT_FOUND":
+                print("  GetTurn after the stream was lost: not found, so nothing was committed")
+                break
+        await asyncio.sleep(0.02)
+    print(f"  run turn {turn_id!r} again with the same turn id")
+    await _wait_for_lease(client, session_id, turn_id)
+    record = await client.get_turn(session_id, turn_id)
+    usage = "" if record.usage is None else f", {record.usage.output_tokens} output tokens"
+    print(f"  GetTurn now: {record.outcome}, kind {record.kind}{usage}")
+    repeated = await client.run_turn(session_id, Submit("One more thing?"), turn_id=turn_id)
+    duplicate = repeated.started is not None and repeated.started.duplicate
+    print(f"  the same turn id once more repeats the recorded outcome (duplicate: {duplicate})")
+    print()
+
+
+async def _wait_for_lease(client: ChatClient, session_id: str, turn_id: str) -> TurnResult:
+    """Run the turn once the cancelled attempt's lease is released."""
+    for _ in range(100):
+        try:
+            return await client.run_turn(session_id, Submit("One more thing?"), turn_id=turn_id)
+        except ChatError as error:
+            if error.reason != "ERROR_REASON_SESSION_BUSY":
+                raise
+            await asyncio.sleep(error.retry_delay.total_seconds() if error.retry_delay else 0.02)
+    raise RuntimeError("the session stayed busy")
 
 
 async def _streamed(client: ChatClient, session_id: str, content: str, model: FakeModel) -> None:

@@ -31,7 +31,9 @@ from ._statechart import Accepted, StatechartInstance, transition
 from ._types import ROUTE_KINDS, TurnKind
 
 RECORD_FORMAT: Final = "agentskit.chat.session"
-RECORD_VERSION: Final = 1
+RECORD_VERSION: Final = 2
+READABLE_VERSIONS: Final = frozenset({1, 2})
+"""Version 1 records lack the turn timing, failure and usage fields of version 2."""
 MAX_RECENT_TURNS: Final = 64
 OPERATIONS: Final = frozenset({"submit", "retry", "edit", "regenerate", "dispatch"})
 TERMINAL_OUTCOMES: Final = frozenset({"completed", "failed"})
@@ -47,6 +49,10 @@ class Lease:
     holder: str
     """Replica or process that runs the turn."""
     expires_at_ms: int
+    operation: str | None = None
+    """What the turn runs; None in version 1 records."""
+    started_at_ms: int | None = None
+    user_message_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +71,14 @@ class TerminalTurn:
     from_state: str | None = None
     to_state: str | None = None
     replayed: bool = False
+    started_at_ms: int | None = None
+    """None in version 1 records."""
+    error_message: str | None = None
+    """The safe message the failed turn's stream ended with; None when not recorded."""
+    retryable: bool | None = None
+    """Whether the failure was retryable; None when not recorded."""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
 
 class _Keep:
@@ -237,7 +251,14 @@ def _dumps(value: Any) -> str:
 
 
 def _encode_lease(lease: Lease) -> dict[str, Any]:
-    return {"turn_id": lease.turn_id, "holder": lease.holder, "expires_at_ms": lease.expires_at_ms}
+    return {
+        "turn_id": lease.turn_id,
+        "holder": lease.holder,
+        "expires_at_ms": lease.expires_at_ms,
+        "operation": lease.operation,
+        "started_at_ms": lease.started_at_ms,
+        "user_message_id": lease.user_message_id,
+    }
 
 
 def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
@@ -254,6 +275,11 @@ def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
         "from_state": t.from_state,
         "to_state": t.to_state,
         "replayed": t.replayed,
+        "started_at_ms": t.started_at_ms,
+        "error_message": t.error_message,
+        "retryable": t.retryable,
+        "input_tokens": t.input_tokens,
+        "output_tokens": t.output_tokens,
     }
 
 
@@ -272,7 +298,7 @@ def decode_session_record(
     if body.raw.get("format") != RECORD_FORMAT:
         raise UnsupportedVersionError("not an agentskit.chat.session record")
     version = body.raw.get("version")
-    if isinstance(version, bool) or version != RECORD_VERSION:
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise UnsupportedVersionError("unsupported session record version")
     body.expect_keys(
         "format",
@@ -297,8 +323,8 @@ def decode_session_record(
     state = body.text("state")
     decisions = body.items("decisions", lambda f: _decode_decision(f, sealer, session_id))
     lease_raw = body.raw["lease"]
-    lease = None if lease_raw is None else _decode_lease(body.object("lease"))
-    turns = body.items("recent_turns", _decode_turn)
+    lease = None if lease_raw is None else _decode_lease(body.object("lease"), version)
+    turns = body.items("recent_turns", lambda f: _decode_turn(f, version))
     if len(turns) > MAX_RECENT_TURNS:
         raise MalformedRecordError(f"recent_turns holds more than {MAX_RECENT_TURNS} turns")
     conversation = _replay(definition, session_id, decisions, state)
@@ -386,6 +412,15 @@ class _Fields:
     def optional_text(self, key: str) -> str | None:
         return None if self.raw.get(key) is None else self.text(key)
 
+    def optional_integer(self, key: str) -> int | None:
+        return None if self.raw.get(key) is None else self.integer(key, 0)
+
+    def optional_boolean(self, key: str) -> bool | None:
+        value = self.raw.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise MalformedRecordError(f"{self._where(key)} must be a boolean or null")
+        return value
+
     def integer(self, key: str, minimum: int) -> int:
         value = self.raw.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -447,13 +482,35 @@ def _decode_response(f: _Fields, sealer: ResponseSealer | None, session_id: str)
     )
 
 
-def _decode_lease(f: _Fields) -> Lease:
-    f.expect_keys("turn_id", "holder", "expires_at_ms")
-    return Lease(f.text("turn_id"), f.text("holder"), f.integer("expires_at_ms", 0))
+_LEASE_KEYS: Final = ("turn_id", "holder", "expires_at_ms")
+_LEASE_KEYS_V2: Final = ("operation", "started_at_ms", "user_message_id")
+_TURN_KEYS_V2: Final = (
+    "started_at_ms",
+    "error_message",
+    "retryable",
+    "input_tokens",
+    "output_tokens",
+)
 
 
-def _decode_turn(f: _Fields) -> TerminalTurn:
+def _decode_lease(f: _Fields, version: int) -> Lease:
+    f.expect_keys(*_LEASE_KEYS, *(_LEASE_KEYS_V2 if version >= 2 else ()))
+    operation = f.raw.get("operation")
+    if operation is not None:
+        f.choice("operation", OPERATIONS)
+    return Lease(
+        f.text("turn_id"),
+        f.text("holder"),
+        f.integer("expires_at_ms", 0),
+        operation=operation,
+        started_at_ms=f.optional_integer("started_at_ms"),
+        user_message_id=f.optional_text("user_message_id"),
+    )
+
+
+def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
     f.expect_keys(
+        *(_TURN_KEYS_V2 if version >= 2 else ()),
         "turn_id",
         "operation",
         "outcome",
@@ -486,4 +543,9 @@ def _decode_turn(f: _Fields) -> TerminalTurn:
         from_state=f.optional_text("from_state"),
         to_state=f.optional_text("to_state"),
         replayed=replayed,
+        started_at_ms=f.optional_integer("started_at_ms"),
+        error_message=f.optional_text("error_message"),
+        retryable=f.optional_boolean("retryable"),
+        input_tokens=f.optional_integer("input_tokens"),
+        output_tokens=f.optional_integer("output_tokens"),
     )

@@ -10,6 +10,7 @@ from ._rates import Rate, Rated, RateLimiter, RateLimits
 from ._service import ChatService
 from ._tenancy import ANONYMOUS, Principal, act_as, acting_as, current_principal
 from ._types import (
+    AnswerOrigin,
     Completed,
     Decided,
     Delta,
@@ -19,17 +20,21 @@ from ._types import (
     Operation,
     Regenerate,
     Retry,
+    SessionHistory,
     SessionView,
     Started,
     Submit,
     TurnEvent,
+    TurnPage,
     TurnRequest,
+    TurnView,
     Usage,
 )
 
 __all__ = [
     "ANONYMOUS",
     "DEFAULT_TENANT",
+    "AnswerOrigin",
     "Catalog",
     "CatalogChanges",
     "CatalogRefusedError",
@@ -53,13 +58,16 @@ __all__ = [
     "Regenerate",
     "Retry",
     "ServiceError",
+    "SessionHistory",
     "SessionView",
     "Started",
     "Submit",
     "TurnEvent",
     "TurnObserver",
+    "TurnPage",
     "TurnReport",
     "TurnRequest",
+    "TurnView",
     "Usage",
     "act_as",
     "acting_as",

@@ -24,6 +24,7 @@ class Reason(StrEnum):
     SHUTTING_DOWN = "ERROR_REASON_SHUTTING_DOWN"
     STORE_UNAVAILABLE = "ERROR_REASON_STORE_UNAVAILABLE"
     DEADLINE_EXCEEDED = "ERROR_REASON_DEADLINE_EXCEEDED"
+    TURN_NOT_FOUND = "ERROR_REASON_TURN_NOT_FOUND"
     UNAUTHENTICATED = "ERROR_REASON_UNAUTHENTICATED"
     RATE_LIMITED = "ERROR_REASON_RATE_LIMITED"
 
@@ -43,6 +44,13 @@ class ServiceError(Exception):
 def invalid(field: str, message: str) -> ServiceError:
     """A malformed request field."""
     return ServiceError(Reason.INVALID_ARGUMENT, message, field=field)
+
+
+def conflict(cursor: int) -> ServiceError:
+    """The session's cursor is not the one the request expected; metadata holds the current."""
+    return ServiceError(
+        Reason.CONFLICT, "the session changed since the expected cursor", cursor=cursor
+    )
 
 
 def limit_exceeded(limit: str, maximum: int, message: str) -> ServiceError:

@@ -50,10 +50,12 @@ def plan_turn(
 
 def _dispatch(operation: Dispatch, limits: Limits) -> Plan:
     limits.check_dispatch(operation.messages)
-    users = [m for m in operation.messages if m.role == Role.USER]
+    users = [i for i, m in enumerate(operation.messages) if m.role == Role.USER]
     if not users:
         raise invalid("dispatch.messages", "dispatch.messages holds no user message to resolve")
-    return Plan(operation.messages, 0, (), users[-1].id)
+    last = operation.messages[users[-1]]
+    limits.check_text(f"dispatch.messages[{users[-1]}].content", last.content)
+    return Plan(operation.messages, 0, (), last.id)
 
 
 def _submit(

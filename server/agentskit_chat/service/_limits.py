@@ -79,9 +79,9 @@ class Limits:
         return value
 
     def check_text(self, field: str, content: str) -> str:
-        """`content` if it is not empty and fits `max_input_bytes`."""
-        if not content:
-            raise invalid(field, f"{field} must not be empty")
+        """`content` if it holds more than whitespace and fits `max_input_bytes`."""
+        if not content or content.isspace():
+            raise invalid(field, f"{field} must not be empty or only whitespace")
         return self.check_content(field, content)
 
     def check_content(self, field: str, content: str) -> str:

@@ -34,7 +34,7 @@ from agentskit_chat.storage import (
 
 from ._cache import Entry, SessionCache
 from ._catalog import Catalog
-from ._errors import Reason, ServiceError
+from ._errors import Reason, ServiceError, conflict
 from ._tenancy import current_principal
 
 T = TypeVar("T")
@@ -61,6 +61,12 @@ class Loaded:
 def now_ms() -> int:
     """Wall-clock milliseconds, as leases and turn records use them."""
     return time.time_ns() // 1_000_000
+
+
+def check_expected_cursor(loaded: Loaded, expected_cursor: int | None) -> None:
+    """Raise CONFLICT when the request expects another cursor than the stored one."""
+    if expected_cursor is not None and expected_cursor != loaded.cursor:
+        raise conflict(loaded.cursor)
 
 
 def refuse_if_leased(loaded: Loaded, at: int, turn_id: str | None = None) -> None:
@@ -220,9 +226,9 @@ class Records:
         self._remember(Entry(stored.record, after, encoder, messages))
         return after
 
-    async def delete(self, session_id: str) -> bool:
+    async def delete(self, session_id: str, expected_cursor: int | None = None) -> bool:
         """Remove the session and its messages; False when it does not exist (for the
-        current principal)."""
+        current principal), CONFLICT when its cursor is not `expected_cursor` (when given)."""
         principal = current_principal()
         tenant = principal.tenant
         self._cache.pop(session_id, tenant)
@@ -230,7 +236,15 @@ class Records:
             stored = await _guard(self.store.load(session_id, tenant=tenant))
             if stored is None or not principal.may_use(stored.definition_id):
                 return False
-        return await _guard(self.store.delete(session_id, tenant=tenant))
+        deleted = self.store.delete(session_id, tenant=tenant, expected_cursor=expected_cursor)
+        if await _guard(deleted):
+            return True
+        if expected_cursor is None:
+            return False
+        stored = await _guard(self.store.load(session_id, tenant=tenant))
+        if stored is None:
+            return False
+        raise conflict(stored.cursor)
 
     async def messages(self, loaded: Loaded) -> tuple[Message, ...]:
         """The server-held history that goes with `loaded`."""

@@ -23,10 +23,11 @@ from ._errors import Reason, ServiceError, invalid
 from ._limits import Limits
 from ._observer import TurnObserver
 from ._rates import Rated, RateLimiter, RateLimits
-from ._records import Loaded, Records, now_ms, refuse_if_leased
+from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
 from ._tenancy import current_principal
+from ._turn_records import answer_origins, find_turn, list_turns
 from ._turns import TurnRunner, new_id
-from ._types import SessionView, TurnEvent, TurnRequest
+from ._types import SessionHistory, SessionView, TurnEvent, TurnPage, TurnRequest, TurnView
 
 
 class ChatService:
@@ -121,21 +122,42 @@ class ChatService:
         definition = self.definition(definition_id)  # NOT_FOUND when the reload removed it
         return _view(await self._records.create(definition, session_id, mode))
 
-    async def get_session(self, session_id: str) -> tuple[SessionView, list[Message]]:
-        """The session and, for server-held history, its messages."""
+    async def get_session(self, session_id: str) -> SessionHistory:
+        """The session and, for server-held history, its messages with their origins."""
         loaded = await self._records.load(self.limits.check_id("session_id", session_id))
-        return _view(loaded), await self._history(loaded)
+        messages: tuple[Message, ...] = ()
+        if loaded.history_mode == HistoryMode.SERVER:
+            messages = await self._records.messages(loaded)
+        return _history(loaded, messages)
 
-    async def delete_session(self, session_id: str) -> None:
-        """Remove the session and its history; NOT_FOUND when unknown."""
-        if not await self._records.delete(self.limits.check_id("session_id", session_id)):
+    async def delete_session(self, session_id: str, expected_cursor: int | None = None) -> None:
+        """Remove the session and its history; NOT_FOUND when unknown, CONFLICT when its
+        cursor is not `expected_cursor` (when given)."""
+        session_id = self.limits.check_id("session_id", session_id)
+        if not await self._records.delete(session_id, expected_cursor):
             raise ServiceError(Reason.SESSION_NOT_FOUND, "no session has this id")
 
+    async def get_turn(self, session_id: str, turn_id: str) -> TurnView:
+        """The retained turn `turn_id` (running, completed or failed); runs nothing."""
+        loaded = await self._records.load(self.limits.check_id("session_id", session_id))
+        return find_turn(loaded.record, self.limits.check_id("turn_id", turn_id), now_ms())
+
+    async def list_turns(
+        self, session_id: str, page_size: int = 0, page_token: str | None = None
+    ) -> TurnPage:
+        """A page of the session's retained turns, newest first (see `list_turns`)."""
+        loaded = await self._records.load(self.limits.check_id("session_id", session_id))
+        return list_turns(loaded.record, page_size, page_token, now_ms())
+
     async def truncate_history(
-        self, session_id: str, last_kept_message_id: str | None
-    ) -> tuple[SessionView, list[Message]]:
+        self,
+        session_id: str,
+        last_kept_message_id: str | None,
+        expected_cursor: int | None = None,
+    ) -> SessionHistory:
         """Drop the messages after `last_kept_message_id` (all when None); no transition."""
         loaded = await self._records.load(self.limits.check_id("session_id", session_id))
+        check_expected_cursor(loaded, expected_cursor)
         if loaded.history_mode != HistoryMode.SERVER:
             raise ServiceError(
                 Reason.HISTORY_MISMATCH,
@@ -156,7 +178,7 @@ class ChatService:
         )
         if saved is None:
             raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
-        return _view(saved), list(messages[:keep])
+        return _history(saved, messages[:keep])
 
     def run_turn(self, request: TurnRequest) -> AsyncGenerator[TurnEvent, None]:
         """The events of one turn; see TurnRunner.run.
@@ -179,10 +201,11 @@ class ChatService:
         await self.adapters.close()
         await self._records.store.close()
 
-    async def _history(self, loaded: Loaded) -> list[Message]:
-        if loaded.history_mode != HistoryMode.SERVER:
-            return []
-        return list(await self._records.messages(loaded))
+
+def _history(loaded: Loaded, messages: tuple[Message, ...]) -> SessionHistory:
+    initial = loaded.definition.conversation.initial
+    origins = answer_origins(loaded.record, initial, messages)
+    return SessionHistory(_view(loaded), messages, origins)
 
 
 def _view(loaded: Loaded) -> SessionView:

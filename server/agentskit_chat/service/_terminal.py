@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Final
 
-from agentskit_chat.conversation import FailureOutcome, TerminalTurn, TurnKind
+from agentskit_chat.conversation import ROUTE_FAILED, FailureOutcome, TerminalTurn, TurnKind
 from agentskit_chat.storage import HistoryMode
 
 from ._records import Loaded, Records, now_ms
-from ._types import Completed, Decided, Delta, Failed, Started, TurnEvent, TurnRequest
+from ._types import Completed, Decided, Delta, Failed, Started, TurnEvent, TurnRequest, Usage
 
 DEADLINE_EXCEEDED: Final = "deadline_exceeded"
 CONFLICT: Final = "conflict"
 MODEL_FAILED: Final = "model_failed"
 OUTPUT_LIMIT: Final = "output_limit"
 FAILURE_MESSAGES: Final = {
-    "route_failed": "Deterministic route failed.",
+    ROUTE_FAILED: "Deterministic route failed.",
     DEADLINE_EXCEEDED: "The turn did not finish before its deadline.",
     CONFLICT: "Another writer changed the session during the turn.",
     MODEL_FAILED: "The model call failed.",
@@ -25,14 +25,20 @@ FAILURE_MESSAGES: Final = {
 RETRYABLE: Final = frozenset({DEADLINE_EXCEEDED, CONFLICT})
 
 
-def failure(code: str) -> Failed:
+def failure(code: str, route_id: str | None = None) -> Failed:
     """The failed event for a stable `code`, with its fixed, content-free message."""
     message = FAILURE_MESSAGES.get(code, FAILURE_MESSAGES[MODEL_FAILED])
-    return Failed(code, message, code in RETRYABLE)
+    return Failed(code, message, code in RETRYABLE, route_id)
 
 
 def completed_turn(
-    request: TurnRequest, user_message_id: str | None, decided: Decided, answer_id: str
+    request: TurnRequest,
+    user_message_id: str | None,
+    decided: Decided,
+    answer_id: str,
+    *,
+    started_at_ms: int | None,
+    usage: Usage | None = None,
 ) -> TerminalTurn:
     """The record of a turn that committed."""
     return TerminalTurn(
@@ -47,16 +53,22 @@ def completed_turn(
         from_state=decided.from_state,
         to_state=decided.to_state,
         replayed=decided.replayed,
+        started_at_ms=started_at_ms,
+        input_tokens=None if usage is None else usage.input_tokens,
+        output_tokens=None if usage is None else usage.output_tokens,
     )
 
 
 def failed_turn(
     request: TurnRequest,
     user_message_id: str | None,
-    code: str,
+    failed: Failed,
     outcome: FailureOutcome | None,
+    *,
+    started_at_ms: int | None,
 ) -> TerminalTurn:
-    """The record of a turn that failed and committed nothing else."""
+    """The record of a turn that failed and committed nothing else: the failed event
+    exactly as its stream ended, so a repeated turn id repeats it."""
     return TerminalTurn(
         turn_id=request.turn_id,
         operation=request.operation_name,
@@ -65,7 +77,26 @@ def failed_turn(
         kind=None if outcome is None else str(outcome.trace.kind),
         route_id=None if outcome is None else outcome.route_id,
         user_message_id=user_message_id,
-        error_code=code,
+        error_code=failed.code,
+        error_message=failed.message,
+        retryable=failed.retryable,
+        started_at_ms=started_at_ms,
+    )
+
+
+def recorded_failure(turn: TerminalTurn) -> Failed:
+    """The failed event a failed turn's stream ended with.
+
+    Records written before the message and `retryable` were kept fall back to the fixed
+    message and retryability of the code.
+    """
+    code = turn.error_code or MODEL_FAILED
+    fixed = failure(code, turn.route_id if code == ROUTE_FAILED else None)
+    return Failed(
+        code,
+        turn.error_message or fixed.message,
+        fixed.retryable if turn.retryable is None else turn.retryable,
+        fixed.route_id,
     )
 
 
@@ -75,7 +106,7 @@ async def repeat(
     """The recorded outcome of a finished turn, without running anything."""
     yield Started(turn.operation, turn.user_message_id, duplicate=True)
     if turn.outcome == "failed":
-        yield failure(turn.error_code or MODEL_FAILED)
+        yield recorded_failure(turn)
         return
     yield Decided(
         turn.kind or str(TurnKind.AGENTIC),
@@ -95,4 +126,12 @@ async def repeat(
         content,
         loaded.definition.snapshot(loaded.record.state),
         loaded.cursor,
+        recorded_usage(turn),
     )
+
+
+def recorded_usage(turn: TerminalTurn) -> Usage | None:
+    """The model token usage a completed turn recorded, if any."""
+    if turn.input_tokens is None or turn.output_tokens is None:
+        return None
+    return Usage(turn.input_tokens, turn.output_tokens)

@@ -45,7 +45,14 @@ from ._history import Plan, plan_turn
 from ._limits import Limits, utf8_size
 from ._observer import NoObserver, TurnObserver
 from ._progress import ModelCall, TurnProgress
-from ._records import Loaded, Records, now_ms, refuse_if_leased, to_stored
+from ._records import (
+    Loaded,
+    Records,
+    check_expected_cursor,
+    now_ms,
+    refuse_if_leased,
+    to_stored,
+)
 from ._terminal import (
     CONFLICT,
     DEADLINE_EXCEEDED,
@@ -185,6 +192,7 @@ class TurnRunner:
                     async for event in repeated:
                         yield event
                 return
+            check_expected_cursor(loaded, request.expected_cursor)
             turn = await self._claim(request, loaded, progress)
             if turn is None:
                 raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
@@ -206,7 +214,11 @@ class TurnRunner:
         the caller decides again from the stored record.
         """
         loaded = self._records.cached(request.session_id)
-        if loaded is None or loaded.record.find_turn(request.turn_id) is not None:
+        if (
+            loaded is None
+            or loaded.record.find_turn(request.turn_id) is not None
+            or request.expected_cursor not in (None, loaded.cursor)
+        ):
             return None
         try:
             _check_mode(loaded.history_mode, request)
@@ -228,7 +240,14 @@ class TurnRunner:
             else ()
         )
         plan = plan_turn(request.operation, history, self._limits, new_id)
-        lease = Lease(request.turn_id, self._holder, at + int(self._limits.lease_ttl * 1000))
+        lease = Lease(
+            request.turn_id,
+            self._holder,
+            at + int(self._limits.lease_ttl * 1000),
+            request.operation_name,
+            at,
+            plan.user_message_id,
+        )
         saving = asyncio.ensure_future(
             self._records.save(loaded, loaded.record.evolve(lease=lease))
         )
@@ -307,7 +326,7 @@ class TurnRunner:
             yield await self._fail(turn, OUTPUT_LIMIT, None)
             return
         answer = Message(new_id("a"), Role.ASSISTANT, outcome.response)
-        saved = await self._commit(turn, outcome, decided, answer)
+        saved = await self._commit(turn, outcome, decided, answer, None)
         if saved is None:
             yield failure(CONFLICT)
             return
@@ -361,7 +380,7 @@ class TurnRunner:
                 elif isinstance(chunk, UsageChunk):
                     usage = Usage(chunk.input_tokens, chunk.output_tokens)
         answer = Message(new_id("a"), Role.ASSISTANT, "".join(parts))
-        saved = await self._commit(turn, outcome, decided, answer)
+        saved = await self._commit(turn, outcome, decided, answer, usage)
         if saved is None:
             yield failure(CONFLICT)
             return
@@ -373,8 +392,16 @@ class TurnRunner:
         outcome: RouteOutcome | DelegateOutcome,
         decided: Decided,
         answer: Message,
+        usage: Usage | None,
     ) -> Loaded | None:
-        finished = completed_turn(turn.request, turn.plan.user_message_id, decided, answer.id)
+        finished = completed_turn(
+            turn.request,
+            turn.plan.user_message_id,
+            decided,
+            answer.id,
+            started_at_ms=_started_at(turn.claimed),
+            usage=usage,
+        )
         record = turn.claimed.record.evolve(conversation=outcome.state, lease=None).with_turn(
             finished
         )
@@ -392,12 +419,20 @@ class TurnRunner:
         error: ModelError | None = None,
     ) -> Failed:
         """Record the failure and release the lease; nothing else is committed."""
-        finished = failed_turn(turn.request, turn.plan.user_message_id, code, outcome)
+        if error is not None:
+            failed = Failed(error.code, error.message, error.retryable)
+        else:
+            failed = failure(code, None if outcome is None else outcome.route_id)
+        finished = failed_turn(
+            turn.request,
+            turn.plan.user_message_id,
+            failed,
+            outcome,
+            started_at_ms=_started_at(turn.claimed),
+        )
         record = turn.claimed.record.evolve(lease=None).with_turn(finished)
         await self._finish(self._records.save(turn.claimed, record))
-        if error is not None:
-            return Failed(error.code, error.message, error.retryable)
-        return failure(code)
+        return failed
 
     async def _release(self, claimed: Loaded) -> None:
         """Give the lease back after the client went away; the turn may run again."""
@@ -410,6 +445,11 @@ class TurnRunner:
             claimed = await saving
             if claimed is not None:
                 await self._release(claimed)
+
+
+def _started_at(claimed: Loaded) -> int | None:
+    lease = claimed.record.lease
+    return None if lease is None else lease.started_at_ms
 
 
 def _declarative(definition: ChatDefinition) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agentskit_chat.conversation import ConversationSnapshot, Message
@@ -63,6 +64,8 @@ class TurnRequest:
     session_id: str
     turn_id: str
     operation: Operation
+    expected_cursor: int | None = None
+    """Run only while the session cursor equals this; a finished turn id repeats anyway."""
 
     @property
     def operation_name(self) -> str:
@@ -135,6 +138,61 @@ class Failed:
     code: str
     message: str
     retryable: bool
+    route_id: str | None = None
+    """The route whose code failed, for `route_failed`."""
 
 
 TurnEvent = Started | Decided | Delta | Completed | Failed
+
+
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    """The content-free record of one turn the session retains."""
+
+    turn_id: str
+    operation: str | None
+    """None for a running turn recorded by an older server."""
+    outcome: str
+    """`running`, `completed` or `failed`."""
+    user_message_id: str | None = None
+    assistant_message_id: str | None = None
+    kind: str | None = None
+    route_id: str | None = None
+    from_state: str | None = None
+    to_state: str | None = None
+    replayed: bool = False
+    failure: Failed | None = None
+    started_at_ms: int | None = None
+    finished_at_ms: int | None = None
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPage:
+    """One page of a session's retained turns, newest first."""
+
+    turns: tuple[TurnView, ...]
+    next_page_token: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerOrigin:
+    """How an assistant message of a server-held history was produced."""
+
+    kind: str
+    route_id: str | None
+    from_state: str
+    to_state: str
+    replayed: bool = False
+    """Known while the producing turn is retained."""
+    turn_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHistory:
+    """A session with its server-held messages, and the origin of each assistant message."""
+
+    session: SessionView
+    messages: tuple[Message, ...] = field(repr=False)
+    origins: Mapping[str, AnswerOrigin] = field(default_factory=dict)
+    """By assistant message id."""

@@ -107,8 +107,15 @@ class SessionStore(Protocol):
         """
         ...
 
-    async def delete(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> bool:
-        """Remove the tenant's session and its messages; False when it did not exist."""
+    async def delete(
+        self,
+        session_id: str,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        expected_cursor: int | None = None,
+    ) -> bool:
+        """Remove the tenant's session and its messages; False, removing nothing, when it
+        does not exist or (when `expected_cursor` is given) its stored cursor differs."""
         ...
 
     async def close(self) -> None:

@@ -76,11 +76,23 @@ class MemoryStore:
         self._sessions[key] = _frozen(session)
         return True
 
-    async def delete(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> bool:
-        """Remove the tenant's session and its messages; False when it did not exist."""
+    async def delete(
+        self,
+        session_id: str,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        expected_cursor: int | None = None,
+    ) -> bool:
+        """Remove the tenant's session and its messages; False, removing nothing, when it
+        does not exist or its cursor differs from `expected_cursor`."""
         self._check_open()
-        self._messages.pop((tenant, session_id), None)
-        return self._sessions.pop((tenant, session_id), None) is not None
+        key = (tenant, session_id)
+        stored = self._sessions.get(key)
+        if stored is None or expected_cursor not in (None, stored.cursor):
+            return False
+        self._messages.pop(key, None)
+        del self._sessions[key]
+        return True
 
     async def list_messages(
         self, session_id: str, *, tenant: str = DEFAULT_TENANT

@@ -110,6 +110,9 @@ _TRUNCATE_MESSAGES: Final = (
 _HAS_MESSAGE_AT: Final = (
     "SELECT 1 FROM messages WHERE tenant = ? AND session_id = ? AND position = ?"
 )
+_DELETE_SESSION_AT: Final = (
+    "DELETE FROM sessions WHERE tenant = ? AND session_id = ? AND cursor = ?"
+)
 _INSERT_MESSAGE: Final = (
     "INSERT INTO messages (tenant, session_id, position, message_id, role, content)"
     " VALUES (?, ?, ?, ?, ?, ?)"
@@ -185,9 +188,17 @@ class SqliteStore:
             write=True,
         )
 
-    async def delete(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> bool:
-        """Remove the tenant's session and its messages; False when it did not exist."""
-        return await self._run("delete", partial(_delete, tenant, session_id), write=True)
+    async def delete(
+        self,
+        session_id: str,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        expected_cursor: int | None = None,
+    ) -> bool:
+        """Remove the tenant's session and its messages; False, removing nothing, when it
+        does not exist or its cursor differs from `expected_cursor`."""
+        delete = partial(_delete, tenant, session_id, expected_cursor)
+        return await self._run("delete", delete, write=True)
 
     async def list_messages(
         self, session_id: str, *, tenant: str = DEFAULT_TENANT
@@ -473,8 +484,13 @@ def _compare_and_set(
     return True
 
 
-def _delete(tenant: str, session_id: str, db: sqlite3.Connection) -> bool:
-    return db.execute(_DELETE_SESSION, (tenant, session_id)).rowcount == 1
+def _delete(
+    tenant: str, session_id: str, expected_cursor: int | None, db: sqlite3.Connection
+) -> bool:
+    if expected_cursor is None:
+        return db.execute(_DELETE_SESSION, (tenant, session_id)).rowcount == 1
+    deleted = db.execute(_DELETE_SESSION_AT, (tenant, session_id, expected_cursor))
+    return deleted.rowcount == 1
 
 
 def _list_messages(

@@ -10,6 +10,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.conversation import ChatDefinition, ConversationSnapshot, Message, Role
 from agentskit_chat.service import (
+    AnswerOrigin,
     Completed,
     Decided,
     Delta,
@@ -19,10 +20,13 @@ from agentskit_chat.service import (
     Operation,
     Regenerate,
     Retry,
+    SessionHistory,
     SessionView,
     Started,
     Submit,
     TurnEvent,
+    TurnView,
+    Usage,
     invalid,
 )
 from agentskit_chat.storage import HistoryMode
@@ -47,6 +51,11 @@ ROLES: Final = {
     Role.TOOL: pb.ROLE_TOOL,
 }
 ROLE_OF: Final = {value: role for role, value in ROLES.items()}
+OUTCOMES: Final = {
+    "running": pb.TURN_OUTCOME_RUNNING,
+    "completed": pb.TURN_OUTCOME_COMPLETED,
+    "failed": pb.TURN_OUTCOME_FAILED,
+}
 MODES: Final = {
     HistoryMode.SERVER: pb.HISTORY_MODE_SERVER,
     HistoryMode.CLIENT: pb.HISTORY_MODE_CLIENT,
@@ -90,9 +99,51 @@ def _message(message: pb.Message, index: int) -> Message:
     return Message(message.id, role, message.content)
 
 
-def message(value: Message) -> pb.Message:
-    """A history message as the contract sends it."""
-    return pb.Message(id=value.id, role=ROLES[value.role], content=value.content)
+def message(value: Message, origin: AnswerOrigin | None = None) -> pb.Message:
+    """A history message as the contract sends it, with the origin of an answer."""
+    result = pb.Message(id=value.id, role=ROLES[value.role], content=value.content)
+    if origin is not None:
+        result.origin.CopyFrom(
+            pb.AnswerOrigin(
+                kind=KINDS[origin.kind],
+                route_id=origin.route_id or "",
+                from_state=origin.from_state,
+                to_state=origin.to_state,
+                replayed=origin.replayed,
+                turn_id=origin.turn_id or "",
+            )
+        )
+    return result
+
+
+def messages(history: SessionHistory) -> list[pb.Message]:
+    """The retained messages of `history`, answers with their origins."""
+    return [message(m, history.origins.get(m.id)) for m in history.messages]
+
+
+def turn(view: TurnView) -> pb.TurnRecord:
+    """A turn record as the contract sends it."""
+    result = pb.TurnRecord(
+        turn_id=view.turn_id,
+        operation=OPERATIONS.get(view.operation or "", pb.OPERATION_UNSPECIFIED),
+        outcome=OUTCOMES[view.outcome],
+        user_message_id=view.user_message_id or "",
+        assistant_message_id=view.assistant_message_id or "",
+        kind=KINDS.get(view.kind or "", pb.TURN_KIND_UNSPECIFIED),
+        route_id=view.route_id or "",
+        from_state=view.from_state or "",
+        to_state=view.to_state or "",
+        replayed=view.replayed,
+    )
+    if view.failure is not None:
+        _failed(result.failure, view.failure)
+    if view.started_at_ms is not None:
+        result.start_time.FromMilliseconds(view.started_at_ms)
+    if view.finished_at_ms is not None:
+        result.end_time.FromMilliseconds(view.finished_at_ms)
+    if view.usage is not None:
+        _usage(result.usage, view.usage)
+    return result
 
 
 def snapshot(value: ConversationSnapshot) -> pb.Snapshot:
@@ -189,9 +240,18 @@ def _fill(response: pb.StreamTurnResponse, event: TurnEvent) -> None:
         done.snapshot.CopyFrom(snapshot(event.snapshot))
         done.cursor = event.cursor
         if event.usage is not None:
-            done.usage.input_tokens = event.usage.input_tokens
-            done.usage.output_tokens = event.usage.output_tokens
+            _usage(done.usage, event.usage)
     elif isinstance(event, Failed):
-        response.failed.code = event.code
-        response.failed.message = event.message
-        response.failed.retryable = event.retryable
+        _failed(response.failed, event)
+
+
+def _failed(into: pb.TurnFailed, event: Failed) -> None:
+    into.code = event.code
+    into.message = event.message
+    into.retryable = event.retryable
+    into.route_id = event.route_id or ""
+
+
+def _usage(into: pb.Usage, usage: Usage) -> None:
+    into.input_tokens = usage.input_tokens
+    into.output_tokens = usage.output_tokens

@@ -10,13 +10,14 @@ from typing import Final
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from agentskit.chat.v1 import chat_pb2, chat_pb2_grpc
 from agentskit_chat.service import ChatService
 
 from ._auth import Authenticator
 from ._guard import Guard
+from ._health import HealthService
+from ._reflection import enable_reflection
 from ._servicer import ChatServicer
 from ._tls import ServerTls
 
@@ -35,7 +36,7 @@ class RunningServer:
 
     server: grpc.aio.Server
     service: ChatService
-    health: health.aio.HealthServicer
+    health: HealthService
     port: int
 
     async def drain(self, grace: float) -> None:
@@ -118,12 +119,10 @@ async def start_server(
         ],
     )
     chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(service), server)
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = HealthService()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if reflection_enabled:
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME))
     if tls is None:
         port = server.add_insecure_port(listen)
     else:

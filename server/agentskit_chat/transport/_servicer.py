@@ -68,9 +68,9 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         """The session and its server-held history."""
 
         async def get() -> pb.GetSessionResponse:
-            view, messages = await self.service.get_session(request.session_id)
+            history = await self.service.get_session(request.session_id)
             return pb.GetSessionResponse(
-                session=convert.session(view), messages=[convert.message(m) for m in messages]
+                session=convert.session(history.session), messages=convert.messages(history)
             )
 
         return await _call(context, get)
@@ -81,7 +81,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         """Remove the session and its history."""
 
         async def delete() -> pb.DeleteSessionResponse:
-            await self.service.delete_session(request.session_id)
+            await self.service.delete_session(request.session_id, _expected_cursor(request))
             return pb.DeleteSessionResponse()
 
         return await _call(context, delete)
@@ -92,14 +92,41 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         """Drop the newest messages without a turn."""
 
         async def truncate() -> pb.TruncateHistoryResponse:
-            view, messages = await self.service.truncate_history(
-                request.session_id, request.last_kept_message_id or None
+            history = await self.service.truncate_history(
+                request.session_id,
+                request.last_kept_message_id or None,
+                _expected_cursor(request),
             )
             return pb.TruncateHistoryResponse(
-                session=convert.session(view), messages=[convert.message(m) for m in messages]
+                session=convert.session(history.session), messages=convert.messages(history)
             )
 
         return await _call(context, truncate)
+
+    async def GetTurn(self, request: pb.GetTurnRequest, context: Context) -> pb.GetTurnResponse:
+        """The status of one retained turn; runs nothing."""
+
+        async def get() -> pb.GetTurnResponse:
+            view = await self.service.get_turn(request.session_id, request.turn_id)
+            return pb.GetTurnResponse(turn=convert.turn(view))
+
+        return await _call(context, get)
+
+    async def ListTurns(
+        self, request: pb.ListTurnsRequest, context: Context
+    ) -> pb.ListTurnsResponse:
+        """A page of the session's retained turns, newest first."""
+
+        async def page() -> pb.ListTurnsResponse:
+            found = await self.service.list_turns(
+                request.session_id, request.page_size, request.page_token or None
+            )
+            return pb.ListTurnsResponse(
+                turns=[convert.turn(view) for view in found.turns],
+                next_page_token=found.next_page_token or "",
+            )
+
+        return await _call(context, page)
 
     async def StreamTurn(
         self, request: pb.StreamTurnRequest, context: Context
@@ -108,7 +135,12 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         stamp = convert.EventStamper(request.session_id, request.turn_id)
         deadline = asyncio.get_running_loop().time() + self.service.limits.turn_timeout
         try:
-            turn = TurnRequest(request.session_id, request.turn_id, convert.operation(request))
+            turn = TurnRequest(
+                request.session_id,
+                request.turn_id,
+                convert.operation(request),
+                _expected_cursor(request),
+            )
             async with aclosing(self.service.run_turn(turn)) as events:
                 with StallWatch(events, deadline) as watch:
                     async for event in events:
@@ -122,6 +154,12 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         except Exception as exc:
             log.error("turn failed unexpectedly: %s", type(exc).__name__)
             await abort_internal(context)
+
+
+def _expected_cursor(
+    request: pb.StreamTurnRequest | pb.TruncateHistoryRequest | pb.DeleteSessionRequest,
+) -> int | None:
+    return request.expected_cursor if request.HasField("expected_cursor") else None
 
 
 async def _call(context: Context, call: Callable[[], Awaitable[T]]) -> T:

@@ -7,17 +7,20 @@ from typing import Final, NoReturn
 import grpc
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from agentskit_chat.service import Reason, ServiceError
 
 DOMAIN: Final = "chat.agentskit.dev"
 DETAILS_KEY: Final = "grpc-status-details-bin"
+RETRY_AFTER_KEY: Final = "retry_after_ms"
 
 CODES: Final = {
     Reason.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
     Reason.DEFINITION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     Reason.SESSION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Reason.TURN_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     Reason.SESSION_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
     Reason.SESSION_BUSY: grpc.StatusCode.ABORTED,
     Reason.TURN_IN_PROGRESS: grpc.StatusCode.ABORTED,
@@ -35,24 +38,26 @@ CODES: Final = {
 
 
 def status_details(code: grpc.StatusCode, error: ServiceError) -> bytes:
-    """The serialized google.rpc.Status for `error`: its ErrorInfo, and a RetryInfo when it
-    names a delay (`retry_after_ms`)."""
+    """The serialized google.rpc.Status for `error`: an ErrorInfo, and a RetryInfo when the
+    error says how long to wait (metadata `retry_after_ms`, kept for older clients)."""
     info = error_details_pb2.ErrorInfo(
         reason=str(error.reason), domain=DOMAIN, metadata=dict(error.metadata)
     )
-    detail = AnyMessage()
-    detail.Pack(info)
-    details = [detail]
-    retry_after_ms = error.metadata.get("retry_after_ms")
-    if retry_after_ms is not None and retry_after_ms.isdigit():
+    details = [_pack(info)]
+    retry_after_ms = error.metadata.get(RETRY_AFTER_KEY)
+    if retry_after_ms is not None:
         delay = Duration()
         delay.FromMilliseconds(int(retry_after_ms))
-        retry = AnyMessage()
-        retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
-        details.append(retry)
+        details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     status = status_pb2.Status(code=code.value[0], message=error.message, details=details)
     data: bytes = status.SerializeToString()
     return data
+
+
+def _pack(message: Message) -> AnyMessage:
+    detail = AnyMessage()
+    detail.Pack(message)
+    return detail
 
 
 async def abort(context: grpc.aio.ServicerContext[object, object], error: ServiceError) -> NoReturn:

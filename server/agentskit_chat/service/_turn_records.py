@@ -1,0 +1,168 @@
+"""Turn records as clients read them: one turn, pages of turns, and answer origins.
+
+Everything here is derived from the stored session record (its lease and recent terminal
+turns) and the server-held history; nothing is stored for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from agentskit_chat.conversation import Lease, Message, Role, SessionRecord, TerminalTurn, TurnKind
+
+from ._errors import Reason, ServiceError, invalid
+from ._terminal import recorded_failure, recorded_usage
+from ._types import AnswerOrigin, TurnPage, TurnView
+
+DEFAULT_PAGE_SIZE: Final = 20
+MAX_PAGE_SIZE: Final = 100
+_TOKEN_VERSION: Final = 1
+
+
+def find_turn(record: SessionRecord, turn_id: str, at_ms: int) -> TurnView:
+    """The retained turn `turn_id`: running (its lease is live) or finished; else NOT_FOUND."""
+    lease = _live_lease(record, at_ms)
+    if lease is not None and lease.turn_id == turn_id:
+        return running_view(lease)
+    finished = record.find_turn(turn_id)
+    if finished is None:
+        raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
+    return finished_view(finished)
+
+
+def list_turns(
+    record: SessionRecord, page_size: int, page_token: str | None, at_ms: int
+) -> TurnPage:
+    """A page of the retained turns, newest first: the running turn, then finished ones
+    from the most recently finished. Tokens name the last turn of the previous page."""
+    size = _page_size(page_size)
+    lease = _live_lease(record, at_ms)
+    finished = record.recent_turns[::-1]
+    running: tuple[TurnView, ...] = () if lease is None else (running_view(lease),)
+    if page_token is None:
+        ordered = [*running, *map(finished_view, finished)]
+    else:
+        anchor, anchor_running = _read_token(page_token, record.session_id)
+        ids = [turn.turn_id for turn in finished]
+        if anchor in ids:
+            rest = finished[ids.index(anchor) + 1 :]
+        else:  # a running anchor not finished yet starts the finished turns; any other is gone
+            rest = finished if anchor_running else ()
+        ordered = list(map(finished_view, rest))
+    page = tuple(ordered[:size])
+    more = len(ordered) > size
+    token = _write_token(record.session_id, page[-1]) if more else None
+    return TurnPage(page, token)
+
+
+def running_view(lease: Lease) -> TurnView:
+    """The record of the turn that holds `lease`."""
+    return TurnView(
+        turn_id=lease.turn_id,
+        operation=lease.operation,
+        outcome="running",
+        user_message_id=lease.user_message_id,
+        started_at_ms=lease.started_at_ms,
+    )
+
+
+def finished_view(turn: TerminalTurn) -> TurnView:
+    """The record of a finished turn; failures as their stream ended."""
+    failed = turn.outcome == "failed"
+    return TurnView(
+        turn_id=turn.turn_id,
+        operation=turn.operation,
+        outcome=turn.outcome,
+        user_message_id=turn.user_message_id,
+        assistant_message_id=turn.assistant_message_id,
+        kind=turn.kind,
+        route_id=turn.route_id,
+        from_state=turn.from_state,
+        to_state=turn.to_state,
+        replayed=turn.replayed,
+        failure=recorded_failure(turn) if failed else None,
+        started_at_ms=turn.started_at_ms,
+        finished_at_ms=turn.finished_at_ms,
+        usage=None if failed else recorded_usage(turn),
+    )
+
+
+def answer_origins(
+    record: SessionRecord, initial_state: str, messages: Sequence[Message]
+) -> Mapping[str, AnswerOrigin]:
+    """How each assistant message of a server-held history was produced.
+
+    An answer following a user message with a recorded decision came from that decision's
+    route; any other answer is agentic, at the state the earlier decisions reached. The
+    turn id and `replayed` are known while the producing turn is retained.
+    """
+    decisions = record.conversation.decisions
+    turns = {t.assistant_message_id: t for t in record.recent_turns if t.assistant_message_id}
+    origins: dict[str, AnswerOrigin] = {}
+    state = initial_state
+    pending = None
+    for message in messages:
+        if message.role == Role.USER:
+            if pending is not None:  # a decision whose answer is gone still moved the state
+                state = pending.to_state
+            pending = decisions.get(message.id)
+        elif message.role == Role.ASSISTANT:
+            turn = turns.get(message.id)
+            turn_id, replayed = (None, False) if turn is None else (turn.turn_id, turn.replayed)
+            if pending is None:
+                origin = AnswerOrigin(str(TurnKind.AGENTIC), None, state, state, replayed, turn_id)
+            else:
+                origin = AnswerOrigin(
+                    str(pending.kind),
+                    pending.route_id,
+                    pending.from_state,
+                    pending.to_state,
+                    replayed,
+                    turn_id,
+                )
+                state = pending.to_state
+            origins[message.id] = origin
+            pending = None
+    return origins
+
+
+def _live_lease(record: SessionRecord, at_ms: int) -> Lease | None:
+    lease = record.lease
+    return lease if lease is not None and lease.expires_at_ms > at_ms else None
+
+
+def _page_size(requested: int) -> int:
+    if requested < 0:
+        raise invalid("page_size", "page_size must not be negative")
+    return min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+
+
+def _write_token(session_id: str, last: TurnView) -> str:
+    body = {"v": _TOKEN_VERSION, "s": session_id, "t": last.turn_id, "r": last.outcome == "running"}
+    data = json.dumps(body, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _read_token(token: str, session_id: str) -> tuple[str, bool]:
+    """The anchor turn id of `token` and whether it was running; INVALID_ARGUMENT when the
+    token is not one this server issues or belongs to another session."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        body = json.loads(raw)
+    except (ValueError, binascii.Error):
+        body = None
+    if (
+        not isinstance(body, dict)
+        or body.get("v") != _TOKEN_VERSION
+        or not isinstance(body.get("s"), str)
+        or not isinstance(body.get("t"), str)
+        or not isinstance(body.get("r"), bool)
+    ):
+        raise invalid("page_token", "page_token is not a token this server issued")
+    if body["s"] != session_id:
+        raise invalid("page_token", "page_token belongs to another session")
+    return body["t"], body["r"]
