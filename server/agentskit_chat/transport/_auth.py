@@ -11,7 +11,10 @@ The tokens file (YAML or JSON) holds only SHA-256 digests, never tokens::
 
 A call carries `authorization: Bearer <token>`; the token's digest picks the principal.
 Several digests may map to one tenant, which is how a token is rotated. Nothing here
-logs or returns a token, a digest or which of them was wrong.
+logs or returns a token, a digest or which of them was wrong. The check takes plain
+(key, value) pairs, so every transport (gRPC here through `Guard`, an HTTP listener with
+its `authorization` header) authenticates the same way and then runs the call under
+`agentskit_chat.service.act_as(principal)`.
 """
 
 from __future__ import annotations
