@@ -27,7 +27,13 @@ from ._errors import (
     UnsupportedVersionError,
 )
 from ._loading import SUFFIXES as DEFINITION_SUFFIXES
-from ._loading import define_chat, load_definition, load_definitions, parse_definition
+from ._loading import (
+    define_chat,
+    is_definition_file,
+    load_definition,
+    load_definitions,
+    parse_definition,
+)
 from ._matchers import normalize_exact
 from ._observers import TraceFanout, TraceObserver
 from ._outcomes import (
@@ -126,6 +132,7 @@ __all__ = [
     "exact_route",
     "handler_route",
     "initial_state",
+    "is_definition_file",
     "load_definition",
     "load_definitions",
     "normalize_exact",
