@@ -68,6 +68,7 @@ from ._statechart import (
 )
 from ._trace import TraceRecord, TurnOutcome
 from ._types import ConversationSnapshot, Message, Role, RouteContext, TurnKind
+from ._yaml import load_yaml
 
 __all__ = [
     "DEFAULT_CALLBACK_TIMEOUT",
@@ -135,6 +136,7 @@ __all__ = [
     "is_definition_file",
     "load_definition",
     "load_definitions",
+    "load_yaml",
     "normalize_exact",
     "parse_definition",
     "pattern_route",
