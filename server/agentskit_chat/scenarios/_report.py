@@ -19,7 +19,7 @@ def text_report(results: Sequence[CaseResult]) -> str:
     passed, failed, errors = totals(results)
     summary = f"{passed} passed, {failed} failed"
     if errors:
-        summary += f", {errors} errors"
+        summary += f", {errors} error{'s' if errors != 1 else ''}"
     lines.append(summary)
     return "\n".join(lines) + "\n"
 
