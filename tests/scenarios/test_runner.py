@@ -18,6 +18,7 @@ from agentskit_chat.scenarios import (
     InProcessTarget,
     RemoteTarget,
     Target,
+    TestFile,
     junit_xml,
     load_test_file,
     parse_test_file,
@@ -78,7 +79,11 @@ def one_case(*steps: dict[str, Any], definition: str = "support") -> dict[str, A
 def test_the_example_test_files_pass_on_both_targets(kind: str) -> None:
     for path in sorted(EXAMPLES.glob("*.test.yaml")):
         test_file = load_test_file(path)
-        results = run_with(kind, lambda target, f=test_file: run_file(target, f))
+
+        async def scenario(target: Target, test_file: TestFile = test_file) -> list[CaseResult]:
+            return await run_file(target, test_file)
+
+        results = run_with(kind, scenario)
         assert [r.name for r in results if not r.passed] == [], text_report(results)
         assert len(results) == len(test_file.cases)
 
