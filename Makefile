@@ -4,7 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo
+.PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
+	conversation-tests diagram
 
 install: $(STAMP)
 
@@ -24,7 +25,11 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest
 
-test: lint lint-proto check-generated typecheck unit
+test: lint lint-proto check-generated typecheck conversation-tests unit
+
+# The example definitions' conversation tests (examples/definitions/*.test.yaml), in-process.
+conversation-tests: $(STAMP)
+	$(BIN)/agentskit-chat test examples/definitions --junit build/conversation-tests.xml
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.conversation
@@ -62,6 +67,11 @@ lint-proto: node_modules/.installed
 # Serve the example definitions on SQLite in ./var with the offline adapter (Ctrl-C drains).
 serve: $(STAMP)
 	$(BIN)/agentskit-chat serve
+
+# The README's rendered state diagram (needs Graphviz's dot: apt-get install graphviz).
+diagram: $(STAMP)
+	$(BIN)/agentskit-chat graph examples/definitions --definition orders --format dot \
+	  | dot -Tpng -Gdpi=96 -o docs/orders-states.png
 
 # A scripted conversation through the Python client against a live server.
 demo: $(STAMP)

@@ -70,7 +70,7 @@ def test_dot_output_renders_with_graphviz(definition: str, dot_binary: str) -> N
     rendered = subprocess.run(
         [dot_binary, "-Tsvg"], input=done.stdout, capture_output=True, text=True, check=False
     )
-    assert rendered.returncode == 0 and rendered.stderr == "", rendered.stderr
+    assert (rendered.returncode, rendered.stderr) == (0, "")
     titles = set(re.findall(r"<title>(.*?)</title>", rendered.stdout))
     assert {"__start", "__start&#45;&gt;" + _initial(definition)} <= titles
 
@@ -82,8 +82,9 @@ def test_odd_names_survive_dot_quoting(tmp_path: Path, dot_binary: str) -> None:
     rendered = subprocess.run(
         [dot_binary, "-Tsvg"], input=done.stdout, capture_output=True, text=True, check=False
     )
-    assert rendered.returncode == 0 and rendered.stderr == "", rendered.stderr
-    assert "waiting room" in rendered.stdout and "say &quot;hi&quot;" in rendered.stdout
+    assert (rendered.returncode, rendered.stderr) == (0, "")
+    assert "waiting room" in rendered.stdout
+    assert "say &quot;hi&quot;" in rendered.stdout
     assert "go;now (go)" in rendered.stdout
 
 
@@ -92,11 +93,13 @@ def test_a_directory_needs_a_definition_id_and_errors_are_reported(tmp_path: Pat
     assert several.returncode == 2
     assert "choose one with --definition (definitions: orders, support)" in several.stderr
     unknown = run_cli("graph", str(EXAMPLES), "--definition", "nope")
-    assert unknown.returncode == 2 and "no definition has this id" in unknown.stderr
+    assert unknown.returncode == 2
+    assert "no definition has this id" in unknown.stderr
     broken = tmp_path / "broken.yaml"
     broken.write_text("id: x\nrevision: 1\nconversation: {initial: a, states: {}}\n")
     failed = run_cli("graph", str(broken))
-    assert failed.returncode == 1 and "broken.yaml" in failed.stderr
+    assert failed.returncode == 1
+    assert "broken.yaml" in failed.stderr
     assert failed.stdout == ""
 
 

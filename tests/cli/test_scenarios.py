@@ -84,9 +84,11 @@ def test_an_invalid_file_runs_nothing_and_exits_2(tmp_path: Path) -> None:
     )
     (tmp_path / "empty").mkdir()
     empty = run_cli("test", str(tmp_path / "empty"))
-    assert empty.returncode == 2 and "no test files" in empty.stderr
+    assert empty.returncode == 2
+    assert "no test files" in empty.stderr
     missing = run_cli("test", str(tmp_path / "missing.test.yaml"))
-    assert missing.returncode == 2 and "missing.test.yaml: cannot read the file" in missing.stderr
+    assert missing.returncode == 2
+    assert "missing.test.yaml: cannot read the file" in missing.stderr
 
 
 def test_the_example_files_pass_against_a_live_server(launch: Launcher) -> None:

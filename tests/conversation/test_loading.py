@@ -144,7 +144,9 @@ def test_schema_is_a_valid_draft_2020_12_schema() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", sorted(p for p in EXAMPLES.glob("*.yaml") if is_definition_file(p)), ids=lambda p: p.name
+    "path",
+    sorted(p for p in EXAMPLES.glob("*.yaml") if is_definition_file(p)),
+    ids=lambda p: p.name,
 )
 def test_examples_satisfy_the_schema(path: Path) -> None:
     data = yaml.load(path.read_text(), Loader=yaml.BaseLoader)  # strings only, as YAML 1.2 keys

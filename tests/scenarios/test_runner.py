@@ -98,8 +98,11 @@ def test_a_wrong_expectation_fails_at_its_step_and_later_steps_do_not_run(kind: 
             {"submit": "/never-run"},
         ),
     )
-    assert not result.passed and result.ran == 2 and result.steps == 3
-    assert result.failure is not None and result.failure.index == 2
+    assert not result.passed
+    assert result.ran == 2
+    assert result.steps == 3
+    assert result.failure is not None
+    assert result.failure.index == 2
     found = {m.name: (m.expected, m.actual) for m in result.failure.mismatches}
     assert found == {
         "state": ("collecting", "complete"),
@@ -107,7 +110,8 @@ def test_a_wrong_expectation_fails_at_its_step_and_later_steps_do_not_run(kind: 
     }
     report = text_report([result])
     assert "step 2 of 3: submit '/name Ada'" in report
-    assert "- Welcome, Bob." in report and "+ Welcome, Ada." in report
+    assert "- Welcome, Bob." in report
+    assert "+ Welcome, Ada." in report
     assert report.endswith("0 passed, 1 failed\n")
 
 
@@ -153,7 +157,8 @@ def test_canned_replies_answer_in_process_and_are_not_checked_against_a_live_ser
         {"submit": "again", "expect": {"kind": "agentic", "text": OFFLINE_REPLY}},
     )
     (inside,) = results_of("in-process", data)
-    assert inside.passed and inside.notes == ()
+    assert inside.passed
+    assert inside.notes == ()
     (live,) = results_of("live", data)
     assert live.passed
     assert live.notes == ("step 1: text not checked (canned model reply)",)
@@ -206,4 +211,5 @@ def test_junit_report_has_a_suite_per_file_and_a_failure_per_failed_case() -> No
     assert failure.get("message") == "step 1: route: expected 'finish', got 'start'"
     assert "expected 'finish'" in (failure.text or "")
     error = suites[0].findall("testcase")[1].find("error")
-    assert error is not None and "DEFINITION_NOT_FOUND" in (error.get("message") or "")
+    assert error is not None
+    assert "DEFINITION_NOT_FOUND" in (error.get("message") or "")

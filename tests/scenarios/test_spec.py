@@ -52,7 +52,8 @@ def test_a_valid_file_reads_into_cases_and_steps() -> None:
         "regenerate",
         "truncate",
     ]
-    assert case.steps[2].text == "hi" and case.steps[2].message == 1
+    assert case.steps[2].text == "hi"
+    assert case.steps[2].message == 1
     assert case.steps[2].model == "Hello."
     assert case.steps[4].expect == {"state": "idle", "actions": ("start",)}
     assert case.steps[0].title == "submit '/start'"

@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     sys.stdout.write(text_report(results))
     if args.junit is not None:
+        args.junit.parent.mkdir(parents=True, exist_ok=True)
         args.junit.write_bytes(junit_xml(results))
     _, failed, errors = totals(results)
     return 1 if failed or errors else 0
