@@ -71,10 +71,9 @@ async def run_case(target: Target, file: str, case: Case) -> CaseResult:
             tuple(notes),
         )
 
-    opened = await target.start_session(case.definition)
-    if opened.error is not None or opened.text is None:
-        return result(0, error=f"session of {case.definition!r} refused: {opened.error}")
-    session_id = opened.text
+    session_id, refused = await target.start_session(case.definition)
+    if refused is not None:
+        return result(0, error=f"session of {case.definition!r} refused: {refused}")
     try:
         for index, step in enumerate(case.steps, 1):
             skip: frozenset[str] = frozenset()

@@ -49,9 +49,8 @@ class Target(Protocol):
     canned_replies: bool
     """Whether a step's canned `model` reply is what the model answers."""
 
-    async def start_session(self, definition_id: str) -> Observation:
-        """A new session; the observation holds its id as `text` and its first snapshot,
-        or the reason it was refused."""
+    async def start_session(self, definition_id: str) -> tuple[str, str | None]:
+        """A new session: its id and None, or "" and the reason it was refused."""
         ...
 
     async def turn(self, session_id: str, step: Step, message_id: str | None) -> Observation:
@@ -112,12 +111,12 @@ class InProcessTarget:
             adapters=self.model.registry(),
         )
 
-    async def start_session(self, definition_id: str) -> Observation:
+    async def start_session(self, definition_id: str) -> tuple[str, str | None]:
         try:
             view = await self.service.create_session(definition_id, None, HistoryMode.SERVER)
         except ServiceError as exc:
-            return Observation(error=_short(exc.reason))
-        return replace(_from_snapshot(view.snapshot), text=view.session_id)
+            return "", _short(exc.reason)
+        return view.session_id, None
 
     async def turn(self, session_id: str, step: Step, message_id: str | None) -> Observation:
         if step.model is not None:
@@ -181,12 +180,12 @@ class RemoteTarget:
     def __init__(self, target: str, *, timeout: float = 30.0) -> None:
         self.client = ChatClient(target, timeout=timeout)
 
-    async def start_session(self, definition_id: str) -> Observation:
+    async def start_session(self, definition_id: str) -> tuple[str, str | None]:
         try:
             session = await self.client.create_session(definition_id)
         except ChatError as exc:
-            return Observation(error=_refusal(exc))
-        return replace(_from_snapshot(session.snapshot), text=session.session_id)
+            return "", _refusal(exc)
+        return session.session_id, None
 
     async def turn(self, session_id: str, step: Step, message_id: str | None) -> Observation:
         try:
