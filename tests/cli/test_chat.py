@@ -193,6 +193,7 @@ def test_in_a_pipe_it_prints_plain_lines(launch: Launcher) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
     assert "\x1b" not in done.stdout
     assert transcript(done.stdout).splitlines() == [
         "support r1 | session s-ID (new session) | HOST:PORT",

@@ -42,6 +42,7 @@ from agentskit_chat_client import (
     Edit,
     Regenerate,
     Retry,
+    SessionHistory,
     Snapshot,
     Submit,
     TextDelta,
@@ -84,7 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Talk until /quit or the end of the input."""
+    """Talk until /quit or the end of the input; 130 when interrupted while starting."""
+    try:
+        return _talk(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _talk(args: argparse.Namespace) -> int:
     view = View.for_stream(sys.stdout)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     with _Loop() as loop:
@@ -222,7 +230,7 @@ class _Conversation:
         self.show_state()
         return 0
 
-    async def _resume(self, session_id: str) -> Any:
+    async def _resume(self, session_id: str) -> SessionHistory | None:
         try:
             return await self.client.get_session(session_id)
         except ChatError as exc:
