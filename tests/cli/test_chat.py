@@ -20,15 +20,17 @@ TIMEOUT = 30
 
 
 @pytest.fixture
-def terminals() -> Iterator[list[pexpect.spawn]]:
+def terminals() -> Iterator[list[pexpect.spawn[str]]]:
     """Chat processes in pseudo-terminals; each is ended at the end of the test."""
-    spawned: list[pexpect.spawn] = []
+    spawned: list[pexpect.spawn[str]] = []
     yield spawned
     for child in spawned:
         child.close(force=True)
 
 
-def spawn(terminals: list[pexpect.spawn], *args: str, color: bool = False) -> pexpect.spawn:
+def spawn(
+    terminals: list[pexpect.spawn[str]], *args: str, color: bool = False
+) -> pexpect.spawn[str]:
     env = base_env({"TERM": "xterm"})
     if not color:
         env["NO_COLOR"] = "1"
@@ -46,7 +48,9 @@ def spawn(terminals: list[pexpect.spawn], *args: str, color: bool = False) -> pe
     return child
 
 
-def test_a_conversation_in_a_terminal(launch: Launcher, terminals: list[pexpect.spawn]) -> None:
+def test_a_conversation_in_a_terminal(
+    launch: Launcher, terminals: list[pexpect.spawn[str]]
+) -> None:
     server = launch(None, "--store", "memory://")
     child = spawn(terminals, "--target", server.target, "--definition", "orders", color=True)
     child.expect(r"orders r1 \| session (\S+) \(new session\)")
@@ -83,7 +87,7 @@ def test_a_conversation_in_a_terminal(launch: Launcher, terminals: list[pexpect.
 
 
 def test_lifecycle_commands_and_the_slash_escape(
-    launch: Launcher, terminals: list[pexpect.spawn]
+    launch: Launcher, terminals: list[pexpect.spawn[str]]
 ) -> None:
     server = launch(None, "--store", "memory://")
     child = spawn(terminals, "--target", server.target, "--definition", "support")
@@ -114,7 +118,7 @@ def test_lifecycle_commands_and_the_slash_escape(
     assert child.exitstatus == 0
 
 
-def test_a_session_resumes_by_id(launch: Launcher, terminals: list[pexpect.spawn]) -> None:
+def test_a_session_resumes_by_id(launch: Launcher, terminals: list[pexpect.spawn[str]]) -> None:
     server = launch(None, "--store", "memory://")
     first = spawn(
         terminals, "--target", server.target, "--definition", "support", "--session", "desk-7"
@@ -143,7 +147,7 @@ def test_a_session_resumes_by_id(launch: Launcher, terminals: list[pexpect.spawn
 
 
 def test_replies_stream_as_they_arrive_and_ctrl_c_cancels_the_turn(
-    launch: Launcher, terminals: list[pexpect.spawn], tmp_path: Path
+    launch: Launcher, terminals: list[pexpect.spawn[str]], tmp_path: Path
 ) -> None:
     with FakeModelServer() as model:
         definitions = tmp_path / "definitions"
