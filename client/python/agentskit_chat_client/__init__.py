@@ -7,6 +7,7 @@ frozen dataclasses: definitions, sessions, messages and turn events. Failed call
 
 from ._client import ChatClient, Metadata, new_turn_id
 from ._errors import ChatError
+from ._hints import EligibleRoute, OfferedRoute, SnapshotLike, command_hints, eligible_routes
 from ._types import (
     AnswerOrigin,
     Definition,
@@ -78,3 +79,4 @@ __all__ = [
     "Usage",
     "new_turn_id",
 ]
+__all__ += ["EligibleRoute", "OfferedRoute", "SnapshotLike", "command_hints", "eligible_routes"]
