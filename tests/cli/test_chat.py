@@ -133,7 +133,9 @@ def test_a_session_resumes_by_id(launch: Launcher, terminals: list[pexpect.spawn
     )
     again.expect_exact("session desk-7 (resumed session, 2 messages)")
     again.expect_exact("you: /start")
-    again.expect_exact("assistant: What is your name?")
+    again.expect_exact(
+        "assistant: What is your name? [deterministic | route start | idle -> collecting]"
+    )
     again.expect_exact("state collecting | actions: cancel")
     again.sendline("/name Lin")
     again.expect_exact("Welcome, Lin.")
@@ -252,7 +254,7 @@ def test_an_unknown_definition_or_unreachable_server_exits_1() -> None:
         check=False,
     )
     assert unknown.returncode == 1
-    assert unknown.stdout.startswith("error: NOT_FOUND: ")
+    assert unknown.stdout.startswith("error: NOT_FOUND ERROR_REASON_DEFINITION_NOT_FOUND: ")
     down = subprocess.run(
         [
             sys.executable,

@@ -49,9 +49,11 @@ __all__ = [
     "Definition",
     "Dispatch",
     "Edit",
+    "EligibleRoute",
     "HistoryMode",
     "Message",
     "Metadata",
+    "OfferedRoute",
     "OperationName",
     "Regenerate",
     "Retry",
@@ -60,6 +62,7 @@ __all__ = [
     "Session",
     "SessionHistory",
     "Snapshot",
+    "SnapshotLike",
     "StateInfo",
     "Submit",
     "TextDelta",
@@ -77,6 +80,7 @@ __all__ = [
     "TurnResult",
     "TurnStarted",
     "Usage",
+    "command_hints",
+    "eligible_routes",
     "new_turn_id",
 ]
-__all__ += ["EligibleRoute", "OfferedRoute", "SnapshotLike", "command_hints", "eligible_routes"]

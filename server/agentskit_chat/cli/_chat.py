@@ -30,7 +30,6 @@ from typing import Any, TypeVar
 
 import grpc
 
-from agentskit.chat.v1 import chat_pb2, chat_pb2_grpc
 from agentskit_chat.conversation import ConfigError
 from agentskit_chat.models import AdapterRegistry
 from agentskit_chat.service import Catalog, ChatService
@@ -42,6 +41,7 @@ from agentskit_chat_client import (
     Edit,
     Regenerate,
     Retry,
+    RouteInfo,
     SessionHistory,
     Snapshot,
     Submit,
@@ -176,7 +176,7 @@ class _Conversation:
         self.view = view
         self.session_id = ""
         self.definition_id = ""
-        self.routes: Sequence[chat_pb2.RouteInfo] = ()
+        self.routes: Sequence[RouteInfo] = ()
         self.snapshot = Snapshot(state="")
 
     @property
@@ -193,15 +193,7 @@ class _Conversation:
             return 1
 
     async def _open(self, definition_id: str, session_id: str | None) -> int:
-        stub = chat_pb2_grpc.ChatServiceStub(self.client.channel)
-        try:
-            reply = await stub.GetDefinition(
-                chat_pb2.GetDefinitionRequest(definition_id=definition_id), timeout=30
-            )
-        except grpc.aio.AioRpcError as exc:
-            self.view.line(f"error: {exc.code().name}: {exc.details()}", "error")
-            return 1
-        definition = reply.definition
+        definition = await self.client.get_definition(definition_id, timeout=30)
         self.definition_id = definition.id
         self.routes = tuple(definition.routes)
         resumed = await self._resume(session_id) if session_id else None

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from agentskit_chat_client import Message, Snapshot, TurnDecision
+from agentskit_chat_client import AnswerOrigin, Message, Snapshot, TurnDecision
 
 LOCAL_COMMANDS = ("/retry", "/edit", "/regenerate", "/truncate", "/state", "/quit")
 HELP = (
@@ -47,8 +47,9 @@ class View:
         self.out.flush()
 
 
-def badge(decision: TurnDecision | None, *, failed: str = "") -> str:
-    """`[kind | route R | from -> to | replayed]` for the turn just answered."""
+def badge(decision: TurnDecision | AnswerOrigin | None, *, failed: str = "") -> str:
+    """`[kind | route R | from -> to | replayed]` for the turn just answered, or for the
+    turn that produced a stored answer."""
     if decision is None:
         return f"[failed: {failed}]" if failed else "[no decision]"
     parts = [decision.kind, f"route {decision.route_id}" if decision.route_id else "no route"]
@@ -74,5 +75,6 @@ def history_lines(messages: Sequence[Message], last: int = 6) -> list[str]:
     lines = [f"... {hidden} earlier messages"] if hidden else []
     for message in shown:
         author = "you" if message.role == "user" else message.role
-        lines.append(f"{author}: {' '.join(message.content.split())}")
+        origin = "" if message.origin is None else f" {badge(message.origin)}"
+        lines.append(f"{author}: {' '.join(message.content.split())}{origin}")
     return lines

@@ -142,14 +142,14 @@ class InProcessTarget:
 
     async def truncate(self, session_id: str, last_kept: str | None) -> Observation:
         try:
-            view, _ = await self.service.truncate_history(session_id, last_kept)
+            truncated = await self.service.truncate_history(session_id, last_kept)
         except ServiceError as exc:
             return Observation(error=_short(exc.reason))
-        return _from_snapshot(view.snapshot)
+        return _from_snapshot(truncated.session.snapshot)
 
     async def history(self, session_id: str) -> list[tuple[str, str]]:
-        _, messages = await self.service.get_session(session_id)
-        return [(m.id, str(m.role)) for m in messages]
+        history = await self.service.get_session(session_id)
+        return [(m.id, str(m.role)) for m in history.messages]
 
     async def end_session(self, session_id: str) -> None:
         await self.service.delete_session(session_id)
@@ -158,8 +158,8 @@ class InProcessTarget:
         await self.service.close()
 
     async def _snapshot(self, session_id: str) -> Observation:
-        view, _ = await self.service.get_session(session_id)
-        return _from_snapshot(view.snapshot)
+        history = await self.service.get_session(session_id)
+        return _from_snapshot(history.session.snapshot)
 
 
 def _operation(step: Step, message_id: str | None) -> Operation:
