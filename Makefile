@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
-	breaking-proto contract-baseline contract-tools
+	breaking-proto contract-baseline contract-tools conversation-tests diagram
 
 install: $(STAMP)
 
@@ -25,7 +25,11 @@ typecheck: $(STAMP)
 unit: $(STAMP) contract-tools
 	$(BIN)/pytest
 
-test: lint lint-proto breaking-proto check-generated typecheck unit
+test: lint lint-proto breaking-proto check-generated typecheck conversation-tests unit
+
+# The example definitions' conversation tests (examples/definitions/*.test.yaml), in-process.
+conversation-tests: $(STAMP)
+	$(BIN)/agentskit-chat test examples/definitions --junit build/conversation-tests.xml
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.conversation
@@ -91,6 +95,11 @@ contract-tools: $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,node_modules/.install
 # Serve the example definitions on SQLite in ./var with the offline adapter (Ctrl-C drains).
 serve: $(STAMP)
 	$(BIN)/agentskit-chat serve
+
+# The README's rendered state diagram (needs Graphviz's dot: apt-get install graphviz).
+diagram: $(STAMP)
+	$(BIN)/agentskit-chat graph examples/definitions --definition orders --format dot \
+	  | dot -Tpng -Gdpi=96 -o docs/orders-states.png
 
 # A scripted conversation through the Python client against a live server.
 demo: $(STAMP)

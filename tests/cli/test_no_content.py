@@ -30,7 +30,7 @@ from agentskit_chat_client import (
     Submit,
 )
 from tests.cli.conftest import Launcher
-from tests.cli.fixtures.serving import EXAMPLES
+from tests.cli.fixtures.serving import EXAMPLES, run_cli
 from tests.telemetry.receiver import OtlpReceiver
 
 CANARY = "canary-5d1e-never-leaves"
@@ -99,6 +99,25 @@ async def talk(target: str) -> None:
         assert CANARY not in str(malformed.value.details())
 
 
+def through_the_tools(target: str, tmp_path: Path) -> str:
+    """Canary turns through `agentskit-chat test` and `chat`: the server must not leak it,
+    and neither tool logs it (stderr); the chat shows it and the test report names its step."""
+    tests = tmp_path / "canary.test.yaml"
+    tests.write_text(
+        "definition: support\ncases:\n  - name: canary\n    steps:\n"
+        f"      - submit: /start\n      - submit: /name {CANARY}\n"
+        "        expect: {state: idle}\n",
+        encoding="utf-8",
+    )
+    tested = run_cli("test", str(tests), "--target", target)
+    assert tested.returncode == 1
+    assert "expected 'idle'" in tested.stdout
+    chatted = run_cli("chat", "--target", target, "--definition", "support", input=CANARY)
+    assert chatted.returncode == 0
+    assert CANARY in chatted.stdout
+    return tested.stderr + chatted.stderr
+
+
 def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
     launch: Launcher, tmp_path: Path
 ) -> None:
@@ -115,7 +134,8 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
             log_level="DEBUG",
         )
         asyncio.run(talk(server.target))
-        spans = receiver.wait_for_spans(lambda s: s.name.startswith("chat.turn "), count=7)
+        tools = through_the_tools(server.target, tmp_path)
+        spans = receiver.wait_for_spans(lambda s: s.name.startswith("chat.turn "), count=10)
         receiver.wait_for_metric("gen_ai.client.token.usage")
         server.send(signal.SIGTERM)
         assert server.wait() == 0
@@ -145,6 +165,7 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
     assert any(CANARY in content for content in stored)  # server-held history keeps its text
     for secret in (CANARY, API_KEY):
         assert secret not in output
+        assert secret not in tools
         assert not [line for line in exported if secret in line]
         assert not [line for line in points if secret in line]
         assert secret.encode() not in records

@@ -14,6 +14,7 @@ from agentskit_chat.conversation import (
     ConfigError,
     ErrorCode,
     definition_schema,
+    is_definition_file,
     load_definition,
     load_definitions,
 )
@@ -72,6 +73,15 @@ def test_directory_loader_reports_problems_of_all_files(tmp_path: Path) -> None:
         ("c.json", ErrorCode.PARSE_ERROR),
         ("d.yml", ErrorCode.INVALID_REVISION),
     }
+
+
+def test_directory_loader_leaves_conversation_test_files_alone(tmp_path: Path) -> None:
+    (tmp_path / "support.yaml").write_text(SUPPORT_YAML)
+    (tmp_path / "support.test.yaml").write_text("definition: support\ncases: []\n")
+    (tmp_path / "other.test.json").write_text("{not a definition")
+    assert list(load_definitions(tmp_path)) == ["support"]
+    assert not is_definition_file(tmp_path / "support.test.yaml")
+    assert is_definition_file(tmp_path / "support.yaml")
 
 
 def test_missing_directory_is_a_read_error(tmp_path: Path) -> None:
@@ -133,7 +143,11 @@ def test_schema_is_a_valid_draft_2020_12_schema() -> None:
     assert SCHEMA_PATH.name == "chat-definition.schema.json"
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in EXAMPLES.glob("*.yaml") if is_definition_file(p)),
+    ids=lambda p: p.name,
+)
 def test_examples_satisfy_the_schema(path: Path) -> None:
     data = yaml.load(path.read_text(), Loader=yaml.BaseLoader)  # strings only, as YAML 1.2 keys
     data["revision"] = int(data["revision"])

@@ -8,6 +8,7 @@ frozen dataclasses: definitions, sessions, messages and turn events. Failed call
 from ._client import ChatClient, Metadata, new_turn_id
 from ._connect import TLSConfig
 from ._errors import ChatError
+from ._hints import EligibleRoute, OfferedRoute, SnapshotLike, command_hints, eligible_routes
 from ._types import (
     AnswerOrigin,
     Definition,
@@ -49,9 +50,11 @@ __all__ = [
     "Definition",
     "Dispatch",
     "Edit",
+    "EligibleRoute",
     "HistoryMode",
     "Message",
     "Metadata",
+    "OfferedRoute",
     "OperationName",
     "Regenerate",
     "Retry",
@@ -60,6 +63,7 @@ __all__ = [
     "Session",
     "SessionHistory",
     "Snapshot",
+    "SnapshotLike",
     "StateInfo",
     "Submit",
     "TLSConfig",
@@ -78,5 +82,7 @@ __all__ = [
     "TurnResult",
     "TurnStarted",
     "Usage",
+    "command_hints",
+    "eligible_routes",
     "new_turn_id",
 ]

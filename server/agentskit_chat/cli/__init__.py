@@ -1,4 +1,4 @@
-"""The `agentskit-chat` command: serve, validate, demo."""
+"""The `agentskit-chat` command: serve, validate, demo, chat, graph, test."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from agentskit_chat import __version__
 
-from . import _demo, _serve, _validate
+from . import _chat, _demo, _graph, _scenarios, _serve, _validate
 
 
 def parser() -> argparse.ArgumentParser:
@@ -29,6 +29,15 @@ def parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="walk a scripted conversation against a live server")
     _demo.add_arguments(demo)
     demo.set_defaults(run=_demo.run)
+    chat = commands.add_parser("chat", help="talk to a chat from a terminal")
+    _chat.add_arguments(chat)
+    chat.set_defaults(run=_chat.run)
+    graph = commands.add_parser("graph", help="draw a definition's states as Mermaid or DOT")
+    _graph.add_arguments(graph)
+    graph.set_defaults(run=_graph.run)
+    tests = commands.add_parser("test", help="run conversation test files (*.test.yaml)")
+    _scenarios.add_arguments(tests)
+    tests.set_defaults(run=_scenarios.run)
     return root
 
 

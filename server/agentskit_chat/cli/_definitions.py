@@ -7,11 +7,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from agentskit_chat.conversation import (
-    DEFINITION_SUFFIXES,
     ChatDefinition,
     ConfigError,
     Diagnostic,
     ErrorCode,
+    is_definition_file,
     load_definition,
 )
 from agentskit_chat.models import AdapterRegistry, UnknownAdapterError
@@ -85,9 +85,7 @@ def _directory(directory: Path, problems: list[Diagnostic]) -> list[ChatDefiniti
         problems.append(Diagnostic(ErrorCode.READ_ERROR, str(directory), "", "not a directory"))
         return []
     found: list[ChatDefinition] = []
-    for path in sorted(
-        p for p in directory.iterdir() if p.suffix in DEFINITION_SUFFIXES and p.is_file()
-    ):
+    for path in sorted(p for p in directory.iterdir() if is_definition_file(p)):
         try:
             found.append(load_definition(path))
         except ConfigError as exc:

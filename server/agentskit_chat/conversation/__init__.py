@@ -27,7 +27,13 @@ from ._errors import (
     UnsupportedVersionError,
 )
 from ._loading import SUFFIXES as DEFINITION_SUFFIXES
-from ._loading import define_chat, load_definition, load_definitions, parse_definition
+from ._loading import (
+    define_chat,
+    is_definition_file,
+    load_definition,
+    load_definitions,
+    parse_definition,
+)
 from ._matchers import normalize_exact
 from ._observers import TraceFanout, TraceObserver
 from ._outcomes import (
@@ -62,6 +68,7 @@ from ._statechart import (
 )
 from ._trace import TraceRecord, TurnOutcome
 from ._types import ConversationSnapshot, Message, Role, RouteContext, TurnKind
+from ._yaml import load_yaml
 
 __all__ = [
     "DEFAULT_CALLBACK_TIMEOUT",
@@ -126,8 +133,10 @@ __all__ = [
     "exact_route",
     "handler_route",
     "initial_state",
+    "is_definition_file",
     "load_definition",
     "load_definitions",
+    "load_yaml",
     "normalize_exact",
     "parse_definition",
     "pattern_route",

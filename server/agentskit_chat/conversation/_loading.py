@@ -17,6 +17,13 @@ from ._validation import Draft, diagnostics_for
 from ._yaml import DuplicateKeyError, load_yaml
 
 SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
+TEST_FILE_MARK = ".test"
+"""A file named like `support.test.yaml` holds conversation tests, not a definition."""
+
+
+def is_definition_file(path: Path) -> bool:
+    """Whether `path` is a definition file of a directory (conversation tests are not)."""
+    return path.suffix in SUFFIXES and not path.stem.endswith(TEST_FILE_MARK) and path.is_file()
 
 
 def load_definition(path: str | Path) -> ChatDefinition:
@@ -35,7 +42,7 @@ def load_definitions(directory: str | Path) -> dict[str, ChatDefinition]:
         raise ConfigError([Diagnostic(ErrorCode.READ_ERROR, str(root), "", "not a directory")])
     loaded: dict[str, ChatDefinition] = {}
     problems: list[Diagnostic] = []
-    for path in sorted(p for p in root.iterdir() if p.suffix in SUFFIXES and p.is_file()):
+    for path in sorted(p for p in root.iterdir() if is_definition_file(p)):
         try:
             definition = load_definition(path)
         except ConfigError as exc:

@@ -1,0 +1,406 @@
+"""`agentskit-chat chat`: talk to a chat from a terminal, through the Python client.
+
+Replies stream as they arrive; after each turn a badge shows the turn's kind, route,
+transition and whether it was replayed, then the state's actions and the commands the
+chat offers in it (routes whose `input_text` is eligible now). A few lines are handled
+locally (`/retry`, `/edit TEXT`, `/regenerate`, `/truncate [N]`, `/state`, `/quit`); every
+other line goes to the chat, and `//` sends a line starting with one `/` as it is.
+
+Without `--target`, a server on a free loopback port hosts `--definitions` (memory store,
+the definitions' own model adapters) for the length of the conversation.
+
+On a terminal, input has line editing and history, and Tab completes the offered
+commands (the standard library's readline; nothing else earns a dependency here). In a
+pipe, each input line is echoed after `> ` so the output reads as a transcript.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import secrets
+import sys
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from agentskit_chat.conversation import ConfigError
+from agentskit_chat.models import AdapterRegistry
+from agentskit_chat.service import Catalog, ChatService
+from agentskit_chat.storage import MemoryStore
+from agentskit_chat.transport import RunningServer, start_server
+from agentskit_chat_client import (
+    ChatClient,
+    ChatError,
+    Edit,
+    Regenerate,
+    Retry,
+    RouteInfo,
+    SessionHistory,
+    Snapshot,
+    Submit,
+    TextDelta,
+    TurnCompleted,
+    TurnDecision,
+    TurnFailed,
+    TurnOperation,
+    command_hints,
+)
+
+from ._chat_view import HELP, LOCAL_COMMANDS, View, badge, history_lines, state_line
+from ._definitions import gather
+
+T = TypeVar("T")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `chat`."""
+    parser.add_argument(
+        "--target", metavar="HOST:PORT", help="a live server [a private one over --definitions]"
+    )
+    parser.add_argument("--definition", required=True, metavar="ID", help="the chat to talk to")
+    parser.add_argument(
+        "--session", metavar="ID", help="resume this session (created with this id if new)"
+    )
+    parser.add_argument(
+        "--definitions",
+        type=Path,
+        default=Path("examples/definitions"),
+        metavar="DIR",
+        help="without --target: the definitions to host [%(default)s]",
+    )
+    parser.add_argument(
+        "--definitions-module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="without --target: also host the chats a Python module defines; repeatable",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Talk until /quit or the end of the input; 130 when interrupted while starting."""
+    try:
+        return _talk(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _talk(args: argparse.Namespace) -> int:
+    view = View.for_stream(sys.stdout)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    with _Loop() as loop:
+        try:
+            connection = loop.run(_connect(args))
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        try:
+            conversation = _Conversation(loop, connection, view)
+            status = conversation.open(args.definition, args.session)
+            if status == 0:
+                _Repl(conversation, view, interactive).run()
+        finally:
+            loop.run(connection.close())
+    return status
+
+
+@dataclass
+class _Connection:
+    client: ChatClient
+    target: str
+    server: RunningServer | None = None
+    """The private server, when there is no --target; its sessions end with it."""
+
+    async def close(self) -> None:
+        await self.client.close()
+        if self.server is not None:
+            await self.server.drain(1.0)
+
+
+async def _connect(args: argparse.Namespace) -> _Connection:
+    if args.target:
+        return _Connection(ChatClient(args.target, timeout=None), args.target)
+    adapters = AdapterRegistry()
+    hosted = gather(args.definitions, args.definitions_module, adapters)
+    service = ChatService(
+        Catalog(hosted), MemoryStore(), digest_key=secrets.token_bytes(32), adapters=adapters
+    )
+    server = await start_server(service, "127.0.0.1:0")
+    target = f"127.0.0.1:{server.port}"
+    return _Connection(ChatClient(target), target, server)
+
+
+class _Loop:
+    """An event loop on its own thread: the terminal blocks on input, gRPC never waits."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="chat-io", daemon=True)
+
+    def __enter__(self) -> _Loop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run `coroutine` on the loop; Ctrl-C cancels it and is raised here."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            future.cancel()
+            concurrent.futures.wait([future], timeout=5)
+            raise
+
+
+class _Conversation:
+    """One session: turns, local commands and what to show after each."""
+
+    def __init__(self, loop: _Loop, connection: _Connection, view: View) -> None:
+        self.loop = loop
+        self.client = connection.client
+        self.target = connection.target
+        self.private = connection.server is not None
+        self.view = view
+        self.session_id = ""
+        self.definition_id = ""
+        self.routes: Sequence[RouteInfo] = ()
+        self.snapshot = Snapshot(state="")
+
+    @property
+    def buttons(self) -> list[str]:
+        """The commands the chat offers in the current state."""
+        return command_hints(self.routes, self.snapshot)
+
+    def open(self, definition_id: str, session_id: str | None) -> int:
+        """Resume or start the session; 0, or 1 with the reason printed."""
+        try:
+            return self.loop.run(self._open(definition_id, session_id))
+        except ChatError as exc:
+            self.view.line(f"error: {exc}", "error")
+            return 1
+
+    async def _open(self, definition_id: str, session_id: str | None) -> int:
+        definition = await self.client.get_definition(definition_id, timeout=30)
+        self.definition_id = definition.id
+        self.routes = tuple(definition.routes)
+        resumed = await self._resume(session_id) if session_id else None
+        if resumed is None:
+            session = await self.client.create_session(definition_id, session_id=session_id)
+            self.session_id, self.snapshot = session.session_id, session.snapshot
+            how = "new session"
+        elif resumed.session.definition_id != definition_id:
+            self.view.line(
+                f"error: session {session_id} runs {resumed.session.definition_id!r}, "
+                f"not {definition_id!r}",
+                "error",
+            )
+            return 1
+        else:
+            self.session_id, self.snapshot = resumed.session.session_id, resumed.session.snapshot
+            how = f"resumed session, {len(resumed.messages)} messages"
+        self.view.line(
+            f"{definition.id} r{definition.revision} | session {self.session_id} ({how}) | "
+            f"{self.target}"
+        )
+        if resumed is not None:
+            for line in history_lines(resumed.messages):
+                self.view.line(line, "state")
+        self.view.line(HELP, "state")
+        self.show_state()
+        return 0
+
+    async def _resume(self, session_id: str) -> SessionHistory | None:
+        try:
+            return await self.client.get_session(session_id)
+        except ChatError as exc:
+            if exc.code == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+
+    def show_state(self) -> None:
+        """The state line."""
+        self.view.line(state_line(self.snapshot, self.buttons), "state")
+
+    def turn(self, operation: TurnOperation) -> None:
+        """Run one turn, streaming its text; then the badge and the state line."""
+        try:
+            self.loop.run(self._turn(operation))
+        except KeyboardInterrupt:
+            self.view.line()
+            self.view.line("[cancelled: nothing was committed]", "error")
+        except ChatError as exc:
+            self.view.line(f"error: {exc}", "error")
+
+    async def _turn(self, operation: TurnOperation) -> None:
+        decision: TurnDecision | None = None
+        streamed = False
+        async with aclosing(self.client.stream_turn(self.session_id, operation)) as events:
+            async for event in events:
+                if isinstance(event, TurnDecision):
+                    decision = event
+                elif isinstance(event, TextDelta):
+                    self.view.piece(event.text)
+                    streamed = True
+                elif isinstance(event, TurnCompleted):
+                    if not streamed and event.content:
+                        self.view.piece(event.content)  # a duplicate turn id repeats it whole
+                    self.view.line()
+                    self.snapshot = event.snapshot
+                    self.view.line(badge(decision), "badge")
+                elif isinstance(event, TurnFailed):
+                    if streamed:
+                        self.view.line()
+                    self.view.line(f"{event.message}", "error")
+                    self.view.line(badge(decision, failed=event.code), "error")
+        self.show_state()
+
+    def local(self, command: str, argument: str) -> bool:
+        """Run a local command; False on /quit."""
+        try:
+            if command == "/quit":
+                return False
+            if command == "/state":
+                self._state()
+            elif command == "/retry":
+                self.turn(Retry())
+            elif command == "/regenerate":
+                self.turn(Regenerate())
+            elif command == "/edit":
+                self._edit(argument)
+            elif command == "/truncate":
+                self._truncate(argument)
+        except ChatError as exc:
+            self.view.line(f"error: {exc}", "error")
+        return True
+
+    def _state(self) -> None:
+        history = self.loop.run(self.client.get_session(self.session_id))
+        self.snapshot = history.session.snapshot
+        events = ", ".join(self.snapshot.allowed_events) or "none"
+        self.view.line(
+            f"session {self.session_id} | {len(history.messages)} messages | "
+            f"cursor {history.session.cursor} | allowed events: {events}",
+            "state",
+        )
+        self.show_state()
+
+    def _edit(self, text: str) -> None:
+        if not text:
+            self.view.line("usage: /edit TEXT (replaces your last message)", "error")
+            return
+        history = self.loop.run(self.client.get_session(self.session_id))
+        users = [m.id for m in history.messages if m.role == "user"]
+        if not users:
+            self.view.line("nothing to edit yet", "error")
+            return
+        self.turn(Edit(users[-1], text))
+
+    def _truncate(self, argument: str) -> None:
+        if argument and not argument.isdigit():
+            self.view.line("usage: /truncate [N] (keep the first N messages)", "error")
+            return
+        messages = self.loop.run(self.client.get_session(self.session_id)).messages
+        if argument:
+            keep = int(argument)
+        else:  # drop the last exchange: the last user message and what followed it
+            users = [i for i, m in enumerate(messages) if m.role == "user"]
+            keep = users[-1] if users else 0
+        if keep > len(messages):
+            self.view.line(f"the history holds {len(messages)} messages", "error")
+            return
+        last_kept = messages[keep - 1].id if keep else None
+        truncated = self.loop.run(self.client.truncate_history(self.session_id, last_kept))
+        self.snapshot = truncated.session.snapshot
+        self.view.line(
+            f"[truncated: {len(truncated.messages)} messages kept; "
+            "the state follows on the next turn]",
+            "badge",
+        )
+        self.show_state()
+
+
+class _Repl:
+    """Reads lines until /quit or the end of the input."""
+
+    def __init__(self, conversation: _Conversation, view: View, interactive: bool) -> None:
+        self.conversation = conversation
+        self.view = view
+        self.interactive = interactive
+        self.read: Callable[[], str] = self._read_tty if interactive else self._read_pipe
+        if interactive:
+            _completion(lambda: [*LOCAL_COMMANDS, *conversation.buttons])
+
+    def run(self) -> None:
+        """The loop; then how to resume the session, when a server keeps it."""
+        while True:
+            try:
+                line = self.read()
+            except EOFError:
+                break
+            except KeyboardInterrupt:  # at the prompt: a fresh line, as shells do
+                self.view.line()
+                continue
+            if not self.handle(line.strip()):
+                break
+        conversation = self.conversation
+        if conversation.private:
+            return
+        self.view.line(
+            f"resume with: agentskit-chat chat --target {conversation.target} "
+            f"--definition {conversation.definition_id} --session {conversation.session_id}",
+            "state",
+        )
+
+    def handle(self, line: str) -> bool:
+        """Act on one line; False to stop."""
+        if not line:
+            return True
+        if line.startswith("//"):
+            self.conversation.turn(Submit(line[1:]))
+            return True
+        command, _, argument = line.partition(" ")
+        if command in LOCAL_COMMANDS:
+            return self.conversation.local(command, argument.strip())
+        self.conversation.turn(Submit(line))
+        return True
+
+    def _read_tty(self) -> str:
+        return input("> ")
+
+    def _read_pipe(self) -> str:
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        self.view.line(f"> {line.rstrip()}", "you")
+        return line
+
+
+def _completion(candidates: Callable[[], Sequence[str]]) -> None:
+    """Tab completes the whole line from `candidates` (readline, where Python has it)."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - a Python built without readline
+        return
+    matches: list[str] = []
+
+    def complete(text: str, state: int) -> str | None:
+        if state == 0:
+            matches[:] = [c for c in candidates() if c.startswith(text)]
+        return matches[state] if state < len(matches) else None
+
+    readline.set_completer_delims("")
+    readline.set_completer(complete)
+    readline.parse_and_bind("tab: complete")
