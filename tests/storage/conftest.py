@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator
+import secrets
+import threading
+from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 from agentskit_chat.storage import (
+    DEFAULT_TENANT,
+    HistoryChange,
     HistoryMode,
     MemoryStore,
     Store,
     StoredMessage,
     StoredSession,
+    open_postgresql_store,
     open_sqlite_store,
 )
+from tests.postgres import Cluster
 
 T = TypeVar("T")
 
@@ -42,14 +48,95 @@ def message(n: int, content: str | None = None) -> StoredMessage:
     return StoredMessage(f"m{n}", "user" if n % 2 else "assistant", content or f"text {n}")
 
 
+def fresh_schema(postgres: Cluster) -> tuple[str, str]:
+    """(schema name, store URL whose connections use it): an empty namespace per test."""
+    name = f"t_{secrets.token_hex(6)}"
+    with postgres.connect() as connection:
+        connection.execute(f"CREATE SCHEMA {name}")
+    return name, f"{postgres.url()}?options=-csearch_path%3D{name}"
+
+
+def drop_schema(postgres: Cluster, name: str) -> None:
+    with postgres.connect() as connection:
+        connection.execute(f"DROP SCHEMA {name} CASCADE")
+
+
 async def open_backend(kind: str, directory: Path) -> Store:
     if kind == "memory":
         return MemoryStore()
     return await open_sqlite_store(directory / "store.db")
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+class OnOwnLoop:
+    """A store that lives on an event loop of its own, in a thread.
+
+    The contract tests run every call on a fresh event loop (`run`); a connection pool
+    belongs to the loop that opened it, as in a server. This forwards each call to the
+    store's own loop and back, unchanged.
+    """
+
+    def __init__(self, url: str, password: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._store = self._call_sync(open_postgresql_store(url, password=password, migrate=True))
+
+    def _call_sync(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    async def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self._loop))
+
+    async def create(self, session: StoredSession) -> None:
+        await self._call(self._store.create(session))
+
+    async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
+        return await self._call(self._store.load(session_id, tenant=tenant))
+
+    async def compare_and_set(
+        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
+    ) -> bool:
+        change = self._store.compare_and_set(
+            session, expected_cursor=expected_cursor, history=history
+        )
+        return await self._call(change)
+
+    async def delete(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT, expected_cursor: int | None = None
+    ) -> bool:
+        removal = self._store.delete(session_id, tenant=tenant, expected_cursor=expected_cursor)
+        return await self._call(removal)
+
+    async def list_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> Sequence[StoredMessage]:
+        return await self._call(self._store.list_messages(session_id, tenant=tenant))
+
+    async def close(self) -> None:
+        await self._call(self._store.close())
+
+    def shutdown(self) -> None:
+        """Close the store and stop its loop."""
+        self._call_sync(self._store.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    opened = run(open_backend(request.param, tmp_path))
-    yield opened
-    run(opened.close())
+    if request.param != "postgresql":
+        opened = run(open_backend(request.param, tmp_path))
+        yield opened
+        run(opened.close())
+        return
+    postgres: Cluster = request.getfixturevalue("postgres")
+    schema, url = fresh_schema(postgres)
+    try:
+        opened = OnOwnLoop(url, postgres.password)
+        try:
+            yield opened
+        finally:
+            opened.shutdown()
+    finally:
+        drop_schema(postgres, schema)

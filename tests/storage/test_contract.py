@@ -1,4 +1,4 @@
-"""The Store contract, run against the memory and the SQLite backend."""
+"""The Store contract, run against the memory, the SQLite and the PostgreSQL backend."""
 
 from __future__ import annotations
 

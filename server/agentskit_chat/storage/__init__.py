@@ -1,4 +1,4 @@
-"""Session storage: the ports and their in-memory and SQLite backends.
+"""Session storage: the ports and their in-memory, SQLite and PostgreSQL backends.
 
 Typical use::
 
@@ -28,12 +28,14 @@ from ._url import (
     SQLITE_SUFFIXES,
     STATE_DIR_ENV,
     default_store_url,
+    is_postgresql_url,
     open_store,
     redact_url,
     sqlite_path,
     state_dir_from_env,
 )
 from .memory import MemoryStore
+from .postgresql import PostgresqlStore, open_postgresql_store
 from .sqlite import DEFAULT_BUSY_TIMEOUT_MS, SCHEMA_VERSION, SqliteStore, open_sqlite_store
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "HistoryMode",
     "MemoryStore",
     "MessageStore",
+    "PostgresqlStore",
     "SessionExistsError",
     "SessionStore",
     "SqliteStore",
@@ -57,6 +60,8 @@ __all__ = [
     "StoredMessage",
     "StoredSession",
     "default_store_url",
+    "is_postgresql_url",
+    "open_postgresql_store",
     "open_sqlite_store",
     "open_store",
     "redact_url",

@@ -1,4 +1,5 @@
-"""Store URLs: `memory://`, `sqlite:///abs/path.db`, `sqlite:relative/path.db` or a `.db` path."""
+"""Store URLs: `memory://`, `sqlite:///abs/path.db`, `sqlite:relative/path.db`, a `.db` path,
+or `postgresql://user@host:port/database` (also `postgres://`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from ._ports import Store
 from .memory import MemoryStore
+from .postgresql import open_postgresql_store
 from .sqlite import open_sqlite_store
 
 STATE_DIR_ENV: Final = "AGENTSKIT_CHAT_STATE_DIR"
@@ -17,17 +19,30 @@ DEFAULT_STATE_DIR: Final = Path("var")
 SQLITE_SUFFIXES: Final = (".db", ".sqlite", ".sqlite3")
 
 _ACCEPTED: Final = (
-    "memory://, sqlite:///absolute/path.db, sqlite:relative/path.db"
-    " or a file path ending in .db, .sqlite or .sqlite3"
+    "memory://, sqlite:///absolute/path.db, sqlite:relative/path.db,"
+    " a file path ending in .db, .sqlite or .sqlite3, or postgresql://user@host/database"
 )
 _SCHEME: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
-async def open_store(url: str) -> Store:
-    """Open the store that `url` names; ValueError when the URL is not supported."""
+async def open_store(url: str, *, password: str | None = None, migrate: bool = False) -> Store:
+    """Open the store that `url` names; ValueError when the URL is not supported.
+
+    `password` and `migrate` apply to PostgreSQL only: the password goes to the server
+    beside the URL, and `migrate` applies missing schema migrations before use (SQLite
+    migrates its file on open).
+    """
     if _is_memory(url):
         return MemoryStore()
+    if is_postgresql_url(url):
+        return await open_postgresql_store(url, password=password, migrate=migrate)
     return await open_sqlite_store(sqlite_path(url))
+
+
+def is_postgresql_url(url: str) -> bool:
+    """True for `postgresql://` and `postgres://` URLs."""
+    scheme = _SCHEME.match(url)
+    return scheme is not None and scheme.group(1).lower() in {"postgresql", "postgres"}
 
 
 def sqlite_path(url: str) -> Path:

@@ -1,0 +1,500 @@
+"""PostgreSQL backend: a psycopg 3 async connection pool, for replicas that share sessions.
+
+Every key is (tenant, session id). Compare-and-set is one conditional `UPDATE ... WHERE
+cursor = expected AND incarnation = ...`; a history change runs in the same transaction,
+so a lost compare-and-set writes nothing. Leases live in the session record and so go
+through the same compare-and-set.
+
+The schema is versioned: `MIGRATIONS[n - 1]` brings a database from version n - 1 to n,
+and table `schema_migrations` records each applied version. `migrate()` (the
+`agentskit-chat migrate` command, or `serve --migrate`) applies the missing ones under an
+advisory lock, so replicas starting together migrate once. A store opened without
+migrating refuses a database whose version is not `SCHEMA_VERSION`.
+
+Error messages never contain stored content, the password or the server's own message
+text (which may quote values): only the operation, the error class and its SQLSTATE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+
+from ._ports import (
+    DEFAULT_TENANT,
+    HistoryChange,
+    HistoryMode,
+    SessionExistsError,
+    StoreCorruptError,
+    StoredMessage,
+    StoredSession,
+    StoreUnavailableError,
+)
+from .memory import _check_compare_and_set
+
+T = TypeVar("T")
+
+log = logging.getLogger("agentskit_chat.storage.postgresql")
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        """CREATE TABLE sessions (
+            tenant text NOT NULL,
+            session_id text NOT NULL,
+            definition_id text NOT NULL,
+            revision bigint NOT NULL,
+            history_mode text NOT NULL,
+            cursor bigint NOT NULL,
+            record bytea NOT NULL,
+            updated_at_ms bigint NOT NULL,
+            incarnation text NOT NULL,
+            PRIMARY KEY (tenant, session_id)
+        )""",
+        # Content is UTF-8 in bytea: text columns cannot hold NUL characters.
+        """CREATE TABLE messages (
+            tenant text NOT NULL,
+            session_id text NOT NULL,
+            position integer NOT NULL,
+            message_id text NOT NULL,
+            role text NOT NULL,
+            content bytea NOT NULL,
+            PRIMARY KEY (tenant, session_id, position),
+            FOREIGN KEY (tenant, session_id) REFERENCES sessions (tenant, session_id)
+                ON DELETE CASCADE
+        )""",
+    ),
+)
+"""Schema changes, oldest first; entry n - 1 migrates version n - 1 to version n."""
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+MIGRATION_LOCK: Final = 0x61676B63  # "agkc": one advisory lock id for every migration
+DEFAULT_POOL_SIZE: Final = 8
+DEFAULT_TIMEOUT: Final = 5.0
+"""Seconds to wait for a connection before a call fails as unavailable."""
+
+_VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS schema_migrations (
+    version integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)"""
+_INSERT_SESSION: Final = (
+    "INSERT INTO sessions (tenant, session_id, definition_id, revision, history_mode, cursor,"
+    " record, updated_at_ms, incarnation) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (tenant, session_id) DO NOTHING"
+)
+_SELECT_SESSION: Final = (
+    "SELECT session_id, definition_id, revision, history_mode, cursor, record,"
+    " updated_at_ms, incarnation, tenant FROM sessions WHERE tenant = %s AND session_id = %s"
+)
+_UPDATE_SESSION: Final = (
+    "UPDATE sessions SET definition_id = %s, revision = %s, history_mode = %s, cursor = %s,"
+    " record = %s, updated_at_ms = %s WHERE tenant = %s AND session_id = %s AND cursor = %s"
+    " AND incarnation = %s"
+)
+_TRUNCATE_MESSAGES: Final = (
+    "WITH gone AS (DELETE FROM messages WHERE tenant = %(tenant)s"
+    " AND session_id = %(session_id)s AND position >= %(keep)s RETURNING 1)"
+    " SELECT %(keep)s = 0 OR EXISTS (SELECT 1 FROM messages WHERE tenant = %(tenant)s"
+    " AND session_id = %(session_id)s AND position = %(keep)s - 1)"
+)
+"""Drops the messages from `keep` on; true when the first `keep` messages exist."""
+_INSERT_MESSAGES: Final = (
+    "INSERT INTO messages (tenant, session_id, position, message_id, role, content)"
+    " SELECT %s, %s, %s + added.ordinality - 1, added.message_id, added.role, added.content"
+    " FROM unnest(%s::text[], %s::text[], %s::bytea[])"
+    " WITH ORDINALITY AS added (message_id, role, content, ordinality)"
+)
+_DELETE_SESSION: Final = "DELETE FROM sessions WHERE tenant = %s AND session_id = %s"
+_DELETE_SESSION_AT: Final = (
+    "DELETE FROM sessions WHERE tenant = %s AND session_id = %s AND cursor = %s"
+)
+_SELECT_MESSAGES: Final = (
+    "SELECT message_id, role, content FROM messages"
+    " WHERE tenant = %s AND session_id = %s ORDER BY position"
+)
+
+
+class PostgresqlStore:
+    """A `Store` in one PostgreSQL database (the schema on the connection's search path).
+
+    `url` is a libpq URI (`postgresql://user@host:port/database?sslmode=...`); `password`,
+    when given, is passed to libpq beside it, so that it appears in no URL. libpq's own
+    environment (PGPASSWORD, PGPASSFILE, PGSSLMODE, ...) applies as usual. Connect with
+    `open()`, or use `open_postgresql_store`. Failures of the server or the network raise
+    StoreUnavailableError; rows that cannot be read back raise StoreCorruptError.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        password: str | None = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        if pool_size < 1:
+            raise ValueError("pool_size must be at least 1")
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self._conninfo = conninfo(url, password=password)
+        self._secret = password or str(conninfo_to_dict(self._conninfo).get("password") or "")
+        self._timeout = timeout
+        self._pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+            self._conninfo,
+            kwargs={"autocommit": True},
+            min_size=1,
+            max_size=pool_size,
+            open=False,
+            timeout=timeout,
+            name="agentskit-chat",
+            reconnect_timeout=3600.0,
+        )
+        self._checking: asyncio.Task[None] | None = None
+        self._opened = False
+        self._closed = False
+
+    async def open(self, *, migrate: bool = False) -> None:
+        """Connect, migrate the schema when `migrate` is set, check its version, and
+        start the pool. StoreUnavailableError when any of it fails."""
+        if self._closed:
+            raise StoreUnavailableError("the postgresql store is closed")
+        if self._opened:
+            return
+        connection = await self._connect_once()
+        try:
+            async with connection:
+                if migrate:
+                    await _migrate(connection)
+                await _check_version(connection)
+        except psycopg.Error as exc:
+            raise self._unavailable("open", exc) from exc
+        try:
+            await self._pool.open(wait=True, timeout=self._timeout)
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._unavailable("open", exc) from exc
+        self._opened = True
+
+    async def migrate(self) -> tuple[int, int]:
+        """Apply the missing migrations; (version before, version after)."""
+        if self._closed:
+            raise StoreUnavailableError("the postgresql store is closed")
+        connection = await self._connect_once()
+        try:
+            async with connection:
+                return await _migrate(connection)
+        except psycopg.Error as exc:
+            raise self._unavailable("migrate", exc) from exc
+
+    async def create(self, session: StoredSession) -> None:
+        """Insert a new session; raises SessionExistsError when its tenant has the id."""
+        row = (
+            session.tenant,
+            session.session_id,
+            session.definition_id,
+            session.revision,
+            str(session.history_mode),
+            session.cursor,
+            bytes(session.record),
+            session.updated_at_ms,
+            session.incarnation,
+        )
+
+        async def insert(db: AsyncConnection[Any]) -> bool:
+            return (await db.execute(_INSERT_SESSION, row)).rowcount == 1
+
+        if not await self._write("create", insert):
+            raise SessionExistsError("a session with this id already exists")
+
+    async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
+        """The tenant's stored session, or None."""
+        async with self._connection("load") as db:
+            row = await (await db.execute(_SELECT_SESSION, (tenant, session_id))).fetchone()
+        return None if row is None else _session(row)
+
+    async def compare_and_set(
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+    ) -> bool:
+        """Replace the session if its stored cursor equals `expected_cursor`.
+
+        Raises ValueError, writing nothing, when `session.cursor` is not
+        `expected_cursor + 1`, when `history.keep` is negative, or when it exceeds the
+        stored history's length.
+        """
+        _check_compare_and_set(session, expected_cursor, history)
+        update = (
+            session.definition_id,
+            session.revision,
+            str(session.history_mode),
+            session.cursor,
+            bytes(session.record),
+            session.updated_at_ms,
+            session.tenant,
+            session.session_id,
+            expected_cursor,
+            session.incarnation,
+        )
+        if history is None:
+
+            async def replace(db: AsyncConnection[Any]) -> bool:
+                return (await db.execute(_UPDATE_SESSION, update)).rowcount == 1
+
+            return await self._write("compare_and_set", replace)
+        change = history
+
+        async def replace_with_history(db: AsyncConnection[Any]) -> bool:
+            async with db.transaction():
+                if (await db.execute(_UPDATE_SESSION, update)).rowcount != 1:
+                    raise psycopg.Rollback
+                await _change_history(db, session.tenant, session.session_id, change)
+                return True
+            return False
+
+        return await self._write("compare_and_set", replace_with_history)
+
+    async def delete(
+        self,
+        session_id: str,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        expected_cursor: int | None = None,
+    ) -> bool:
+        """Remove the tenant's session and its messages; False, removing nothing, when it
+        does not exist or its cursor differs from `expected_cursor`."""
+
+        async def remove(db: AsyncConnection[Any]) -> bool:
+            if expected_cursor is None:
+                done = await db.execute(_DELETE_SESSION, (tenant, session_id))
+            else:
+                done = await db.execute(_DELETE_SESSION_AT, (tenant, session_id, expected_cursor))
+            return done.rowcount == 1
+
+        return await self._write("delete", remove)
+
+    async def list_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> Sequence[StoredMessage]:
+        """The session's messages, oldest first, as a tuple; empty when there are none."""
+        async with self._connection("list_messages") as db:
+            rows = await (await db.execute(_SELECT_MESSAGES, (tenant, session_id))).fetchall()
+        try:
+            return tuple(StoredMessage(row[0], row[1], bytes(row[2]).decode()) for row in rows)
+        except UnicodeDecodeError:
+            raise StoreCorruptError("a stored message is not valid UTF-8") from None
+
+    async def close(self) -> None:
+        """Close every connection. Idempotent; later calls raise StoreUnavailableError."""
+        if self._closed:
+            return
+        self._closed = True
+        checking, self._checking = self._checking, None
+        if checking is not None:
+            checking.cancel()
+        await self._pool.close()
+
+    async def _write(
+        self, operation: str, work: Callable[[AsyncConnection[Any]], Awaitable[T]]
+    ) -> T:
+        """Run `work` whole even when the caller is cancelled: a write that reached the
+        server completes, and its connection goes back to the pool in a known state."""
+
+        async def whole() -> T:
+            async with self._connection(operation) as db:
+                return await work(db)
+
+        return await asyncio.shield(asyncio.ensure_future(whole()))
+
+    @asynccontextmanager
+    async def _connection(self, operation: str) -> AsyncIterator[AsyncConnection[Any]]:
+        if self._closed or not self._opened:
+            raise StoreUnavailableError(
+                "the postgresql store is closed"
+                if self._closed
+                else "the postgresql store is not open"
+            )
+        try:
+            async with self._pool.connection() as db:
+                yield db
+        except (PoolTimeout, PoolClosed) as exc:
+            raise self._unavailable(operation, exc) from exc
+        except psycopg.Error as exc:
+            if isinstance(exc, psycopg.OperationalError):
+                self._check_idle_connections()
+            raise self._unavailable(operation, exc) from exc
+
+    def _check_idle_connections(self) -> None:
+        """After a connection failure (a server restart breaks every pooled connection),
+        test the idle ones in the background, so that few calls meet a dead one."""
+        if self._checking is not None or self._closed:
+            return
+
+        async def check() -> None:
+            try:
+                await self._pool.check()
+            except Exception:  # The next failure checks again.
+                log.debug("checking pooled connections failed", exc_info=True)
+            finally:
+                self._checking = None
+
+        self._checking = asyncio.ensure_future(check())
+
+    async def _connect_once(self) -> AsyncConnection[Any]:
+        try:
+            return await AsyncConnection.connect(
+                self._conninfo, autocommit=True, connect_timeout=max(1, round(self._timeout))
+            )
+        except psycopg.Error as exc:
+            raise self._unavailable("connect", exc, detail=True) from exc
+
+    def _unavailable(
+        self, operation: str, error: BaseException, *, detail: bool = False
+    ) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"postgresql store {operation} failed: {describe(error, self._secret, detail=detail)}"
+        )
+
+
+async def open_postgresql_store(
+    url: str,
+    *,
+    password: str | None = None,
+    migrate: bool = False,
+    pool_size: int = DEFAULT_POOL_SIZE,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> PostgresqlStore:
+    """A connected PostgresqlStore, its schema migrated first when `migrate` is set.
+
+    Raises StoreUnavailableError, leaving nothing open, when the server cannot be reached
+    or the schema is missing, older (without `migrate`) or newer than this version's.
+    """
+    store = PostgresqlStore(url, password=password, pool_size=pool_size, timeout=timeout)
+    try:
+        await store.open(migrate=migrate)
+    except BaseException:
+        await store.close()
+        raise
+    return store
+
+
+def conninfo(url: str, *, password: str | None = None) -> str:
+    """The libpq connection string of `url` plus `password`; ValueError, quoting neither,
+    when `url` is not a valid PostgreSQL URL."""
+    try:
+        parsed = conninfo_to_dict(url)
+        if password is not None:
+            parsed["password"] = password
+        return make_conninfo("", **parsed)
+    except psycopg.Error:
+        raise ValueError("the postgresql store URL is not a valid libpq connection URI") from None
+
+
+def describe(error: BaseException, secret: str | None = None, *, detail: bool = False) -> str:
+    """A safe one-line description of `error`: its class and SQLSTATE.
+
+    With `detail`, the first line of a connection failure's message is added (libpq names
+    the host, port, user and database there, never the password; `secret` is masked anyway).
+    """
+    text = type(error).__name__
+    sqlstate = getattr(error, "sqlstate", None)
+    if sqlstate:
+        text += f" (SQLSTATE {sqlstate})"
+    if detail:
+        message = str(error).strip().splitlines()
+        if message:
+            text += f": {message[0].strip()}"
+    if secret:
+        text = text.replace(secret, "***")
+    return text
+
+
+async def _migrate(db: AsyncConnection[Any]) -> tuple[int, int]:
+    async with db.transaction():
+        await db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        await db.execute(_VERSION_TABLE)
+        before = await _version(db)
+        _refuse_newer(before)
+        for version in range(before + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version - 1]:
+                await db.execute(statement)
+            await db.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+            log.info("postgresql store migrated to schema version %d", version)
+    return before, max(before, SCHEMA_VERSION)
+
+
+async def _check_version(db: AsyncConnection[Any]) -> None:
+    found = await (await db.execute("SELECT to_regclass('schema_migrations')")).fetchone()
+    if found is None or found[0] is None:
+        raise StoreUnavailableError(
+            "the postgresql store has no schema; run `agentskit-chat migrate` (or serve --migrate)"
+        )
+    version = await _version(db)
+    _refuse_newer(version)
+    if version < SCHEMA_VERSION:
+        raise StoreUnavailableError(
+            f"the postgresql store has schema version {version}, older than version"
+            f" {SCHEMA_VERSION}; run `agentskit-chat migrate` (or serve --migrate)"
+        )
+
+
+async def _version(db: AsyncConnection[Any]) -> int:
+    row = await (
+        await db.execute("SELECT coalesce(max(version), 0) FROM schema_migrations")
+    ).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def _refuse_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise StoreUnavailableError(
+            f"the postgresql store has schema version {version}, newer than the supported"
+            f" version {SCHEMA_VERSION}; upgrade agentskit-chat"
+        )
+
+
+async def _change_history(
+    db: AsyncConnection[Any], tenant: str, session_id: str, history: HistoryChange
+) -> None:
+    keep = history.keep
+    params = {"tenant": tenant, "session_id": session_id, "keep": keep}
+    kept = await (await db.execute(_TRUNCATE_MESSAGES, params)).fetchone()
+    if kept is None or not kept[0]:
+        raise ValueError("history.keep exceeds the number of stored messages")
+    if history.append:
+        await db.execute(
+            _INSERT_MESSAGES,
+            (
+                tenant,
+                session_id,
+                keep,
+                [m.message_id for m in history.append],
+                [m.role for m in history.append],
+                [m.content.encode() for m in history.append],
+            ),
+        )
+
+
+def _session(row: tuple[Any, ...]) -> StoredSession:
+    try:
+        history_mode = HistoryMode(row[3])
+    except ValueError:
+        raise StoreCorruptError("a stored session has an unknown history mode") from None
+    return StoredSession(
+        session_id=row[0],
+        definition_id=row[1],
+        revision=row[2],
+        history_mode=history_mode,
+        cursor=row[4],
+        record=bytes(row[5]),
+        updated_at_ms=row[6],
+        incarnation=row[7],
+        tenant=row[8],
+    )
