@@ -1,4 +1,4 @@
-"""The `agentskit-chat` command: serve, validate, demo, chat, graph, test."""
+"""The `agentskit-chat` command: serve, migrate, validate, demo, chat, graph, test."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from agentskit_chat import __version__
 
-from . import _chat, _demo, _graph, _scenarios, _serve, _validate
+from . import _chat, _demo, _graph, _migrate, _scenarios, _serve, _validate
 
 
 def parser() -> argparse.ArgumentParser:
@@ -23,6 +23,9 @@ def parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve chat definitions over gRPC")
     _serve.add_arguments(serve)
     serve.set_defaults(run=_serve.run)
+    migrate = commands.add_parser("migrate", help="bring the session store's schema up to date")
+    _migrate.add_arguments(migrate)
+    migrate.set_defaults(run=_migrate.run)
     validate = commands.add_parser("validate", help="check definitions and list every error")
     _validate.add_arguments(validate)
     validate.set_defaults(run=_validate.run)

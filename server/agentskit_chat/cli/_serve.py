@@ -16,7 +16,13 @@ from pathlib import Path
 from agentskit_chat.conversation import ConfigError
 from agentskit_chat.models import AdapterRegistry
 from agentskit_chat.service import Catalog, ChatService, Limits
-from agentskit_chat.storage import default_store_url, open_store, redact_url, state_dir_from_env
+from agentskit_chat.storage import (
+    StoreError,
+    default_store_url,
+    open_store,
+    redact_url,
+    state_dir_from_env,
+)
 from agentskit_chat.telemetry import (
     Telemetry,
     TelemetrySettings,
@@ -29,6 +35,7 @@ from agentskit_chat.transport import TlsFileError, TokenFileError, start_server
 from ._definitions import gather
 from ._keys import load_or_create_key
 from ._reload import Reloader
+from ._store import add_store_arguments, store_password
 from ._security import (
     SecuritySettings,
     add_security_arguments,
@@ -48,7 +55,8 @@ def _env(name: str, default: str | None = None) -> str | None:
 
 ENVIRONMENT = """environment variables (flags win):
   AGENTSKIT_CHAT_LISTEN, AGENTSKIT_CHAT_DEFINITIONS, AGENTSKIT_CHAT_DEFINITIONS_MODULES
-  (comma-separated), AGENTSKIT_CHAT_STATE_DIR, AGENTSKIT_CHAT_STORE, AGENTSKIT_CHAT_GRACE,
+  (comma-separated), AGENTSKIT_CHAT_STATE_DIR, AGENTSKIT_CHAT_STORE,
+  AGENTSKIT_CHAT_STORE_PASSWORD_FILE, AGENTSKIT_CHAT_STORE_PASSWORD, AGENTSKIT_CHAT_GRACE,
   AGENTSKIT_CHAT_TURN_TIMEOUT, AGENTSKIT_CHAT_LOG_FORMAT (json or console),
   AGENTSKIT_CHAT_AUTH_TOKENS, AGENTSKIT_CHAT_TLS_CERT, AGENTSKIT_CHAT_TLS_KEY,
   AGENTSKIT_CHAT_TLS_CLIENT_CA
@@ -89,10 +97,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=state_dir_from_env(),
         help="directory of the SQLite store and the digest key [./var]",
     )
+    add_store_arguments(parser)
     parser.add_argument(
-        "--store",
-        default=_env("STORE"),
-        help="store URL: sqlite:PATH or memory:// [SQLite in the state directory]",
+        "--migrate",
+        action="store_true",
+        help="apply missing PostgreSQL schema migrations before serving",
     )
     parser.add_argument(
         "--grace",
@@ -151,6 +160,10 @@ class ServeSettings:
     log_json: bool | None = None
     """JSON log lines; None picks console on a terminal and JSON otherwise."""
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    store_password: str | None = field(default=None, repr=False)
+    """The PostgreSQL password, kept out of the URL and of every log line."""
+    migrate: bool = False
+    """Apply missing PostgreSQL schema migrations before serving."""
 
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:
@@ -176,6 +189,8 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         telemetry=settings_from_env(console=args.telemetry_console),
         log_json=None if args.log_format is None else args.log_format == "json",
         security=security_from(args),
+        store_password=store_password(args),
+        migrate=args.migrate,
     )
 
 
@@ -207,7 +222,9 @@ async def serve(
     try:
         security = build_security(settings.security)
         definitions = gather(settings.definitions, settings.modules, adapters)
-        store = await open_store(settings.store_url)
+        store = await open_store(
+            settings.store_url, password=settings.store_password, migrate=settings.migrate
+        )
     except (TokenFileError, TlsFileError) as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
@@ -217,6 +234,9 @@ async def serve(
     except ValueError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
+    except StoreError as exc:
+        print(f"agentskit-chat: {exc}", file=sys.stderr)
+        return 1
     key = load_or_create_key(settings.key_path) if settings.key_path else secrets.token_bytes(32)
     service = ChatService(
         Catalog(definitions),

@@ -1,0 +1,49 @@
+"""Store flags shared by `serve` and `migrate`: the URL and where its password comes from."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Final
+
+STORE_ENV: Final = "AGENTSKIT_CHAT_STORE"
+PASSWORD_ENV: Final = "AGENTSKIT_CHAT_STORE_PASSWORD"
+PASSWORD_FILE_ENV: Final = "AGENTSKIT_CHAT_STORE_PASSWORD_FILE"
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--store` and `--store-password-file`."""
+    parser.add_argument(
+        "--store",
+        default=os.environ.get(STORE_ENV),
+        help="store URL: sqlite:PATH, memory:// or postgresql://USER@HOST:PORT/DATABASE"
+        " [SQLite in the state directory]",
+    )
+    parser.add_argument(
+        "--store-password-file",
+        type=Path,
+        default=os.environ.get(PASSWORD_FILE_ENV) or None,
+        metavar="PATH",
+        help=f"file holding the PostgreSQL password (else ${PASSWORD_ENV}, else libpq's"
+        " PGPASSWORD / ~/.pgpass)",
+    )
+
+
+def store_password(args: argparse.Namespace) -> str | None:
+    """The PostgreSQL password from `--store-password-file` or the environment, or None.
+
+    ValueError naming the file (never its content) when the file cannot be read.
+    """
+    path: Path | None = args.store_password_file
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+            raise ValueError(f"cannot read the store password file {path}: {reason}") from None
+        password = text.rstrip("\r\n")
+        if not password:
+            raise ValueError(f"the store password file {path} is empty")
+        return password
+    return os.environ.get(PASSWORD_ENV) or None

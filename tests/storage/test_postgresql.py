@@ -1,0 +1,214 @@
+"""PostgreSQL-only behaviour: schema migrations, corrupt rows, outages and several stores."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from agentskit_chat.storage import (
+    HistoryChange,
+    PostgresqlStore,
+    StoreCorruptError,
+    StoreUnavailableError,
+    open_postgresql_store,
+    open_store,
+)
+from agentskit_chat.storage.postgresql import SCHEMA_VERSION
+from tests.postgres import Cluster, free_port
+
+from .conftest import drop_schema, fresh_schema, message, run, session
+
+CANARY = "canary-5d1e8b-secret-message-text"
+
+
+@pytest.fixture
+def schema(postgres: Cluster) -> Iterator[str]:
+    """The store URL of an empty schema of its own."""
+    name, url = fresh_schema(postgres)
+    try:
+        yield url
+    finally:
+        drop_schema(postgres, name)
+
+
+def _open_and_close(url: str, password: str, *, migrate: bool = False) -> None:
+    async def body() -> None:
+        store = await open_postgresql_store(url, password=password, migrate=migrate)
+        await store.close()
+
+    run(body())
+
+
+def _sql(postgres: Cluster, url: str, statement: str) -> list[tuple[object, ...]]:
+    schema = url.rsplit("%3D", 1)[1]
+    with postgres.connect() as connection:
+        connection.execute(f"SET search_path = {schema}")
+        cursor = connection.execute(statement)
+        return cursor.fetchall() if cursor.description else []
+
+
+def test_an_unmigrated_database_is_refused_until_migrated(postgres: Cluster, schema: str) -> None:
+    with pytest.raises(StoreUnavailableError, match="no schema; run `agentskit-chat migrate`"):
+        run(open_postgresql_store(schema, password=postgres.password))
+
+    async def migrate() -> tuple[tuple[int, int], tuple[int, int]]:
+        store = PostgresqlStore(schema, password=postgres.password)
+        try:
+            return await store.migrate(), await store.migrate()
+        finally:
+            await store.close()
+
+    assert run(migrate()) == ((0, SCHEMA_VERSION), (SCHEMA_VERSION, SCHEMA_VERSION))
+    assert _sql(postgres, schema, "SELECT version FROM schema_migrations") == [(SCHEMA_VERSION,)]
+    _open_and_close(schema, postgres.password)
+
+
+def test_a_newer_schema_is_refused_and_an_older_one_asks_for_migrate(
+    postgres: Cluster, schema: str
+) -> None:
+    _open_and_close(schema, postgres.password, migrate=True)
+    _sql(postgres, schema, f"INSERT INTO schema_migrations VALUES ({SCHEMA_VERSION + 1})")
+    with pytest.raises(StoreUnavailableError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        run(open_postgresql_store(schema, password=postgres.password, migrate=True))
+    _sql(postgres, schema, "DELETE FROM schema_migrations")
+    with pytest.raises(StoreUnavailableError, match="older than version"):
+        run(open_postgresql_store(schema, password=postgres.password))
+
+
+def test_replicas_migrating_together_apply_each_version_once(
+    postgres: Cluster, schema: str
+) -> None:
+    async def body() -> list[tuple[int, int]]:
+        stores = [PostgresqlStore(schema, password=postgres.password) for _ in range(4)]
+        try:
+            return list(await asyncio.gather(*(store.migrate() for store in stores)))
+        finally:
+            for store in stores:
+                await store.close()
+
+    results = run(body())
+    assert sorted(results) == [(0, SCHEMA_VERSION)] + [(SCHEMA_VERSION, SCHEMA_VERSION)] * 3
+
+
+def test_open_store_selects_postgresql_by_url(postgres: Cluster, schema: str) -> None:
+    async def body() -> None:
+        store = await open_store(schema, password=postgres.password, migrate=True)
+        try:
+            assert isinstance(store, PostgresqlStore)
+            await store.create(session())
+            assert await store.load("s1") == session()
+        finally:
+            await store.close()
+
+    run(body())
+    assert _sql(postgres, schema, "SELECT tenant, session_id, cursor FROM sessions") == [
+        ("", "s1", 0)
+    ]
+
+
+def test_rows_that_do_not_read_back_are_corrupt_and_not_quoted(
+    postgres: Cluster, schema: str
+) -> None:
+    async def seed() -> None:
+        store = await open_postgresql_store(schema, password=postgres.password, migrate=True)
+        try:
+            await store.create(session())
+            change = HistoryChange(0, (message(1, CANARY),))
+            assert await store.compare_and_set(session(cursor=1), expected_cursor=0, history=change)
+        finally:
+            await store.close()
+
+    run(seed())
+    _sql(postgres, schema, "UPDATE messages SET content = content || '\\xff'::bytea")
+    _sql(postgres, schema, f"UPDATE sessions SET history_mode = '{CANARY}'")
+
+    async def read(what: str) -> object:
+        store = await open_postgresql_store(schema, password=postgres.password)
+        try:
+            if what == "session":
+                return await store.load("s1")
+            return await store.list_messages("s1")
+        finally:
+            await store.close()
+
+    for what in ("session", "messages"):
+        with pytest.raises(StoreCorruptError) as corrupt:
+            run(read(what))
+        assert CANARY not in str(corrupt.value)
+
+
+def test_a_server_that_cannot_be_reached_is_unavailable_without_the_password() -> None:
+    url = f"postgresql://alice:hunter2-secret@127.0.0.1:{free_port()}/chat"
+    with pytest.raises(StoreUnavailableError, match="connect failed") as refused:
+        run(open_postgresql_store(url, timeout=1.0))
+    assert "hunter2" not in str(refused.value)
+    with pytest.raises(StoreUnavailableError) as refused:
+        run(open_postgresql_store(url.replace(":hunter2-secret", ""), password="hunter2-secret"))
+    assert "hunter2" not in str(refused.value)
+
+
+def test_a_wrong_password_is_refused_without_echoing_it(postgres: Cluster) -> None:
+    with pytest.raises(StoreUnavailableError, match="password authentication failed") as refused:
+        run(open_postgresql_store(postgres.url(), password="hunter2-wrong"))
+    assert "hunter2" not in str(refused.value)
+    assert postgres.password not in str(refused.value)
+
+
+def test_two_stores_on_one_database_have_one_winner(postgres: Cluster, schema: str) -> None:
+    async def body() -> list[bool]:
+        first = await open_postgresql_store(schema, password=postgres.password, migrate=True)
+        second = await open_postgresql_store(schema, password=postgres.password)
+        try:
+            await first.create(session())
+            contenders = [
+                store.compare_and_set(
+                    session(cursor=1, record=f"{n}".encode()),
+                    expected_cursor=0,
+                    history=HistoryChange(0, (message(n),)),
+                )
+                for n, store in enumerate([first, second] * 4)
+            ]
+            results = list(await asyncio.gather(*contenders))
+            winner = results.index(True)
+            assert await second.load("s1") == session(cursor=1, record=f"{winner}".encode())
+            assert list(await first.list_messages("s1")) == [message(winner)]
+            return results
+        finally:
+            await first.close()
+            await second.close()
+
+    assert run(body()).count(True) == 1
+
+
+def test_a_server_restart_is_unavailable_then_recovers_without_reopening(
+    postgres: Cluster, schema: str
+) -> None:
+    async def body() -> None:
+        store = await open_postgresql_store(
+            schema, password=postgres.password, migrate=True, timeout=1.0
+        )
+        try:
+            await store.create(session())
+            await asyncio.to_thread(postgres.halt)
+            with pytest.raises(StoreUnavailableError) as outage:
+                await store.load("s1")
+            assert postgres.password not in str(outage.value)
+            with pytest.raises(StoreUnavailableError):
+                await store.compare_and_set(session(cursor=1), expected_cursor=0)
+            await asyncio.to_thread(postgres.run_server)
+            for _ in range(100):
+                try:
+                    loaded = await store.load("s1")
+                    break
+                except StoreUnavailableError:
+                    await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the store never recovered")
+            assert loaded == session()
+            assert await store.compare_and_set(session(cursor=1), expected_cursor=0)
+        finally:
+            await store.close()
+
+    run(body())
