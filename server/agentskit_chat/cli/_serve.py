@@ -35,13 +35,13 @@ from agentskit_chat.transport import TlsFileError, TokenFileError, start_server
 from ._definitions import gather
 from ._keys import load_or_create_key
 from ._reload import Reloader
-from ._store import add_store_arguments, store_password
 from ._security import (
     SecuritySettings,
     add_security_arguments,
     build_security,
     security_from,
 )
+from ._store import add_store_arguments, store_password
 
 log = logging.getLogger("agentskit_chat.serve")
 

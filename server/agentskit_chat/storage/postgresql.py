@@ -77,7 +77,8 @@ SCHEMA_VERSION: Final = len(MIGRATIONS)
 MIGRATION_LOCK: Final = 0x61676B63  # "agkc": one advisory lock id for every migration
 DEFAULT_POOL_SIZE: Final = 8
 DEFAULT_TIMEOUT: Final = 5.0
-"""Seconds to wait for a connection before a call fails as unavailable."""
+"""Seconds to wait for a connection before a call fails as unavailable, unless the URL sets
+libpq's `connect_timeout`, which then applies to both."""
 
 _VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS schema_migrations (
     version integer PRIMARY KEY,
@@ -136,14 +137,17 @@ class PostgresqlStore:
         *,
         password: str | None = None,
         pool_size: int = DEFAULT_POOL_SIZE,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | None = None,
     ) -> None:
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
+        self._conninfo = conninfo(url, password=password)
+        parameters = conninfo_to_dict(self._conninfo)
+        self._secret = password or str(parameters.get("password") or "")
+        if timeout is None:
+            timeout = _connect_timeout(parameters) or DEFAULT_TIMEOUT
         if timeout <= 0:
             raise ValueError("timeout must be positive")
-        self._conninfo = conninfo(url, password=password)
-        self._secret = password or str(conninfo_to_dict(self._conninfo).get("password") or "")
         self._timeout = timeout
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             self._conninfo,
@@ -369,7 +373,7 @@ async def open_postgresql_store(
     password: str | None = None,
     migrate: bool = False,
     pool_size: int = DEFAULT_POOL_SIZE,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
 ) -> PostgresqlStore:
     """A connected PostgresqlStore, its schema migrated first when `migrate` is set.
 
@@ -414,6 +418,16 @@ def describe(error: BaseException, secret: str | None = None, *, detail: bool = 
     if secret:
         text = text.replace(secret, "***")
     return text
+
+
+def _connect_timeout(parameters: dict[str, Any]) -> float | None:
+    try:
+        value = float(parameters.get("connect_timeout") or 0)
+    except ValueError:
+        raise ValueError(
+            "the postgresql store URL has a connect_timeout that is no number"
+        ) from None
+    return value if value > 0 else None
 
 
 async def _migrate(db: AsyncConnection[Any]) -> tuple[int, int]:
