@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
-	breaking-proto contract-baseline contract-tools conversation-tests diagram
+	breaking-proto contract-baseline contract-tools conversation-tests diagram postgresql-server
 
 install: $(STAMP)
 
@@ -22,7 +22,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) contract-tools
+unit: $(STAMP) contract-tools postgresql-server
 	$(BIN)/pytest
 
 test: lint lint-proto breaking-proto check-generated typecheck conversation-tests unit
@@ -31,10 +31,20 @@ test: lint lint-proto breaking-proto check-generated typecheck conversation-test
 conversation-tests: $(STAMP)
 	$(BIN)/agentskit-chat test examples/definitions --junit build/conversation-tests.xml
 
-bench: $(STAMP)
+bench: $(STAMP) postgresql-server
 	$(BIN)/python -m bench.conversation
 	$(BIN)/python -m bench.service
 	$(BIN)/python -m bench.model
+	$(BIN)/python -m bench.stores
+
+# The tests and the stores benchmark start a throwaway PostgreSQL cluster on loopback
+# (tests/postgres.py): install the Debian server package when it is absent.
+# AGENTSKIT_CHAT_SKIP_POSTGRES=1 skips the PostgreSQL tests instead.
+postgresql-server:
+	@if [ -n "$(filter-out 0,$(AGENTSKIT_CHAT_SKIP_POSTGRES))" ] \
+	  || ls /usr/lib/postgresql/*/bin/initdb > /dev/null 2>&1; then :; else \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -q -y --no-install-recommends postgresql; fi
 
 clean:
 	rm -rf $(VENV) node_modules build .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -2,7 +2,8 @@
 
 Every key is (tenant, session id). Compare-and-set is one conditional `UPDATE ... WHERE
 cursor = expected AND incarnation = ...`; a history change runs in the same transaction,
-so a lost compare-and-set writes nothing. Leases live in the session record and so go
+so a lost compare-and-set writes nothing: function `save_session` (created by the first
+migration) does both in one statement, one round trip. Leases live in the session record and so go
 through the same compare-and-set.
 
 The schema is versioned: `MIGRATIONS[n - 1]` brings a database from version n - 1 to n,
@@ -44,6 +45,8 @@ T = TypeVar("T")
 
 log = logging.getLogger("agentskit_chat.storage.postgresql")
 
+KEEP_BEYOND_HISTORY: Final = "AK001"
+"""The SQLSTATE `save_session` raises when `history.keep` exceeds the stored history."""
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
         """CREATE TABLE sessions (
@@ -70,6 +73,39 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             FOREIGN KEY (tenant, session_id) REFERENCES sessions (tenant, session_id)
                 ON DELETE CASCADE
         )""",
+        # A turn's commit in one round trip: the conditional update, then its history change.
+        f"""CREATE FUNCTION save_session(
+            p_tenant text, p_session_id text, p_definition_id text, p_revision bigint,
+            p_history_mode text, p_cursor bigint, p_record bytea, p_updated_at_ms bigint,
+            p_expected_cursor bigint, p_incarnation text,
+            p_keep integer, p_ids text[], p_roles text[], p_contents bytea[]
+        ) RETURNS boolean LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE sessions SET definition_id = p_definition_id, revision = p_revision,
+                history_mode = p_history_mode, cursor = p_cursor, record = p_record,
+                updated_at_ms = p_updated_at_ms
+            WHERE tenant = p_tenant AND session_id = p_session_id
+                AND cursor = p_expected_cursor AND incarnation = p_incarnation;
+            IF NOT FOUND THEN
+                RETURN false;
+            END IF;
+            DELETE FROM messages
+            WHERE tenant = p_tenant AND session_id = p_session_id AND position >= p_keep;
+            IF p_keep > 0 AND NOT EXISTS (
+                SELECT 1 FROM messages
+                WHERE tenant = p_tenant AND session_id = p_session_id AND position = p_keep - 1
+            ) THEN
+                RAISE EXCEPTION USING ERRCODE = '{KEEP_BEYOND_HISTORY}',
+                    MESSAGE = 'history.keep exceeds the number of stored messages';
+            END IF;
+            INSERT INTO messages (tenant, session_id, position, message_id, role, content)
+            SELECT p_tenant, p_session_id, p_keep + added.n - 1, added.id, added.role,
+                added.content
+            FROM unnest(p_ids, p_roles, p_contents) WITH ORDINALITY
+                AS added (id, role, content, n);
+            RETURN true;
+        END
+        $$""",
     ),
 )
 """Schema changes, oldest first; entry n - 1 migrates version n - 1 to version n."""
@@ -98,18 +134,9 @@ _UPDATE_SESSION: Final = (
     " record = %s, updated_at_ms = %s WHERE tenant = %s AND session_id = %s AND cursor = %s"
     " AND incarnation = %s"
 )
-_TRUNCATE_MESSAGES: Final = (
-    "WITH gone AS (DELETE FROM messages WHERE tenant = %(tenant)s"
-    " AND session_id = %(session_id)s AND position >= %(keep)s RETURNING 1)"
-    " SELECT %(keep)s = 0 OR EXISTS (SELECT 1 FROM messages WHERE tenant = %(tenant)s"
-    " AND session_id = %(session_id)s AND position = %(keep)s - 1)"
-)
-"""Drops the messages from `keep` on; true when the first `keep` messages exist."""
-_INSERT_MESSAGES: Final = (
-    "INSERT INTO messages (tenant, session_id, position, message_id, role, content)"
-    " SELECT %s, %s, %s + added.ordinality - 1, added.message_id, added.role, added.content"
-    " FROM unnest(%s::text[], %s::text[], %s::bytea[])"
-    " WITH ORDINALITY AS added (message_id, role, content, ordinality)"
+_SAVE_SESSION: Final = (
+    "SELECT save_session(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::text[], %s::text[],"
+    " %s::bytea[])"
 )
 _DELETE_SESSION: Final = "DELETE FROM sessions WHERE tenant = %s AND session_id = %s"
 _DELETE_SESSION_AT: Final = (
@@ -253,15 +280,26 @@ class PostgresqlStore:
                 return (await db.execute(_UPDATE_SESSION, update)).rowcount == 1
 
             return await self._write("compare_and_set", replace)
-        change = history
+        save = (
+            session.tenant,
+            session.session_id,
+            *update[:6],
+            expected_cursor,
+            session.incarnation,
+            history.keep,
+            [m.message_id for m in history.append],
+            [m.role for m in history.append],
+            [m.content.encode() for m in history.append],
+        )
 
         async def replace_with_history(db: AsyncConnection[Any]) -> bool:
-            async with db.transaction():
-                if (await db.execute(_UPDATE_SESSION, update)).rowcount != 1:
-                    raise psycopg.Rollback
-                await _change_history(db, session.tenant, session.session_id, change)
-                return True
-            return False
+            try:
+                row = await (await db.execute(_SAVE_SESSION, save)).fetchone()
+            except psycopg.Error as exc:
+                if exc.sqlstate == KEEP_BEYOND_HISTORY:
+                    raise ValueError("history.keep exceeds the number of stored messages") from None
+                raise
+            return row is not None and row[0] is True
 
         return await self._write("compare_and_set", replace_with_history)
 
@@ -471,28 +509,6 @@ def _refuse_newer(version: int) -> None:
         raise StoreUnavailableError(
             f"the postgresql store has schema version {version}, newer than the supported"
             f" version {SCHEMA_VERSION}; upgrade agentskit-chat"
-        )
-
-
-async def _change_history(
-    db: AsyncConnection[Any], tenant: str, session_id: str, history: HistoryChange
-) -> None:
-    keep = history.keep
-    params = {"tenant": tenant, "session_id": session_id, "keep": keep}
-    kept = await (await db.execute(_TRUNCATE_MESSAGES, params)).fetchone()
-    if kept is None or not kept[0]:
-        raise ValueError("history.keep exceeds the number of stored messages")
-    if history.append:
-        await db.execute(
-            _INSERT_MESSAGES,
-            (
-                tenant,
-                session_id,
-                keep,
-                [m.message_id for m in history.append],
-                [m.role for m in history.append],
-                [m.content.encode() for m in history.append],
-            ),
         )
 
 
