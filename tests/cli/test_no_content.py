@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import signal
 import sqlite3
 from pathlib import Path
@@ -31,6 +32,7 @@ from agentskit_chat_client import (
 )
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import EXAMPLES, run_cli
+from tests.postgres import Cluster
 from tests.telemetry.receiver import OtlpReceiver
 
 CANARY = "canary-5d1e-never-leaves"
@@ -168,4 +170,44 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
         assert secret not in tools
         assert not [line for line in exported if secret in line]
         assert not [line for line in points if secret in line]
+        assert secret.encode() not in records
+
+
+def test_no_content_reaches_logs_or_records_on_postgresql(
+    launch: Launcher, postgres: Cluster, tmp_path: Path
+) -> None:
+    name = f"canary_{secrets.token_hex(4)}"
+    url = postgres.create_database(name)
+    try:
+        reply = Reply(chunks=("The answer ", f"mentions {CANARY}"))
+        with FakeModelServer(default=reply) as model:
+            server = launch(
+                tmp_path / "state",
+                "--definitions",
+                str(definitions(tmp_path / "definitions", model.url)),
+                "--definitions-module",
+                CODE_CHAT,
+                "--store",
+                url,
+                "--migrate",
+                env={
+                    "CANARY_MODEL_KEY": API_KEY,
+                    "AGENTSKIT_CHAT_STORE_PASSWORD": postgres.password,
+                },
+                log_level="DEBUG",
+            )
+            asyncio.run(talk(server.target))
+            server.send(signal.SIGTERM)
+            assert server.wait() == 0
+        with postgres.connect(name) as db:
+            records = b"".join(row[0] for row in db.execute("SELECT record FROM sessions"))
+            stored = [bytes(row[0]).decode() for row in db.execute("SELECT content FROM messages")]
+    finally:
+        postgres.drop_database(name)
+    output = server.stdout + server.stderr
+    assert '"event": "turn"' in output
+    assert records
+    assert any(CANARY in content for content in stored)  # server-held history keeps its text
+    for secret in (CANARY, API_KEY, postgres.password):
+        assert secret not in output
         assert secret.encode() not in records

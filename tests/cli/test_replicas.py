@@ -84,8 +84,9 @@ def replicas(
             store += ["--store-password-file", str(database.password_file)]
         else:
             env["AGENTSKIT_CHAT_STORE_PASSWORD_FILE"] = str(database.password_file)
-        started.append(launch(state_dir, *slow_args(*extra), *store, env=env, wait=False))
-    for server in started:
+        # The first replica creates the shared digest key; the others start once it exists.
+        started.append(launch(state_dir, *slow_args(*extra), *store, env=env, wait=n == 0))
+    for server in started[1:]:
         server.wait_listening()
     return started
 

@@ -12,6 +12,7 @@ from agentskit_chat.storage import (
     HistoryChange,
     HistoryMode,
     MemoryStore,
+    PostgresqlStore,
     SessionExistsError,
     SqliteStore,
     Store,
@@ -23,7 +24,11 @@ from .conftest import message, run, session
 
 def test_backends_satisfy_the_port_and_close_unused(tmp_path: Path) -> None:
     async def body() -> None:
-        stores: list[Store] = [MemoryStore(), SqliteStore(tmp_path / "unused.db")]
+        stores: list[Store] = [
+            MemoryStore(),
+            SqliteStore(tmp_path / "unused.db"),
+            PostgresqlStore("postgresql://nobody@127.0.0.1:1/unused"),
+        ]
         for unused in stores:
             await unused.close()
 

@@ -353,7 +353,9 @@ class PostgresqlStore:
             async with self._connection(operation) as db:
                 return await work(db)
 
-        return await asyncio.shield(asyncio.ensure_future(whole()))
+        task = asyncio.ensure_future(whole())
+        task.add_done_callback(_retrieve)
+        return await asyncio.shield(task)
 
     @asynccontextmanager
     async def _connection(self, operation: str) -> AsyncIterator[AsyncConnection[Any]]:
@@ -510,6 +512,12 @@ def _refuse_newer(version: int) -> None:
             f"the postgresql store has schema version {version}, newer than the supported"
             f" version {SCHEMA_VERSION}; upgrade agentskit-chat"
         )
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a write's outcome as seen: a caller that was cancelled no longer awaits it."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _session(row: tuple[Any, ...]) -> StoredSession:
