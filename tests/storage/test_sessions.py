@@ -1,0 +1,164 @@
+"""Session rules that rest on the store, run through the service on every backend: the
+lease a turn claims and releases, terminal turns, deletion and re-creation, corrupt records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from agentskit_chat.conversation import RouteContext, define_chat, handler_route
+from agentskit_chat.service import (
+    Catalog,
+    ChatService,
+    Completed,
+    Decided,
+    Failed,
+    Reason,
+    ServiceError,
+    Started,
+    Submit,
+    TurnEvent,
+    TurnRequest,
+)
+from agentskit_chat.storage import HistoryMode, Store
+
+from .conftest import run
+
+KEY = b"storage-contract-digest-key-32by"
+
+
+@dataclass
+class Gate:
+    """Holds the route until opened; counts the route's runs."""
+
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    runs: int = 0
+
+
+@asynccontextmanager
+async def service(store: Store) -> AsyncIterator[tuple[ChatService, Gate]]:
+    gate = Gate()
+
+    async def held(text: str, context: RouteContext) -> bool:
+        gate.runs += 1
+        gate.entered.set()
+        await gate.opened.wait()
+        return True
+
+    chat = define_chat(
+        id="gated",
+        conversation={
+            "initial": "a",
+            "states": {"a": {"on": {"go": "b"}}, "b": {"on": {"go": "a"}}},
+            "routes": [handler_route(id="go", handler=held, event="go", response="went")],
+        },
+    )
+    # Not closed here: closing a service closes its store, which the fixture owns.
+    yield ChatService(Catalog([chat]), store, digest_key=KEY), gate
+
+
+async def turn(chats: ChatService, sid: str, turn_id: str, text: str = "go") -> list[TurnEvent]:
+    request = TurnRequest(sid, turn_id, Submit(text))
+    return [event async for event in chats.run_turn(request)]
+
+
+async def refusal(chats: ChatService, sid: str, turn_id: str) -> ServiceError:
+    with pytest.raises(ServiceError) as refused:
+        await turn(chats, sid, turn_id)
+    return refused.value
+
+
+def test_a_running_turn_holds_the_lease_until_it_ends(store: Store) -> None:
+    async def body() -> None:
+        async with service(store) as (chats, gate):
+            sid = (await chats.create_session("gated", "s1", HistoryMode.SERVER)).session_id
+            first = asyncio.ensure_future(turn(chats, sid, "t1"))
+            await gate.entered.wait()
+            held = await store.load(sid)
+            assert held is not None and held.cursor == 1  # the lease claim was a write
+            busy = await refusal(chats, sid, "t2")
+            assert busy.reason is Reason.SESSION_BUSY
+            running = await refusal(chats, sid, "t1")
+            assert running.reason is Reason.TURN_IN_PROGRESS
+            assert await store.load(sid) == held
+            gate.opened.set()
+            done = (await first)[-1]
+            assert isinstance(done, Completed) and done.snapshot.state == "b"
+            second = (await turn(chats, sid, "t2"))[-1]
+            assert isinstance(second, Completed) and second.snapshot.state == "a"
+            assert gate.runs == 2
+            messages = (await chats.get_session(sid)).messages
+            assert [m.role for m in messages] == ["user", "assistant"] * 2
+
+    run(body())
+
+
+def test_a_finished_turn_id_replays_its_outcome_without_running_again(store: Store) -> None:
+    async def body() -> None:
+        async with service(store) as (chats, gate):
+            gate.opened.set()
+            sid = (await chats.create_session("gated", "s1", HistoryMode.SERVER)).session_id
+            first = await turn(chats, sid, "t1")
+            stored = await store.load(sid)
+            again = await turn(chats, sid, "t1")
+            assert gate.runs == 1
+            assert isinstance(first[-1], Completed) and isinstance(again[-1], Completed)
+            assert again[-1].assistant_message_id == first[-1].assistant_message_id
+            assert [e.duplicate for e in again if isinstance(e, Started)] == [True]
+            assert [e for e in again if isinstance(e, Decided)] == [
+                e for e in first if isinstance(e, Decided)
+            ]
+            assert await store.load(sid) == stored
+
+    run(body())
+
+
+def test_a_turn_of_a_deleted_session_never_writes_into_its_successor(store: Store) -> None:
+    async def body() -> None:
+        async with service(store) as (chats, gate):
+            sid = (await chats.create_session("gated", "s1", HistoryMode.SERVER)).session_id
+            old = asyncio.ensure_future(turn(chats, sid, "t1"))
+            await gate.entered.wait()
+            await chats.delete_session(sid)
+            await chats.create_session("gated", "s1", HistoryMode.SERVER)
+            successor = await store.load(sid)
+            gate.opened.set()
+            outcome = await asyncio.gather(old, return_exceptions=True)
+            ended = outcome[0]
+            assert isinstance(ended, ServiceError) or isinstance(ended[-1], Failed), ended
+            assert await store.load(sid) == successor
+            assert await store.list_messages(sid) == ()
+            fresh = (await turn(chats, sid, "t2"))[-1]
+            assert isinstance(fresh, Completed) and fresh.snapshot.state == "b"
+
+    run(body())
+
+
+def test_a_corrupt_record_is_refused_and_left_as_it_is(store: Store) -> None:
+    async def body() -> None:
+        async with service(store) as (chats, gate):
+            gate.opened.set()
+            sid = (await chats.create_session("gated", "s1", HistoryMode.SERVER)).session_id
+            stored = await store.load(sid)
+            assert stored is not None
+            garbage = replace(stored, cursor=stored.cursor + 1, record=b"\x00not a record")
+            assert await store.compare_and_set(garbage, expected_cursor=stored.cursor)
+        async with service(store) as (chats, gate):  # a replica that never cached it
+            gate.opened.set()
+            for attempt in (
+                turn(chats, sid, "t1"),
+                chats.get_session(sid),
+            ):
+                with pytest.raises(ServiceError) as corrupt:
+                    await attempt
+                assert corrupt.value.reason is Reason.SESSION_CORRUPT
+            assert gate.runs == 0
+            assert await store.load(sid) == garbage
+
+    run(body())
