@@ -26,6 +26,7 @@ from agentskit_chat_client import (
     TurnCompleted,
     TurnDecision,
     TurnEvent,
+    TurnFailed,
 )
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import (
@@ -226,6 +227,7 @@ def test_a_database_restart_under_load_is_unavailable_then_recovers(
             sids = [(await clients[0].create_session("slow")).session_id for _ in range(4)]
             outage = asyncio.Event()
             errors: list[ChatError] = []
+            failed: list[TurnFailed] = []
             completed: list[tuple[bool, int]] = []
 
             async def load(n: int, sid: str) -> None:
@@ -236,7 +238,6 @@ def test_a_database_restart_under_load_is_unavailable_then_recovers(
                     turn += 1
                     try:
                         done = terminal(await collect(client, sid, Submit(f"{n}.{turn}")))
-                        completed.append((outage.is_set(), n))
                     except ChatError as error:
                         if error.reason == "ERROR_REASON_SESSION_BUSY":
                             await asyncio.sleep(0.1)
@@ -244,7 +245,11 @@ def test_a_database_restart_under_load_is_unavailable_then_recovers(
                         errors.append(error)
                         await asyncio.sleep(0.05)
                         continue
-                    assert isinstance(done, TurnCompleted), done
+                    if isinstance(done, TurnFailed):  # a commit the outage refused
+                        assert outage.is_set(), done
+                        failed.append(done)
+                    else:
+                        completed.append((outage.is_set(), n))
 
             loaders = [asyncio.ensure_future(load(n, sid)) for n, sid in enumerate(sids)]
             await asyncio.sleep(1.0)
@@ -255,6 +260,7 @@ def test_a_database_restart_under_load_is_unavailable_then_recovers(
             assert len(errors) > 4
             assert all(e.code == grpc.StatusCode.UNAVAILABLE for e in errors), errors
             assert any(e.reason == "ERROR_REASON_STORE_UNAVAILABLE" for e in errors), errors
+            assert all(f.retryable for f in failed), failed
             await asyncio.to_thread(postgres.run_server)
 
             for n, sid in enumerate(sids):
