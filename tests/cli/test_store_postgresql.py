@@ -1,4 +1,4 @@
-"""`serve` and `migrate` on PostgreSQL: schema versions, and the password in no output."""
+"""`serve` and `migrate`: PostgreSQL schema versions, the password in no output; SQLite."""
 
 from __future__ import annotations
 
@@ -95,3 +95,19 @@ def test_the_password_appears_in_no_output(
     for output in (server.stdout, server.stderr, wrong.stdout, wrong.stderr):
         assert postgres.password not in output
         assert "hunter2" not in output
+
+
+def test_migrate_on_sqlite_creates_the_schema_and_on_memory_has_nothing_to_do(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    done = run_cli("migrate", "--state-dir", str(state))
+    assert done.returncode == 0, done.stderr
+    assert "at the current schema version" in done.stdout
+    assert (state / "sessions.db").is_file()
+    memory = run_cli("migrate", "--store", "memory://")
+    assert memory.returncode == 0, memory.stderr
+    refused = run_cli("migrate", "--store", "mysql://user:secret@db.example/chat")
+    assert refused.returncode == 2
+    assert "unsupported store URL" in refused.stderr
+    assert "secret" not in refused.stderr
