@@ -3,7 +3,16 @@
 from ._catalog import Catalog, CatalogChanges, CatalogRefusedError
 from ._errors import Reason, ServiceError, invalid, limit_exceeded
 from ._limits import Limits
-from ._observer import ModelCallReport, NoObserver, TurnObserver, TurnReport
+from ._observer import (
+    NO_SCOPE,
+    ModelCallReport,
+    NoObserver,
+    NoScope,
+    TurnObserver,
+    TurnReport,
+    TurnScope,
+    TurnTracer,
+)
 from ._service import ChatService
 from ._types import (
     Completed,
@@ -24,6 +33,7 @@ from ._types import (
 )
 
 __all__ = [
+    "NO_SCOPE",
     "Catalog",
     "CatalogChanges",
     "CatalogRefusedError",
@@ -37,6 +47,7 @@ __all__ = [
     "Limits",
     "ModelCallReport",
     "NoObserver",
+    "NoScope",
     "Operation",
     "Reason",
     "Regenerate",
@@ -49,6 +60,8 @@ __all__ = [
     "TurnObserver",
     "TurnReport",
     "TurnRequest",
+    "TurnScope",
+    "TurnTracer",
     "Usage",
     "invalid",
     "limit_exceeded",

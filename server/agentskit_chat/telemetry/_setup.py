@@ -90,10 +90,9 @@ class Telemetry:
                 log.warning("another meter provider is global; route code's metrics go there")
 
     def server_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
-        """The gRPC server-span interceptor; empty when spans are off."""
-        if self.tracer_provider is None:
-            return []
-        return server_interceptors(self.tracer_provider)
+        """The gRPC interceptor: SERVER spans and `rpc.server.call.duration` when those are
+        on, and always the caller's trace context, which the turn log line carries."""
+        return server_interceptors(self.tracer_provider, self.meter_provider)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_SECONDS) -> bool:
         """Export what is pending; False when that did not finish within `timeout` seconds."""
