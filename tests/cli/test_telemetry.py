@@ -23,8 +23,9 @@ TURN_METRICS = {
     "agentskit.chat.turns",
     "agentskit.chat.turn.duration",
     "agentskit.chat.turn.time_to_first_chunk",
-    "gen_ai.client.operation.duration",
+    "rpc.server.call.duration",
 }
+STREAM_TURN = "agentskit.chat.v1.ChatService/StreamTurn"
 
 
 @pytest.fixture
@@ -95,17 +96,15 @@ def test_each_kind_of_turn_exports_its_decision_as_a_child_of_the_grpc_span(
     servers = {s.span_id: s for s in spans if s.kind == "SERVER"}
     for turn in turns.values():
         parent = servers[turn.parent_span_id]  # type: ignore[index]
-        assert parent.name == "/agentskit.chat.v1.ChatService/StreamTurn"
+        assert parent.name == STREAM_TURN
         assert parent.trace_id == turn.trace_id
-    model = next(s for s in spans if s.kind == "CLIENT")
-    assert model.parent_span_id == turns["agentic"].span_id
-    assert model.attributes["gen_ai.operation.name"] == "chat"
-    assert model.attributes["gen_ai.provider.name"] == "agentskit.offline"
-    assert (
-        model.attributes["gen_ai.conversation.id"]
-        == turns["agentic"].attributes["agentskit.chat.session.id"]
-    )
-    assert model.attributes["gen_ai.response.finish_reasons"] == ["stop"]
+        assert parent.attributes["rpc.method"] == STREAM_TURN
+        assert parent.attributes["rpc.system.name"] == "grpc"
+        assert parent.attributes["rpc.response.status_code"] == "OK"
+        assert not [key for key in parent.attributes if key.startswith(("net.", "rpc.grpc."))]
+    # The offline adapter calls no model: an agentic turn, but no GenAI span or metric.
+    assert not [s for s in spans if s.kind == "CLIENT"]
+    assert turns["agentic"].attributes["agentskit.chat.kind"] == "agentic"
     assert not [s for s in spans if "Health" in s.name]  # health checks make no spans
 
     for name in TURN_METRICS:
@@ -114,7 +113,14 @@ def test_each_kind_of_turn_exports_its_decision_as_a_child_of_the_grpc_span(
         "agentskit.chat.turns", lambda p: p.attributes.get("agentskit.chat.kind") == "repaired"
     )
     assert counted[-1].attributes["agentskit.chat.definition.id"] == "orders"
+    calls = receiver.wait_for_metric(
+        "rpc.server.call.duration", lambda p: p.attributes["rpc.method"] == STREAM_TURN
+    )
+    assert calls[-1].attributes["rpc.response.status_code"] == "OK"
+    assert calls[-1].unit == "s"
     stop(server)
+    assert not receiver.metric_points("gen_ai.client.operation.duration")
+    assert not receiver.metric_points("gen_ai.client.token.usage")
     logged = [line for line in log_lines(server) if line.get("event") == "turn"]
     assert {line["turn_id"] for line in logged} == set(expected)
     for line in logged:
@@ -196,9 +202,11 @@ def test_route_code_records_spans_and_metrics_through_the_global_api(
     assert lookup.attributes == {"inventory.hit": True}
     assert lookup.resource["service.name"] == "agentskit-chat"
     (turn,) = turn_spans(receiver, 1)
-    grpc_span = next(s for s in receiver.spans() if s.span_id == lookup.parent_span_id)
-    assert grpc_span.name == "/agentskit.chat.v1.ChatService/StreamTurn"
-    assert turn.parent_span_id == grpc_span.span_id  # the turn span's sibling, same call
+    # The turn span is current while route code runs: the code's span is its child.
+    assert lookup.parent_span_id == turn.span_id
+    assert lookup.trace_id == turn.trace_id
+    grpc_span = next(s for s in receiver.spans() if s.span_id == turn.parent_span_id)
+    assert grpc_span.name == STREAM_TURN
     (counted,) = receiver.wait_for_metric(traced_chat.METRIC)
     assert counted.value == 1
     stop(server)
