@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from contextvars import Token
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import Token
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
