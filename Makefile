@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo
+.PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo tools
 
 install: $(STAMP)
 
@@ -21,7 +21,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+# Debian's prometheus server, which a test runs to scrape a live `serve` (installed when absent).
+tools:
+	@command -v prometheus > /dev/null || { apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
+
+unit: $(STAMP) tools
 	$(BIN)/pytest
 
 test: lint lint-proto check-generated typecheck unit

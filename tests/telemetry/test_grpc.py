@@ -131,6 +131,7 @@ def test_server_span_continues_traceparent_and_parents_the_turn(in_memory: InMem
     }
     assert point.count == 1
     assert server.end_time is not None
+    assert server.start_time is not None
     assert point.sum <= (server.end_time - server.start_time) / 1e9 + 0.01
 
 
