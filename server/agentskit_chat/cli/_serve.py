@@ -184,7 +184,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentskit-chat: cannot serve metrics: {exc}", file=sys.stderr)
         return 2
     if telemetry.prometheus is not None:
-        print(f"agentskit-chat metrics at http://{telemetry.prometheus.address}/metrics", flush=True)
+        print(
+            f"agentskit-chat metrics at http://{telemetry.prometheus.address}/metrics", flush=True
+        )
     telemetry.install_global()  # Route code's own spans and metrics go out with ours.
     try:
         return asyncio.run(serve(settings, telemetry=telemetry))
