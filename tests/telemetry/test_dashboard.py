@@ -89,9 +89,7 @@ def queries() -> list[str]:
 def parse(expr: str) -> tuple[set[str], set[str]]:
     """The metric names and label names a PromQL expression (or label_values call) uses."""
     expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
-    variable = re.fullmatch(
-        r"\s*label_values\(\s*(\w+)(?:\{([^}]*)\})?\s*,\s*(\w+)\s*\)\s*", expr
-    )
+    variable = re.fullmatch(r"\s*label_values\(\s*(\w+)(?:\{([^}]*)\})?\s*,\s*(\w+)\s*\)\s*", expr)
     if variable:
         matched = set(re.findall(r"([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)", variable.group(2) or ""))
         return {variable.group(1)}, {variable.group(3)} | matched

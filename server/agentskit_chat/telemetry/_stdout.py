@@ -20,6 +20,7 @@ import select
 import socket
 import stat
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Final, TextIO
 
@@ -27,6 +28,9 @@ PENDING_BYTES: Final = 256 * 1024
 """Log bytes held while the reader is stalled; lines beyond are dropped and counted."""
 CLOSE_SECONDS: Final = 2.0
 """How long closing the handler waits for a stalled reader to take what is held."""
+ATOMIC_BYTES: Final = select.PIPE_BUF
+"""A pipe takes a write this size or smaller whole or not at all: a held line is written
+in batches of whole lines up to this size, so no other writer's output lands inside one."""
 DROPPED: Final = "%d log lines were dropped while the output was not read"
 
 Write = Callable[[bytes], int]
@@ -40,7 +44,8 @@ class NonBlockingHandler(logging.Handler):
         super().__init__()
         self._fd = fd
         self._write, self._close_fd = _nonblocking_writer(fd)
-        self._pending = bytearray()
+        self._pending: deque[bytes] = deque()
+        self._pending_bytes = 0
         self._limit = pending_bytes
         self.dropped = 0
         """Lines dropped so far."""
@@ -70,20 +75,38 @@ class NonBlockingHandler(logging.Handler):
             return
         written = self._send(line)
         if written < len(line):
-            self._pending += line[written:]  # A line once begun is always finished.
+            self._keep(line[written:])  # A line once begun is always finished.
 
     def _hold(self, line: bytes) -> None:
-        if len(self._pending) + len(line) > self._limit:
+        if self._pending_bytes + len(line) > self._limit:
             self.dropped += 1
             self._unreported += 1
         else:
-            self._pending += line
+            self._keep(line)
+
+    def _keep(self, data: bytes) -> None:
+        self._pending.append(data)
+        self._pending_bytes += len(data)
 
     def _drain(self) -> bool:
-        """Write what is held; True when nothing is left."""
-        written = self._send(bytes(self._pending))
-        del self._pending[:written]
-        return not self._pending
+        """Write what is held, whole lines at a time; True when nothing is left."""
+        pending = self._pending
+        while pending:
+            count, size = 1, len(pending[0])
+            while count < len(pending) and size + len(pending[count]) <= ATOMIC_BYTES:
+                size += len(pending[count])
+                count += 1
+            batch = b"".join(pending[index] for index in range(count))
+            written = self._send(batch)
+            if written == 0:
+                return False
+            self._pending_bytes -= written
+            while written and written >= len(pending[0]):
+                written -= len(pending.popleft())
+            if written:  # A line longer than a pipe takes at once went out in part.
+                pending[0] = pending[0][written:]
+                return False
+        return True
 
     def _send(self, data: bytes) -> int:
         """Bytes of `data` written now; a reader gone for good takes everything (to nowhere)."""
@@ -105,7 +128,7 @@ class NonBlockingHandler(logging.Handler):
     @property
     def pending(self) -> int:
         """Bytes held for a reader that is not reading."""
-        return len(self._pending)
+        return self._pending_bytes
 
     def flush(self) -> None:
         """Write what is held, as far as the reader takes it now."""
@@ -124,7 +147,7 @@ class NonBlockingHandler(logging.Handler):
             while (self._pending or self._unreported) and time.monotonic() < deadline:
                 if self._unreported and not self._pending:
                     count, self._unreported = self._unreported, 0
-                    self._pending += self._notice(count)
+                    self._keep(self._notice(count))
                 if not self._drain():
                     _wait_writable(self._fd, deadline - time.monotonic())
             self._close_fd()
