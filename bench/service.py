@@ -439,8 +439,8 @@ def report(
 def tracing_floor(figures: dict[str, Figures]) -> tuple[float, float] | None:
     """(extra CPU µs per call of the traced echo, the ratio a turn keeps at that cost).
 
-    The traced echo pays only for the gRPC instrumentation interceptor, its SERVER span
-    and that span's export, the part of tracing that no service code can avoid.
+    The traced echo pays only for the gRPC server interceptor, its SERVER span, its call
+    duration and their export, the part of telemetry that no turn can avoid.
     """
     echo, traced, off = (figures[name].cpu_us() for name in ("echo", "echo-traced", "memory"))
     if echo is None or traced is None or off is None:

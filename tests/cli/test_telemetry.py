@@ -9,12 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
-from agentskit_chat_client import ChatClient, Retry, Submit, TurnCompleted
+from agentskit_chat.fakemodel import FakeModelServer
+from agentskit_chat_client import ChatClient, ChatError, Retry, Submit, TurnCompleted
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures import traced_chat
 from tests.cli.fixtures.serving import EXAMPLES, Server, health_status
+from tests.cli.test_model_turns import write_assistant
+from tests.cli.test_prometheus import lease_conflict
 from tests.telemetry.receiver import OtlpReceiver, ReceivedSpan
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -210,3 +214,43 @@ def test_route_code_records_spans_and_metrics_through_the_global_api(
     (counted,) = receiver.wait_for_metric(traced_chat.METRIC)
     assert counted.value == 1
     stop(server)
+
+
+def test_client_mistakes_are_not_server_errors_and_rejected_turns_keep_their_definition(
+    launch: Launcher, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    with FakeModelServer() as model:
+        definitions = write_assistant(tmp_path / "definitions", model.url)
+        server = launch(tmp_path / "state", "--definitions", str(definitions), env=receiver.env())
+
+        async def scenario() -> None:
+            async with ChatClient(server.target, timeout=30) as client:
+                session = (await client.create_session("assistant")).session_id
+                await lease_conflict(client, model, session)  # ABORTED, SESSION_BUSY
+                with pytest.raises(ChatError) as missing:
+                    await client.get_session("s-missing-0000")
+                assert missing.value.code == grpc.StatusCode.NOT_FOUND
+
+        asyncio.run(scenario())
+        stop(server)
+    rejected = receiver.wait_for_spans(
+        lambda s: s.attributes.get("agentskit.chat.outcome") == "rejected"
+    )
+    (busy,) = rejected
+    assert busy.status == "UNSET"
+    assert busy.attributes["agentskit.chat.error.code"] == "SESSION_BUSY"
+    assert busy.attributes["agentskit.chat.definition.id"] == "assistant"
+    assert busy.events == []
+    servers = {
+        s.attributes["rpc.response.status_code"]: s for s in receiver.spans() if s.kind == "SERVER"
+    }
+    for code in ("ABORTED", "NOT_FOUND"):
+        assert servers[code].status == "UNSET", code
+        assert servers[code].events == [], code  # no exception event, no stack trace
+        assert "error.type" not in servers[code].attributes
+    assert servers["ABORTED"].span_id == busy.parent_span_id
+    refused = receiver.wait_for_metric(
+        "rpc.server.call.duration", lambda p: p.attributes["rpc.response.status_code"] != "OK"
+    )
+    assert {p.attributes["rpc.response.status_code"] for p in refused} >= {"ABORTED", "NOT_FOUND"}
+    assert not [p for p in refused if "error.type" in p.attributes]

@@ -222,3 +222,16 @@ def test_health_checks_and_reflection_make_no_spans(in_memory: InMemory) -> None
     asyncio.run(serving(in_memory, body))
     assert in_memory.spans.get_finished_spans() == ()
     assert durations(in_memory) == []
+
+
+def test_an_unsampled_call_records_no_span_but_its_duration(in_memory: InMemory) -> None:
+    async def body(channel: grpc.aio.Channel) -> None:
+        call: Probe = channel.unary_stream(f"/{SERVICE}/Turn")
+        unsampled = f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-00"
+        answers = [answer async for answer in call(b"", metadata=(("traceparent", unsampled),))]
+        assert answers == [b"started", b"done"]
+
+    asyncio.run(serving(in_memory, body))
+    assert in_memory.spans.get_finished_spans() == ()  # nor the turn's, nor the model's
+    (point,) = durations(in_memory)
+    assert point.count == 1

@@ -43,8 +43,9 @@ class OtelObserver:
         self._failed: set[str] = set()
 
     def turn_started(self, request: TurnRequest) -> TurnScope:
-        """Open the turn span and make it current; nothing to do when spans are off."""
-        if self._tracer is None:
+        """Open the turn span and make it current; nothing to do when spans are off, or when
+        the call's span was not sampled (its children would not be either)."""
+        if self._tracer is None or _unsampled():
             return NO_SCOPE
         try:
             return LiveTurn(self._tracer, request)
@@ -58,7 +59,10 @@ class OtelObserver:
         if self._tracer is not None:
             try:
                 live = LiveTurn.current()
-                span = trace_turn(self._tracer, report) if live is None else live.finish(report)
+                if live is not None:
+                    span = live.finish(report)
+                elif not _unsampled():  # Reported without turn_started: record it now.
+                    span = trace_turn(self._tracer, report)
             except Exception:
                 self._failure("spans")
         if self._metrics is not None:
@@ -78,6 +82,12 @@ class OtelObserver:
         if part not in self._failed:
             self._failed.add(part)
             log.exception("recording the turn's %s failed; further failures are not logged", part)
+
+
+def _unsampled() -> bool:
+    """Whether the current span belongs to a trace the sampler dropped."""
+    current = trace.get_current_span().get_span_context()
+    return current.is_valid and not current.trace_flags.sampled
 
 
 def log_fields(report: TurnReport, span: trace.SpanContext | None = None) -> dict[str, Any]:
