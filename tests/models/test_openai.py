@@ -80,6 +80,8 @@ def test_the_first_chunk_arrives_before_the_server_sends_the_last(
         adapter = OpenAIAdapter(model)
         try:
             async with aclosing(adapter.stream(request(model))) as chunks:
+                described = await anext(chunks)
+                assert isinstance(described, ResponseChunk)
                 first = await anext(chunks)
                 answer = server.requests[-1]
                 # The server is holding the rest back: the first chunk came on its own.
