@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
-	breaking-proto contract-baseline contract-tools conversation-tests diagram
+	breaking-proto contract-baseline contract-tools conversation-tests diagram tools
 
 install: $(STAMP)
 
@@ -22,7 +22,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) contract-tools
+# Debian's prometheus server, which a test runs to scrape a live `serve` (installed when absent).
+tools:
+	@command -v prometheus > /dev/null || { apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
+
+unit: $(STAMP) contract-tools tools
 	$(BIN)/pytest
 
 test: lint lint-proto breaking-proto check-generated typecheck conversation-tests unit

@@ -51,11 +51,12 @@ ENVIRONMENT = """environment variables (flags win):
   (comma-separated), AGENTSKIT_CHAT_STATE_DIR, AGENTSKIT_CHAT_STORE, AGENTSKIT_CHAT_GRACE,
   AGENTSKIT_CHAT_TURN_TIMEOUT, AGENTSKIT_CHAT_LOG_FORMAT (json or console),
   AGENTSKIT_CHAT_AUTH_TOKENS, AGENTSKIT_CHAT_TLS_CERT, AGENTSKIT_CHAT_TLS_KEY,
-  AGENTSKIT_CHAT_TLS_CLIENT_CA
+  AGENTSKIT_CHAT_TLS_CLIENT_CA, AGENTSKIT_CHAT_METRICS_LISTEN
 
 telemetry: spans and metrics go over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _METRICS_ENDPOINT) is set; the other standard
-  OTEL_* variables apply. Nothing is exported by default.
+  OTEL_* variables apply. Nothing is exported by default. --metrics-listen serves the
+  metrics for Prometheus to scrape, with or without OTLP.
 
 signals: SIGTERM/SIGINT drain and stop; SIGHUP reloads the definitions, the tokens file
   and the TLS certificates."""
@@ -127,6 +128,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write spans and metrics to stderr, for local debugging",
     )
     parser.add_argument(
+        "--metrics-listen",
+        default=_env("METRICS_LISTEN"),
+        metavar="HOST:PORT",
+        help="serve a Prometheus scrape endpoint at http://HOST:PORT/metrics [none]",
+    )
+    parser.add_argument(
         "--log-format",
         choices=("json", "console"),
         default=_env("LOG_FORMAT"),
@@ -173,7 +180,9 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
             lease_ttl=lease,
         ),
         max_request_bytes=args.max_request_bytes,
-        telemetry=settings_from_env(console=args.telemetry_console),
+        telemetry=settings_from_env(
+            console=args.telemetry_console, prometheus_listen=args.metrics_listen or None
+        ),
         log_json=None if args.log_format is None else args.log_format == "json",
         security=security_from(args),
     )
@@ -187,7 +196,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
     configure_logging(args.log_level.upper(), json=settings.log_json)
-    telemetry = configure_telemetry(settings.telemetry)
+    try:
+        telemetry = configure_telemetry(settings.telemetry)
+    except (OSError, ValueError) as exc:
+        print(f"agentskit-chat: cannot serve metrics: {exc}", file=sys.stderr)
+        return 2
+    if telemetry.prometheus is not None:
+        print(
+            f"agentskit-chat metrics at http://{telemetry.prometheus.address}/metrics", flush=True
+        )
     telemetry.install_global()  # Route code's own spans and metrics go out with ours.
     try:
         return asyncio.run(serve(settings, telemetry=telemetry))

@@ -43,8 +43,8 @@ from agentskit_chat.storage import HistoryChange, HistoryMode
 from ._errors import Reason, ServiceError
 from ._history import Plan, plan_turn
 from ._limits import Limits, utf8_size
-from ._observer import NoObserver, TurnObserver
-from ._progress import ModelCall, TurnProgress
+from ._observer import NO_SCOPE, NoObserver, TurnObserver, TurnScope
+from ._progress import TurnProgress
 from ._records import (
     Loaded,
     Records,
@@ -115,6 +115,7 @@ class TurnRunner:
         self._holder = holder
         self._callback_timeout = callback_timeout
         self._observer: TurnObserver = observer or NoObserver()
+        self._turn_started = getattr(self._observer, "turn_started", None)
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -155,7 +156,7 @@ class TurnRunner:
         limits = self._limits  # Ids are checked first: reports only carry valid ones.
         limits.check_id("session_id", request.session_id)
         limits.check_id("turn_id", request.turn_id)
-        progress = TurnProgress(request)
+        progress = TurnProgress(request, self._enter(request))
         try:
             async with aclosing(self._run(request, progress)) as events:
                 async for event in events:
@@ -169,6 +170,18 @@ class TurnRunner:
             raise
         finally:
             self._report(progress)
+            progress.scope.leave()
+
+    def _enter(self, request: TurnRequest) -> TurnScope:
+        """The observer's scope for this turn (see TurnTracer), current from here on."""
+        if self._turn_started is None:
+            return NO_SCOPE
+        try:
+            scope: TurnScope = self._turn_started(request)
+        except Exception:  # An observer must never fail a turn.
+            log.exception("turn observer failed")
+            return NO_SCOPE
+        return scope
 
     def _report(self, progress: TurnProgress) -> None:
         try:
@@ -350,8 +363,7 @@ class TurnRunner:
         size = 0
         usage: Usage | None = None
         model = definition.model.get("model")
-        call = ModelCall(adapter, model if isinstance(model, str) else None)
-        turn.progress.model_call = call
+        call = turn.progress.model_started(adapter, model if isinstance(model, str) else None)
         async with aclosing(adapter.stream(request)) as chunks:
             while True:
                 try:
