@@ -89,8 +89,10 @@ class Records:
     """Loads and saves session records; every save is a compare-and-set on the cursor.
 
     A bounded cache keeps, per session, the last record this process read or wrote, its
-    encoder and its server-held history. A cached record is only trusted as a guess: a
-    compare-and-set against its cursor either confirms it or fails without writing.
+    encoder and its server-held history. The cache never replaces a read: `load` always
+    reads the stored bytes and only skips decoding them when they equal the cached bytes,
+    so a record changed or damaged in the store (its cursor unchanged) is decoded, and
+    refused when it does not verify, rather than written over from the cache.
 
     Every session is read and written under the tenant of the current principal
     (`current_principal()`), and a session of a definition the principal may not use reads
@@ -125,18 +127,6 @@ class Records:
             raise ServiceError(Reason.SESSION_EXISTS, "a session with this id exists") from None
         self._remember(Entry(stored.record, loaded, encoder, ()))
         return loaded
-
-    def cached(self, session_id: str) -> Loaded | None:
-        """The last record this process saw of `session_id`, if its definition still serves."""
-        principal = current_principal()
-        entry = self._cache.get(session_id, principal.tenant)
-        if (
-            entry is None
-            or not principal.may_use(entry.loaded.definition.id)
-            or self.catalog.find(entry.loaded.definition.id) is not entry.loaded.definition
-        ):
-            return None
-        return entry.loaded
 
     async def load(self, session_id: str) -> Loaded:
         """The verified stored record of `session_id`; raises ServiceError when unusable."""
@@ -209,9 +199,21 @@ class Records:
         encoder = entry.encoder if entry is not None and known else RecordEncoder(self._sealer)
         saved = record.evolve(cursor=loaded.cursor + 1)
         stored = self._stored(loaded, saved, encoder)
-        won = await _guard(
-            self.store.compare_and_set(stored, expected_cursor=loaded.cursor, history=history)
-        )
+        try:
+            won = await _guard(
+                self.store.compare_and_set(stored, expected_cursor=loaded.cursor, history=history)
+            )
+        except ValueError:
+            if history is None:
+                raise
+            # The history change keeps messages the store no longer holds: rows were
+            # removed behind this process. Forget what it held so the next read sees the store.
+            self._cache.pop(session_id, tenant)
+            raise ServiceError(
+                Reason.SESSION_CORRUPT,
+                "the stored history is missing messages the session holds",
+                code="history_mismatch",
+            ) from None
         if not won:
             self._cache.pop(session_id, tenant)
             return None

@@ -61,10 +61,16 @@ class RunningServer:
             log.warning("grace period over with %d turns in flight", self.service.turns.in_flight)
         await self.server.stop(max(0.0, stop_within))
         try:  # Turns cut off at the end of the grace release their leases first.
-            await asyncio.wait_for(self.service.turns.wait_idle(), CLEANUP_SECONDS)
+            await asyncio.wait_for(_released(self.service), CLEANUP_SECONDS)
         except TimeoutError:
             log.warning("leases of cancelled turns were not all released; they will lapse")
         await self.service.close()
+
+
+async def _released(service: ChatService) -> None:
+    """Wait for the closing writes of turns, including releases the store refused at first."""
+    await service.turns.wait_idle()
+    await service.turns.releases.wait()
 
 
 @dataclass(frozen=True, slots=True)
