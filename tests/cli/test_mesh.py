@@ -93,8 +93,9 @@ async def watch_lasts(target: str, seconds: float) -> bool:
         except TimeoutError:
             watch.cancel()
             return True
-        except grpc.aio.AioRpcError as error:
-            assert error.code() == grpc.StatusCode.UNAVAILABLE
+        except grpc.aio.AioRpcError:
+            pass
+        assert await watch.code() == grpc.StatusCode.UNAVAILABLE
         return False
 
 
