@@ -143,18 +143,32 @@ def test_a_record_damaged_behind_the_cache_is_refused_not_overwritten(tmp_path: 
     run(scenario())
 
 
-def test_a_message_row_deleted_under_the_server_is_session_corrupt(tmp_path: Path) -> None:
+def test_a_message_row_deleted_under_the_server_is_session_corrupt_until_repaired(
+    tmp_path: Path,
+) -> None:
     async def scenario() -> None:
         async with live(tmp_path) as env:
             sid = (await env.client.create_session("support")).session_id
-            await env.client.run_turn(sid, Submit("/start"))
+            await env.client.run_turn(sid, Submit("/start"))  # the server caches the history
             (row,) = env.raw("SELECT * FROM messages WHERE position = 1")
             env.raw("DELETE FROM messages WHERE position = 1")
             messages = env.raw("SELECT * FROM messages")
+            # The cached history meets the store's at the commit; then the stored history is
+            # read, and refused before anything is written.
             error = await refused(env.client.stream_turn(sid, Submit(CANARY)))
             assert_clean(error, grpc.StatusCode.FAILED_PRECONDITION, CORRUPT)
             assert error.metadata["code"] == "history_mismatch"
             assert env.raw("SELECT * FROM messages") == messages
+            damaged = env.stored_row(sid)
+            for call in (
+                env.client.stream_turn(sid, Submit(CANARY)),
+                env.client.get_session(sid),
+                env.client.truncate_history(sid),
+            ):
+                error = await refused(call)
+                assert_clean(error, grpc.StatusCode.FAILED_PRECONDITION, CORRUPT)
+                assert error.metadata["code"] == "history_mismatch"
+            assert env.stored_row(sid) == damaged
             env.raw("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?)", *row)  # repaired
             result = await env.client.run_turn(sid, Submit("/name Ada"))
             assert result.completed is not None
@@ -163,3 +177,32 @@ def test_a_message_row_deleted_under_the_server_is_session_corrupt(tmp_path: Pat
             assert len(history.messages) == 4
 
     run(scenario())
+
+
+def test_a_history_missing_an_earlier_row_is_refused_when_read(tmp_path: Path) -> None:
+    async def scenario() -> str:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("support")).session_id
+            await env.client.run_turn(sid, Submit("/start"))
+            await env.client.run_turn(sid, Submit("/name Ada"))
+            return sid
+
+    sid = run(scenario())
+    with sqlite3.connect(tmp_path / "sessions.db") as connection:
+        connection.execute("DELETE FROM messages WHERE position = 0")
+    connection.close()
+
+    async def restarted() -> None:
+        async with live(tmp_path) as env:
+            before = env.stored_row(sid)
+            for call in (
+                env.client.get_session(sid),
+                env.client.stream_turn(sid, Submit(CANARY)),
+                env.client.stream_turn(sid, Submit(CANARY)),
+            ):
+                error = await refused(call)
+                assert_clean(error, grpc.StatusCode.FAILED_PRECONDITION, CORRUPT)
+                assert error.metadata["code"] == "history_mismatch"
+            assert env.stored_row(sid) == before
+
+    run(restarted())

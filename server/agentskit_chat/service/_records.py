@@ -117,6 +117,8 @@ class Records:
     ) -> Loaded:
         """Store a new session at the definition's initial state."""
         record = SessionRecord.new(definition, session_id)
+        if mode == HistoryMode.SERVER:
+            record = record.evolve(messages=0)
         encoder = RecordEncoder(self._sealer)
         tenant = current_principal().tenant
         loaded = Loaded(definition, record, mode, secrets.token_hex(8), tenant)
@@ -198,6 +200,8 @@ class Records:
         known = entry is not None and entry.loaded is loaded
         encoder = entry.encoder if entry is not None and known else RecordEncoder(self._sealer)
         saved = record.evolve(cursor=loaded.cursor + 1)
+        if history is not None:
+            saved = saved.evolve(messages=history.keep + len(history.append))
         stored = self._stored(loaded, saved, encoder)
         try:
             won = await _guard(
@@ -249,12 +253,21 @@ class Records:
         raise conflict(stored.cursor)
 
     async def messages(self, loaded: Loaded) -> tuple[Message, ...]:
-        """The server-held history that goes with `loaded`."""
+        """The server-held history that goes with `loaded`; SESSION_CORRUPT when the store
+        holds another number of messages than the record counts (rows removed or added
+        behind the service)."""
         session_id, tenant = loaded.record.session_id, loaded.tenant
         entry = self._cache.get(session_id, tenant)
         if entry is not None and entry.loaded is loaded and entry.messages is not None:
             return entry.messages
         stored = await _guard(self.store.list_messages(session_id, tenant=tenant))
+        expected = loaded.record.messages
+        if expected is not None and len(stored) != expected:
+            raise ServiceError(
+                Reason.SESSION_CORRUPT,
+                "the stored history does not hold the messages the session record counts",
+                code="history_mismatch",
+            )
         messages = tuple(Message(m.message_id, Role(m.role), m.content) for m in stored)
         entry = self._cache.get(session_id, tenant)
         if entry is not None and entry.loaded is loaded:
