@@ -202,3 +202,20 @@ def test_serve_refuses_an_unusable_digest_key_without_showing_it(
     assert message in output
     assert KEY not in output
     assert "listening" not in output
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--drain-delay", "-1", "--drain-delay must not be negative"),
+        ("--keepalive-time", "0", "keepalive time and timeout must be positive"),
+        ("--max-connection-age", "-5", "must not be negative"),
+    ],
+)
+def test_serve_refuses_unusable_connection_settings(
+    tmp_path: Path, flag: str, value: str, message: str
+) -> None:
+    result = run_cli(*serve_args(tmp_path, flag, value))
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "listening" not in result.stdout
