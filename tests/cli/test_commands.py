@@ -93,7 +93,7 @@ def test_serve_refuses_an_unsupported_store_without_showing_its_password(
     url = "postgres://user:secret@db.example:5432/chat"
     args = ["serve", "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path)]
     args += ["--definitions", str(EXAMPLES)]
-    env = {}
+    env = {"AGENTSKIT_CHAT_DIGEST_KEY": "ab" * 32}  # a shared store needs a given key
     if how == "flag":
         args += ["--store", url]
     else:

@@ -28,6 +28,7 @@ from agentskit_chat.transport import TlsFileError, TokenFileError, start_server
 
 from ._definitions import gather
 from ._keys import load_or_create_key
+from ._mesh import MeshSettings, add_mesh_arguments, mesh_from
 from ._reload import Reloader
 from ._security import (
     SecuritySettings,
@@ -51,15 +52,16 @@ ENVIRONMENT = """environment variables (flags win):
   (comma-separated), AGENTSKIT_CHAT_STATE_DIR, AGENTSKIT_CHAT_STORE, AGENTSKIT_CHAT_GRACE,
   AGENTSKIT_CHAT_TURN_TIMEOUT, AGENTSKIT_CHAT_LOG_FORMAT (json or console),
   AGENTSKIT_CHAT_AUTH_TOKENS, AGENTSKIT_CHAT_TLS_CERT, AGENTSKIT_CHAT_TLS_KEY,
-  AGENTSKIT_CHAT_TLS_CLIENT_CA, AGENTSKIT_CHAT_METRICS_LISTEN
+  AGENTSKIT_CHAT_TLS_CLIENT_CA, AGENTSKIT_CHAT_METRICS_LISTEN, AGENTSKIT_CHAT_DRAIN_DELAY,
+  AGENTSKIT_CHAT_DIGEST_KEY (hex), AGENTSKIT_CHAT_DIGEST_KEY_FILE
 
 telemetry: spans and metrics go over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _METRICS_ENDPOINT) is set; the other standard
   OTEL_* variables apply. Nothing is exported by default. --metrics-listen serves the
   metrics for Prometheus to scrape, with or without OTLP.
 
-signals: SIGTERM/SIGINT drain and stop; SIGHUP reloads the definitions, the tokens file
-  and the TLS certificates."""
+signals: SIGTERM/SIGINT drain and stop (SIGTERM after --drain-delay); SIGHUP reloads the
+  definitions, the tokens file and the TLS certificates."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,6 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="log lines on stdout [json, or console on a terminal]",
     )
     add_security_arguments(parser)
+    add_mesh_arguments(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,7 @@ class ServeSettings:
     log_json: bool | None = None
     """JSON log lines; None picks console on a terminal and JSON otherwise."""
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    mesh: MeshSettings = field(default_factory=MeshSettings)
 
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:
@@ -185,6 +189,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         ),
         log_json=None if args.log_format is None else args.log_format == "json",
         security=security_from(args),
+        mesh=mesh_from(args, store_url),
     )
 
 
@@ -234,7 +239,11 @@ async def serve(
     except ValueError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
-    key = load_or_create_key(settings.key_path) if settings.key_path else secrets.token_bytes(32)
+    key = settings.mesh.digest_key
+    if key is None:
+        key = (
+            load_or_create_key(settings.key_path) if settings.key_path else secrets.token_bytes(32)
+        )
     service = ChatService(
         Catalog(definitions),
         store,
@@ -252,14 +261,23 @@ async def serve(
         authenticator=security.authenticator,
         tls=security.tls,
         connections=settings.security.connections,
+        lifetime=settings.mesh.lifetime,
         reflection_enabled=settings.security.reflection,
     )
     gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
     host = settings.listen.rsplit(":", 1)[0]
     stop = asyncio.Event()
+    delay = 0.0  # SIGTERM (an orchestrator) waits the drain delay, SIGINT (Ctrl-C) does not.
+
+    def stop_on(signum: signal.Signals) -> None:
+        nonlocal delay
+        if not stop.is_set():
+            delay = settings.mesh.drain_delay if signum == signal.SIGTERM else 0.0
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, stop_on, signum)
     reloader = Reloader(service, settings.definitions, adapters)
 
     def reload() -> None:
@@ -274,7 +292,9 @@ async def serve(
         flush=True,
     )
     await stop.wait()
+    if delay > 0:
+        log.info("stopping: NOT_SERVING, still serving new turns for %.1f s", delay)
     log.info("stopping: draining turns for up to %.1f s", settings.grace)
-    await running.drain(settings.grace)
+    await running.drain(settings.grace, delay)
     print("agentskit-chat stopped", flush=True)
     return 0
