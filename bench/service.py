@@ -296,7 +296,7 @@ def server_commands(state_dir: Path) -> dict[str, list[str]]:
     for name in ("memory", "sqlite"):
         (state_dir / name).mkdir(parents=True, exist_ok=True)
     serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]  # a log line per turn
-    serve += ["--listen", "127.0.0.1:0", "--definitions", str(DEFINITIONS)]
+    serve += ["--listen", "127.0.0.1:0", "--definitions", str(DEFINITIONS), "--drain-delay", "0"]
     memory = [*serve, "--store", "memory://", "--state-dir", str(state_dir / "memory")]
     echo = [sys.executable, "-m", "bench._echo", "--listen", "127.0.0.1:0"]
     return {
