@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
-	breaking-proto contract-baseline contract-tools conversation-tests diagram postgresql-server
+	breaking-proto contract-baseline contract-tools conversation-tests diagram tools \
+	postgresql-server
 
 install: $(STAMP)
 
@@ -22,7 +23,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) contract-tools postgresql-server
+# Debian's prometheus server, which a test runs to scrape a live `serve` (installed when absent).
+tools:
+	@command -v prometheus > /dev/null || { apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
+
+unit: $(STAMP) contract-tools tools postgresql-server
 	$(BIN)/pytest
 
 test: lint lint-proto breaking-proto check-generated typecheck conversation-tests unit

@@ -4,8 +4,9 @@
 (port 0 picks a free port) and serves until SIGTERM or SIGINT, then stops and exits 0.
 It is the baseline of bench/service.py: gRPC and asyncio costs without any service work.
 With `--traced` it adds what `serve` adds for tracing when the `OTEL_*` environment asks
-for export: the OpenTelemetry gRPC server interceptor, a SERVER span per call, and the
-batch export of those spans; the difference is the instrumentation's own cost per call.
+for export: the service's gRPC server interceptor, a SERVER span and an
+`rpc.server.call.duration` point per call, and the export of both; the difference is that
+interceptor's own cost per call.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ async def measure(config: Config) -> dict[str, Figures]:
         )
         serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]
         serve += ["--listen", "127.0.0.1:0", "--definitions", str(definitions)]
-        serve += ["--store", "memory://", "--state-dir", str(work)]
+        serve += ["--store", "memory://", "--state-dir", str(work), "--drain-delay", "0"]
         service = await stack.enter_async_context(running("memory", serve, cwd=ROOT, env=env))
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
         chat = await stack.enter_async_context(ChatClient(service.address, timeout=30))

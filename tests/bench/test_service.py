@@ -22,7 +22,7 @@ def test_quick_benchmark_run_measures_every_target(
     cpus = os.sched_getaffinity(0)
     assert main(["--quick", "--json", str(figures)]) == 0
     rows = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
-    assert {"echo", "echo-traced", "memory", "telemetry", "sampled", "sqlite"} <= rows
+    assert {"echo", "echo-traced", "memory", "telemetry", "sampled", "metrics", "sqlite"} <= rows
     data = json.loads(figures.read_text())
     targets = data["targets"]
     for name in ("echo", "echo-traced", "memory", "sqlite"):

@@ -99,7 +99,7 @@ def test_serve_refuses_a_store_it_cannot_use_without_showing_its_password(
 ) -> None:
     args = ["serve", "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path)]
     args += ["--definitions", str(EXAMPLES)]
-    env = {}
+    env = {"AGENTSKIT_CHAT_DIGEST_KEY": "ab" * 32}  # a shared store needs a given key
     if how == "flag":
         args += ["--store", url]
     else:

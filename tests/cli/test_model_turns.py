@@ -6,6 +6,7 @@ import asyncio
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import grpc
 import pytest
@@ -23,11 +24,11 @@ def model() -> Iterator[FakeModelServer]:
         yield server
 
 
-def write_assistant(directory: Path, base_url: str) -> Path:
+def write_assistant(directory: Path, base_url: str, extra: str = "") -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "assistant.yaml").write_text(
         "id: assistant\nrevision: 1\n"
-        f"model: {{adapter: openai, base_url: '{base_url}', model: fake-1}}\n"
+        f"model: {{adapter: openai, base_url: '{base_url}', model: fake-1{extra}}}\n"
         "conversation:\n  initial: open\n  states: {open: {on: {hello: open}}}\n"
         "  routes: [{id: hello, command: /hello, event: hello, response: Hi.}]\n",
         encoding="utf-8",
@@ -62,7 +63,11 @@ def test_a_turn_past_its_deadline_hangs_up_on_the_model_and_changes_nothing(
 def test_usage_reaches_the_completed_event_the_genai_span_and_the_token_metric(
     launch: Launcher, model: FakeModelServer, tmp_path: Path
 ) -> None:
-    definitions = write_assistant(tmp_path / "definitions", model.url)
+    """The GenAI span and metrics follow the conventions, and the model request carries
+    the GenAI span's trace context, read here at the model server."""
+    definitions = write_assistant(
+        tmp_path / "definitions", model.url, ", temperature: 0.3, max_tokens: 64"
+    )
     model.enqueue(Reply(chunks=("One ", "two ", "three."), usage=(21, 3)))
     with OtlpReceiver() as receiver:
         server = launch(tmp_path / "state", "--definitions", str(definitions), env=receiver.env())
@@ -84,12 +89,29 @@ def test_usage_reaches_the_completed_event_the_genai_span_and_the_token_metric(
         assert span.attributes["gen_ai.request.model"] == "fake-1"
         assert span.attributes["gen_ai.usage.input_tokens"] == 21
         assert span.attributes["gen_ai.usage.output_tokens"] == 3
+        endpoint = urlsplit(model.url)
+        assert span.attributes["server.address"] == endpoint.hostname
+        assert span.attributes["server.port"] == endpoint.port
+        assert span.attributes["gen_ai.request.temperature"] == 0.3
+        assert span.attributes["gen_ai.request.max_tokens"] == 64
+        assert span.attributes["gen_ai.response.model"] == "fake-1"
+        assert span.attributes["gen_ai.response.id"].startswith("chatcmpl-fake-")
+        assert "error.type" not in span.attributes
+        (request,) = model.requests
+        version, trace_id, parent_id, flags = request.headers["traceparent"].split("-")
+        assert (version, trace_id, parent_id) == ("00", span.trace_id, span.span_id)
+        assert int(flags, 16) & 1  # sampled
+        (turn,) = receiver.wait_for_spans(lambda s: s.span_id == span.parent_span_id)
+        assert turn.name == "chat.turn submit"
         tokens = receiver.wait_for_metric("gen_ai.client.token.usage")
         assert {p.attributes["gen_ai.token.type"]: p.value for p in tokens} == {
             "input": 21,
             "output": 3,
         }
-        receiver.wait_for_metric("gen_ai.client.operation.duration")
+        duration = receiver.wait_for_metric("gen_ai.client.operation.duration")[-1]
+        assert duration.attributes["server.address"] == endpoint.hostname
+        assert duration.attributes["server.port"] == endpoint.port
+        assert duration.attributes["gen_ai.response.model"] == "fake-1"
         server.send(signal.SIGTERM)
         assert server.wait() == 0
 

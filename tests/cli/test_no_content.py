@@ -2,17 +2,20 @@
 
 A unique canary string is planted in inputs, edits, a route response made by code, a
 template filled from the input and the model's output. It must be absent from every
-exported span (names, attributes, events, status), every metric attribute, every log
-line (DEBUG level), every error message and every stored session record.
+exported span (names, attributes, events, status), every metric attribute, the Prometheus
+scrape endpoint, every log line (DEBUG level), every error message, every stored session
+record, and the model request's headers (which carry only the trace context beside the key).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import secrets
 import signal
 import sqlite3
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -132,13 +135,20 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
             str(definitions(tmp_path / "definitions", model.url)),
             "--definitions-module",
             CODE_CHAT,
+            "--metrics-listen",
+            "127.0.0.1:0",
             env=receiver.env(CANARY_MODEL_KEY=API_KEY),
             log_level="DEBUG",
         )
+        server.wait_output("agentskit-chat metrics at ")
+        scrape = re.search(r"metrics at (http://\S+/metrics)", server.stdout)
+        assert scrape is not None
         asyncio.run(talk(server.target))
         tools = through_the_tools(server.target, tmp_path)
         spans = receiver.wait_for_spans(lambda s: s.name.startswith("chat.turn "), count=10)
         receiver.wait_for_metric("gen_ai.client.token.usage")
+        with urllib.request.urlopen(scrape.group(1), timeout=10) as answer:
+            scraped = answer.read().decode()
         server.send(signal.SIGTERM)
         assert server.wait() == 0
         exported = [
@@ -147,8 +157,11 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
         ]
         points = [json.dumps(p.attributes) for p in receiver.metric_points()]
         authorization = model.requests[0].headers.get("authorization")
+        headers = [json.dumps(dict(r.headers)).replace(API_KEY, "") for r in model.requests]
 
     assert authorization == f"Bearer {API_KEY}"  # the key did reach the model
+    assert "agentskit_chat_turns_total" in scraped
+    assert all("traceparent" in line for line in headers)
     assert {s.attributes["agentskit.chat.definition.id"] for s in spans} >= {
         "assistant",
         "support",
@@ -170,6 +183,8 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
         assert secret not in tools
         assert not [line for line in exported if secret in line]
         assert not [line for line in points if secret in line]
+        assert secret not in scraped
+        assert not [line for line in headers if secret in line]
         assert secret.encode() not in records
 
 

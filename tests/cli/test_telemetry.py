@@ -9,12 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
-from agentskit_chat_client import ChatClient, Retry, Submit, TurnCompleted
+from agentskit_chat.fakemodel import FakeModelServer
+from agentskit_chat_client import ChatClient, ChatError, Retry, Submit, TurnCompleted
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures import traced_chat
 from tests.cli.fixtures.serving import EXAMPLES, Server, health_status
+from tests.cli.test_model_turns import write_assistant
+from tests.cli.test_prometheus import lease_conflict
 from tests.telemetry.receiver import OtlpReceiver, ReceivedSpan
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -23,8 +27,9 @@ TURN_METRICS = {
     "agentskit.chat.turns",
     "agentskit.chat.turn.duration",
     "agentskit.chat.turn.time_to_first_chunk",
-    "gen_ai.client.operation.duration",
+    "rpc.server.call.duration",
 }
+STREAM_TURN = "agentskit.chat.v1.ChatService/StreamTurn"
 
 
 @pytest.fixture
@@ -95,17 +100,15 @@ def test_each_kind_of_turn_exports_its_decision_as_a_child_of_the_grpc_span(
     servers = {s.span_id: s for s in spans if s.kind == "SERVER"}
     for turn in turns.values():
         parent = servers[turn.parent_span_id]  # type: ignore[index]
-        assert parent.name == "/agentskit.chat.v1.ChatService/StreamTurn"
+        assert parent.name == STREAM_TURN
         assert parent.trace_id == turn.trace_id
-    model = next(s for s in spans if s.kind == "CLIENT")
-    assert model.parent_span_id == turns["agentic"].span_id
-    assert model.attributes["gen_ai.operation.name"] == "chat"
-    assert model.attributes["gen_ai.provider.name"] == "agentskit.offline"
-    assert (
-        model.attributes["gen_ai.conversation.id"]
-        == turns["agentic"].attributes["agentskit.chat.session.id"]
-    )
-    assert model.attributes["gen_ai.response.finish_reasons"] == ["stop"]
+        assert parent.attributes["rpc.method"] == STREAM_TURN
+        assert parent.attributes["rpc.system.name"] == "grpc"
+        assert parent.attributes["rpc.response.status_code"] == "OK"
+        assert not [key for key in parent.attributes if key.startswith(("net.", "rpc.grpc."))]
+    # The offline adapter calls no model: an agentic turn, but no GenAI span or metric.
+    assert not [s for s in spans if s.kind == "CLIENT"]
+    assert turns["agentic"].attributes["agentskit.chat.kind"] == "agentic"
     assert not [s for s in spans if "Health" in s.name]  # health checks make no spans
 
     for name in TURN_METRICS:
@@ -114,7 +117,14 @@ def test_each_kind_of_turn_exports_its_decision_as_a_child_of_the_grpc_span(
         "agentskit.chat.turns", lambda p: p.attributes.get("agentskit.chat.kind") == "repaired"
     )
     assert counted[-1].attributes["agentskit.chat.definition.id"] == "orders"
+    calls = receiver.wait_for_metric(
+        "rpc.server.call.duration", lambda p: p.attributes["rpc.method"] == STREAM_TURN
+    )
+    assert calls[-1].attributes["rpc.response.status_code"] == "OK"
+    assert calls[-1].unit == "s"
     stop(server)
+    assert not receiver.metric_points("gen_ai.client.operation.duration")
+    assert not receiver.metric_points("gen_ai.client.token.usage")
     logged = [line for line in log_lines(server) if line.get("event") == "turn"]
     assert {line["turn_id"] for line in logged} == set(expected)
     for line in logged:
@@ -196,9 +206,51 @@ def test_route_code_records_spans_and_metrics_through_the_global_api(
     assert lookup.attributes == {"inventory.hit": True}
     assert lookup.resource["service.name"] == "agentskit-chat"
     (turn,) = turn_spans(receiver, 1)
-    grpc_span = next(s for s in receiver.spans() if s.span_id == lookup.parent_span_id)
-    assert grpc_span.name == "/agentskit.chat.v1.ChatService/StreamTurn"
-    assert turn.parent_span_id == grpc_span.span_id  # the turn span's sibling, same call
+    # The turn span is current while route code runs: the code's span is its child.
+    assert lookup.parent_span_id == turn.span_id
+    assert lookup.trace_id == turn.trace_id
+    grpc_span = next(s for s in receiver.spans() if s.span_id == turn.parent_span_id)
+    assert grpc_span.name == STREAM_TURN
     (counted,) = receiver.wait_for_metric(traced_chat.METRIC)
     assert counted.value == 1
     stop(server)
+
+
+def test_client_mistakes_are_not_server_errors_and_rejected_turns_keep_their_definition(
+    launch: Launcher, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    with FakeModelServer() as model:
+        definitions = write_assistant(tmp_path / "definitions", model.url)
+        server = launch(tmp_path / "state", "--definitions", str(definitions), env=receiver.env())
+
+        async def scenario() -> None:
+            async with ChatClient(server.target, timeout=30) as client:
+                session = (await client.create_session("assistant")).session_id
+                await lease_conflict(client, model, session)  # ABORTED, SESSION_BUSY
+                with pytest.raises(ChatError) as missing:
+                    await client.get_session("s-missing-0000")
+                assert missing.value.code == grpc.StatusCode.NOT_FOUND
+
+        asyncio.run(scenario())
+        stop(server)
+    rejected = receiver.wait_for_spans(
+        lambda s: s.attributes.get("agentskit.chat.outcome") == "rejected"
+    )
+    (busy,) = rejected
+    assert busy.status == "UNSET"
+    assert busy.attributes["agentskit.chat.error.code"] == "SESSION_BUSY"
+    assert busy.attributes["agentskit.chat.definition.id"] == "assistant"
+    assert busy.events == []
+    servers = {
+        s.attributes["rpc.response.status_code"]: s for s in receiver.spans() if s.kind == "SERVER"
+    }
+    for code in ("ABORTED", "NOT_FOUND"):
+        assert servers[code].status == "UNSET", code
+        assert servers[code].events == [], code  # no exception event, no stack trace
+        assert "error.type" not in servers[code].attributes
+    assert servers["ABORTED"].span_id == busy.parent_span_id
+    refused = receiver.wait_for_metric(
+        "rpc.server.call.duration", lambda p: p.attributes["rpc.response.status_code"] != "OK"
+    )
+    assert {p.attributes["rpc.response.status_code"] for p in refused} >= {"ABORTED", "NOT_FOUND"}
+    assert not [p for p in refused if "error.type" in p.attributes]

@@ -101,6 +101,7 @@ def test_record_holds_no_message_text(session: ChatSession, history: History) ->
         "decisions",
         "lease",
         "recent_turns",
+        "messages",
     }
 
 
@@ -193,12 +194,12 @@ def test_other_definition_or_revision_is_rejected(session: ChatSession, history:
 @pytest.mark.parametrize(
     "change",
     [
-        lambda b: b.update(version=3),
+        lambda b: b.update(version=4),
         lambda b: b.update(version=True),
         lambda b: b.update(format="something.else"),
         lambda b: b.pop("format"),
     ],
-    ids=["version-3", "version-bool", "format", "no-format"],
+    ids=["version-4", "version-bool", "format", "no-format"],
 )
 def test_unknown_format_or_version_is_rejected(
     change: Any, session: ChatSession, history: History
@@ -366,6 +367,7 @@ def test_turn_timing_failure_and_usage_round_trip(session: ChatSession, history:
 def test_version_1_records_still_read(session: ChatSession, history: History) -> None:
     data = body(played(session, history))
     data["version"] = 1
+    del data["messages"]
     for key in ("operation", "started_at_ms", "user_message_id"):
         del data["lease"][key]
     for key in ("started_at_ms", "error_message", "retryable", "input_tokens", "output_tokens"):
@@ -376,6 +378,23 @@ def test_version_1_records_still_read(session: ChatSession, history: History) ->
     assert decoded.recent_turns[0].retryable is None
     with pytest.raises(MalformedRecordError):  # version 2 must carry the new keys
         decode({**data, "version": 2}, session.definition)
+
+
+def test_a_message_count_is_kept_and_version_2_records_have_none(
+    session: ChatSession, history: History
+) -> None:
+    record = played(session, history).evolve(messages=4)
+    data = body(record)
+    assert data["messages"] == 4
+    assert decode(data, session.definition).messages == 4
+    assert decode({**data, "messages": None}, session.definition).messages is None
+    for bad in (-1, "4", True):
+        with pytest.raises(MalformedRecordError):
+            decode({**data, "messages": bad}, session.definition)
+    del data["messages"]
+    with pytest.raises(MalformedRecordError):  # version 3 must carry the count
+        decode(data, session.definition)
+    assert decode({**data, "version": 2}, session.definition).messages is None
 
 
 @pytest.mark.parametrize(

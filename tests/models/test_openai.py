@@ -8,6 +8,7 @@ from contextlib import aclosing
 from typing import Any
 
 import pytest
+from opentelemetry import context, trace
 
 from agentskit_chat.conversation import Message, Role
 from agentskit_chat.fakemodel import DEFAULT_CHUNKS, Ending, FakeModelServer, Reply
@@ -17,6 +18,7 @@ from agentskit_chat.models import (
     ModelChunk,
     ModelRequest,
     OpenAIAdapter,
+    ResponseChunk,
     TextChunk,
     UsageChunk,
 )
@@ -60,8 +62,12 @@ def test_chunks_arrive_in_order_with_finish_reason_and_usage(server: FakeModelSe
             await adapter.close()
 
     chunks = asyncio.run(run())
+    assert isinstance(chunks[0], ResponseChunk)  # the completion's id and model come first
+    assert chunks[0].response_id is not None
+    assert chunks[0].response_id.startswith("chatcmpl-")
+    assert chunks[0].model == model["model"]
     assert texts(chunks) == ["One, ", "two, ", "three."]
-    assert chunks[3:] == [FinishChunk("length"), UsageChunk(11, 7)]
+    assert chunks[4:] == [FinishChunk("length"), UsageChunk(11, 7)]
 
 
 def test_the_first_chunk_arrives_before_the_server_sends_the_last(
@@ -74,6 +80,8 @@ def test_the_first_chunk_arrives_before_the_server_sends_the_last(
         adapter = OpenAIAdapter(model)
         try:
             async with aclosing(adapter.stream(request(model))) as chunks:
+                described = await anext(chunks)
+                assert isinstance(described, ResponseChunk)
                 first = await anext(chunks)
                 answer = server.requests[-1]
                 # The server is holding the rest back: the first chunk came on its own.
@@ -171,7 +179,12 @@ def test_the_stream_ends_at_done_while_the_body_is_still_open(
             await adapter.close()
 
     held, after = asyncio.run(run())
-    assert held == [TextChunk("held "), TextChunk("open"), FinishChunk("stop"), UsageChunk(3, 2)]
+    assert held[1:] == [
+        TextChunk("held "),
+        TextChunk("open"),
+        FinishChunk("stop"),
+        UsageChunk(3, 2),
+    ]
     assert texts(after) == list(DEFAULT_CHUNKS)
     first, second = server.requests
     assert first.client_port != second.client_port
@@ -205,6 +218,7 @@ def test_closing_the_stream_mid_answer_hangs_up_on_the_server(server: FakeModelS
         adapter = OpenAIAdapter(model)
         try:
             chunks = adapter.stream(request(model))
+            assert isinstance(await anext(chunks), ResponseChunk)
             assert await anext(chunks) == TextChunk("a")
             await chunks.aclose()
             assert await asyncio.to_thread(server.wait_disconnect, 10)
@@ -301,3 +315,34 @@ def test_the_adapter_names_its_provider(server: FakeModelServer) -> None:
     assert OpenAIAdapter(settings(server)).provider == "openai"
     adapter = OpenAIAdapter(settings(server, provider="vllm"))
     assert (adapter.name, adapter.provider) == ("openai", "vllm")
+
+
+def test_the_request_carries_the_current_trace_context(server: FakeModelServer) -> None:
+    model = settings(server)
+    current = trace.SpanContext(
+        trace_id=0x4BF92F3577B34DA6A3CE929D0E0E4736,
+        span_id=0x00F067AA0BA902B7,
+        is_remote=False,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        trace_state=trace.TraceState([("vendor", "v1")]),
+    )
+
+    async def run() -> None:
+        adapter = OpenAIAdapter(model)
+        try:
+            await collect(adapter, model)  # no current span: nothing to carry
+            token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(current)))
+            try:
+                await collect(adapter, model)
+            finally:
+                context.detach(token)
+        finally:
+            await adapter.close()
+
+    asyncio.run(run())
+    untraced, traced = server.requests
+    assert "traceparent" not in untraced.headers
+    assert (
+        traced.headers["traceparent"] == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    )
+    assert traced.headers["tracestate"] == "vendor=v1"

@@ -20,6 +20,12 @@ def model_call(**changes: object) -> ModelCallReport:
         "input_tokens": 120,
         "output_tokens": 45,
         "finish_reasons": ("stop",),
+        "server_address": "models.example",
+        "server_port": 443,
+        "temperature": 0.2,
+        "max_tokens": 256,
+        "response_model": "gpt-4o-mini-2024-07-18",
+        "response_id": "chatcmpl-123",
     }
     values.update(changes)
     return ModelCallReport(**values)  # type: ignore[arg-type]
@@ -74,6 +80,8 @@ REPORTS: dict[str, TurnReport] = {
             output_tokens=None,
             finish_reasons=(),
             error_code="model_server_error",
+            response_model=None,
+            response_id=None,
         ),
     ),
     "cancelled": turn(

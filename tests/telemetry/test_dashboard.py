@@ -8,18 +8,22 @@ counters, `_bucket`/`_sum`/`_count` on histograms).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import grpc
+import pytest
 from opentelemetry.sdk.metrics.export import AggregationTemporality, Histogram, Sum
 
 from .conftest import InMemory
 from .reports import REPORTS
+from .test_grpc import SERVICE, Unary, serving
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "agentskit-chat.json"
-OURS = re.compile(r"\b(?:agentskit|gen_ai)_\w+")
+OURS = re.compile(r"\b(?:agentskit|gen_ai|rpc_server)_\w+")
 UNIT_SUFFIXES = {"s": "seconds", "ms": "milliseconds", "By": "bytes"}
 CUMULATIVE = AggregationTemporality.CUMULATIVE
 RESOURCE_LABELS = {"job", "instance"}
@@ -43,9 +47,18 @@ def prometheus_series(name: str, unit: str, data: Any) -> set[str]:
 
 
 def exported(in_memory: InMemory) -> dict[str, set[str]]:
-    """Prometheus series name -> label names, from what the observer records."""
+    """Prometheus series name -> label names, from what the observer and the gRPC
+    interceptor record (one call that succeeds and one that is refused)."""
     for report in REPORTS.values():
         in_memory.observer.turn_finished(report)
+
+    async def calls(channel: grpc.aio.Channel) -> None:
+        call: Unary = channel.unary_unary(f"/{SERVICE}/Fail")
+        assert await call(b"OK") == b"fine"
+        with pytest.raises(grpc.aio.AioRpcError):
+            await call(b"NOT_FOUND")
+
+    asyncio.run(serving(in_memory, calls))
     data = in_memory.reader.get_metrics_data()
     assert data is not None
     series: dict[str, set[str]] = {}
@@ -76,9 +89,10 @@ def queries() -> list[str]:
 def parse(expr: str) -> tuple[set[str], set[str]]:
     """The metric names and label names a PromQL expression (or label_values call) uses."""
     expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
-    variable = re.fullmatch(r"\s*label_values\(\s*(\w+)\s*,\s*(\w+)\s*\)\s*", expr)
+    variable = re.fullmatch(r"\s*label_values\(\s*(\w+)(?:\{([^}]*)\})?\s*,\s*(\w+)\s*\)\s*", expr)
     if variable:
-        return {variable.group(1)}, {variable.group(2)}
+        matched = set(re.findall(r"([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)", variable.group(2) or ""))
+        return {variable.group(1)}, {variable.group(3)} | matched
     labels: set[str] = set()
     for body in re.findall(r"\{([^}]*)\}", expr):
         labels |= set(re.findall(r"([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)", body))
@@ -132,7 +146,7 @@ def test_expected_translation() -> None:
 def test_queries_use_the_datasource_variable() -> None:
     dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     names = {variable["name"] for variable in dashboard["templating"]["list"]}
-    assert names == {"datasource", "definition"}
+    assert names == {"datasource", "service", "definition"}
     for panel in dashboard["panels"]:
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert panel["targets"], panel["title"]
@@ -145,4 +159,25 @@ def test_queries_use_the_datasource_variable() -> None:
         "Turn latency (p50, p95)",
         "Time to first chunk (p50, p95)",
         "Model tokens",
+        "Lease conflicts",
+        "RPC error rate",
     } <= titles
+
+
+def test_every_query_filters_by_service_and_by_definition_where_it_can(
+    in_memory: InMemory,
+) -> None:
+    series = exported(in_memory)
+    for expr in queries():
+        if expr.startswith("label_values("):
+            continue  # the variables' own queries list the values to choose from
+        assert 'job=~"$service"' in expr, expr
+        metrics, _ = parse(expr)
+        if any("agentskit_chat_definition_id" in series[name] for name in metrics):
+            assert "agentskit_chat_definition_id" in expr, (
+                f"{expr}: its metric carries the definition, the query ignores it"
+            )
+        for selector in re.findall(r"\b(\w+)\{([^}]*)\}", expr):
+            name, body = selector
+            if "agentskit_chat_definition_id" in series.get(name, set()):
+                assert '=~"$definition"' in body, f"{expr}: {name} ignores the definition"

@@ -58,6 +58,12 @@ MODEL_SPAN_KEYS = {
     "gen_ai.operation.name",
     "gen_ai.provider.name",
     "gen_ai.request.model",
+    "gen_ai.request.temperature",
+    "gen_ai.request.max_tokens",
+    "gen_ai.response.model",
+    "gen_ai.response.id",
+    "server.address",
+    "server.port",
     "gen_ai.conversation.id",
     "gen_ai.usage.input_tokens",
     "gen_ai.usage.output_tokens",
@@ -187,6 +193,13 @@ def test_reports_have_no_field_for_content() -> None:
         "output_tokens",
         "finish_reasons",
         "error_code",
+        "remote",
+        "server_address",
+        "server_port",
+        "temperature",
+        "max_tokens",
+        "response_model",
+        "response_id",
     }
 
 

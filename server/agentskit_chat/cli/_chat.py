@@ -54,6 +54,7 @@ from agentskit_chat_client import (
 )
 
 from ._chat_view import HELP, LOCAL_COMMANDS, View, badge, history_lines, state_line
+from ._connection import add_connection_arguments, client_options
 from ._definitions import gather
 
 T = TypeVar("T")
@@ -82,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MODULE",
         help="without --target: also host the chats a Python module defines; repeatable",
     )
+    add_connection_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,7 +100,7 @@ def _talk(args: argparse.Namespace) -> int:
     with _Loop() as loop:
         try:
             connection = loop.run(_connect(args))
-        except ConfigError as exc:
+        except (ConfigError, ValueError) as exc:
             print(exc, file=sys.stderr)
             return 2
         try:
@@ -126,7 +128,9 @@ class _Connection:
 
 async def _connect(args: argparse.Namespace) -> _Connection:
     if args.target:
-        return _Connection(ChatClient(args.target, timeout=None), args.target)
+        options = client_options(args)
+        client = ChatClient(args.target, timeout=None, tls=options.tls, token=options.token)
+        return _Connection(client, args.target)
     adapters = AdapterRegistry()
     hosted = gather(args.definitions, args.definitions_module, adapters)
     service = ChatService(

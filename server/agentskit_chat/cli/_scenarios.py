@@ -32,6 +32,7 @@ from agentskit_chat.scenarios import (
     totals,
 )
 
+from ._connection import add_connection_arguments, client_options
 from ._definitions import gather
 
 
@@ -61,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="in-process: also host the chats a Python module defines; repeatable",
     )
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write a JUnit XML report")
+    add_connection_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         results = asyncio.run(_run_all(args, loaded))
-    except ConfigError as exc:
+    except (ConfigError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 2
     sys.stdout.write(text_report(results))
@@ -95,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
 async def _run_all(args: argparse.Namespace, files: Sequence[TestFile]) -> list[CaseResult]:
     results: list[CaseResult] = []
     if args.target:
-        remote = RemoteTarget(args.target)
+        options = client_options(args)
+        remote = RemoteTarget(args.target, tls=options.tls, token=options.token)
         try:
             for test_file in files:
                 results.extend(await run_file(remote, test_file))

@@ -34,6 +34,7 @@ from agentskit_chat.transport import TlsFileError, TokenFileError, start_server
 
 from ._definitions import gather
 from ._keys import load_or_create_key
+from ._mesh import MeshSettings, add_mesh_arguments, mesh_from
 from ._reload import Reloader
 from ._security import (
     SecuritySettings,
@@ -59,14 +60,16 @@ ENVIRONMENT = """environment variables (flags win):
   AGENTSKIT_CHAT_STORE_PASSWORD_FILE, AGENTSKIT_CHAT_STORE_PASSWORD, AGENTSKIT_CHAT_GRACE,
   AGENTSKIT_CHAT_TURN_TIMEOUT, AGENTSKIT_CHAT_LOG_FORMAT (json or console),
   AGENTSKIT_CHAT_AUTH_TOKENS, AGENTSKIT_CHAT_TLS_CERT, AGENTSKIT_CHAT_TLS_KEY,
-  AGENTSKIT_CHAT_TLS_CLIENT_CA
+  AGENTSKIT_CHAT_TLS_CLIENT_CA, AGENTSKIT_CHAT_METRICS_LISTEN, AGENTSKIT_CHAT_DRAIN_DELAY,
+  AGENTSKIT_CHAT_DIGEST_KEY (hex), AGENTSKIT_CHAT_DIGEST_KEY_FILE
 
 telemetry: spans and metrics go over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _METRICS_ENDPOINT) is set; the other standard
-  OTEL_* variables apply. Nothing is exported by default.
+  OTEL_* variables apply. Nothing is exported by default. --metrics-listen serves the
+  metrics for Prometheus to scrape, with or without OTLP.
 
-signals: SIGTERM/SIGINT drain and stop; SIGHUP reloads the definitions, the tokens file
-  and the TLS certificates."""
+signals: SIGTERM/SIGINT drain and stop (SIGTERM after --drain-delay); SIGHUP reloads the
+  definitions, the tokens file and the TLS certificates."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,12 +139,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write spans and metrics to stderr, for local debugging",
     )
     parser.add_argument(
+        "--metrics-listen",
+        default=_env("METRICS_LISTEN"),
+        metavar="HOST:PORT",
+        help="serve a Prometheus scrape endpoint at http://HOST:PORT/metrics [none]",
+    )
+    parser.add_argument(
         "--log-format",
         choices=("json", "console"),
         default=_env("LOG_FORMAT"),
         help="log lines on stdout [json, or console on a terminal]",
     )
     add_security_arguments(parser)
+    add_mesh_arguments(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +170,7 @@ class ServeSettings:
     log_json: bool | None = None
     """JSON log lines; None picks console on a terminal and JSON otherwise."""
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    mesh: MeshSettings = field(default_factory=MeshSettings)
     store_password: str | None = field(default=None, repr=False)
     """The PostgreSQL password, kept out of the URL and of every log line."""
     migrate: bool = False
@@ -186,9 +197,12 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
             lease_ttl=lease,
         ),
         max_request_bytes=args.max_request_bytes,
-        telemetry=settings_from_env(console=args.telemetry_console),
+        telemetry=settings_from_env(
+            console=args.telemetry_console, prometheus_listen=args.metrics_listen or None
+        ),
         log_json=None if args.log_format is None else args.log_format == "json",
         security=security_from(args),
+        mesh=mesh_from(args, store_url),
         store_password=store_password(args),
         migrate=args.migrate,
     )
@@ -202,7 +216,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
     configure_logging(args.log_level.upper(), json=settings.log_json)
-    telemetry = configure_telemetry(settings.telemetry)
+    try:
+        telemetry = configure_telemetry(settings.telemetry)
+    except (OSError, ValueError) as exc:
+        print(f"agentskit-chat: cannot serve metrics: {exc}", file=sys.stderr)
+        return 2
+    if telemetry.prometheus is not None:
+        print(
+            f"agentskit-chat metrics at http://{telemetry.prometheus.address}/metrics", flush=True
+        )
     telemetry.install_global()  # Route code's own spans and metrics go out with ours.
     try:
         return asyncio.run(serve(settings, telemetry=telemetry))
@@ -237,7 +259,11 @@ async def serve(
     except StoreError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 1
-    key = load_or_create_key(settings.key_path) if settings.key_path else secrets.token_bytes(32)
+    key = settings.mesh.digest_key
+    if key is None:
+        key = (
+            load_or_create_key(settings.key_path) if settings.key_path else secrets.token_bytes(32)
+        )
     service = ChatService(
         Catalog(definitions),
         store,
@@ -255,14 +281,23 @@ async def serve(
         authenticator=security.authenticator,
         tls=security.tls,
         connections=settings.security.connections,
+        lifetime=settings.mesh.lifetime,
         reflection_enabled=settings.security.reflection,
     )
     gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
     host = settings.listen.rsplit(":", 1)[0]
     stop = asyncio.Event()
+    delay = 0.0  # SIGTERM (an orchestrator) waits the drain delay, SIGINT (Ctrl-C) does not.
+
+    def stop_on(signum: signal.Signals) -> None:
+        nonlocal delay
+        if not stop.is_set():
+            delay = settings.mesh.drain_delay if signum == signal.SIGTERM else 0.0
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, stop_on, signum)
     reloader = Reloader(service, settings.definitions, adapters)
 
     def reload() -> None:
@@ -277,7 +312,9 @@ async def serve(
         flush=True,
     )
     await stop.wait()
+    if delay > 0:
+        log.info("stopping: NOT_SERVING, still serving new turns for %.1f s", delay)
     log.info("stopping: draining turns for up to %.1f s", settings.grace)
-    await running.drain(settings.grace)
+    await running.drain(settings.grace, delay)
     print("agentskit-chat stopped", flush=True)
     return 0

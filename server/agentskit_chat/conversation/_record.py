@@ -31,9 +31,10 @@ from ._statechart import Accepted, StatechartInstance, transition
 from ._types import ROUTE_KINDS, TurnKind
 
 RECORD_FORMAT: Final = "agentskit.chat.session"
-RECORD_VERSION: Final = 2
-READABLE_VERSIONS: Final = frozenset({1, 2})
-"""Version 1 records lack the turn timing, failure and usage fields of version 2."""
+RECORD_VERSION: Final = 3
+READABLE_VERSIONS: Final = frozenset({1, 2, 3})
+"""Version 1 records lack the turn timing, failure and usage fields of version 2; version 2
+records lack the message count of version 3."""
 MAX_RECENT_TURNS: Final = 64
 OPERATIONS: Final = frozenset({"submit", "retry", "edit", "regenerate", "dispatch"})
 TERMINAL_OUTCOMES: Final = frozenset({"completed", "failed"})
@@ -100,6 +101,9 @@ class SessionRecord:
     """Increases by one on every save; stores compare-and-set on it."""
     lease: Lease | None = None
     recent_turns: tuple[TerminalTurn, ...] = ()
+    messages: int | None = None
+    """How many messages the server holds for the session, so a history that lost rows is
+    noticed; None for client-held history and for records written before version 3."""
 
     @property
     def state(self) -> str:
@@ -128,6 +132,7 @@ class SessionRecord:
         cursor: int | None = None,
         lease: Lease | _Keep | None = KEEP,
         recent_turns: tuple[TerminalTurn, ...] | None = None,
+        messages: int | _Keep | None = KEEP,
     ) -> SessionRecord:
         """A copy with the given fields changed (cheaper than `dataclasses.replace`)."""
         return SessionRecord(
@@ -138,6 +143,7 @@ class SessionRecord:
             self.cursor if cursor is None else cursor,
             self.lease if isinstance(lease, _Keep) else lease,
             self.recent_turns if recent_turns is None else recent_turns,
+            self.messages if isinstance(messages, _Keep) else messages,
         )
 
     def find_turn(self, turn_id: str) -> TerminalTurn | None:
@@ -183,7 +189,9 @@ class RecordEncoder:
                 lease,
                 ',"recent_turns":[',
                 self._turns.text(record.recent_turns),
-                "]}",
+                '],"messages":',
+                "null" if record.messages is None else str(record.messages),
+                "}",
             )
         )
         return text.encode("utf-8")
@@ -310,6 +318,7 @@ def decode_session_record(
         "decisions",
         "lease",
         "recent_turns",
+        *(("messages",) if version >= 3 else ()),
     )
     if body.text("session_id") != session_id:
         raise ForeignRecordError("the record belongs to another session")
@@ -327,6 +336,7 @@ def decode_session_record(
     turns = body.items("recent_turns", lambda f: _decode_turn(f, version))
     if len(turns) > MAX_RECENT_TURNS:
         raise MalformedRecordError(f"recent_turns holds more than {MAX_RECENT_TURNS} turns")
+    messages = body.optional_integer("messages") if version >= 3 else None
     conversation = _replay(definition, session_id, decisions, state)
     return SessionRecord(
         session_id=session_id,
@@ -336,6 +346,7 @@ def decode_session_record(
         cursor=cursor,
         lease=lease,
         recent_turns=tuple(turns),
+        messages=messages,
     )
 
 

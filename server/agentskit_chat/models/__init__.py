@@ -1,13 +1,16 @@
 """Model adapters behind one port: `offline` (the embedded default) and `openai`."""
 
 from ._port import (
+    CallInfo,
     FinishChunk,
     ModelAdapter,
     ModelChunk,
     ModelError,
     ModelRequest,
+    ResponseChunk,
     TextChunk,
     UsageChunk,
+    call_info,
 )
 from ._registry import AdapterRegistry, InvalidAdapterSettingsError, UnknownAdapterError
 from .offline import OFFLINE_REPLY, OfflineAdapter
@@ -16,6 +19,7 @@ from .openai import OpenAIAdapter
 __all__ = [
     "OFFLINE_REPLY",
     "AdapterRegistry",
+    "CallInfo",
     "FinishChunk",
     "InvalidAdapterSettingsError",
     "ModelAdapter",
@@ -24,7 +28,9 @@ __all__ = [
     "ModelRequest",
     "OfflineAdapter",
     "OpenAIAdapter",
+    "ResponseChunk",
     "TextChunk",
     "UnknownAdapterError",
     "UsageChunk",
+    "call_info",
 ]

@@ -18,7 +18,7 @@ import httpx
 from agentskit_chat.conversation import Message
 
 from ._openai_settings import OpenAISettings
-from ._port import FinishChunk, ModelChunk, ModelError, TextChunk, UsageChunk
+from ._port import FinishChunk, ModelChunk, ModelError, ResponseChunk, TextChunk, UsageChunk
 
 DONE: Final = "[DONE]"
 
@@ -68,8 +68,9 @@ def request_body(settings: OpenAISettings, messages: Sequence[Message]) -> bytes
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def parse_chunk(data: str) -> list[ModelChunk]:
-    """The model chunks of one `chat.completion.chunk` event."""
+def parse_chunk(data: str, *, describe: bool = False) -> list[ModelChunk]:
+    """The model chunks of one `chat.completion.chunk` event; with `describe`, first a
+    ResponseChunk naming the completion and its model, when the event names either."""
     try:
         decoded = json.loads(data)
     except ValueError:
@@ -79,6 +80,15 @@ def parse_chunk(data: str) -> list[ModelChunk]:
     if decoded.get("error") is not None:
         raise fail(SERVER_ERROR, "the model reported an error in its stream", retryable=True)
     found: list[ModelChunk] = []
+    if describe:
+        response_id, model = decoded.get("id"), decoded.get("model")
+        if isinstance(response_id, str) or isinstance(model, str):
+            found.append(
+                ResponseChunk(
+                    response_id if isinstance(response_id, str) and response_id else None,
+                    model if isinstance(model, str) and model else None,
+                )
+            )
     choices = decoded.get("choices") or []
     if not isinstance(choices, list):
         raise _protocol("the model sent a chunk with malformed choices")

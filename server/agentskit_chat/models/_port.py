@@ -43,7 +43,45 @@ class FinishChunk:
     reason: str
 
 
-ModelChunk = TextChunk | UsageChunk | FinishChunk
+@dataclass(frozen=True, slots=True)
+class ResponseChunk:
+    """What the model server said of its answer: the completion's id and the model that
+    answered (both as it named them; either may be missing)."""
+
+    response_id: str | None
+    model: str | None
+
+
+ModelChunk = TextChunk | UsageChunk | FinishChunk | ResponseChunk
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    """What telemetry may say of an adapter's calls: never content, never a secret.
+
+    An adapter offers it as a `call_info` attribute; one without it is taken to call a
+    remote model whose endpoint it does not name.
+    """
+
+    remote: bool = True
+    """The adapter calls a model; False for a local stand-in that answers by itself."""
+    server_address: str | None = None
+    """Host name or address of the model endpoint."""
+    server_port: int | None = None
+    """Port of the model endpoint."""
+    temperature: float | None = None
+    """The sampling temperature each request asks for, when set."""
+    max_tokens: int | None = None
+    """The output token limit each request asks for, when set."""
+
+
+UNNAMED = CallInfo()
+
+
+def call_info(adapter: object) -> CallInfo:
+    """The adapter's CallInfo, or one that names nothing but a remote model."""
+    info = getattr(adapter, "call_info", None)
+    return info if isinstance(info, CallInfo) else UNNAMED
 
 
 class ModelError(Exception):

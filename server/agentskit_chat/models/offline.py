@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Final
 
-from ._port import FinishChunk, ModelChunk, ModelRequest, TextChunk
+from ._port import CallInfo, FinishChunk, ModelChunk, ModelRequest, TextChunk
 
 OFFLINE_REPLY: Final = (
     "No language model is configured for this chat, so I can only answer its known commands."
@@ -17,6 +17,8 @@ class OfflineAdapter:
 
     name = "offline"
     provider = "agentskit.offline"
+    call_info = CallInfo(remote=False)
+    """No model is called: telemetry records no GenAI span or metric for it."""
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         """Two deltas of the fixed reply, then `stop`."""

@@ -6,6 +6,10 @@ pass (unreachable, 5xx, 429 within the wait cap, timeout). Closing the stream cl
 HTTP response at once. The stream also ends at `[DONE]`, without waiting for the end of the
 response: its connection serves another call only when the rest of the body had already
 arrived, and is closed otherwise.
+
+Each request carries the current W3C trace context (`traceparent`, `tracestate`) through
+the OpenTelemetry API's global propagator, so a model server that traces joins the turn's
+trace under the model call's span; without telemetry the API has nothing to inject.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from contextlib import aclosing
 from typing import Any, Final
 
 import httpx
+from opentelemetry import propagate
 
 from agentskit_chat import __version__
 
@@ -36,7 +41,7 @@ from ._openai_protocol import (
     transport_failure,
 )
 from ._openai_settings import OpenAISettings, parse_settings
-from ._port import FinishChunk, ModelChunk, ModelError, ModelRequest
+from ._port import CallInfo, FinishChunk, ModelChunk, ModelError, ModelRequest, ResponseChunk
 from ._sse import EventStreamError, EventStreamParser, ServerEvent, TruncatedEventError
 
 RETRY_DELAY: Final = 0.25
@@ -101,6 +106,13 @@ class OpenAIAdapter:
         self._max_retry_wait = max_retry_wait
         self._sleep = sleep
         self._client: httpx.AsyncClient | None = None
+        endpoint = httpx.URL(self.settings.base_url)
+        self.call_info = CallInfo(
+            server_address=endpoint.host,
+            server_port=endpoint.port or (443 if endpoint.scheme == "https" else 80),
+            temperature=self.settings.temperature,
+            max_tokens=self.settings.max_tokens,
+        )
 
     @property
     def model(self) -> str:
@@ -124,6 +136,7 @@ class OpenAIAdapter:
         """The answer's chunks as they arrive; ModelError on failure."""
         body = request_body(self.settings, request.messages)
         headers = self._headers()
+        propagate.inject(headers)
         for attempt in (1, 2):
             yielded = False
             try:
@@ -244,7 +257,7 @@ class _Body(httpx.AsyncByteStream):
 
 async def _chunks(response: httpx.Response, body: _Body) -> AsyncGenerator[ModelChunk, None]:
     """The model chunks of an event stream, up to `[DONE]`."""
-    finished = False
+    finished = described = False
     async with aclosing(_events(response)) as events:
         async for event in events:
             if event.data == DONE:
@@ -254,7 +267,8 @@ async def _chunks(response: httpx.Response, body: _Body) -> AsyncGenerator[Model
                 raise fail(
                     SERVER_ERROR, "the model reported an error in its stream", retryable=True
                 )
-            for chunk in parse_chunk(event.data):
+            for chunk in parse_chunk(event.data, describe=not described):
+                described = described or isinstance(chunk, ResponseChunk)
                 finished = finished or isinstance(chunk, FinishChunk)
                 yield chunk
     if not finished:

@@ -30,7 +30,14 @@ from agentskit_chat.service import (
     TurnRequest,
 )
 from agentskit_chat.storage import HistoryMode, MemoryStore
-from agentskit_chat_client import ChatClient, ChatError, Snapshot, TurnDecision, TurnOperation
+from agentskit_chat_client import (
+    ChatClient,
+    ChatError,
+    Snapshot,
+    TLSConfig,
+    TurnDecision,
+    TurnOperation,
+)
 from agentskit_chat_client import Edit as ClientEdit
 from agentskit_chat_client import Regenerate as ClientRegenerate
 from agentskit_chat_client import Retry as ClientRetry
@@ -177,8 +184,15 @@ class RemoteTarget:
 
     canned_replies = False
 
-    def __init__(self, target: str, *, timeout: float = 30.0) -> None:
-        self.client = ChatClient(target, timeout=timeout)
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float = 30.0,
+        tls: bool | TLSConfig = False,
+        token: str | None = None,
+    ) -> None:
+        self.client = ChatClient(target, timeout=timeout, tls=tls, token=token)
 
     async def start_session(self, definition_id: str) -> tuple[str, str | None]:
         try:

@@ -5,7 +5,16 @@ from agentskit_chat.storage import DEFAULT_TENANT
 from ._catalog import Catalog, CatalogChanges, CatalogRefusedError
 from ._errors import Reason, ServiceError, invalid, limit_exceeded
 from ._limits import Limits
-from ._observer import ModelCallReport, NoObserver, TurnObserver, TurnReport
+from ._observer import (
+    NO_SCOPE,
+    ModelCallReport,
+    NoObserver,
+    NoScope,
+    TurnObserver,
+    TurnReport,
+    TurnScope,
+    TurnTracer,
+)
 from ._rates import Rate, Rated, RateLimiter, RateLimits
 from ._service import ChatService
 from ._tenancy import ANONYMOUS, Principal, act_as, acting_as, current_principal
@@ -34,6 +43,7 @@ from ._types import (
 __all__ = [
     "ANONYMOUS",
     "DEFAULT_TENANT",
+    "NO_SCOPE",
     "AnswerOrigin",
     "Catalog",
     "CatalogChanges",
@@ -48,6 +58,7 @@ __all__ = [
     "Limits",
     "ModelCallReport",
     "NoObserver",
+    "NoScope",
     "Operation",
     "Principal",
     "Rate",
@@ -67,6 +78,8 @@ __all__ = [
     "TurnPage",
     "TurnReport",
     "TurnRequest",
+    "TurnScope",
+    "TurnTracer",
     "TurnView",
     "Usage",
     "act_as",

@@ -2,12 +2,20 @@
 
 Reports carry decision metadata and timings only. No field holds message text, route
 responses or model output, so an observer cannot leak content it never receives.
+
+An observer may also implement `TurnTracer.turn_started`: the runner calls it as the turn
+begins and keeps the returned TurnScope around the turn's work, so a tracing observer can
+make its turn span (and, during a model call, the model call's span) the current one
+while route code and the model adapter run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ._types import TurnRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +38,19 @@ class ModelCallReport:
     finish_reasons: tuple[str, ...] = ()
     error_code: str | None = None
     """The stable failure code when the call failed, `cancelled` when it was abandoned."""
+    remote: bool = True
+    """The adapter calls a model; False for local stand-ins such as `offline`."""
+    server_address: str | None = None
+    """Host of the model endpoint."""
+    server_port: int | None = None
+    temperature: float | None = None
+    """The requested sampling temperature, when the definition sets one."""
+    max_tokens: int | None = None
+    """The requested output token limit, when the definition sets one."""
+    response_model: str | None = None
+    """The model that answered, as the model server named it."""
+    response_id: str | None = None
+    """The completion's id, as the model server named it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +92,47 @@ class TurnObserver(Protocol):
     def turn_finished(self, report: TurnReport) -> None:
         """Called once per turn, in the turn's own task, after its last event."""
         ...
+
+
+class TurnScope(Protocol):
+    """What a tracing observer keeps current while one turn runs; never raises."""
+
+    def model_call_started(self, provider: str, model: str | None, remote: bool) -> None:
+        """The turn's model call begins: its span, if any, becomes the current one."""
+        ...
+
+    def model_call_ended(self) -> None:
+        """The model call is over: the turn's span is the current one again."""
+        ...
+
+    def leave(self) -> None:
+        """The turn is over and reported: restore what was current before it."""
+        ...
+
+
+class TurnTracer(Protocol):
+    """The optional part of an observer that is called as each turn begins."""
+
+    def turn_started(self, request: TurnRequest) -> TurnScope:
+        """Called in the turn's own task before any of its work; the scope's `leave` is
+        called after `turn_finished`."""
+        ...
+
+
+class NoScope:
+    """Keeps nothing current."""
+
+    def model_call_started(self, provider: str, model: str | None, remote: bool) -> None:
+        """Nothing to start."""
+
+    def model_call_ended(self) -> None:
+        """Nothing to end."""
+
+    def leave(self) -> None:
+        """Nothing to restore."""
+
+
+NO_SCOPE = NoScope()
 
 
 class NoObserver:

@@ -7,14 +7,17 @@ from dataclasses import dataclass, field
 
 from agentskit_chat.conversation import ChatDefinition
 from agentskit_chat.models import (
+    CallInfo,
     FinishChunk,
     ModelAdapter,
     ModelChunk,
+    ResponseChunk,
     TextChunk,
     UsageChunk,
+    call_info,
 )
 
-from ._observer import ModelCallReport, TurnReport
+from ._observer import NO_SCOPE, ModelCallReport, TurnReport, TurnScope
 from ._types import Completed, Decided, Delta, Failed, Started, TurnEvent, TurnRequest
 
 
@@ -24,6 +27,7 @@ class ModelCall:
 
     adapter: ModelAdapter
     model: str | None
+    scope: TurnScope = NO_SCOPE
     started_ns: int = field(default_factory=time.time_ns)
     first_chunk_ns: int | None = None
     input_tokens: int | None = None
@@ -31,6 +35,7 @@ class ModelCall:
     finish_reasons: list[str] = field(default_factory=list)
     error_code: str | None = None
     ended_ns: int | None = None
+    response: ResponseChunk | None = None
 
     def saw(self, chunk: ModelChunk) -> None:
         """Note one chunk (never its text)."""
@@ -41,15 +46,20 @@ class ModelCall:
             self.input_tokens, self.output_tokens = chunk.input_tokens, chunk.output_tokens
         elif isinstance(chunk, FinishChunk):
             self.finish_reasons.append(chunk.reason)
+        elif isinstance(chunk, ResponseChunk) and self.response is None:
+            self.response = chunk
 
     def end(self, error_code: str | None = None) -> None:
         """The call is over: it finished, failed with `error_code`, or was abandoned."""
         if self.ended_ns is None:
             self.ended_ns = time.time_ns()
             self.error_code = error_code
+            self.scope.model_call_ended()
 
     def report(self) -> ModelCallReport:
         """The finished call, content-free."""
+        info: CallInfo = call_info(self.adapter)
+        response = self.response
         return ModelCallReport(
             adapter=self.adapter.name,
             provider=self.adapter.provider,
@@ -61,6 +71,13 @@ class ModelCall:
             output_tokens=self.output_tokens,
             finish_reasons=tuple(self.finish_reasons),
             error_code=self.error_code if self.ended_ns is not None else "cancelled",
+            remote=info.remote,
+            server_address=info.server_address,
+            server_port=info.server_port,
+            temperature=info.temperature,
+            max_tokens=info.max_tokens,
+            response_model=None if response is None else response.model,
+            response_id=None if response is None else response.response_id,
         )
 
 
@@ -69,6 +86,8 @@ class TurnProgress:
     """What one turn did so far; fed by the events the runner hands to the transport."""
 
     request: TurnRequest
+    scope: TurnScope = NO_SCOPE
+    """What the observer keeps current while the turn runs."""
     started_ns: int = field(default_factory=time.time_ns)
     definition: ChatDefinition | None = None
     decided: Decided | None = None
@@ -79,6 +98,12 @@ class TurnProgress:
     started: bool = False
     """Some event of the turn went out."""
     model_call: ModelCall | None = None
+
+    def model_started(self, adapter: ModelAdapter, model: str | None) -> ModelCall:
+        """The turn's model call begins; the observer's scope hears of it first."""
+        self.scope.model_call_started(adapter.provider, model, call_info(adapter).remote)
+        self.model_call = ModelCall(adapter, model, self.scope)
+        return self.model_call
 
     def saw(self, event: TurnEvent) -> None:
         """Note one outgoing event."""

@@ -89,8 +89,10 @@ class Records:
     """Loads and saves session records; every save is a compare-and-set on the cursor.
 
     A bounded cache keeps, per session, the last record this process read or wrote, its
-    encoder and its server-held history. A cached record is only trusted as a guess: a
-    compare-and-set against its cursor either confirms it or fails without writing.
+    encoder and its server-held history. The cache never replaces a read: `load` always
+    reads the stored bytes and only skips decoding them when they equal the cached bytes,
+    so a record changed or damaged in the store (its cursor unchanged) is decoded, and
+    refused when it does not verify, rather than written over from the cache.
 
     Every session is read and written under the tenant of the current principal
     (`current_principal()`), and a session of a definition the principal may not use reads
@@ -115,6 +117,8 @@ class Records:
     ) -> Loaded:
         """Store a new session at the definition's initial state."""
         record = SessionRecord.new(definition, session_id)
+        if mode == HistoryMode.SERVER:
+            record = record.evolve(messages=0)
         encoder = RecordEncoder(self._sealer)
         tenant = current_principal().tenant
         loaded = Loaded(definition, record, mode, secrets.token_hex(8), tenant)
@@ -125,18 +129,6 @@ class Records:
             raise ServiceError(Reason.SESSION_EXISTS, "a session with this id exists") from None
         self._remember(Entry(stored.record, loaded, encoder, ()))
         return loaded
-
-    def cached(self, session_id: str) -> Loaded | None:
-        """The last record this process saw of `session_id`, if its definition still serves."""
-        principal = current_principal()
-        entry = self._cache.get(session_id, principal.tenant)
-        if (
-            entry is None
-            or not principal.may_use(entry.loaded.definition.id)
-            or self.catalog.find(entry.loaded.definition.id) is not entry.loaded.definition
-        ):
-            return None
-        return entry.loaded
 
     async def load(self, session_id: str) -> Loaded:
         """The verified stored record of `session_id`; raises ServiceError when unusable."""
@@ -208,10 +200,24 @@ class Records:
         known = entry is not None and entry.loaded is loaded
         encoder = entry.encoder if entry is not None and known else RecordEncoder(self._sealer)
         saved = record.evolve(cursor=loaded.cursor + 1)
+        if history is not None:
+            saved = saved.evolve(messages=history.keep + len(history.append))
         stored = self._stored(loaded, saved, encoder)
-        won = await _guard(
-            self.store.compare_and_set(stored, expected_cursor=loaded.cursor, history=history)
-        )
+        try:
+            won = await _guard(
+                self.store.compare_and_set(stored, expected_cursor=loaded.cursor, history=history)
+            )
+        except ValueError:
+            if history is None:
+                raise
+            # The history change keeps messages the store no longer holds: rows were
+            # removed behind this process. Forget what it held so the next read sees the store.
+            self._cache.pop(session_id, tenant)
+            raise ServiceError(
+                Reason.SESSION_CORRUPT,
+                "the stored history is missing messages the session holds",
+                code="history_mismatch",
+            ) from None
         if not won:
             self._cache.pop(session_id, tenant)
             return None
@@ -247,12 +253,21 @@ class Records:
         raise conflict(stored.cursor)
 
     async def messages(self, loaded: Loaded) -> tuple[Message, ...]:
-        """The server-held history that goes with `loaded`."""
+        """The server-held history that goes with `loaded`; SESSION_CORRUPT when the store
+        holds another number of messages than the record counts (rows removed or added
+        behind the service)."""
         session_id, tenant = loaded.record.session_id, loaded.tenant
         entry = self._cache.get(session_id, tenant)
         if entry is not None and entry.loaded is loaded and entry.messages is not None:
             return entry.messages
         stored = await _guard(self.store.list_messages(session_id, tenant=tenant))
+        expected = loaded.record.messages
+        if expected is not None and len(stored) != expected:
+            raise ServiceError(
+                Reason.SESSION_CORRUPT,
+                "the stored history does not hold the messages the session record counts",
+                code="history_mismatch",
+            )
         messages = tuple(Message(m.message_id, Role(m.role), m.content) for m in stored)
         entry = self._cache.get(session_id, tenant)
         if entry is not None and entry.loaded is loaded:

@@ -194,11 +194,13 @@ class ChatService:
         self.turns.draining = True
 
     async def close(self) -> None:
-        """Close the adapters (retired ones too) and the store."""
+        """Close the adapters (retired ones too) and the store; lease releases still being
+        retried stop (those leases lapse)."""
         for retiring in self._retiring:
             retiring.cancel()
         await asyncio.gather(*self._retiring, return_exceptions=True)
         await self.adapters.close()
+        await self.turns.releases.close()
         await self._records.store.close()
 
 

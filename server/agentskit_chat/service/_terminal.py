@@ -15,14 +15,17 @@ DEADLINE_EXCEEDED: Final = "deadline_exceeded"
 CONFLICT: Final = "conflict"
 MODEL_FAILED: Final = "model_failed"
 OUTPUT_LIMIT: Final = "output_limit"
+STORE_UNAVAILABLE: Final = "store_unavailable"
+"""The turn's closing write failed: nothing was committed and the same turn id may run again."""
 FAILURE_MESSAGES: Final = {
     ROUTE_FAILED: "Deterministic route failed.",
     DEADLINE_EXCEEDED: "The turn did not finish before its deadline.",
     CONFLICT: "Another writer changed the session during the turn.",
     MODEL_FAILED: "The model call failed.",
     OUTPUT_LIMIT: "The answer was longer than the server allows.",
+    STORE_UNAVAILABLE: "The session store failed; nothing was committed.",
 }
-RETRYABLE: Final = frozenset({DEADLINE_EXCEEDED, CONFLICT})
+RETRYABLE: Final = frozenset({DEADLINE_EXCEEDED, CONFLICT, STORE_UNAVAILABLE})
 
 
 def failure(code: str, route_id: str | None = None) -> Failed:

@@ -43,8 +43,8 @@ from agentskit_chat.storage import HistoryChange, HistoryMode
 from ._errors import Reason, ServiceError
 from ._history import Plan, plan_turn
 from ._limits import Limits, utf8_size
-from ._observer import NoObserver, TurnObserver
-from ._progress import ModelCall, TurnProgress
+from ._observer import NO_SCOPE, NoObserver, TurnObserver, TurnScope
+from ._progress import TurnProgress
 from ._records import (
     Loaded,
     Records,
@@ -53,10 +53,12 @@ from ._records import (
     refuse_if_leased,
     to_stored,
 )
+from ._releases import Releases
 from ._terminal import (
     CONFLICT,
     DEADLINE_EXCEEDED,
     OUTPUT_LIMIT,
+    STORE_UNAVAILABLE,
     completed_turn,
     failed_turn,
     failure,
@@ -115,10 +117,13 @@ class TurnRunner:
         self._holder = holder
         self._callback_timeout = callback_timeout
         self._observer: TurnObserver = observer or NoObserver()
+        self._turn_started = getattr(self._observer, "turn_started", None)
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
         self._cleanups: set[asyncio.Task[object]] = set()
+        self.releases = Releases(records)
+        """Lease releases the store refused, retried in the background."""
         self.draining = False
 
     @property
@@ -127,9 +132,11 @@ class TurnRunner:
         return self._in_flight
 
     async def wait_idle(self) -> None:
-        """Return once no turn is in flight and every lease release has been written.
+        """Return once no turn is in flight and every closing write has been tried once.
 
-        Cancelling the wait (a timeout) leaves the releases running.
+        A release the store refused goes on being retried in the background
+        (`releases.wait()` waits for those); so the wait ends when the turns do, however
+        long the store stays down. Cancelling the wait (a timeout) leaves the writes running.
         """
         await self._idle.wait()
         while self._cleanups:
@@ -155,7 +162,7 @@ class TurnRunner:
         limits = self._limits  # Ids are checked first: reports only carry valid ones.
         limits.check_id("session_id", request.session_id)
         limits.check_id("turn_id", request.turn_id)
-        progress = TurnProgress(request)
+        progress = TurnProgress(request, self._enter(request))
         try:
             async with aclosing(self._run(request, progress)) as events:
                 async for event in events:
@@ -169,6 +176,18 @@ class TurnRunner:
             raise
         finally:
             self._report(progress)
+            progress.scope.leave()
+
+    def _enter(self, request: TurnRequest) -> TurnScope:
+        """The observer's scope for this turn (see TurnTracer), current from here on."""
+        if self._turn_started is None:
+            return NO_SCOPE
+        try:
+            scope: TurnScope = self._turn_started(request)
+        except Exception:  # An observer must never fail a turn.
+            log.exception("turn observer failed")
+            return NO_SCOPE
+        return scope
 
     def _report(self, progress: TurnProgress) -> None:
         try:
@@ -181,21 +200,22 @@ class TurnRunner:
     ) -> AsyncGenerator[TurnEvent, None]:
         if self.draining:
             raise ServiceError(Reason.SHUTTING_DOWN, "the server is shutting down")
-        turn = await self._claim_cached(request, progress)
+        # The stored record is read on every turn, even when this process holds it: the bytes
+        # are compared with the cached ones (no decoding when they match), so a record
+        # changed or damaged behind the cache is noticed instead of being written over.
+        loaded = await self._records.load(request.session_id)
+        progress.definition = loaded.definition
+        _check_mode(loaded.history_mode, request)
+        finished = loaded.record.find_turn(request.turn_id)
+        if finished is not None:
+            async with aclosing(repeat(self._records, loaded, finished)) as repeated:
+                async for event in repeated:
+                    yield event
+            return
+        check_expected_cursor(loaded, request.expected_cursor)
+        turn = await self._claim(request, loaded, progress)
         if turn is None:
-            loaded = await self._records.load(request.session_id)
-            progress.definition = loaded.definition
-            _check_mode(loaded.history_mode, request)
-            finished = loaded.record.find_turn(request.turn_id)
-            if finished is not None:
-                async with aclosing(repeat(self._records, loaded, finished)) as repeated:
-                    async for event in repeated:
-                        yield event
-                return
-            check_expected_cursor(loaded, request.expected_cursor)
-            turn = await self._claim(request, loaded, progress)
-            if turn is None:
-                raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
+            raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
         self._in_flight += 1
         self._idle.clear()
         try:
@@ -206,27 +226,6 @@ class TurnRunner:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
-
-    async def _claim_cached(self, request: TurnRequest, progress: TurnProgress) -> _Turn | None:
-        """Claim the lease against the record this process last saw, skipping a read.
-
-        Any doubt (no cached record, a refusal, a lost compare-and-set) returns None, and
-        the caller decides again from the stored record.
-        """
-        loaded = self._records.cached(request.session_id)
-        if (
-            loaded is None
-            or loaded.record.find_turn(request.turn_id) is not None
-            or request.expected_cursor not in (None, loaded.cursor)
-        ):
-            return None
-        try:
-            _check_mode(loaded.history_mode, request)
-            return await self._claim(request, loaded, progress)
-        except ServiceError as error:
-            if error.reason == Reason.STORE_UNAVAILABLE:
-                raise
-            return None
 
     async def _claim(
         self, request: TurnRequest, loaded: Loaded, progress: TurnProgress
@@ -327,8 +326,8 @@ class TurnRunner:
             return
         answer = Message(new_id("a"), Role.ASSISTANT, outcome.response)
         saved = await self._commit(turn, outcome, decided, answer, None)
-        if saved is None:
-            yield failure(CONFLICT)
+        if isinstance(saved, Failed):
+            yield saved
             return
         yield decided
         if answer.content:
@@ -350,8 +349,7 @@ class TurnRunner:
         size = 0
         usage: Usage | None = None
         model = definition.model.get("model")
-        call = ModelCall(adapter, model if isinstance(model, str) else None)
-        turn.progress.model_call = call
+        call = turn.progress.model_started(adapter, model if isinstance(model, str) else None)
         async with aclosing(adapter.stream(request)) as chunks:
             while True:
                 try:
@@ -381,8 +379,8 @@ class TurnRunner:
                     usage = Usage(chunk.input_tokens, chunk.output_tokens)
         answer = Message(new_id("a"), Role.ASSISTANT, "".join(parts))
         saved = await self._commit(turn, outcome, decided, answer, usage)
-        if saved is None:
-            yield failure(CONFLICT)
+        if isinstance(saved, Failed):
+            yield saved
             return
         yield Completed(answer.id, answer.content, outcome.snapshot, saved.cursor, usage)
 
@@ -393,7 +391,9 @@ class TurnRunner:
         decided: Decided,
         answer: Message,
         usage: Usage | None,
-    ) -> Loaded | None:
+    ) -> Loaded | Failed:
+        """Store the answer; the failed event instead when another writer won or the store
+        failed (then nothing was committed and the lease is given back)."""
         finished = completed_turn(
             turn.request,
             turn.plan.user_message_id,
@@ -409,7 +409,14 @@ class TurnRunner:
         if turn.claimed.history_mode == HistoryMode.SERVER:
             added = tuple(map(to_stored, (*turn.plan.added, answer)))
             history = HistoryChange(turn.plan.keep, added)
-        return await self._records.save(turn.claimed, record, history)
+        try:
+            saved = await self._records.save(turn.claimed, record, history)
+        except ServiceError as error:
+            if error.reason != Reason.STORE_UNAVAILABLE:
+                raise
+            await self._finish(self.releases.release(turn.claimed))
+            return failure(STORE_UNAVAILABLE)
+        return failure(CONFLICT) if saved is None else saved
 
     async def _fail(
         self,
@@ -418,7 +425,11 @@ class TurnRunner:
         outcome: FailureOutcome | None,
         error: ModelError | None = None,
     ) -> Failed:
-        """Record the failure and release the lease; nothing else is committed."""
+        """Record the failure and release the lease; nothing else is committed.
+
+        When the store cannot record it, the turn ends with `store_unavailable` instead
+        (nothing recorded, so the same turn id may run again) and the lease is given back.
+        """
         if error is not None:
             failed = Failed(error.code, error.message, error.retryable)
         else:
@@ -431,13 +442,18 @@ class TurnRunner:
             started_at_ms=_started_at(turn.claimed),
         )
         record = turn.claimed.record.evolve(lease=None).with_turn(finished)
-        await self._finish(self._records.save(turn.claimed, record))
+        try:
+            await self._finish(self._records.save(turn.claimed, record))
+        except ServiceError as error:
+            if error.reason != Reason.STORE_UNAVAILABLE:
+                raise
+            await self._finish(self.releases.release(turn.claimed))
+            return failure(STORE_UNAVAILABLE)
         return failed
 
     async def _release(self, claimed: Loaded) -> None:
         """Give the lease back after the client went away; the turn may run again."""
-        with contextlib.suppress(ServiceError):  # Otherwise the lease lapses on its own.
-            await self._records.save(claimed, claimed.record.evolve(lease=None))
+        await self.releases.release(claimed)
 
     async def _release_when_claimed(self, saving: asyncio.Future[Loaded | None]) -> None:
         """Release the lease of a claim that completed after its turn was cancelled."""

@@ -1,8 +1,10 @@
 """Telemetry adapters: OpenTelemetry spans and metrics, and structlog lines, for each turn.
 
 `configure_telemetry(settings_from_env())` builds the providers (exporting over OTLP/gRPC
-only when an `OTEL_EXPORTER_OTLP_*ENDPOINT` is set); its `observer` goes to the service
-and its `server_interceptors()` to the gRPC server. `configure_logging` sets up stdout.
+only when an `OTEL_EXPORTER_OTLP_*ENDPOINT` is set, serving a Prometheus scrape endpoint
+when the settings name one); its `observer` goes to the service and its
+`server_interceptors()` (SERVER spans, `rpc.server.call.duration`, the caller's trace
+context) to the gRPC server. `configure_logging` sets up stdout, never blocking on it.
 """
 
 from ._grpc import server_interceptors

@@ -1,14 +1,80 @@
-"""The gRPC server span: W3C trace context from client metadata, no spans for probes."""
+"""The gRPC server's own telemetry: one SERVER span and one duration per call, by the
+current RPC semantic conventions, continuing the caller's W3C trace context.
+
+A lean interceptor of our own rather than `opentelemetry-instrumentation-grpc`'s: that
+one still writes deprecated attributes (`rpc.system`, `rpc.service`, `net.peer.*`), marks
+every non-OK status as an error with an exception event and its stack trace (so a client
+sending a bad request looks like a server fault), records no `rpc.server.call.duration`,
+and builds a new handler and servicer-context wrapper for every call. Here each method's
+handler is wrapped once, its attributes are computed once, and a call costs one span
+(none of its attributes computed when the sampler drops it) and one histogram point.
+
+Conventions: https://opentelemetry.io/docs/specs/semconv/rpc/rpc-spans/ and
+https://opentelemetry.io/docs/specs/semconv/rpc/grpc/ (which status codes are server
+errors).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import Token
+from typing import TYPE_CHECKING, Any, Final
+
 import grpc
-from opentelemetry import trace
-from opentelemetry.instrumentation.grpc import aio_server_interceptor
+from opentelemetry import context, metrics, propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from agentskit_chat import __version__
+
+from . import _names as n
 
 UNTRACED_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.")
-"""Service-name prefixes whose calls get no span: health probes and reflection."""
+"""Service-name prefixes whose calls get no span and no metric: health probes, reflection."""
 _UNTRACED_METHODS = tuple(f"/{prefix}" for prefix in UNTRACED_SERVICES)
+
+SERVER_ERRORS: Final = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+"""The codes that mark a gRPC server span as an error; the others are the caller's doing."""
+_CODES: Final = {code.value[0]: code for code in grpc.StatusCode}
+_PROPAGATION_KEYS: Final = frozenset({"traceparent", "tracestate", "baggage"})
+RPC_SECONDS_BUCKETS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.0075,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    30.0,
+    60.0,
+)
+"""Sub-millisecond deterministic calls up to streamed model turns of a minute."""
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+Behavior = Callable[..., Any]
 
 
 def traced(details: grpc.HandlerCallDetails) -> bool:
@@ -20,13 +86,243 @@ def traced(details: grpc.HandlerCallDetails) -> bool:
     return not method.startswith(_UNTRACED_METHODS)
 
 
-def server_interceptors(tracer_provider: trace.TracerProvider) -> list[grpc.aio.ServerInterceptor]:
-    """Interceptors for `grpc.aio.server(interceptors=...)` that open a SERVER span per call.
+def incoming_context(metadata: Any) -> context.Context | None:
+    """The caller's trace context from call metadata; None when it sent none.
 
-    The span continues the caller's `traceparent` (the global propagator, W3C trace
-    context and baggage by default) and is current while the handler runs.
+    Only the propagation keys are handed to the global propagator (W3C trace context and
+    baggage by default), so a call without them costs one scan of its metadata.
     """
-    interceptor: grpc.aio.ServerInterceptor = aio_server_interceptor(  # type: ignore[no-untyped-call]
-        tracer_provider=tracer_provider, filter_=traced
-    )
-    return [interceptor]
+    carrier: dict[str, str] | None = None
+    for key, value in metadata or ():
+        if key in _PROPAGATION_KEYS and isinstance(value, str):
+            if carrier is None:
+                carrier = {}
+            carrier[key] = value
+    return None if carrier is None else propagate.extract(carrier)
+
+
+class ServerTelemetry(grpc.aio.ServerInterceptor):
+    """SERVER spans (when given a tracer provider) and `rpc.server.call.duration` (when
+    given a meter provider) for every call but health probes and reflection.
+
+    With neither, it still continues the caller's trace context, so the turn log line
+    carries the caller's trace id without any span being recorded. That works because
+    grpc.aio runs the interceptors and then the handler in one task: a context attached
+    here is current in the handler and ends with the call's task.
+    """
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        self._tracer = (
+            None if tracer_provider is None else tracer_provider.get_tracer(n.SCOPE, __version__)
+        )
+        self._duration = (
+            None
+            if meter_provider is None
+            else meter_provider.get_meter(n.SCOPE, __version__).create_histogram(
+                n.RPC_SERVER_CALL_DURATION,
+                unit="s",
+                description="Measures the duration of an incoming Remote Procedure Call (RPC).",
+                explicit_bucket_boundaries_advisory=RPC_SECONDS_BUCKETS,
+            )
+        )
+        self._wrapped: dict[str, tuple[Handler, Handler]] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        """The method's handler, wrapped once per method to record each call."""
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or method.startswith(_UNTRACED_METHODS):
+            return handler
+        if self._tracer is None and self._duration is None:
+            incoming = incoming_context(handler_call_details.invocation_metadata)
+            if incoming is not None:
+                context.attach(incoming)  # Detached with the call's task and its context.
+            return handler
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = _Method(method, self._tracer, self._duration).wrap(handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+
+class _Method:
+    """Records the calls of one method; its attributes are computed once, here."""
+
+    def __init__(
+        self,
+        path: str,
+        tracer: trace.Tracer | None,
+        duration: metrics.Histogram | None,
+    ) -> None:
+        name = path.lstrip("/")
+        self._name = name
+        self._tracer = tracer
+        self._duration = duration
+        self._span_attributes = {n.RPC_SYSTEM_NAME: "grpc", n.RPC_METHOD: name}
+        self._metric_attributes: dict[grpc.StatusCode, dict[str, str]] = {}
+
+    def wrap(self, handler: Handler) -> Handler:
+        """The same handler with each call recorded."""
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary(handler.stream_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._stream(handler.stream_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # pragma: no cover - grpc has no fifth kind of handler
+
+    def _unary(self, behavior: Behavior) -> Behavior:
+        async def call(request: Any, servicer_context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            call = self._begin(servicer_context)
+            code = grpc.StatusCode.OK
+            try:
+                return await behavior(request, servicer_context)
+            except BaseException as exc:
+                code = _failure_code(exc)
+                raise
+            finally:
+                self._end(call, _final_code(servicer_context, code))
+
+        return call
+
+    def _stream(self, behavior: Behavior) -> Behavior:
+        if not inspect.isasyncgenfunction(behavior):
+            return self._unary(behavior)  # Writes with `context.write` and returns.
+
+        async def call(
+            request: Any, servicer_context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            call = self._begin(servicer_context)
+            code = grpc.StatusCode.OK
+            try:
+                async for response in behavior(request, servicer_context):
+                    yield response
+            except BaseException as exc:
+                code = _failure_code(exc)
+                raise
+            finally:
+                self._end(call, _final_code(servicer_context, code))
+
+        return call
+
+    def _begin(self, servicer_context: grpc.aio.ServicerContext[Any, Any]) -> _Call:
+        started = time.perf_counter_ns()
+        incoming = incoming_context(servicer_context.invocation_metadata())
+        span: trace.Span | None = None
+        if self._tracer is not None:
+            span = self._tracer.start_span(
+                self._name, incoming, kind=SpanKind.SERVER, record_exception=False
+            )
+            if span.is_recording():
+                span.set_attributes(self._span_attributes)
+                _set_peer(span, servicer_context.peer())
+            incoming = trace.set_span_in_context(span, incoming)
+        token = None if incoming is None else context.attach(incoming)
+        return _Call(started, span, token)
+
+    def _end(self, call: _Call, code: grpc.StatusCode) -> None:
+        if call.token is not None:
+            context.detach(call.token)
+        span = call.span
+        if span is not None:
+            if span.is_recording():
+                span.set_attribute(n.RPC_RESPONSE_STATUS_CODE, code.name)
+                if code in SERVER_ERRORS:
+                    span.set_attribute(n.ERROR_TYPE, code.name)
+                    span.set_status(Status(StatusCode.ERROR))
+            span.end()
+        if self._duration is not None:
+            seconds = (time.perf_counter_ns() - call.started) / 1e9
+            self._duration.record(seconds, self._attributes(code))
+
+    def _attributes(self, code: grpc.StatusCode) -> dict[str, str]:
+        attributes = self._metric_attributes.get(code)
+        if attributes is None:
+            attributes = {
+                n.RPC_SYSTEM_NAME: "grpc",
+                n.RPC_METHOD: self._name,
+                n.RPC_RESPONSE_STATUS_CODE: code.name,
+            }
+            if code in SERVER_ERRORS:
+                attributes[n.ERROR_TYPE] = code.name
+            self._metric_attributes[code] = attributes
+        return attributes
+
+
+class _Call:
+    __slots__ = ("span", "started", "token")
+
+    def __init__(
+        self, started: int, span: trace.Span | None, token: Token[context.Context] | None
+    ) -> None:
+        self.started = started
+        self.span = span
+        self.token = token
+
+
+def _failure_code(exc: BaseException) -> grpc.StatusCode:
+    """The status of a call its handler left with `exc`, before the context says more."""
+    if isinstance(exc, grpc.aio.AbortError):
+        return grpc.StatusCode.UNKNOWN  # `_final_code` reads the aborted code.
+    if isinstance(exc, GeneratorExit | asyncio.CancelledError):
+        return grpc.StatusCode.CANCELLED
+    return grpc.StatusCode.UNKNOWN
+
+
+def _final_code(
+    servicer_context: grpc.aio.ServicerContext[Any, Any], fallback: grpc.StatusCode
+) -> grpc.StatusCode:
+    """The code the handler set or aborted with, else `fallback`."""
+    code: object = servicer_context.code()
+    if code is None:
+        return fallback
+    if isinstance(code, grpc.StatusCode):
+        return code
+    return _CODES.get(code, fallback) if isinstance(code, int) else fallback
+
+
+def _set_peer(span: trace.Span, peer: str) -> None:
+    """`network.peer.address` and `.port` from a gRPC peer such as `ipv4:127.0.0.1:5000`."""
+    kind, _, where = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        address, _, port = where.rpartition(":")
+        span.set_attribute(n.NETWORK_PEER_ADDRESS, address.strip("[]"))
+        if port.isdigit():
+            span.set_attribute(n.NETWORK_PEER_PORT, int(port))
+    elif kind == "unix":
+        span.set_attribute(n.NETWORK_PEER_ADDRESS, where)
+
+
+def server_interceptors(
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+) -> list[grpc.aio.ServerInterceptor]:
+    """Interceptors for `grpc.aio.server(interceptors=...)`: see ServerTelemetry."""
+    return [ServerTelemetry(tracer_provider, meter_provider)]

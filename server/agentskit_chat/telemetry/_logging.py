@@ -10,6 +10,8 @@ import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import Processor
 
+from ._stdout import stream_handler
+
 _HANDLER_NAME = "agentskit_chat"
 
 
@@ -24,9 +26,9 @@ def configure_logging(
     JSON lines with `timestamp`, `level`, `logger` and `event`, or a readable console
     format when the stream is a terminal and `json` is not forced. Tracebacks never show
     local variables (they may hold content). Lines are written by the logging thread
-    itself: a writer thread would contend for the interpreter lock on every turn, which
-    measured far slower than the write. Calling it again replaces the handler it
-    installed before. Returns that handler.
+    itself, without ever blocking on a stalled reader: see NonBlockingHandler, which holds
+    a bounded backlog and counts what it drops. Calling it again replaces (and closes) the
+    handler it installed before. Returns that handler.
     """
     out = sys.stdout if stream is None else stream
     as_json = not _is_tty(out) if json is None else json
@@ -48,7 +50,7 @@ def configure_logging(
         final.append(
             structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
         )
-    handler = logging.StreamHandler(out)
+    handler = stream_handler(out)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=[*final, renderer])
     )
@@ -56,6 +58,7 @@ def configure_logging(
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(old)
+        old.close()
     root.addHandler(handler)
     root.setLevel(level)
     structlog.configure(

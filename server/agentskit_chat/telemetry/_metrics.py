@@ -52,11 +52,12 @@ class TurnMetrics:
         if report.first_chunk_ns is not None:
             ttfc = _seconds(report.first_chunk_ns - report.started_ns)
             self.first_chunk.record(ttfc, attributes)
-        if report.model_call is not None:
-            self._record_model_call(report.model_call)
+        call = report.model_call
+        if call is not None and call.remote:  # A local stand-in is no GenAI operation.
+            self._record_model_call(call, report.definition_id)
 
-    def _record_model_call(self, call: ModelCallReport) -> None:
-        attributes = gen_ai_metric_attributes(call)
+    def _record_model_call(self, call: ModelCallReport, definition_id: str | None) -> None:
+        attributes = gen_ai_metric_attributes(call, definition_id)
         failed = dict(attributes)
         if call.error_code is not None:
             failed[n.ERROR_TYPE] = call.error_code
@@ -67,24 +68,29 @@ class TurnMetrics:
 
 
 def turn_metric_attributes(report: TurnReport) -> Attributes:
-    """Kind, definition and outcome: bounded by the definitions a server hosts."""
+    """Kind, definition, outcome and error code: bounded by the definitions a server hosts
+    and the service's own codes (a lease conflict is `SESSION_BUSY`)."""
     values: dict[str, AttributeValue | None] = {
         n.KIND: report.kind,
         n.DEFINITION_ID: report.definition_id,
         n.OUTCOME: report.outcome,
+        n.ERROR_CODE: report.error_code,
     }
     return {key: value for key, value in values.items() if value is not None}
 
 
-def gen_ai_metric_attributes(call: ModelCallReport) -> Attributes:
-    """The GenAI conventions' operation, provider and requested model."""
-    attributes: Attributes = {
+def gen_ai_metric_attributes(call: ModelCallReport, definition_id: str | None = None) -> Attributes:
+    """The GenAI conventions' operation, provider, models and endpoint, and the definition."""
+    values: dict[str, AttributeValue | None] = {
         n.GEN_AI_OPERATION_NAME: n.CHAT,
         n.GEN_AI_PROVIDER_NAME: call.provider,
+        n.GEN_AI_REQUEST_MODEL: call.model or None,
+        n.GEN_AI_RESPONSE_MODEL: call.response_model,
+        n.SERVER_ADDRESS: call.server_address,
+        n.SERVER_PORT: call.server_port,
+        n.DEFINITION_ID: definition_id,
     }
-    if call.model:
-        attributes[n.GEN_AI_REQUEST_MODEL] = call.model
-    return attributes
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def _seconds(nanoseconds: int) -> float:

@@ -39,12 +39,25 @@ GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 ERROR_TYPE: Final = "error.type"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+
+RPC_SYSTEM_NAME: Final = "rpc.system.name"
+RPC_METHOD: Final = "rpc.method"
+RPC_RESPONSE_STATUS_CODE: Final = "rpc.response.status_code"
+NETWORK_PEER_ADDRESS: Final = "network.peer.address"
+NETWORK_PEER_PORT: Final = "network.peer.port"
 
 TURNS: Final = "agentskit.chat.turns"
 TURN_DURATION: Final = "agentskit.chat.turn.duration"
 TURN_TIME_TO_FIRST_CHUNK: Final = "agentskit.chat.turn.time_to_first_chunk"
 GEN_AI_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 GEN_AI_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+RPC_SERVER_CALL_DURATION: Final = "rpc.server.call.duration"
 
 TURN_SECONDS_BUCKETS: Final = (
     0.0005,

@@ -9,11 +9,11 @@ import structlog
 from opentelemetry import metrics, trace
 
 from agentskit_chat import __version__
-from agentskit_chat.service import TurnReport
+from agentskit_chat.service import NO_SCOPE, TurnReport, TurnRequest, TurnScope
 
 from . import _names as n
 from ._metrics import TurnMetrics
-from ._spans import trace_turn
+from ._spans import LiveTurn, trace_turn
 
 log = logging.getLogger("agentskit_chat.telemetry")
 
@@ -25,7 +25,8 @@ class OtelObserver:
     """Spans and metrics for every turn (when given providers), and one `turn` log event.
 
     Called in the turn's own task inside the gRPC server span's context, so the turn span
-    is that span's child. It never raises: a part that fails is logged once and skipped.
+    is that span's child; `turn_started` keeps the turn span current while the turn runs
+    (see LiveTurn). It never raises: a part that fails is logged once and skipped.
     """
 
     def __init__(
@@ -41,12 +42,27 @@ class OtelObserver:
         self._stdlib = logging.getLogger(TURN_LOGGER)
         self._failed: set[str] = set()
 
+    def turn_started(self, request: TurnRequest) -> TurnScope:
+        """Open the turn span and make it current; nothing to do when spans are off, or when
+        the call's span was not sampled (its children would not be either)."""
+        if self._tracer is None or _unsampled():
+            return NO_SCOPE
+        try:
+            return LiveTurn(self._tracer, request)
+        except Exception:
+            self._failure("spans")
+            return NO_SCOPE
+
     def turn_finished(self, report: TurnReport) -> None:
         """Record the turn; returns quickly (exports happen on other threads)."""
         span: trace.SpanContext | None = None
         if self._tracer is not None:
             try:
-                span = trace_turn(self._tracer, report)
+                live = LiveTurn.current()
+                if live is not None:
+                    span = live.finish(report)
+                elif not _unsampled():  # Reported without turn_started: record it now.
+                    span = trace_turn(self._tracer, report)
             except Exception:
                 self._failure("spans")
         if self._metrics is not None:
@@ -68,12 +84,22 @@ class OtelObserver:
             log.exception("recording the turn's %s failed; further failures are not logged", part)
 
 
+def _unsampled() -> bool:
+    """Whether the current span belongs to a trace the sampler dropped."""
+    current = trace.get_current_span().get_span_context()
+    return current.is_valid and not current.trace_flags.sampled
+
+
 def log_fields(report: TurnReport, span: trace.SpanContext | None = None) -> dict[str, Any]:
     """The `turn` event's fields: ids, decision, outcome, timings and token counts."""
     fields: dict[str, Any] = {}
     if span is not None and span.is_valid:
         fields["trace_id"] = trace.format_trace_id(span.trace_id)
         fields["span_id"] = trace.format_span_id(span.span_id)
+    else:  # No span of ours: the caller's trace, when its traceparent came with the call.
+        caller = trace.get_current_span().get_span_context()
+        if caller.is_valid:
+            fields["trace_id"] = trace.format_trace_id(caller.trace_id)
     fields.update(
         definition_id=report.definition_id,
         revision=report.revision,

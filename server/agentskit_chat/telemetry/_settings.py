@@ -26,6 +26,8 @@ class TelemetrySettings:
     """Also write metrics to stderr every export interval."""
     disabled: bool = False
     """`OTEL_SDK_DISABLED=true`: no spans and no metrics whatever else is set."""
+    prometheus_listen: str | None = None
+    """`HOST:PORT` of a Prometheus scrape endpoint over the metrics; None serves none."""
 
     @property
     def traces(self) -> bool:
@@ -35,7 +37,11 @@ class TelemetrySettings:
     @property
     def metrics(self) -> bool:
         """Whether metrics are recorded (some exporter takes them)."""
-        return not self.disabled and (self.metrics_endpoint is not None or self.console_metrics)
+        return not self.disabled and (
+            self.metrics_endpoint is not None
+            or self.console_metrics
+            or self.prometheus_listen is not None
+        )
 
     @property
     def enabled(self) -> bool:
@@ -44,7 +50,10 @@ class TelemetrySettings:
 
 
 def settings_from_env(
-    environ: Mapping[str, str] | None = None, *, console: bool = False
+    environ: Mapping[str, str] | None = None,
+    *,
+    console: bool = False,
+    prometheus_listen: str | None = None,
 ) -> TelemetrySettings:
     """Settings from `OTEL_*` variables (the process environment by default).
 
@@ -69,6 +78,7 @@ def settings_from_env(
         console_traces=console or "console" in traces,
         console_metrics=console or "console" in metrics,
         disabled=disabled,
+        prometheus_listen=prometheus_listen,
     )
 
 

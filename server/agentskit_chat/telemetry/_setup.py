@@ -28,6 +28,7 @@ from agentskit_chat import __version__
 from ._grpc import server_interceptors
 from ._observer import OtelObserver
 from ._once import LogOnce, otel_loggers
+from ._prometheus import PrometheusEndpoint
 from ._settings import TelemetrySettings
 
 log = logging.getLogger("agentskit_chat.telemetry")
@@ -56,9 +57,12 @@ class Telemetry:
         *,
         exporters: Sequence[_Stoppable] = (),
         log_filter: LogOnce | None = None,
+        prometheus: PrometheusEndpoint | None = None,
     ) -> None:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
+        self.prometheus = prometheus
+        """The scrape endpoint, when `--metrics-listen` asked for one."""
         self.observer = OtelObserver(tracer_provider, meter_provider)
         self._exporters = tuple(exporters)
         self._log_filter = log_filter
@@ -90,10 +94,9 @@ class Telemetry:
                 log.warning("another meter provider is global; route code's metrics go there")
 
     def server_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
-        """The gRPC server-span interceptor; empty when spans are off."""
-        if self.tracer_provider is None:
-            return []
-        return server_interceptors(self.tracer_provider)
+        """The gRPC interceptor: SERVER spans and `rpc.server.call.duration` when those are
+        on, and always the caller's trace context, which the turn log line carries."""
+        return server_interceptors(self.tracer_provider, self.meter_provider)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_SECONDS) -> bool:
         """Export what is pending; False when that did not finish within `timeout` seconds."""
@@ -129,6 +132,8 @@ class Telemetry:
             for exporter in self._exporters:  # Aborts retries and exports in flight.
                 _quietly(exporter.shutdown)
             _join(running, time.monotonic() + min(timeout, ABORT_SECONDS))
+        if self.prometheus is not None:
+            _quietly(self.prometheus.shutdown)
         if self._log_filter is not None:
             self._log_filter.detach()
 
@@ -152,6 +157,10 @@ def configure_telemetry(
     spans = [*_span_exporters(settings), *span_exporters]
     metric_exporters = _metric_exporters(settings)
     readers = [*map(PeriodicExportingMetricReader, metric_exporters), *metric_readers]
+    prometheus = None
+    if settings.prometheus_listen is not None and not settings.disabled:
+        prometheus = PrometheusEndpoint(settings.prometheus_listen)  # OSError when taken
+        readers.append(prometheus.reader)
     tracer_provider = None
     if spans:
         tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
@@ -168,9 +177,15 @@ def configure_telemetry(
     log.info(
         "telemetry: spans to %s; metrics to %s",
         _sinks(settings.traces_endpoint, settings.console_traces, span_exporters),
-        _sinks(settings.metrics_endpoint, settings.console_metrics, metric_readers),
+        _sinks(settings.metrics_endpoint, settings.console_metrics, metric_readers, prometheus),
     )
-    return Telemetry(tracer_provider, meter_provider, exporters=exporters, log_filter=log_filter)
+    return Telemetry(
+        tracer_provider,
+        meter_provider,
+        exporters=exporters,
+        log_filter=log_filter,
+        prometheus=prometheus,
+    )
 
 
 def _span_exporters(settings: TelemetrySettings) -> list[SpanExporter]:
@@ -195,8 +210,15 @@ def _metric_exporters(settings: TelemetrySettings) -> list[MetricExporter]:
     return exporters
 
 
-def _sinks(endpoint: str | None, console: bool, extra: Sequence[object]) -> str:
+def _sinks(
+    endpoint: str | None,
+    console: bool,
+    extra: Sequence[object],
+    prometheus: PrometheusEndpoint | None = None,
+) -> str:
     names = [f"OTLP {endpoint}"] if endpoint else []
+    if prometheus is not None:
+        names.append(f"Prometheus scrapes at http://{prometheus.address}/metrics")
     if console:
         names.append("stderr")
     if extra:

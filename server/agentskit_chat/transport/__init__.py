@@ -3,6 +3,7 @@ draining stop."""
 
 from ._auth import Authenticator, TokenFileError, load_tokens, token_digest
 from ._guard import Guard
+from ._lifetime import ConnectionLifetime
 from ._server import SERVICE_NAME, ConnectionLimits, RunningServer, start_server
 from ._servicer import ChatServicer
 from ._status import DETAILS_KEY, DOMAIN
@@ -14,6 +15,7 @@ __all__ = [
     "SERVICE_NAME",
     "Authenticator",
     "ChatServicer",
+    "ConnectionLifetime",
     "ConnectionLimits",
     "Guard",
     "RunningServer",

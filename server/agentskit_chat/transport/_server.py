@@ -17,6 +17,7 @@ from agentskit_chat.service import ChatService
 from ._auth import Authenticator
 from ._guard import Guard
 from ._health import HealthService
+from ._lifetime import ConnectionLifetime
 from ._reflection import enable_reflection
 from ._servicer import ChatServicer
 from ._tls import ServerTls
@@ -39,16 +40,20 @@ class RunningServer:
     health: HealthService
     port: int
 
-    async def drain(self, grace: float) -> None:
+    async def drain(self, grace: float, delay: float = 0.0) -> None:
         """Stop taking turns, let turns in flight finish within `grace` seconds, then stop.
 
-        Health reports NOT_SERVING first, so balancers move traffic away while in-flight
-        turns finish; new turns are refused with UNAVAILABLE.
+        Health reports NOT_SERVING first, so balancers move traffic away. For `delay`
+        seconds new turns are still served, since balancers and meshes take a moment to
+        stop sending to an endpoint; then new turns are refused with UNAVAILABLE while
+        in-flight turns finish.
         """
         loop = asyncio.get_running_loop()
-        until = loop.time() + grace
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        until = loop.time() + grace
         self.service.begin_drain()
         stop_within = 0.0  # The grace is over when waiting for turns times out.
         try:
@@ -61,10 +66,16 @@ class RunningServer:
             log.warning("grace period over with %d turns in flight", self.service.turns.in_flight)
         await self.server.stop(max(0.0, stop_within))
         try:  # Turns cut off at the end of the grace release their leases first.
-            await asyncio.wait_for(self.service.turns.wait_idle(), CLEANUP_SECONDS)
+            await asyncio.wait_for(_released(self.service), CLEANUP_SECONDS)
         except TimeoutError:
             log.warning("leases of cancelled turns were not all released; they will lapse")
         await self.service.close()
+
+
+async def _released(service: ChatService) -> None:
+    """Wait for the closing writes of turns, including releases the store refused at first."""
+    await service.turns.wait_idle()
+    await service.turns.releases.wait()
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +113,14 @@ async def start_server(
     authenticator: Authenticator | None = None,
     tls: ServerTls | None = None,
     connections: ConnectionLimits | None = None,
+    lifetime: ConnectionLifetime | None = None,
     reflection_enabled: bool = True,
 ) -> RunningServer:
     """Bind `listen` (host:port; port 0 picks a free one) and start serving.
 
     Every call passes the Guard first: with an `authenticator`, every method but health
     needs a bearer token. With `tls` the port speaks TLS (mTLS when it names a client CA).
+    `lifetime` sets keepalive and the maximum connection age (defaults when None).
     """
     limits = connections or ConnectionLimits()
     server = grpc.aio.server(
@@ -116,6 +129,7 @@ async def start_server(
             ("grpc.max_receive_message_length", max_request_bytes),
             ("grpc.so_reuseport", 0),
             *limits.options(),
+            *(lifetime or ConnectionLifetime()).options(),
         ],
     )
     chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(service), server)

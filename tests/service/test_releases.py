@@ -1,0 +1,152 @@
+"""Closing writes the store refuses, on the memory store, whose writes cannot fail for real:
+a wrapper refuses them while `down` is set. (tests/transport/test_store_faults.py produces the
+same faults for real with SQLite.)"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from agentskit_chat.conversation import RouteContext, command_route, define_chat
+from agentskit_chat.service import (
+    Catalog,
+    ChatService,
+    Completed,
+    Failed,
+    Limits,
+    Reason,
+    ServiceError,
+    Started,
+    Submit,
+    TurnEvent,
+    TurnRequest,
+)
+from agentskit_chat.storage import (
+    DEFAULT_TENANT,
+    HistoryChange,
+    HistoryMode,
+    MemoryStore,
+    StoredMessage,
+    StoredSession,
+    StoreUnavailableError,
+)
+
+LEASE_SECONDS = 600.0
+
+
+@dataclass
+class Flaky:
+    """A memory store whose writes fail while `down` is set."""
+
+    store: MemoryStore = field(default_factory=MemoryStore)
+    down: bool = False
+    refused: int = 0
+
+    async def create(self, session: StoredSession) -> None:
+        await self.store.create(session)
+
+    async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
+        return await self.store.load(session_id, tenant=tenant)
+
+    async def compare_and_set(
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+    ) -> bool:
+        if self.down:
+            self.refused += 1
+            raise StoreUnavailableError("the store is down")
+        return await self.store.compare_and_set(
+            session, expected_cursor=expected_cursor, history=history
+        )
+
+    async def delete(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT, expected_cursor: int | None = None
+    ) -> bool:
+        return await self.store.delete(session_id, tenant=tenant, expected_cursor=expected_cursor)
+
+    async def list_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> Sequence[StoredMessage]:
+        return await self.store.list_messages(session_id, tenant=tenant)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+
+def gated_service(store: Flaky, gate: asyncio.Event) -> ChatService:
+    async def wait(text: str, context: RouteContext) -> str:
+        await gate.wait()
+        return "done"
+
+    chat = define_chat(
+        id="gated",
+        conversation={
+            "initial": "a",
+            "states": {"a": {"on": {"go": "a"}}},
+            "routes": [command_route(id="go", command="/go", event="go", response=wait)],
+        },
+    )
+    limits = Limits(lease_ttl=LEASE_SECONDS)
+    return ChatService(Catalog([chat]), store, digest_key=b"k" * 32, limits=limits)
+
+
+async def events(service: ChatService, request: TurnRequest) -> list[TurnEvent]:
+    return [event async for event in service.run_turn(request)]
+
+
+def test_a_refused_commit_fails_the_turn_and_the_release_lands_once_the_store_is_back() -> None:
+    async def scenario() -> None:
+        store, gate = Flaky(), asyncio.Event()
+        service = gated_service(store, gate)
+        sid = (await service.create_session("gated", None, HistoryMode.SERVER)).session_id
+        request = TurnRequest(sid, "t1", Submit("/go"))
+        running = asyncio.ensure_future(events(service, request))
+        while service.turns.in_flight == 0:
+            await asyncio.sleep(0.01)
+        store.down = True
+        gate.set()
+        ended = await asyncio.wait_for(running, 10)
+        assert isinstance(ended[0], Started)
+        assert ended[-1] == Failed(
+            "store_unavailable", "The session store failed; nothing was committed.", True
+        )
+        await asyncio.wait_for(service.turns.wait_idle(), 5)
+        assert service.turns.releases.retrying == 1
+        refusals = store.refused
+        await asyncio.sleep(0.3)
+        assert store.refused > refusals  # still trying, long before the lease lapses
+        with pytest.raises(ServiceError) as busy:
+            await events(service, TurnRequest(sid, "t2", Submit("/go")))
+        assert busy.value.reason == Reason.SESSION_BUSY
+        store.down = False
+        await asyncio.wait_for(service.turns.releases.wait(), 5)
+        assert (await service.get_session(sid)).messages == ()
+        again = await events(service, request)  # the same turn id runs again
+        assert isinstance(again[-1], Completed)
+        await service.close()
+
+    asyncio.run(scenario())
+
+
+def test_closing_the_service_stops_a_release_that_keeps_failing() -> None:
+    async def scenario() -> None:
+        store, gate = Flaky(), asyncio.Event()
+        service = gated_service(store, gate)
+        sid = (await service.create_session("gated", None, HistoryMode.SERVER)).session_id
+        running = asyncio.ensure_future(events(service, TurnRequest(sid, "t1", Submit("/go"))))
+        while service.turns.in_flight == 0:
+            await asyncio.sleep(0.01)
+        store.down = True
+        gate.set()
+        assert isinstance((await asyncio.wait_for(running, 10))[-1], Failed)
+        assert service.turns.releases.retrying == 1
+        await asyncio.wait_for(service.close(), 5)
+        assert service.turns.releases.retrying == 0
+
+    asyncio.run(scenario())
