@@ -193,6 +193,7 @@ async def run(config: Config) -> tuple[dict[str, Figures], bool]:
                 server_cpus = load_cpus = None
         database = stack.enter_context(cluster())  # on the load CPUs, as pinned above
         env["AGENTSKIT_CHAT_STORE_PASSWORD"] = database.password
+        env["AGENTSKIT_CHAT_DIGEST_KEY"] = secrets.token_hex(32)
         state = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="stores-bench-")))
         for number in range(config.rounds):
             for store in STORES:

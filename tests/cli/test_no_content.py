@@ -208,6 +208,7 @@ def test_no_content_reaches_logs_or_records_on_postgresql(
                 env={
                     "CANARY_MODEL_KEY": API_KEY,
                     "AGENTSKIT_CHAT_STORE_PASSWORD": postgres.password,
+                    "AGENTSKIT_CHAT_DIGEST_KEY": "7b" * 32,
                 },
                 log_level="DEBUG",
             )

@@ -1,7 +1,8 @@
 """Several `serve` processes sharing one PostgreSQL database, as replicas behind one address.
 
-The replicas share the state directory, so they use one digest key. Each test gets a fresh
-database, migrated with `agentskit-chat migrate`.
+Each replica has a state directory of its own; they share the digest key, given in the
+environment to some and in a key file to others. Each test gets a fresh database, migrated
+with `agentskit-chat migrate`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from tests.cli.fixtures.serving import (
 from tests.postgres import Cluster
 
 SHORT_TURNS = ("--turn-timeout", "2", "--lease-ttl", "3")
+DIGEST_KEY = "5f" * 32
 
 
 @dataclass(frozen=True)
@@ -75,19 +77,25 @@ def replicas(
     *extra: str,
     url: str | None = None,
 ) -> list[Server]:
-    """`count` replicas over `database`; the first reads the password file from a flag,
-    the others from the environment."""
+    """`count` replicas over `database`, each with a state directory of its own. The first
+    reads the password and the digest key from files named by flags, the others from the
+    environment."""
+    key_file = state_dir / "shared-digest.key"
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    key_file.write_text(DIGEST_KEY + "\n")
     started = []
     for n in range(count):
         env = dict(gate.env)
         store = ["--store", url or database.url]
         if n == 0:
             store += ["--store-password-file", str(database.password_file)]
+            store += ["--digest-key-file", str(key_file)]
         else:
             env["AGENTSKIT_CHAT_STORE_PASSWORD_FILE"] = str(database.password_file)
-        # The first replica creates the shared digest key; the others start once it exists.
-        started.append(launch(state_dir, *slow_args(*extra), *store, env=env, wait=n == 0))
-    for server in started[1:]:
+            env["AGENTSKIT_CHAT_DIGEST_KEY"] = DIGEST_KEY
+        own = state_dir / f"replica-{n}"
+        started.append(launch(own, *slow_args(*extra), *store, env=env, wait=False))
+    for server in started:
         server.wait_listening()
     return started
 

@@ -15,6 +15,8 @@ from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import collect, run_cli, terminal
 from tests.postgres import Cluster
 
+DIGEST_KEY = "6a" * 32
+
 
 @pytest.fixture
 def empty_database(postgres: Cluster) -> Iterator[str]:
@@ -33,7 +35,10 @@ def with_password(url: str, password: str) -> str:
 def test_serve_refuses_an_unmigrated_database_and_migrate_fixes_it(
     launch: Launcher, postgres: Cluster, empty_database: str, tmp_path: Path
 ) -> None:
-    env = {"AGENTSKIT_CHAT_STORE_PASSWORD": postgres.password}
+    env = {
+        "AGENTSKIT_CHAT_STORE_PASSWORD": postgres.password,
+        "AGENTSKIT_CHAT_DIGEST_KEY": DIGEST_KEY,
+    }
     refused = launch(tmp_path / "state", "--store", empty_database, env=env, wait=False)
     assert refused.wait() == 1
     assert "no schema; run `agentskit-chat migrate`" in refused.stderr
@@ -70,7 +75,8 @@ def test_the_password_appears_in_no_output(
     launch: Launcher, postgres: Cluster, empty_database: str, tmp_path: Path
 ) -> None:
     url = with_password(empty_database, postgres.password)
-    server = launch(tmp_path / "state", "--store", url, "--migrate", log_level="DEBUG")
+    key = {"AGENTSKIT_CHAT_DIGEST_KEY": DIGEST_KEY}
+    server = launch(tmp_path / "state", "--store", url, "--migrate", env=key, log_level="DEBUG")
 
     async def turn() -> None:
         async with ChatClient(server.target, timeout=30) as client:
@@ -83,7 +89,11 @@ def test_the_password_appears_in_no_output(
     assert server.wait() == 0
     assert "agentskit:***@127.0.0.1" in server.stdout
     wrong = launch(
-        tmp_path / "state", "--store", with_password(empty_database, "hunter2-wrong"), wait=False
+        tmp_path / "state",
+        "--store",
+        with_password(empty_database, "hunter2-wrong"),
+        env=key,
+        wait=False,
     )
     assert wrong.wait() == 1
     assert "password authentication failed" in wrong.stderr
