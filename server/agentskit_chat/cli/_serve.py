@@ -26,6 +26,7 @@ from agentskit_chat.telemetry import (
 )
 from agentskit_chat.transport import TlsFileError, TokenFileError, start_server
 
+from . import _workers
 from ._definitions import gather
 from ._keys import load_or_create_key
 from ._reload import Reloader
@@ -133,6 +134,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="log lines on stdout [json, or console on a terminal]",
     )
     add_security_arguments(parser)
+    _workers.add_arguments(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,11 +188,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
-    configure_logging(args.log_level.upper(), json=settings.log_json)
+    worker = _workers.WorkerLink.from_args(args)
+    fields = worker.log_fields() if worker else None
+    configure_logging(args.log_level.upper(), json=settings.log_json, fields=fields)
+    if args.workers != 1:
+        return _workers.supervise(args, settings.store_url, settings.key_path, settings.grace)
     telemetry = configure_telemetry(settings.telemetry)
     telemetry.install_global()  # Route code's own spans and metrics go out with ours.
     try:
-        return asyncio.run(serve(settings, telemetry=telemetry))
+        return asyncio.run(serve(settings, telemetry=telemetry, worker=worker))
     finally:
         telemetry.shutdown()
 
@@ -200,8 +206,13 @@ async def serve(
     adapters: AdapterRegistry | None = None,
     *,
     telemetry: Telemetry | None = None,
+    worker: _workers.WorkerLink | None = None,
 ) -> int:
-    """Serve `settings` until a stop signal, then drain and return the exit status."""
+    """Serve `settings` until a stop signal, then drain and return the exit status.
+
+    As a `worker` of `serve --workers`, the port is shared and the parent prints the
+    listening and stopped lines.
+    """
     adapters = adapters or AdapterRegistry()
     telemetry = telemetry or Telemetry()
     try:
@@ -236,6 +247,7 @@ async def serve(
         tls=security.tls,
         connections=settings.security.connections,
         reflection_enabled=settings.security.reflection,
+        reuse_port=worker is not None,
     )
     gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
     host = settings.listen.rsplit(":", 1)[0]
@@ -250,14 +262,17 @@ async def serve(
         reloader.request()
 
     loop.add_signal_handler(signal.SIGHUP, reload)
-    print(
-        f"agentskit-chat listening on {host}:{running.port} "
-        f"({len(definitions)} definitions, store {redact_url(settings.store_url)}, "
-        f"{security.describe()})",
-        flush=True,
+    description = (
+        f"{len(definitions)} definitions, store {redact_url(settings.store_url)}, "
+        f"{security.describe()}"
     )
+    if worker is None:
+        print(f"agentskit-chat listening on {host}:{running.port} ({description})", flush=True)
+    else:
+        worker.ready(description, stop.set)
     await stop.wait()
     log.info("stopping: draining turns for up to %.1f s", settings.grace)
     await running.drain(settings.grace)
-    print("agentskit-chat stopped", flush=True)
+    if worker is None:
+        print("agentskit-chat stopped", flush=True)
     return 0
