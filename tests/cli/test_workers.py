@@ -273,3 +273,15 @@ def test_a_taken_port_fails_loudly_both_ways(launch: Launcher, tmp_path: Path) -
         tmp_path / "five", "--listen", workers.target, "--workers", "2", wait=False
     )
     assert second_group.wait() == 2
+
+
+def test_a_configuration_error_is_reported_once_and_nothing_is_stored(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    broken = Path(__file__).resolve().parent / "fixtures" / "broken"
+    state = tmp_path / "state"
+    server = launch(state, "--definitions", str(broken), "--workers", "3", wait=False)
+    assert server.wait() == 2
+    assert server.stderr.count("definition errors:") == 1  # the first worker alone started
+    assert "listening on" not in server.stdout
+    assert not (state / "sessions.db").exists()

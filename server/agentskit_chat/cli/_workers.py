@@ -1,12 +1,14 @@
 """`serve --workers N`: N server processes sharing one port, supervised by this process.
 
-The parent reads (or creates) the digest key and opens the store once, so every worker
-finds both ready and agrees on them; then it reserves the port and starts the workers,
-each an ordinary `serve` whose gRPC server binds with SO_REUSEPORT, so the kernel spreads
-new connections over them. A worker whose process ends without being asked is started
-again, after a delay that doubles while it keeps failing. SIGTERM or SIGINT drains every
-worker (each runs its own drain) and the parent exits 0 once all have stopped; SIGHUP is
-passed on to every running worker, which reloads as a single server does.
+The parent reads (or creates) the digest key before any worker starts, so all agree on
+it; then it reserves the port and starts the workers, each an ordinary `serve` whose gRPC
+server binds with SO_REUSEPORT, so the kernel spreads new connections over them. The
+first worker starts alone: it creates the store's schema, and a configuration error is
+reported once (the parent exits with the worker's status, 2) before the others start. A
+worker whose process ends without being asked is started again, after a delay that
+doubles while it keeps failing. SIGTERM or SIGINT drains every worker (each runs its own
+drain) and the parent exits 0 once all have stopped; SIGHUP is passed on to every running
+worker, which reloads as a single server does.
 
 The port: the parent binds it (without listening) before any worker starts, so port 0 is
 resolved to one free port that every worker, and every restarted worker, listens on; and
@@ -32,8 +34,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
-
-from agentskit_chat.storage import open_store
 
 from ._keys import load_or_create_key
 
@@ -184,15 +184,17 @@ class Supervisor:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._stopping.set)
         loop.add_signal_handler(signal.SIGHUP, self._reload)
-        # The first worker alone: a configuration error is then reported once, not N times.
+        # The first worker alone: it creates the store's schema, and a configuration error
+        # is reported once, not N times.
         first = await self._start(self._workers[0])
-        rest = await asyncio.gather(*(self._start(w) for w in self._workers[1:] if first))
-        started = [first, *rest] if isinstance(first, str) else [first]
-        failed = [status for status in started if isinstance(status, int)]
+        if isinstance(first, int):
+            return first if first > 0 else 1
+        rest = await asyncio.gather(*(self._start(w) for w in self._workers[1:]))
+        failed = [status for status in rest if isinstance(status, int)]
         if failed or self._stopping.is_set():
             await self._stop_all()
             return next((s for s in failed if s > 0), 1) if failed else 0
-        description = next(d for d in started if isinstance(d, str))
+        description = first
         print(
             f"agentskit-chat listening on {self._reservation.listen} "
             f"({len(self._workers)} workers, {description})",
@@ -295,16 +297,14 @@ class Supervisor:
         return clean
 
 
-async def prepare_shared(store_url: str, key_path: Path | None) -> None:
-    """Create the digest key and the store's schema once, before any worker opens them."""
+def prepare_shared(store_url: str, key_path: Path | None) -> None:
+    """Refuse a store the workers cannot share; create the digest key before they read it."""
     if store_url.startswith("memory:"):
         raise ValueError(
             "--workers needs a store the workers share; memory:// lives inside one process"
         )
     if key_path is not None:
         load_or_create_key(key_path)
-    store = await open_store(store_url)
-    await store.close()
 
 
 def supervise(args: argparse.Namespace, store_url: str, key_path: Path | None, grace: float) -> int:
@@ -313,7 +313,7 @@ def supervise(args: argparse.Namespace, store_url: str, key_path: Path | None, g
     try:
         if count < 1:
             raise ValueError("--workers must be at least 1")
-        asyncio.run(prepare_shared(store_url, key_path))
+        prepare_shared(store_url, key_path)
         reservation = reserve(args.listen)
     except (ValueError, OSError) as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
