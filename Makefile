@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
-	breaking-proto contract-baseline contract-tools conversation-tests diagram tools \
+	breaking-proto contract-baseline contract-tools conversation-tests diagram tools deploy-tools \
 	postgresql-server
 
 install: $(STAMP)
@@ -28,7 +28,7 @@ tools:
 	@command -v prometheus > /dev/null || { apt-get update && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
 
-unit: $(STAMP) contract-tools tools postgresql-server
+unit: $(STAMP) contract-tools tools deploy-tools postgresql-server
 	$(BIN)/pytest
 
 test: lint lint-proto breaking-proto check-generated typecheck conversation-tests unit
@@ -41,6 +41,7 @@ bench: $(STAMP) postgresql-server
 	$(BIN)/python -m bench.conversation
 	$(BIN)/python -m bench.service
 	$(BIN)/python -m bench.model
+	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.stores
 
 # The tests and the stores benchmark start a throwaway PostgreSQL cluster on loopback
@@ -107,6 +108,18 @@ $(PROTOC_GEN_GO): tests/contract/go/go.mod tests/contract/go/go.sum
 
 contract-tools: $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,node_modules/.installed) \
 	$(if $(filter go,$(SKIPPED_TOOLCHAINS)),,$(PROTOC_GEN_GO))
+
+# kustomize and kubeconform (pinned in deploy/tools/go.mod): tests/deploy renders the
+# Kubernetes base in deploy/k8s and validates it against schemas from a PyPI package.
+DEPLOY_TOOLS := build/bin/.deploy-tools
+
+$(DEPLOY_TOOLS): deploy/tools/go.mod deploy/tools/go.sum
+	@command -v go > /dev/null || { echo "Go is needed to build kustomize and kubeconform" >&2; exit 1; }
+	cd deploy/tools && GOBIN=$(CURDIR)/build/bin go install \
+	  github.com/yannh/kubeconform/cmd/kubeconform sigs.k8s.io/kustomize/kustomize/v5
+	touch $@
+
+deploy-tools: $(DEPLOY_TOOLS)
 
 # Serve the example definitions on SQLite in ./var with the offline adapter (Ctrl-C drains).
 serve: $(STAMP)

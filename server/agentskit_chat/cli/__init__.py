@@ -47,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agentskit-chat` command."""
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # `serve --workers` passes it on
     if args.command != "serve":  # serve writes structured log lines to stdout instead
         logging.basicConfig(
             level=args.log_level.upper(),

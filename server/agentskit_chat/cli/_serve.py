@@ -32,6 +32,7 @@ from agentskit_chat.telemetry import (
 )
 from agentskit_chat.transport import TlsFileError, TokenFileError, start_server
 
+from . import _workers
 from ._definitions import gather
 from ._keys import load_or_create_key
 from ._mesh import MeshSettings, add_mesh_arguments, mesh_from
@@ -152,6 +153,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_security_arguments(parser)
     add_mesh_arguments(parser)
+    _workers.add_arguments(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +217,20 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
-    configure_logging(args.log_level.upper(), json=settings.log_json)
+    worker = _workers.WorkerLink.from_args(args)
+    fields = worker.log_fields() if worker else None
+    configure_logging(args.log_level.upper(), json=settings.log_json, fields=fields)
+    if args.workers != 1:
+        if settings.telemetry.prometheus_listen is not None:
+            print(
+                "agentskit-chat: --metrics-listen serves one process's metrics; with --workers "
+                "export them over OTLP instead",
+                file=sys.stderr,
+            )
+            return 2
+        key_path = None if settings.mesh.digest_key is not None else settings.key_path
+        stop_within = settings.grace + settings.mesh.drain_delay
+        return _workers.supervise(args, settings.store_url, key_path, stop_within)
     try:
         telemetry = configure_telemetry(settings.telemetry)
     except (OSError, ValueError) as exc:
@@ -227,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
         )
     telemetry.install_global()  # Route code's own spans and metrics go out with ours.
     try:
-        return asyncio.run(serve(settings, telemetry=telemetry))
+        return asyncio.run(serve(settings, telemetry=telemetry, worker=worker))
     finally:
         telemetry.shutdown()
 
@@ -237,8 +252,13 @@ async def serve(
     adapters: AdapterRegistry | None = None,
     *,
     telemetry: Telemetry | None = None,
+    worker: _workers.WorkerLink | None = None,
 ) -> int:
-    """Serve `settings` until a stop signal, then drain and return the exit status."""
+    """Serve `settings` until a stop signal, then drain and return the exit status.
+
+    As a `worker` of `serve --workers`, the port is shared and the parent prints the
+    listening and stopped lines.
+    """
     adapters = adapters or AdapterRegistry()
     telemetry = telemetry or Telemetry()
     try:
@@ -283,6 +303,7 @@ async def serve(
         connections=settings.security.connections,
         lifetime=settings.mesh.lifetime,
         reflection_enabled=settings.security.reflection,
+        reuse_port=worker is not None,
     )
     gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
     host = settings.listen.rsplit(":", 1)[0]
@@ -305,16 +326,19 @@ async def serve(
         reloader.request()
 
     loop.add_signal_handler(signal.SIGHUP, reload)
-    print(
-        f"agentskit-chat listening on {host}:{running.port} "
-        f"({len(definitions)} definitions, store {redact_url(settings.store_url)}, "
-        f"{security.describe()})",
-        flush=True,
+    description = (
+        f"{len(definitions)} definitions, store {redact_url(settings.store_url)}, "
+        f"{security.describe()}"
     )
+    if worker is None:
+        print(f"agentskit-chat listening on {host}:{running.port} ({description})", flush=True)
+    else:
+        worker.ready(description, stop.set)
     await stop.wait()
     if delay > 0:
         log.info("stopping: NOT_SERVING, still serving new turns for %.1f s", delay)
     log.info("stopping: draining turns for up to %.1f s", settings.grace)
     await running.drain(settings.grace, delay)
-    print("agentskit-chat stopped", flush=True)
+    if worker is None:
+        print("agentskit-chat stopped", flush=True)
     return 0

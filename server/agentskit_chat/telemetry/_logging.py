@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping
 from typing import TextIO
 
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
-from structlog.typing import Processor
+from structlog.typing import EventDict, Processor, WrappedLogger
 
 from ._stdout import stream_handler
 
@@ -20,6 +21,7 @@ def configure_logging(
     *,
     stream: TextIO | None = None,
     json: bool | None = None,
+    fields: Mapping[str, str | int] | None = None,
 ) -> logging.Handler:
     """Send structlog events and stdlib log records to `stream` (stdout) in one format.
 
@@ -28,7 +30,9 @@ def configure_logging(
     local variables (they may hold content). Lines are written by the logging thread
     itself, without ever blocking on a stalled reader: see NonBlockingHandler, which holds
     a bounded backlog and counts what it drops. Calling it again replaces (and closes) the
-    handler it installed before. Returns that handler.
+    handler it installed before. `fields` are added to every line (a worker process adds its
+    index and pid, so interleaved lines of several workers can be told apart). Returns that
+    handler.
     """
     out = sys.stdout if stream is None else stream
     as_json = not _is_tty(out) if json is None else json
@@ -38,6 +42,8 @@ def configure_logging(
         structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    if fields:
+        shared.append(_add_fields(dict(fields)))
     renderer: Processor = (
         structlog.processors.JSONRenderer()
         if as_json
@@ -74,6 +80,15 @@ def configure_logging(
         cache_logger_on_first_use=True,
     )
     return handler
+
+
+def _add_fields(fields: dict[str, str | int]) -> Processor:
+    def add(_logger: WrappedLogger, _method: str, event: EventDict) -> EventDict:
+        for key, value in fields.items():
+            event.setdefault(key, value)
+        return event
+
+    return add
 
 
 def _is_tty(stream: TextIO) -> bool:

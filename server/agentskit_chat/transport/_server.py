@@ -115,19 +115,22 @@ async def start_server(
     connections: ConnectionLimits | None = None,
     lifetime: ConnectionLifetime | None = None,
     reflection_enabled: bool = True,
+    reuse_port: bool = False,
 ) -> RunningServer:
     """Bind `listen` (host:port; port 0 picks a free one) and start serving.
 
     Every call passes the Guard first: with an `authenticator`, every method but health
     needs a bearer token. With `tls` the port speaks TLS (mTLS when it names a client CA).
     `lifetime` sets keepalive and the maximum connection age (defaults when None).
+    `reuse_port` lets several processes listen on one port (SO_REUSEPORT), as the workers
+    of `serve --workers` do; without it a second server on a taken port fails to start.
     """
     limits = connections or ConnectionLimits()
     server = grpc.aio.server(
         interceptors=(Guard(authenticator), *interceptors),
         options=[
             ("grpc.max_receive_message_length", max_request_bytes),
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", 1 if reuse_port else 0),
             *limits.options(),
             *(lifetime or ConnectionLifetime()).options(),
         ],

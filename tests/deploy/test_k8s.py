@@ -1,0 +1,298 @@
+"""The Kubernetes base in deploy/k8s: rendered by kustomize, validated by kubeconform in
+strict mode against the Kubernetes JSON schemas, and held to what the server needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.schemas import KUBERNETES_VERSIONS, schema_location, write_schemas
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = ROOT / "deploy" / "k8s"
+KUSTOMIZE = ROOT / "build" / "bin" / "kustomize"
+KUBECONFORM = ROOT / "build" / "bin" / "kubeconform"
+DOCKERFILE = ROOT / "Dockerfile"
+CHAT_SERVICE = "agentskit.chat.v1.ChatService"
+ASSUMED_DRAIN_DELAY = 5
+"""Seconds the server keeps serving after SIGTERM before it drains (`--drain-delay`)."""
+AFTER_GRACE = 7
+"""Seconds a drain may take past `--grace`: 2 s to close calls, 5 s to release leases
+(transport/_server.py)."""
+EXPECTED = {
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("batch/v1", "Job"),
+}
+
+Manifest = dict[str, Any]
+
+
+def tool(path: Path) -> Path:
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is missing: run `make deploy-tools`", pytrace=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The base rendered by kustomize, as one YAML stream in a file."""
+    out = tmp_path_factory.mktemp("k8s") / "rendered.yaml"
+    result = subprocess.run(
+        [tool(KUSTOMIZE), "build", BASE], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    out.write_text(result.stdout, encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="module")
+def manifests(rendered: Path) -> list[Manifest]:
+    return [m for m in yaml.safe_load_all(rendered.read_text(encoding="utf-8")) if m]
+
+
+@pytest.fixture(scope="module")
+def schemas(tmp_path_factory: pytest.TempPathFactory, manifests: list[Manifest]) -> Path:
+    root = tmp_path_factory.mktemp("schemas")
+    for version in KUBERNETES_VERSIONS:
+        write_schemas(root, version, {(m["apiVersion"], m["kind"]) for m in manifests})
+    return root
+
+
+def kubeconform(schemas: Path, version: str, *files: Path) -> dict[str, Any]:
+    """kubeconform's JSON report (strict, no schema download, a missing schema an error)."""
+    result = subprocess.run(
+        [
+            tool(KUBECONFORM),
+            "-strict",
+            "-summary",
+            "-output",
+            "json",
+            "-kubernetes-version",
+            version,
+            "-schema-location",
+            schema_location(schemas),
+            *files,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    report: dict[str, Any] = json.loads(result.stdout)
+    report["returncode"] = result.returncode
+    return report
+
+
+def one(manifests: list[Manifest], kind: str) -> Manifest:
+    found = [m for m in manifests if m["kind"] == kind]
+    assert len(found) == 1, [m["kind"] for m in manifests]
+    return found[0]
+
+
+def pod_spec(manifests: list[Manifest], kind: str = "Deployment") -> Manifest:
+    spec: Manifest = one(manifests, kind)["spec"]["template"]["spec"]
+    return spec
+
+
+def containers(manifests: list[Manifest]) -> Iterator[Manifest]:
+    for kind in ("Deployment", "Job"):
+        yield from pod_spec(manifests, kind)["containers"]
+
+
+def env_of(container: Manifest) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_the_rendered_base_is_valid_in_strict_mode(
+    rendered: Path, schemas: Path, manifests: list[Manifest], version: str
+) -> None:
+    assert {(m["apiVersion"], m["kind"]) for m in manifests} == EXPECTED
+    report = kubeconform(schemas, version, rendered)
+    assert report["returncode"] == 0, report
+    summary = report["summary"]
+    assert summary["valid"] == len(manifests), report
+    assert summary["invalid"] == summary["errors"] == summary["skipped"] == 0
+
+
+def test_kubeconform_rejects_a_field_the_schema_does_not_have(
+    manifests: list[Manifest], schemas: Path, tmp_path: Path
+) -> None:
+    broken = json.loads(json.dumps(one(manifests, "Deployment")))
+    broken["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["grpc"]["port"] = "grpc"
+    broken["spec"]["template"]["spec"]["containers"][0]["readinessprobe"] = {}
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(broken), encoding="utf-8")
+    report = kubeconform(schemas, KUBERNETES_VERSIONS[-1], path)
+    assert report["returncode"] == 1
+    (resource,) = report["resources"]
+    assert resource["status"] == "statusInvalid"
+    assert "additional properties 'readinessprobe' not allowed" in resource["msg"]
+    assert "/livenessProbe/grpc/port': got string, want integer" in resource["msg"]
+
+
+def test_the_service_speaks_grpc_on_the_named_port(manifests: list[Manifest]) -> None:
+    (port,) = one(manifests, "Service")["spec"]["ports"]
+    assert (port["name"], port["appProtocol"], port["targetPort"]) == ("grpc", "grpc", "grpc")
+    (container,) = pod_spec(manifests)["containers"]
+    (named,) = container["ports"]
+    assert named["name"] == "grpc"
+    assert env_of(container)["AGENTSKIT_CHAT_LISTEN"] == f"0.0.0.0:{named['containerPort']}"
+
+
+def test_selectors_pick_the_server_pods_only(manifests: list[Manifest]) -> None:
+    pods = one(manifests, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    job = one(manifests, "Job")["spec"]["template"]["metadata"]["labels"]
+    selectors = [
+        one(manifests, "Service")["spec"]["selector"],
+        one(manifests, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+        one(manifests, "Deployment")["spec"]["selector"]["matchLabels"],
+    ]
+    for selector in selectors:
+        assert selector.items() <= pods.items()
+        assert not selector.items() <= job.items()
+    target = one(manifests, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == (
+        "Deployment",
+        one(manifests, "Deployment")["metadata"]["name"],
+    )
+    assert "replicas" not in one(manifests, "Deployment")["spec"]  # the autoscaler owns it
+
+
+def test_probes_call_the_grpc_health_service(manifests: list[Manifest]) -> None:
+    (container,) = pod_spec(manifests)["containers"]
+    port = container["ports"][0]["containerPort"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["grpc"]["port"] == port, probe
+    assert container["readinessProbe"]["grpc"]["service"] == CHAT_SERVICE
+    # Health reports NOT_SERVING for the whole drain: liveness must outlast it.
+    liveness = container["livenessProbe"]
+    grace = float(env_of(container)["AGENTSKIT_CHAT_GRACE"])
+    tolerated = liveness["periodSeconds"] * liveness["failureThreshold"]
+    assert tolerated > ASSUMED_DRAIN_DELAY + grace + AFTER_GRACE
+
+
+def test_the_termination_grace_period_covers_the_drain(manifests: list[Manifest]) -> None:
+    spec = pod_spec(manifests)
+    grace = float(env_of(spec["containers"][0])["AGENTSKIT_CHAT_GRACE"])
+    assert spec["terminationGracePeriodSeconds"] > ASSUMED_DRAIN_DELAY + grace + AFTER_GRACE
+
+
+def test_pods_run_non_root_with_a_read_only_root_and_no_capabilities(
+    manifests: list[Manifest],
+) -> None:
+    user = dockerfile_user()
+    for kind in ("Deployment", "Job"):
+        pod = pod_spec(manifests, kind)
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] == user
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"] == {"drop": ["ALL"]}
+            for mount in container.get("volumeMounts", []):
+                if not mount.get("readOnly"):  # every writable path is scratch space
+                    assert "emptyDir" in volumes[mount["name"]], mount
+
+
+def test_store_and_digest_key_come_from_the_secret(manifests: list[Manifest]) -> None:
+    secret = one(manifests, "Secret")
+    keys = set(secret.get("stringData", {})) | set(secret.get("data", {}))
+    for container in containers(manifests):
+        store = env_of(container)["AGENTSKIT_CHAT_STORE"]["secretKeyRef"]
+        assert store["name"] == secret["metadata"]["name"]
+        assert store["key"] in keys
+        assert secret["stringData"][store["key"]].startswith("postgresql://")
+    (server,) = pod_spec(manifests)["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in server["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(manifests)["volumes"]}
+    files = {}
+    for name, volume in volumes.items():
+        if volume.get("secret", {}).get("secretName") == secret["metadata"]["name"]:
+            for item in volume["secret"]["items"]:
+                assert item["key"] in keys
+                files[f"{mounts[name]}/{item['path']}"] = item["key"]
+    env = env_of(server)
+    assert files[env["AGENTSKIT_CHAT_DIGEST_KEY_FILE"]] == "digest-key"
+    assert files[env["AGENTSKIT_CHAT_AUTH_TOKENS"]] == "auth-tokens.yaml"
+
+
+def test_the_migration_job_runs_migrate_with_the_servers_image(manifests: list[Manifest]) -> None:
+    (job,) = pod_spec(manifests, "Job")["containers"]
+    (server,) = pod_spec(manifests)["containers"]
+    assert job["args"] == ["migrate"]
+    assert server["args"] == ["serve"]
+    assert job["image"] == server["image"]
+    assert pod_spec(manifests, "Job")["restartPolicy"] in ("OnFailure", "Never")
+
+
+def test_the_definitions_config_map_holds_valid_definitions(
+    manifests: list[Manifest], tmp_path: Path
+) -> None:
+    config = one(manifests, "ConfigMap")
+    volumes = pod_spec(manifests)["volumes"]
+    assert {"name": "definitions", "configMap": {"name": config["metadata"]["name"]}} in volumes
+    (server,) = pod_spec(manifests)["containers"]
+    mounted = {m["name"]: m["mountPath"] for m in server["volumeMounts"]}["definitions"]
+    assert (
+        env_of(server)["AGENTSKIT_CHAT_DEFINITIONS"]
+        == mounted
+        == dockerfile_env()["AGENTSKIT_CHAT_DEFINITIONS"]
+    )
+    for name, text in config["data"].items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "agentskit_chat.cli", "validate", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert config["data"]
+
+
+def test_the_state_directory_matches_the_image(manifests: list[Manifest]) -> None:
+    (server,) = pod_spec(manifests)["containers"]
+    state = dockerfile_env()["AGENTSKIT_CHAT_STATE_DIR"]
+    assert env_of(server)["AGENTSKIT_CHAT_STATE_DIR"] == state
+    assert state in {m["mountPath"] for m in server["volumeMounts"]}
+    entry = re.search(r"^ENTRYPOINT (.+)$", DOCKERFILE.read_text(), re.MULTILINE)
+    assert entry is not None
+    assert json.loads(entry.group(1)) == ["agentskit-chat"]  # args name the subcommand
+
+
+def dockerfile_user() -> int:
+    found = re.search(r"^USER (\d+):(\d+)$", DOCKERFILE.read_text(), re.MULTILINE)
+    assert found is not None
+    return int(found.group(1))
+
+
+def dockerfile_env() -> dict[str, str]:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    env: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            for pair in shlex.split(line[4:]):
+                key, _, value = pair.partition("=")
+                env[key] = value
+    return env
