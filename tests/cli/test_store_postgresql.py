@@ -64,6 +64,7 @@ def test_serve_migrate_flag_applies_the_schema_at_start(
     env = {
         "AGENTSKIT_CHAT_STORE": empty_database,
         "AGENTSKIT_CHAT_STORE_PASSWORD": postgres.password,
+        "AGENTSKIT_CHAT_DIGEST_KEY": DIGEST_KEY,
     }
     server = launch(tmp_path / "state", "--migrate", env=env)
     assert f"store {empty_database}," in server.stdout
