@@ -262,6 +262,16 @@ def test_workers_refuse_a_store_they_cannot_share(launch: Launcher, tmp_path: Pa
     assert "listening on" not in server.stdout
 
 
+def test_workers_refuse_a_metrics_endpoint_of_one_process(launch: Launcher, tmp_path: Path) -> None:
+    server = launch(
+        tmp_path / "state", "--workers", "2", "--metrics-listen", "127.0.0.1:0", wait=False
+    )
+    assert server.wait() == 2
+    assert "--metrics-listen serves one process's metrics" in server.stderr
+    assert "listening on" not in server.stdout
+    assert not (tmp_path / "state" / "sessions.db").exists()
+
+
 def test_a_taken_port_fails_loudly_both_ways(launch: Launcher, tmp_path: Path) -> None:
     single = launch(tmp_path / "one")
     group = launch(tmp_path / "two", "--listen", single.target, "--workers", "2", wait=False)
