@@ -1,0 +1,17 @@
+// Package chatclient is a thin Go client of the AgentsKit Chat session service
+// (agentskit.chat.v1), over the gRPC code generated from the contract in
+// agentskit.dev/chat/client/go/agentskit/chat/v1.
+//
+// Dial opens a connection to a server (or New wraps one the caller owns); the Client's
+// methods speak the contract's own messages. Every method takes a context first: its
+// deadline bounds the call (a turn stream counts as one call) and cancelling it cancels
+// the call on the server. A failed call returns an *Error, which carries the gRPC code
+// and the google.rpc.ErrorInfo reason, metadata and RetryInfo delay the server attached:
+//
+//	var chatErr *chatclient.Error
+//	if errors.As(err, &chatErr) && chatErr.Reason() == "ERROR_REASON_SESSION_BUSY" { ... }
+//
+// A turn is streamed: StreamTurn (or Submit, Retry, Edit, Regenerate, Dispatch) returns a
+// TurnStream whose events are *chatv1.TurnStarted, *chatv1.TurnDecision,
+// *chatv1.TextDelta, then exactly one of *chatv1.TurnCompleted or *chatv1.TurnFailed.
+package chatclient

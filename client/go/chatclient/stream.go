@@ -1,0 +1,169 @@
+package chatclient
+
+import (
+	"errors"
+	"io"
+	"iter"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	chatv1 "agentskit.dev/chat/client/go/agentskit/chat/v1"
+)
+
+// Event is one event of a turn: *chatv1.TurnStarted, *chatv1.TurnDecision,
+// *chatv1.TextDelta, *chatv1.TurnCompleted or *chatv1.TurnFailed. Switch on its type.
+type Event interface {
+	proto.Message
+}
+
+// EventOf returns the event a stream response carries, or nil for an event kind this
+// client version does not know.
+func EventOf(response *chatv1.StreamTurnResponse) Event {
+	switch event := response.GetEvent().(type) {
+	case *chatv1.StreamTurnResponse_Started:
+		return event.Started
+	case *chatv1.StreamTurnResponse_Decision:
+		return event.Decision
+	case *chatv1.StreamTurnResponse_Delta:
+		return event.Delta
+	case *chatv1.StreamTurnResponse_Completed:
+		return event.Completed
+	case *chatv1.StreamTurnResponse_Failed:
+		return event.Failed
+	}
+	return nil
+}
+
+// TurnStream is the stream of one turn's events, read with Receive, Msg and Err:
+//
+//	for stream.Receive() {
+//		switch event := stream.Msg().(type) { ... }
+//	}
+//	if err := stream.Err(); err != nil { ... }
+//
+// or ranged over with Events. Events arrive in order: started, decision, deltas, then
+// exactly one of completed or failed. Close cancels the call if it has not ended. A
+// TurnStream is not safe for concurrent use.
+type TurnStream struct {
+	turnID   string
+	stream   grpc.ServerStreamingClient[chatv1.StreamTurnResponse]
+	stop     func()
+	response *chatv1.StreamTurnResponse
+	event    Event
+	err      error
+	ended    bool
+}
+
+// TurnID is the turn's id, given with WithTurnID or made by the client.
+func (s *TurnStream) TurnID() string { return s.turnID }
+
+// Receive waits for the next event and reports whether there is one; when it returns
+// false the stream has ended, and Err tells whether it failed. Events of a kind this
+// client version does not know are skipped.
+func (s *TurnStream) Receive() bool {
+	for !s.ended {
+		response, err := s.stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.err = wrapError(err)
+			}
+			s.finish()
+			return false
+		}
+		if event := EventOf(response); event != nil {
+			s.response, s.event = response, event
+			return true
+		}
+	}
+	return false
+}
+
+// Msg is the event of the last successful Receive.
+func (s *TurnStream) Msg() Event { return s.event }
+
+// Response is the whole response of the last successful Receive, with its sequence
+// number and time.
+func (s *TurnStream) Response() *chatv1.StreamTurnResponse { return s.response }
+
+// Err is the error the stream failed with, an *Error; nil while it runs and after a
+// normal end. A turn that ran and failed ends normally, with a *chatv1.TurnFailed event.
+func (s *TurnStream) Err() error { return s.err }
+
+// Close cancels the call if it is still running (the server then abandons the turn,
+// which commits nothing); closing an ended stream does nothing.
+func (s *TurnStream) Close() {
+	if !s.ended {
+		s.finish()
+	}
+}
+
+func (s *TurnStream) finish() {
+	s.ended = true
+	s.event = nil
+	s.stop()
+}
+
+// Events ranges over the remaining events; a failed stream yields its error last. Leaving
+// the loop early closes the stream, cancelling the call:
+//
+//	for event, err := range stream.Events() { ... }
+func (s *TurnStream) Events() iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		defer s.Close()
+		for s.Receive() {
+			if !yield(s.Msg(), nil) {
+				return
+			}
+		}
+		if s.err != nil {
+			yield(nil, s.err)
+		}
+	}
+}
+
+// TurnResult is a whole turn, collected by Collect or Client.RunTurn.
+type TurnResult struct {
+	// TurnID is the turn's id.
+	TurnID string
+	// Started, Decision, Completed and Failed are the turn's events of those kinds, nil
+	// when the stream had none. Exactly one of Completed and Failed is set after a
+	// stream that ended normally.
+	Started   *chatv1.TurnStarted
+	Decision  *chatv1.TurnDecision
+	Completed *chatv1.TurnCompleted
+	Failed    *chatv1.TurnFailed
+	// Text is the deltas joined: the answer, uncommitted when Failed is set.
+	Text string
+	// Events are all events in order.
+	Events []Event
+}
+
+// Collect reads the remaining events into a TurnResult. A failed stream returns the
+// events read so far together with its *Error.
+func (s *TurnStream) Collect() (*TurnResult, error) {
+	result := &TurnResult{TurnID: s.turnID}
+	var text strings.Builder
+	for event, err := range s.Events() {
+		if err != nil {
+			result.Text = text.String()
+			return result, err
+		}
+		result.Events = append(result.Events, event)
+		switch e := event.(type) {
+		case *chatv1.TurnStarted:
+			result.Started = e
+		case *chatv1.TurnDecision:
+			result.Decision = e
+		case *chatv1.TextDelta:
+			text.WriteString(e.GetText())
+		case *chatv1.TurnCompleted:
+			result.Completed = e
+		case *chatv1.TurnFailed:
+			result.Failed = e
+		}
+	}
+	result.Text = text.String()
+	return result, nil
+}

@@ -1,0 +1,177 @@
+package chatclient
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+
+	chatv1 "agentskit.dev/chat/client/go/agentskit/chat/v1"
+)
+
+// Operation is what a turn does: Submit, Retry, Edit, Regenerate or Dispatch.
+type Operation interface {
+	setOn(*chatv1.StreamTurnRequest)
+}
+
+// Submit appends a user message to a server-held history and resolves it.
+type Submit struct {
+	// Content is the message text.
+	Content string
+	// MessageID is the new message's id; the server chooses one when empty.
+	MessageID string
+}
+
+// Retry sends a user message of a server-held history again; later messages are dropped
+// and a recorded route decision is replayed.
+type Retry struct {
+	// MessageID is the user message to retry; the last user message when empty.
+	MessageID string
+}
+
+// Edit changes a user message of a server-held history, drops every later message and
+// resolves the edited one.
+type Edit struct {
+	// MessageID is the user message to change.
+	MessageID string
+	// Content is its new text.
+	Content string
+}
+
+// Regenerate drops an assistant answer of a server-held history and answers the user
+// message before it again.
+type Regenerate struct {
+	// MessageID is the assistant message to replace; the last one when empty.
+	MessageID string
+}
+
+// Dispatch resolves the last user message of a client-held history, sent whole.
+type Dispatch struct {
+	// Messages is the full retained history, oldest first; the client chooses the ids.
+	Messages []*chatv1.Message
+}
+
+func (o Submit) setOn(r *chatv1.StreamTurnRequest) {
+	r.Operation = &chatv1.StreamTurnRequest_Submit{Submit: &chatv1.SubmitOperation{
+		Content: o.Content, MessageId: o.MessageID,
+	}}
+}
+
+func (o Retry) setOn(r *chatv1.StreamTurnRequest) {
+	r.Operation = &chatv1.StreamTurnRequest_Retry{Retry: &chatv1.RetryOperation{MessageId: o.MessageID}}
+}
+
+func (o Edit) setOn(r *chatv1.StreamTurnRequest) {
+	r.Operation = &chatv1.StreamTurnRequest_Edit{Edit: &chatv1.EditOperation{
+		MessageId: o.MessageID, Content: o.Content,
+	}}
+}
+
+func (o Regenerate) setOn(r *chatv1.StreamTurnRequest) {
+	r.Operation = &chatv1.StreamTurnRequest_Regenerate{Regenerate: &chatv1.RegenerateOperation{
+		MessageId: o.MessageID,
+	}}
+}
+
+func (o Dispatch) setOn(r *chatv1.StreamTurnRequest) {
+	r.Operation = &chatv1.StreamTurnRequest_Dispatch{Dispatch: &chatv1.DispatchOperation{
+		Messages: o.Messages,
+	}}
+}
+
+// TurnOption configures one turn: WithTurnID, WithExpectedCursor.
+type TurnOption interface {
+	applyTurn(*turnSettings)
+}
+
+type turnSettings struct {
+	turnID         string
+	expectedCursor *int64
+}
+
+type turnIDOption string
+
+func (o turnIDOption) applyTurn(s *turnSettings) { s.turnID = string(o) }
+
+// WithTurnID sets the turn id, the turn's idempotency key: a turn id among the session's
+// 64 most recent finished turns is never executed again, its stream repeats the recorded
+// outcome (TurnStarted.Duplicate set). Without it a fresh id is made (NewTurnID); pass
+// your own to be able to retry the same turn safely.
+func WithTurnID(id string) TurnOption { return turnIDOption(id) }
+
+// NewTurnID returns a fresh turn id: 32 hex digits of a random (version 4) UUID.
+func NewTurnID() string {
+	var id [16]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails
+	id[6] = id[6]&0x0f | 0x40
+	id[8] = id[8]&0x3f | 0x80
+	return hex.EncodeToString(id[:])
+}
+
+// StreamTurn runs one turn and returns its stream of events; the call ends with the
+// stream, when ctx is done or when the stream is closed. Errors of the call (a busy
+// session, a conflict, an unknown session...) come from the stream as an *Error.
+//
+// A fresh turn id is made unless WithTurnID gives one; TurnStream.TurnID tells which.
+func (c *Client) StreamTurn(ctx context.Context, sessionID string, operation Operation, opts ...TurnOption) (*TurnStream, error) {
+	s := turnSettings{}
+	for _, opt := range opts {
+		opt.applyTurn(&s)
+	}
+	if s.turnID == "" {
+		s.turnID = NewTurnID()
+	}
+	request := &chatv1.StreamTurnRequest{
+		SessionId: sessionID, TurnId: s.turnID, ExpectedCursor: s.expectedCursor,
+	}
+	operation.setOn(request)
+
+	ctx, cancelDeadline := c.callContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := func() { cancel(); cancelDeadline() }
+	stream, err := c.rpc.StreamTurn(ctx, request)
+	if err != nil {
+		stop()
+		return nil, wrapError(err)
+	}
+	return &TurnStream{turnID: s.turnID, stream: stream, stop: stop}, nil
+}
+
+// Submit appends a user message to a server-held history and streams the turn. Use
+// StreamTurn with a Submit to choose the new message's id.
+func (c *Client) Submit(ctx context.Context, sessionID, content string, opts ...TurnOption) (*TurnStream, error) {
+	return c.StreamTurn(ctx, sessionID, Submit{Content: content}, opts...)
+}
+
+// Retry sends a user message again (the last one when messageID is empty) and streams
+// the turn.
+func (c *Client) Retry(ctx context.Context, sessionID, messageID string, opts ...TurnOption) (*TurnStream, error) {
+	return c.StreamTurn(ctx, sessionID, Retry{MessageID: messageID}, opts...)
+}
+
+// Edit changes a user message, drops the later ones and streams the turn.
+func (c *Client) Edit(ctx context.Context, sessionID, messageID, content string, opts ...TurnOption) (*TurnStream, error) {
+	return c.StreamTurn(ctx, sessionID, Edit{MessageID: messageID, Content: content}, opts...)
+}
+
+// Regenerate answers again in place of an assistant message (the last one when
+// messageID is empty) and streams the turn.
+func (c *Client) Regenerate(ctx context.Context, sessionID, messageID string, opts ...TurnOption) (*TurnStream, error) {
+	return c.StreamTurn(ctx, sessionID, Regenerate{MessageID: messageID}, opts...)
+}
+
+// Dispatch sends a whole client-held history and streams the turn of its last user
+// message.
+func (c *Client) Dispatch(ctx context.Context, sessionID string, messages []*chatv1.Message, opts ...TurnOption) (*TurnStream, error) {
+	return c.StreamTurn(ctx, sessionID, Dispatch{Messages: messages}, opts...)
+}
+
+// RunTurn runs one turn to its end and collects its events. A turn that ends with
+// TurnFailed returns normally with Failed set; a failed call returns an *Error (with the
+// events received before it).
+func (c *Client) RunTurn(ctx context.Context, sessionID string, operation Operation, opts ...TurnOption) (*TurnResult, error) {
+	stream, err := c.StreamTurn(ctx, sessionID, operation, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return stream.Collect()
+}
