@@ -3,6 +3,7 @@ module agentskit.dev/chat/client/go
 go 1.26.0
 
 require (
+	go.yaml.in/yaml/v3 v3.0.6
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

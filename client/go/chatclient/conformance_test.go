@@ -1,0 +1,717 @@
+package chatclient_test
+
+// The Go runner of the conformance corpus in tests/conformance (its README.md defines the
+// scenario format): every scenario file, in name order, through this package's client
+// against the live server the harness starts, one subtest per scenario.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	chatv1 "agentskit.dev/chat/client/go/agentskit/chat/v1"
+	"agentskit.dev/chat/client/go/chatclient"
+)
+
+const (
+	invalidToken      = "conformance-invalid-token"
+	eventuallyTimeout = 5 * time.Second
+	eventuallyPause   = 100 * time.Millisecond
+)
+
+var stepOptions = []string{"expect", "capture", "token", "deadline_ms", "eventually"}
+
+func TestConformance(t *testing.T) {
+	target := os.Getenv("AGENTSKIT_CHAT_CONFORMANCE_TARGET")
+	if target == "" {
+		t.Skip("AGENTSKIT_CHAT_CONFORMANCE_TARGET is not set: start the live server with " +
+			"`.venv/bin/python -m tests.conformance.harness` from the repository root and " +
+			"export the environment it prints for go")
+	}
+	dir := os.Getenv("AGENTSKIT_CHAT_CONFORMANCE_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "tests", "conformance")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "scenarios", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios in %s (%v)", filepath.Join(dir, "scenarios"), err)
+	}
+	slices.Sort(files)
+
+	clients := map[string]*chatclient.Client{
+		"":        dial(t, target, os.Getenv("AGENTSKIT_CHAT_CONFORMANCE_TOKEN")),
+		"none":    dial(t, target, ""),
+		"invalid": dial(t, target, invalidToken),
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body map[string]any
+			if err := yaml.Unmarshal(raw, &body); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			steps, ok := body["steps"].([]any)
+			if !ok {
+				t.Fatalf("%s: a scenario is a mapping with a list of steps", file)
+			}
+			definition, _ := body["definition"].(string)
+			r := &runner{
+				clients:    clients,
+				definition: definition,
+				values:     map[string]string{},
+				background: map[string]*backgroundTurn{},
+			}
+			defer r.close()
+			for index, step := range steps {
+				if err := r.step(step); err != nil {
+					t.Fatalf("step %d: %v", index+1, err)
+				}
+			}
+		})
+	}
+}
+
+func dial(t *testing.T, target, token string) *chatclient.Client {
+	t.Helper()
+	client, err := chatclient.Dial(target, chatclient.WithToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+// observation is one step's result as generic JSON: objects are map[string]any, numbers
+// json.Number.
+type observation = map[string]any
+
+type runner struct {
+	clients    map[string]*chatclient.Client
+	definition string
+	values     map[string]string
+	background map[string]*backgroundTurn
+}
+
+type backgroundTurn struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	expect any
+	result observation
+}
+
+func (r *runner) close() {
+	for _, turn := range r.background {
+		turn.cancel()
+		<-turn.done
+	}
+}
+
+func (r *runner) step(raw any) error {
+	step, ok := raw.(map[string]any)
+	if !ok {
+		return fmt.Errorf("a step is a mapping, got %v", raw)
+	}
+	var operations []string
+	for key := range step {
+		if !slices.Contains(stepOptions, key) {
+			operations = append(operations, key)
+		}
+	}
+	if len(operations) != 1 {
+		return fmt.Errorf("a step has exactly one operation, got %v", operations)
+	}
+	operation := operations[0]
+	args, err := r.substitute(step[operation])
+	if err != nil {
+		return err
+	}
+	eventually, _ := step["eventually"].(bool)
+	deadline := time.Now().Add(eventuallyTimeout)
+	var observed observation
+	var problems []string
+	for {
+		observed, err = r.observe(operation, args, step)
+		if err != nil {
+			return err
+		}
+		problems = check(step["expect"], observed)
+		if len(problems) == 0 || !eventually || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(eventuallyPause)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s: %s\nobserved: %s", operation, strings.Join(problems, "; "), show(observed))
+	}
+	if observed == nil {
+		observed = observation{} // a background stream is captured from when it ends
+	}
+	if operation == "create_session" {
+		if as, ok := mapping(args)["as"].(string); ok {
+			if r.values[as], err = lookup(observed, "session.sessionId"); err != nil {
+				return err
+			}
+		}
+	}
+	captures, _ := step["capture"].(map[string]any)
+	for name, path := range captures {
+		value, err := lookup(observed, fmt.Sprint(path))
+		if err != nil {
+			return fmt.Errorf("%s: nothing at %v to capture", operation, path)
+		}
+		r.values[name] = value
+	}
+	return nil
+}
+
+// check applies an expectation to an observation (nil: a background stream, checked when
+// it ends). An error observed without an expected one fails, and so does the reverse.
+func check(expected any, observed observation) []string {
+	if observed == nil {
+		return nil
+	}
+	expect := mapping(expected)
+	_, wantError := expect["error"]
+	gotError, hasError := observed["error"]
+	switch {
+	case hasError && !wantError:
+		return []string{fmt.Sprintf("unexpected error %s", show(gotError))}
+	case wantError && !hasError:
+		return []string{fmt.Sprintf("expected error %s, but the call succeeded", show(expect["error"]))}
+	}
+	return match(expect, observed, "")
+}
+
+func (r *runner) substitute(value any) (any, error) {
+	switch v := value.(type) {
+	case string:
+		if !strings.HasPrefix(v, "$") {
+			return v, nil
+		}
+		found, ok := r.values[v[1:]]
+		if !ok {
+			return nil, fmt.Errorf("%s was never captured", v)
+		}
+		return found, nil
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for key, item := range v {
+			substituted, err := r.substitute(item)
+			if err != nil {
+				return nil, err
+			}
+			out[key] = substituted
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, item := range v {
+			substituted, err := r.substitute(item)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = substituted
+		}
+		return out, nil
+	}
+	return value, nil
+}
+
+func (r *runner) observe(operation string, args any, step map[string]any) (observation, error) {
+	client, ok := r.clients[text(step["token"])]
+	if !ok {
+		return nil, fmt.Errorf("unknown token %v", step["token"])
+	}
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if ms, ok := step["deadline_ms"]; ok {
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(integer(ms))*time.Millisecond)
+	}
+	switch operation {
+	case "sleep_ms":
+		defer cancel()
+		time.Sleep(time.Duration(integer(args)) * time.Millisecond)
+		return observation{}, nil
+	case "await", "cancel":
+		defer cancel()
+		return r.finish(text(args), operation == "cancel")
+	case "stream_turn":
+		return r.turn(ctx, cancel, client, mapping(args), step)
+	}
+	defer cancel()
+	response, err := r.unary(ctx, client, operation, mapping(args))
+	if err != nil {
+		var chatErr *chatclient.Error
+		if !errors.As(err, &chatErr) {
+			return nil, err // a scenario error, not a failed call
+		}
+		return observation{"error": errorObservation(chatErr)}, nil
+	}
+	return toJSON(response), nil
+}
+
+type scenarioError struct{ error }
+
+func (r *runner) unary(ctx context.Context, client *chatclient.Client, operation string, args map[string]any) (proto.Message, error) {
+	session := text(args["session"])
+	switch operation {
+	case "list_definitions":
+		definitions, err := client.ListDefinitions(ctx)
+		return &chatv1.ListDefinitionsResponse{Definitions: definitions}, err
+	case "get_definition":
+		definition, err := client.GetDefinition(ctx, text(args["definition_id"]))
+		return &chatv1.GetDefinitionResponse{Definition: definition}, err
+	case "create_session":
+		definition := r.definition
+		if id, ok := args["definition_id"]; ok {
+			definition = text(id)
+		}
+		mode := chatv1.HistoryMode_HISTORY_MODE_SERVER
+		if text(args["history_mode"]) == "client" {
+			mode = chatv1.HistoryMode_HISTORY_MODE_CLIENT
+		}
+		created, err := client.CreateSession(ctx, definition,
+			chatclient.WithSessionID(text(args["session_id"])), chatclient.WithHistoryMode(mode))
+		return &chatv1.CreateSessionResponse{Session: created}, err
+	case "get_session":
+		return client.GetSession(ctx, session)
+	case "delete_session":
+		err := client.DeleteSession(ctx, session, writeOptions(args)...)
+		return &chatv1.DeleteSessionResponse{}, err
+	case "truncate_history":
+		return client.TruncateHistory(ctx, session, text(args["last_kept_message_id"]), writeOptions(args)...)
+	case "get_turn":
+		turn, err := client.GetTurn(ctx, session, text(args["turn_id"]))
+		return &chatv1.GetTurnResponse{Turn: turn}, err
+	case "list_turns":
+		return client.ListTurns(ctx, session, int32(integer(args["page_size"])), text(args["page_token"]))
+	}
+	return nil, scenarioError{fmt.Errorf("unknown operation %q", operation)}
+}
+
+func writeOptions(args map[string]any) []chatclient.WriteOption {
+	if cursor, ok := args["expected_cursor"]; ok {
+		return []chatclient.WriteOption{chatclient.WithExpectedCursor(integer(cursor))}
+	}
+	return nil
+}
+
+func (r *runner) startTurn(ctx context.Context, client *chatclient.Client, args map[string]any) (*chatclient.TurnStream, error) {
+	session := text(args["session"])
+	var opts []chatclient.TurnOption
+	if id, ok := args["turn_id"]; ok {
+		opts = append(opts, chatclient.WithTurnID(text(id)))
+	}
+	if cursor, ok := args["expected_cursor"]; ok {
+		opts = append(opts, chatclient.WithExpectedCursor(integer(cursor)))
+	}
+	if submit, ok := args["submit"]; ok {
+		op := mapping(submit)
+		if id := text(op["message_id"]); id != "" {
+			return client.StreamTurn(ctx, session, chatclient.Submit{Content: text(op["content"]), MessageID: id}, opts...)
+		}
+		return client.Submit(ctx, session, text(op["content"]), opts...)
+	}
+	if retry, ok := args["retry"]; ok {
+		return client.Retry(ctx, session, text(mapping(retry)["message_id"]), opts...)
+	}
+	if edit, ok := args["edit"]; ok {
+		op := mapping(edit)
+		return client.Edit(ctx, session, text(op["message_id"]), text(op["content"]), opts...)
+	}
+	if regenerate, ok := args["regenerate"]; ok {
+		return client.Regenerate(ctx, session, text(mapping(regenerate)["message_id"]), opts...)
+	}
+	if dispatch, ok := args["dispatch"]; ok {
+		var messages []*chatv1.Message
+		items, _ := mapping(dispatch)["messages"].([]any)
+		for _, item := range items {
+			m := mapping(item)
+			role, known := chatv1.Role_value["ROLE_"+strings.ToUpper(text(m["role"]))]
+			if !known {
+				return nil, scenarioError{fmt.Errorf("unknown role %v", m["role"])}
+			}
+			messages = append(messages, &chatv1.Message{
+				Id: text(m["id"]), Role: chatv1.Role(role), Content: text(m["content"]),
+			})
+		}
+		return client.Dispatch(ctx, session, messages, opts...)
+	}
+	return nil, scenarioError{errors.New("stream_turn needs submit, retry, edit, regenerate or dispatch")}
+}
+
+// turn runs a stream_turn step: to its end, or, with `background`, until its first event,
+// leaving the rest to a goroutine that a later await or cancel step waits for.
+func (r *runner) turn(ctx context.Context, cancel context.CancelFunc, client *chatclient.Client, args map[string]any, step map[string]any) (observation, error) {
+	ctx, stop := context.WithCancel(ctx)
+	release := func() { stop(); cancel() }
+	stream, err := r.startTurn(ctx, client, args)
+	observed := observation{"events": []any{}, "text": ""}
+	if err != nil {
+		release()
+		var scenario scenarioError
+		if errors.As(err, &scenario) {
+			return nil, err
+		}
+		observed["error"] = errorObservation(chatclient.ErrorOf(err))
+		return observed, nil
+	}
+	name, background := args["background"]
+	if !background {
+		defer release()
+		drain(stream, observed, nil)
+		return observed, nil
+	}
+	turn := &backgroundTurn{cancel: stop, done: make(chan struct{}), expect: step["expect"], result: observed}
+	first := make(chan struct{})
+	go func() {
+		defer close(turn.done)
+		defer release()
+		drain(stream, observed, first)
+	}()
+	select {
+	case <-first:
+	case <-turn.done:
+	}
+	r.background[text(name)] = turn
+	return nil, nil
+}
+
+// drain reads a stream into its observation, signalling first after the first event.
+func drain(stream *chatclient.TurnStream, observed observation, first chan<- struct{}) {
+	var deltas strings.Builder
+	for event, err := range stream.Events() {
+		if err != nil {
+			observed["error"] = errorObservation(chatclient.ErrorOf(err))
+			break
+		}
+		kind := eventKind(event)
+		observed["events"] = append(observed["events"].([]any), kind)
+		if delta, ok := event.(*chatv1.TextDelta); ok {
+			deltas.WriteString(delta.GetText())
+			observed["text"] = deltas.String()
+		} else {
+			observed[kind] = toJSON(event)
+		}
+		if first != nil {
+			close(first)
+			first = nil
+		}
+	}
+}
+
+func eventKind(event chatclient.Event) string {
+	switch event.(type) {
+	case *chatv1.TurnStarted:
+		return "started"
+	case *chatv1.TurnDecision:
+		return "decision"
+	case *chatv1.TextDelta:
+		return "delta"
+	case *chatv1.TurnCompleted:
+		return "completed"
+	case *chatv1.TurnFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// finish ends a background stream (cancelling it first for a cancel step) and checks the
+// expectation of the step that started it. The CANCELLED error of a stream this runner
+// cancelled is not an observation: a cancel ends a stream without an error of its own.
+func (r *runner) finish(name string, cancel bool) (observation, error) {
+	turn, ok := r.background[name]
+	if !ok {
+		return nil, fmt.Errorf("no background stream %q", name)
+	}
+	delete(r.background, name)
+	if cancel {
+		turn.cancel()
+	}
+	<-turn.done
+	observed := turn.result
+	if cancel {
+		if failure, ok := observed["error"].(map[string]any); ok && failure["code"] == "CANCELLED" {
+			delete(observed, "error")
+		}
+	}
+	if problems := check(turn.expect, observed); len(problems) > 0 {
+		return nil, fmt.Errorf("background %s: %s\nobserved: %s", name, strings.Join(problems, "; "), show(observed))
+	}
+	return observed, nil
+}
+
+func errorObservation(err *chatclient.Error) map[string]any {
+	observed := map[string]any{"code": chatclient.CodeName(err.Code())}
+	if reason := err.Reason(); reason != "" {
+		observed["reason"] = reason
+	}
+	if metadata := err.Metadata(); len(metadata) > 0 {
+		values := map[string]any{}
+		for key, value := range metadata {
+			values[key] = value
+		}
+		observed["metadata"] = values
+	}
+	if delay, ok := err.RetryDelay(); ok {
+		observed["retryDelayMs"] = json.Number(strconv.FormatInt(delay.Milliseconds(), 10))
+	}
+	return observed
+}
+
+// toJSON is a message's proto3 JSON mapping (protojson's defaults: lowerCamelCase names,
+// enum names, int64 as strings, defaults omitted), parsed into generic JSON.
+func toJSON(message proto.Message) observation {
+	raw, err := protojson.Marshal(message)
+	if err != nil {
+		panic(err) // every message of the contract has a JSON form
+	}
+	decoder := json.NewDecoder(strings.NewReader(string(raw)))
+	decoder.UseNumber()
+	observed := observation{}
+	if err := decoder.Decode(&observed); err != nil {
+		panic(err)
+	}
+	return observed
+}
+
+// absent stands for a key an object does not have.
+type absentValue struct{}
+
+var absent = absentValue{}
+
+// match lists every way actual falls short of expected (README.md, "Matching expect").
+func match(expected, actual any, path string) []string {
+	where := path
+	if where == "" {
+		where = "observation"
+	}
+	if expected == "absent" {
+		if actual == absent {
+			return nil
+		}
+		return []string{fmt.Sprintf("%s: expected absent, got %s", where, show(actual))}
+	}
+	if actual == absent {
+		if expected == "present" || !isDefault(expected) {
+			return []string{fmt.Sprintf("%s: missing (expected %s)", where, show(expected))}
+		}
+		return nil
+	}
+	if expected == "present" {
+		return nil
+	}
+	switch want := expected.(type) {
+	case map[string]any:
+		got, ok := actual.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: expected an object, got %s", where, show(actual))}
+		}
+		var problems []string
+		for _, key := range sortedKeys(want) {
+			if path == "" && key == "events" {
+				problems = append(problems, matchEvents(want[key], got["events"])...)
+				continue
+			}
+			child := key
+			if path != "" {
+				child = path + "." + key
+			}
+			value, found := got[key]
+			if !found {
+				value = absent
+			}
+			problems = append(problems, match(want[key], value, child)...)
+		}
+		return problems
+	case []any:
+		got, ok := actual.([]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: expected a list, got %s", where, show(actual))}
+		}
+		if len(want) != len(got) {
+			return []string{fmt.Sprintf("%s: expected %d items, got %d: %s", where, len(want), len(got), show(got))}
+		}
+		var problems []string
+		for i := range want {
+			problems = append(problems, match(want[i], got[i], fmt.Sprintf("%s.%d", where, i))...)
+		}
+		return problems
+	}
+	if scalarEqual(expected, actual) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: expected %s, got %s", where, show(expected), show(actual))}
+}
+
+func isDefault(value any) bool {
+	switch v := value.(type) {
+	case bool:
+		return !v
+	case int:
+		return v == 0
+	case string:
+		return v == ""
+	case []any:
+		return len(v) == 0
+	case map[string]any:
+		return len(v) == 0
+	}
+	return false
+}
+
+func scalarEqual(expected, actual any) bool {
+	switch want := expected.(type) {
+	case int, int64, uint64, float64:
+		switch got := actual.(type) {
+		case json.Number:
+			return numberText(want) == got.String() || numberValue(want) == numberValue(got)
+		case string:
+			return numberText(want) == got
+		}
+		return false
+	case bool:
+		got, ok := actual.(bool)
+		return ok && got == want
+	case string:
+		got, ok := actual.(string)
+		return ok && got == want
+	case nil:
+		return actual == nil
+	}
+	return false
+}
+
+func numberText(value any) string {
+	if f, ok := value.(float64); ok {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return fmt.Sprint(value)
+}
+
+func numberValue(value any) float64 {
+	if n, ok := value.(json.Number); ok {
+		f, err := n.Float64()
+		if err != nil {
+			return -1e308
+		}
+		return f
+	}
+	f, _ := strconv.ParseFloat(numberText(value), 64)
+	return f
+}
+
+// matchEvents matches event kinds against a pattern whose items may end in + (one or
+// more) or * (zero or more).
+func matchEvents(pattern, kinds any) []string {
+	items, _ := pattern.([]any)
+	var expr strings.Builder
+	for _, item := range items {
+		kind := text(item)
+		switch {
+		case strings.HasSuffix(kind, "+"):
+			fmt.Fprintf(&expr, "(?:%s,)+", regexp.QuoteMeta(strings.TrimSuffix(kind, "+")))
+		case strings.HasSuffix(kind, "*"):
+			fmt.Fprintf(&expr, "(?:%s,)*", regexp.QuoteMeta(strings.TrimSuffix(kind, "*")))
+		default:
+			fmt.Fprintf(&expr, "%s,", regexp.QuoteMeta(kind))
+		}
+	}
+	got, _ := kinds.([]any)
+	var sequence strings.Builder
+	for _, kind := range got {
+		sequence.WriteString(text(kind) + ",")
+	}
+	if regexp.MustCompile("^(?:" + expr.String() + ")$").MatchString(sequence.String()) {
+		return nil
+	}
+	return []string{fmt.Sprintf("events: expected %s, got %s", show(pattern), show(kinds))}
+}
+
+// lookup is the value at a dot-separated path, as a string.
+func lookup(observed observation, path string) (string, error) {
+	var value any = observed
+	for _, part := range strings.Split(path, ".") {
+		switch v := value.(type) {
+		case map[string]any:
+			next, ok := v[part]
+			if !ok {
+				return "", fmt.Errorf("nothing at %s", path)
+			}
+			value = next
+		case []any:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(v) {
+				return "", fmt.Errorf("nothing at %s", path)
+			}
+			value = v[i]
+		default:
+			return "", fmt.Errorf("nothing at %s", path)
+		}
+	}
+	return fmt.Sprint(value), nil
+}
+
+func mapping(value any) map[string]any {
+	m, _ := value.(map[string]any)
+	return m
+}
+
+// text is a scalar argument as a string; empty when absent.
+func text(value any) string {
+	if value == nil {
+		return ""
+	}
+	return fmt.Sprint(value)
+}
+
+func integer(value any) int64 {
+	switch v := value.(type) {
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	case float64:
+		return int64(v)
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for key := range m {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func show(value any) string {
+	if value == absent {
+		return "<absent>"
+	}
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Sprint(value)
+	}
+	return string(raw)
+}
