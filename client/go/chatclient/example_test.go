@@ -1,0 +1,87 @@
+package chatclient_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	chatv1 "agentskit.dev/chat/client/go/agentskit/chat/v1"
+	"agentskit.dev/chat/client/go/chatclient"
+)
+
+func Example() {
+	client, err := chatclient.Dial("localhost:50051", chatclient.WithToken("my-token"),
+		chatclient.WithTimeout(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+
+	session, err := client.CreateSession(ctx, "support")
+	if err != nil {
+		log.Fatal(err)
+	}
+	stream, err := client.Submit(ctx, session.GetSessionId(), "/start")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for event, err := range stream.Events() {
+		if err != nil {
+			log.Fatal(err)
+		}
+		switch e := event.(type) {
+		case *chatv1.TextDelta:
+			fmt.Print(e.GetText())
+		case *chatv1.TurnCompleted:
+			fmt.Println("\nnow in", e.GetSnapshot().GetState())
+		case *chatv1.TurnFailed:
+			fmt.Println("\nfailed:", e.GetCode(), e.GetMessage())
+		}
+	}
+}
+
+// A busy session or a running turn says how long to wait; the same turn id makes the
+// retry safe.
+func ExampleError() {
+	client, err := chatclient.Dial("localhost:50051")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+
+	turnID := chatclient.NewTurnID()
+	for attempt := 0; ; attempt++ {
+		result, err := client.RunTurn(ctx, "s-1", chatclient.Submit{Content: "/start"}, chatclient.WithTurnID(turnID))
+		var chatErr *chatclient.Error
+		if errors.As(err, &chatErr) && attempt < 3 {
+			switch chatErr.Reason() {
+			case "ERROR_REASON_SESSION_BUSY", "ERROR_REASON_TURN_IN_PROGRESS":
+				wait, ok := chatErr.RetryAfter()
+				if !ok {
+					wait = 100 * time.Millisecond
+				}
+				time.Sleep(wait)
+				continue
+			}
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(result.Text)
+		return
+	}
+}
+
+func ExampleCommandHints() {
+	routes := []*chatv1.RouteInfo{
+		{Event: "start", InputText: "/start"},
+		{Event: "finish", States: []string{"collecting"}, InputText: "/name"},
+	}
+	snapshot := &chatv1.Snapshot{State: "idle", AllowedEvents: []string{"start"}}
+	fmt.Println(chatclient.CommandHints(routes, snapshot))
+	// Output: [/start]
+}
