@@ -1,0 +1,86 @@
+"""The corpus through the Go client, and the Go client's own checks.
+
+`go vet` and `go test` run in client/go with the live server's environment, so the Go
+runner (client/go/chatclient/conformance_test.go) runs every scenario; the runnable example
+and the README's snippet run against the same server. Without Go these tests fail unless
+CONTRACT_SKIP_TOOLCHAINS names "go".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from tests.contract.tooling import ROOT, require_toolchain, run
+
+from .harness import SCENARIOS, LiveServer
+
+MODULE = ROOT / "client" / "go"
+MODULE_PATH = "agentskit.dev/chat/client/go"
+README = MODULE / "README.md"
+README_TARGET = "localhost:50051"
+"""The target the README's snippet dials; the test points it at the live server."""
+
+
+def _go_env(server: LiveServer) -> dict[str, str]:
+    flags = os.environ.get("GOFLAGS", "")
+    return {
+        **server.env("go"),
+        # go.sum pins every module; nothing may change go.mod or go.sum during a test run.
+        "GOFLAGS": f"{flags} -mod=readonly -buildvcs=false".strip(),
+        "GOWORK": "off",
+    }
+
+
+def _client_env(server: LiveServer) -> dict[str, str]:
+    env = server.env("go")
+    return {
+        "AGENTSKIT_CHAT_TARGET": env["AGENTSKIT_CHAT_CONFORMANCE_TARGET"],
+        "AGENTSKIT_CHAT_TOKEN": env["AGENTSKIT_CHAT_CONFORMANCE_TOKEN"],
+    }
+
+
+def test_go_vet_and_tests_run_the_whole_corpus(conformance_server: LiveServer) -> None:
+    require_toolchain("go", "go")
+    env = _go_env(conformance_server)
+    run(["go", "vet", "./..."], cwd=MODULE, env=env)
+    done = run(["go", "test", "-count=1", "-v", "./..."], cwd=MODULE, env=env)
+
+    scenarios = sorted(path.stem for path in SCENARIOS.glob("*.yaml"))
+    passed = sorted(re.findall(r"^\s*--- PASS: TestConformance/(\S+)", done.stdout, re.M))
+    tests = re.findall(r"^--- PASS: (\S+)", done.stdout, re.M)
+    print(f"go: {len(passed)} of {len(scenarios)} scenarios passed, {len(tests)} go tests passed")
+    assert passed == scenarios, done.stdout
+
+
+def test_go_example_runs(conformance_server: LiveServer) -> None:
+    require_toolchain("go", "go")
+    env = {**_go_env(conformance_server), **_client_env(conformance_server)}
+    done = run(["go", "run", "./example"], cwd=MODULE, env=env)
+    assert "What is your name?" in done.stdout
+    assert "[collecting] next: finish" in done.stdout
+
+
+def test_go_readme_snippet_runs_with_a_replace_directive(
+    conformance_server: LiveServer, tmp_path: Path
+) -> None:
+    """The snippet as a program of its own module, using the client through `replace`, as
+    the README's install section says."""
+    require_toolchain("go", "go")
+    (snippet,) = re.findall(r"```go\n(package main\n.*?)```", README.read_text(), re.S)
+    assert README_TARGET in snippet
+    target = conformance_server.env("go")["AGENTSKIT_CHAT_CONFORMANCE_TARGET"]
+    (tmp_path / "main.go").write_text(snippet.replace(README_TARGET, target))
+    # The client module's requirements, which go.sum already pins, plus the client itself.
+    requirements = (MODULE / "go.mod").read_text().split("\n", 1)[1]
+    (tmp_path / "go.mod").write_text(
+        f"module example.com/readme\n{requirements}\n"
+        f"require {MODULE_PATH} v0.0.0\n\nreplace {MODULE_PATH} => {MODULE}\n"
+    )
+    shutil.copy(MODULE / "go.sum", tmp_path / "go.sum")
+
+    env = {**_go_env(conformance_server), **_client_env(conformance_server)}
+    done = run(["go", "run", "."], cwd=tmp_path, env=env)
+    assert "What is your name?" in done.stdout
