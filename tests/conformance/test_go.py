@@ -43,10 +43,12 @@ def _client_env(server: LiveServer) -> dict[str, str]:
 
 
 def test_go_vet_and_tests_run_the_whole_corpus(conformance_server: LiveServer) -> None:
-    require_toolchain("go", "go")
+    require_toolchain("go", "go", "gofmt")
     env = _go_env(conformance_server)
+    unformatted = run(["gofmt", "-l", "."], cwd=MODULE).stdout.split()
+    assert not unformatted, f"gofmt -w these files in client/go: {unformatted}"
     run(["go", "vet", "./..."], cwd=MODULE, env=env)
-    done = run(["go", "test", "-count=1", "-v", "./..."], cwd=MODULE, env=env)
+    done = run(["go", "test", "-count=1", "-timeout=300s", "-v", "./..."], cwd=MODULE, env=env)
 
     scenarios = sorted(path.stem for path in SCENARIOS.glob("*.yaml"))
     passed = sorted(re.findall(r"^\s*--- PASS: TestConformance/(\S+)", done.stdout, re.M))

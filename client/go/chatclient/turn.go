@@ -112,6 +112,7 @@ func NewTurnID() string {
 // session, a conflict, an unknown session...) come from the stream as an *Error.
 //
 // A fresh turn id is made unless WithTurnID gives one; TurnStream.TurnID tells which.
+// Read the stream to its end or Close it: until then the call holds its resources.
 func (c *Client) StreamTurn(ctx context.Context, sessionID string, operation Operation, opts ...TurnOption) (*TurnStream, error) {
 	s := turnSettings{}
 	for _, opt := range opts {
