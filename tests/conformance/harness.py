@@ -155,7 +155,7 @@ def live_server(workdir: Path) -> Iterator[LiveServer]:
                 [
                     *(sys.executable, "-m", "agentskit_chat.cli", "--log-level", "WARNING"),
                     *("serve", "--listen", "127.0.0.1:0", "--state-dir", str(workdir / "state")),
-                    *("--definitions", str(workdir / "definitions")),
+                    *("--definitions", str(workdir / "definitions"), "--max-input-bytes", "2048"),
                     *("--auth-tokens", str(workdir / "tokens.yaml"), "--log-format", "json"),
                 ],
                 cwd=REPO,

@@ -158,7 +158,7 @@ class Runner:
     def _check(self, step: Mapping[str, Any], observation: Mapping[str, Any] | None) -> list[str]:
         if observation is None:  # a background stream: checked when it ends
             return []
-        expected = dict(step.get("expect") or {})
+        expected = self._substitute(dict(step.get("expect") or {}))
         if "error" in observation and "error" not in expected:
             return [f"unexpected error {observation['error']}"]
         if "error" in expected and "error" not in observation:
