@@ -16,7 +16,8 @@ def test_a_mapping_matches_a_superset_and_names_what_differs() -> None:
 
 
 def test_defaults_match_absent_keys_but_other_values_do_not() -> None:
-    for default in (False, 0, "", [], {}):
+    defaults: tuple[object, ...] = (False, 0, "", [], {})
+    for default in defaults:
         assert match({"replayed": default}, {}) == []
     assert match({"replayed": True}, {}) == ["replayed: missing (expected True)"]
     assert match({"cursor": 2}, {}) != []
