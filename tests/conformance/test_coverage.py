@@ -44,10 +44,6 @@ SERVER_SIDE = {
     ),
     "ERROR_REASON_SHUTTING_DOWN": ("needs the server to be draining", "tests/cli/test_drain.py"),
     "ERROR_REASON_STORE_UNAVAILABLE": ("needs a failing store", "tests/cli/test_replicas.py"),
-    "ERROR_REASON_RATE_LIMITED": (
-        "needs rate limits, which would throttle the corpus's own tenants",
-        "tests/transport/test_rates.py",
-    ),
     "ERROR_REASON_DEADLINE_EXCEEDED": (
         "a client deadline ends the call with the DEADLINE_EXCEEDED status only "
         "(deadline-exceeded.yaml); a server-side turn timeout is a `failed` event",
@@ -89,7 +85,7 @@ def test_every_step_has_one_known_operation_and_known_options(scenario: Any) -> 
             assert len(kinds) == 1, (index, step)
             if step.get("eventually"):
                 assert "turn_id" in step["stream_turn"], (index, "repeated turns name a turn id")
-        assert step.get("token", "") in ("", "none", "invalid"), (index, step)
+        assert step.get("token", "") in ("", "none", "invalid", "limited"), (index, step)
 
 
 def test_every_operation_and_turn_kind_is_exercised() -> None:
