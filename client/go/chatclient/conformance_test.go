@@ -53,6 +53,7 @@ func TestConformance(t *testing.T) {
 
 	clients := map[string]*chatclient.Client{
 		"":        dial(t, target, os.Getenv("AGENTSKIT_CHAT_CONFORMANCE_TOKEN")),
+		"limited": dial(t, target, os.Getenv("AGENTSKIT_CHAT_CONFORMANCE_LIMITED_TOKEN")),
 		"none":    dial(t, target, ""),
 		"invalid": dial(t, target, invalidToken),
 	}
@@ -151,7 +152,9 @@ func (r *runner) step(raw any) error {
 		if err != nil {
 			return err
 		}
-		problems = check(step["expect"], observed)
+		if problems, err = r.check(step["expect"], observed); err != nil {
+			return err
+		}
 		if len(problems) == 0 || !eventually || time.Now().After(deadline) {
 			break
 		}
@@ -181,13 +184,21 @@ func (r *runner) step(raw any) error {
 	return nil
 }
 
-// check applies an expectation to an observation (nil: a background stream, checked when
-// it ends). An error observed without an expected one fails, and so does the reverse.
-func check(expected any, observed observation) []string {
+// check applies an expectation, its $names substituted, to an observation (nil: a
+// background stream, checked when it ends). An error observed without an expected one
+// fails, and so does the reverse.
+func (r *runner) check(expected any, observed observation) ([]string, error) {
 	if observed == nil {
-		return nil
+		return nil, nil
 	}
-	expect := mapping(expected)
+	substituted, err := r.substitute(expected)
+	if err != nil {
+		return nil, err
+	}
+	return check(mapping(substituted), observed), nil
+}
+
+func check(expect map[string]any, observed observation) []string {
 	_, wantError := expect["error"]
 	gotError, hasError := observed["error"]
 	switch {
@@ -451,7 +462,11 @@ func (r *runner) finish(name string, cancel bool) (observation, error) {
 			delete(observed, "error")
 		}
 	}
-	if problems := check(turn.expect, observed); len(problems) > 0 {
+	problems, err := r.check(turn.expect, observed)
+	if err != nil {
+		return nil, err
+	}
+	if len(problems) > 0 {
 		return nil, fmt.Errorf("background %s: %s\nobserved: %s", name, strings.Join(problems, "; "), show(observed))
 	}
 	return observed, nil
