@@ -23,6 +23,7 @@ import (
 // tests the client against the real server.
 type recorder struct {
 	chatv1.UnimplementedChatServiceServer
+	pause time.Duration // before each delta
 	calls chan call
 	ended chan error
 }
@@ -56,7 +57,10 @@ func (r *recorder) StreamTurn(req *chatv1.StreamTurnRequest, stream grpc.ServerS
 	err := send(&chatv1.StreamTurnResponse{Event: &chatv1.StreamTurnResponse_Started{Started: &chatv1.TurnStarted{Operation: chatv1.Operation_OPERATION_SUBMIT}}})
 	for _, piece := range []string{"one ", "two ", "three"} {
 		if err == nil {
-			time.Sleep(50 * time.Millisecond)
+			select {
+			case <-stream.Context().Done():
+			case <-time.After(r.pause):
+			}
 			err = send(&chatv1.StreamTurnResponse{Event: &chatv1.StreamTurnResponse_Delta{Delta: &chatv1.TextDelta{Text: piece}}})
 		}
 	}
@@ -69,12 +73,17 @@ func (r *recorder) StreamTurn(req *chatv1.StreamTurnRequest, stream grpc.ServerS
 
 func serve(t *testing.T) (string, *recorder) {
 	t.Helper()
+	return serveWithPause(t, 50*time.Millisecond)
+}
+
+func serveWithPause(t *testing.T, pause time.Duration) (string, *recorder) {
+	t.Helper()
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	server := grpc.NewServer()
-	rec := &recorder{calls: make(chan call, 16), ended: make(chan error, 16)}
+	rec := &recorder{pause: pause, calls: make(chan call, 16), ended: make(chan error, 16)}
 	chatv1.RegisterChatServiceServer(server, rec)
 	go func() { _ = server.Serve(listener) }()
 	t.Cleanup(server.Stop)
@@ -207,8 +216,11 @@ func TestLeavingTheLoopCancelsTheCall(t *testing.T) {
 }
 
 func TestDeadlineEndsAStreamWithDeadlineExceeded(t *testing.T) {
-	target, _ := serve(t)
-	client := dialed(t, target, chatclient.WithTimeout(80*time.Millisecond))
+	target, _ := serveWithPause(t, 10*time.Second)
+	client := dialed(t, target, chatclient.WithTimeout(500*time.Millisecond))
+	if _, err := client.GetSession(context.Background(), "s-1"); err != nil { // connected
+		t.Fatal(err)
+	}
 
 	result, err := client.RunTurn(context.Background(), "s-1", chatclient.Submit{Content: "hi"})
 	var chatErr *chatclient.Error

@@ -61,10 +61,7 @@ func WithTimeout(timeout time.Duration) Option {
 // from PEM certificates.
 func WithTLS(config *tls.Config) DialOption {
 	return dialOption(func(s *dialSettings) {
-		s.useTLS = true
-		if config != nil {
-			s.tls = config.Clone()
-		}
+		s.useTLS, s.tls = true, config.Clone()
 	})
 }
 

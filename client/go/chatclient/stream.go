@@ -45,7 +45,8 @@ func EventOf(response *chatv1.StreamTurnResponse) Event {
 //
 // or ranged over with Events. Events arrive in order: started, decision, deltas, then
 // exactly one of completed or failed. Close cancels the call if it has not ended. A
-// TurnStream is not safe for concurrent use.
+// TurnStream is not safe for concurrent use: to stop it from another goroutine, cancel the
+// context it was started with.
 type TurnStream struct {
 	turnID   string
 	stream   grpc.ServerStreamingClient[chatv1.StreamTurnResponse]
