@@ -149,6 +149,7 @@ diagram: $(STAMP)
 	$(BIN)/agentskit-chat graph examples/definitions --definition orders --format dot \
 	  | dot -Tpng -Gdpi=96 -o docs/orders-states.png
 
-# A scripted conversation through the Python client against a live server.
+# A scripted conversation through the Python client: on the server `make serve` runs when its
+# health check at 127.0.0.1:50051 (or AGENTSKIT_CHAT_TARGET) answers, else on one of its own.
 demo: $(STAMP)
 	$(BIN)/agentskit-chat demo
