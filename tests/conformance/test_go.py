@@ -20,8 +20,6 @@ from .harness import SCENARIOS, LiveServer
 MODULE = ROOT / "client" / "go"
 MODULE_PATH = "agentskit.dev/chat/client/go"
 README = MODULE / "README.md"
-README_TARGET = "localhost:50051"
-"""The target the README's snippet dials; the test points it at the live server."""
 
 
 def _go_env(server: LiveServer) -> dict[str, str]:
@@ -68,13 +66,11 @@ def test_go_example_runs(conformance_server: LiveServer) -> None:
 def test_go_readme_snippet_runs_with_a_replace_directive(
     conformance_server: LiveServer, tmp_path: Path
 ) -> None:
-    """The snippet as a program of its own module, using the client through `replace`, as
-    the README's install section says."""
+    """The snippet as a program of its own module, using the client through `replace` as
+    the README's install section says: refused without a token, a turn streamed with one."""
     require_toolchain("go", "go")
     (snippet,) = re.findall(r"```go\n(package main\n.*?)```", README.read_text(), re.S)
-    assert README_TARGET in snippet
-    target = conformance_server.env("go")["AGENTSKIT_CHAT_CONFORMANCE_TARGET"]
-    (tmp_path / "main.go").write_text(snippet.replace(README_TARGET, target))
+    (tmp_path / "main.go").write_text(snippet)
     # The client module's requirements, which go.sum already pins, plus the client itself.
     requirements = (MODULE / "go.mod").read_text().split("\n", 1)[1]
     (tmp_path / "go.mod").write_text(
@@ -82,7 +78,15 @@ def test_go_readme_snippet_runs_with_a_replace_directive(
         f"require {MODULE_PATH} v0.0.0\n\nreplace {MODULE_PATH} => {MODULE}\n"
     )
     shutil.copy(MODULE / "go.sum", tmp_path / "go.sum")
-
     env = {**_go_env(conformance_server), **_client_env(conformance_server)}
-    done = run(["go", "run", "."], cwd=tmp_path, env=env)
-    assert "What is your name?" in done.stdout
+    run(["go", "build", "-o", "snippet", "."], cwd=tmp_path, env=env)
+
+    refused = run(
+        [tmp_path / "snippet"], cwd=tmp_path, env={**env, "AGENTSKIT_CHAT_TOKEN": ""}, check=False
+    )
+    assert refused.returncode == 1, refused
+    assert "chat: UNAUTHENTICATED ERROR_REASON_UNAUTHENTICATED: " in refused.stderr, refused
+
+    done = run([tmp_path / "snippet"], cwd=tmp_path, env=env)
+    assert re.search(r"^session \S+ in state idle$", done.stdout, re.M), done.stdout
+    assert "\ncompleted in state idle\n" in done.stdout, done.stdout
