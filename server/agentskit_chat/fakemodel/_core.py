@@ -7,6 +7,7 @@ import contextlib
 import json
 import threading
 from collections import deque
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Final, Self
 
@@ -22,16 +23,30 @@ def _error_body(message: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
 
 
+def _last_user_text(body: object) -> str:
+    """The content of the request's last user message, or "" when it has none."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else ""
+    return ""
+
+
 class FakeModel:
     """A real HTTP/1.1 server speaking the Chat Completions streaming protocol.
 
-    Each request takes the next enqueued script, or streams `default` when none is left.
+    A request whose last user message is a key of `answers` gets that script; any other
+    takes the next enqueued script, or streams `default` when none is left.
     Use it on one event loop (`async with FakeModel() as model`); FakeModelServer runs one
     on a thread of its own for synchronous code.
     """
 
-    def __init__(self, default: Reply | None = None) -> None:
+    def __init__(
+        self, default: Reply | None = None, answers: Mapping[str, Script] | None = None
+    ) -> None:
         self.default = default or Reply()
+        self.answers: dict[str, Script] = dict(answers or {})
         self._scripts: deque[Script] = deque()
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -154,7 +169,7 @@ class FakeModel:
         record = RecordedRequest(request.method, request.path, request.headers, body, port)
         with self._lock:
             self._requests.append(record)
-        script = self._scripts.popleft() if self._scripts else self.default
+        script = self._answer_for(body)
         keep = request.keep_alive
         if isinstance(script, Hangup):
             record.finished.set()
@@ -174,6 +189,13 @@ class FakeModel:
         await writer.drain()
         record.finished.set()
         return keep
+
+    def _answer_for(self, body: object) -> Script:
+        if self.answers:
+            keyed = self.answers.get(_last_user_text(body))
+            if keyed is not None:
+                return keyed
+        return self._scripts.popleft() if self._scripts else self.default
 
     async def _stream(
         self,

@@ -1,0 +1,193 @@
+"""The live server every conformance runner talks to.
+
+The fake model answers as the scenarios' `model` sections say, and `agentskit-chat serve`
+serves the example definitions plus `definitions/` on SQLite, with one bearer token per
+language so the runs never see each other's sessions.
+
+`python -m tests.conformance.harness` starts it alone and prints the environment a runner
+needs, until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentskit_chat.fakemodel import Ending, FakeModelServer, HttpResponse, Reply, Script
+
+CORPUS = Path(__file__).resolve().parent
+SCENARIOS = CORPUS / "scenarios"
+DEFINITIONS = CORPUS / "definitions"
+REPO = CORPUS.parents[1]
+EXAMPLES = REPO / "examples" / "definitions"
+LANGUAGES = ("python", "typescript", "go")
+STARTUP_TIMEOUT = 60.0
+LISTENING = re.compile(r"agentskit-chat listening on 127\.0\.0\.1:(\d+) \(")
+_ENDINGS = {"hold": Ending.HOLD, "stall": Ending.STALL, "drop": Ending.DROP}
+
+
+class CorpusError(Exception):
+    """A scenario file the runners cannot use."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    body: Mapping[str, Any]
+
+
+def load_scenarios(directory: Path = SCENARIOS) -> list[Scenario]:
+    """Every scenario, sorted by name."""
+    scenarios = []
+    for path in sorted(directory.glob("*.yaml")):
+        body = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not isinstance(body, dict) or not isinstance(body.get("steps"), list):
+            raise CorpusError(f"{path.name}: a scenario is a mapping with a list of steps")
+        scenarios.append(Scenario(path.stem, body))
+    return scenarios
+
+
+def model_answers(scenarios: list[Scenario]) -> dict[str, Script]:
+    """The fake model's scripts, keyed by the user text that asks for them."""
+    answers: dict[str, Script] = {}
+    owners: dict[str, str] = {}
+    for scenario in scenarios:
+        for text, spec in (scenario.body.get("model") or {}).items():
+            if text in answers:
+                raise CorpusError(
+                    f"{scenario.name}: model input {text!r} is already used by {owners[text]}"
+                )
+            answers[text] = _script(scenario.name, spec)
+            owners[text] = scenario.name
+    return answers
+
+
+def _script(name: str, spec: Mapping[str, Any]) -> Script:
+    if "status" in spec:
+        return HttpResponse(int(spec["status"]), '{"error": {"message": "scripted failure"}}')
+    chunks = tuple(str(chunk) for chunk in spec.get("chunks", ()))
+    if not chunks:
+        raise CorpusError(f"{name}: a model reply needs chunks or a status")
+    ending = spec.get("ending", "done")
+    if ending != "done" and ending not in _ENDINGS:
+        raise CorpusError(f"{name}: unknown model ending {ending!r}")
+    return Reply(
+        chunks=chunks,
+        delay=float(spec.get("delay_ms", 0)) / 1000,
+        ending=_ENDINGS.get(ending, Ending.DONE),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LiveServer:
+    target: str
+    tokens: Mapping[str, str]
+    """Each language's bearer token."""
+
+    def env(self, language: str) -> dict[str, str]:
+        """The environment a runner of `language` reads."""
+        return {
+            "AGENTSKIT_CHAT_CONFORMANCE_TARGET": self.target,
+            "AGENTSKIT_CHAT_CONFORMANCE_TOKEN": self.tokens[language],
+            "AGENTSKIT_CHAT_CONFORMANCE_DIR": str(CORPUS),
+        }
+
+
+def _definitions(directory: Path, model_url: str) -> None:
+    directory.mkdir()
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        if not path.name.endswith(".test.yaml"):
+            shutil.copy(path, directory / path.name)
+    for path in sorted(DEFINITIONS.glob("*.yaml")):
+        text = path.read_text(encoding="utf-8").replace("${FAKE_MODEL_URL}", model_url)
+        (directory / path.name).write_text(text, encoding="utf-8")
+
+
+def _tokens(path: Path) -> dict[str, str]:
+    tokens = {language: f"conformance-{language}-{secrets.token_hex(8)}" for language in LANGUAGES}
+    entries = [
+        {"sha256": hashlib.sha256(token.encode()).hexdigest(), "tenant": f"conformance-{language}"}
+        for language, token in tokens.items()
+    ]
+    path.write_text(yaml.safe_dump({"tokens": entries}), encoding="utf-8")
+    return tokens
+
+
+def _wait_listening(process: subprocess.Popen[bytes], stdout: Path) -> int:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        found = LISTENING.search(stdout.read_text(encoding="utf-8", errors="replace"))
+        if found:
+            return int(found.group(1))
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise RuntimeError(f"the conformance server did not start:\n{stdout.read_text()}")
+
+
+@contextlib.contextmanager
+def live_server(workdir: Path) -> Iterator[LiveServer]:
+    """The fake model and `serve`, both stopped on exit."""
+    answers = model_answers(load_scenarios())
+    with FakeModelServer() as model:
+        model.model.answers.update(answers)
+        _definitions(workdir / "definitions", model.url)
+        tokens = _tokens(workdir / "tokens.yaml")
+        stdout = workdir / "serve.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSKIT_CHAT_")}
+        env["AGENTSKIT_CHAT_DRAIN_DELAY"] = "0"
+        with stdout.open("wb") as out:
+            process = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "agentskit_chat.cli", "--log-level", "WARNING"),
+                    *("serve", "--listen", "127.0.0.1:0", "--state-dir", str(workdir / "state")),
+                    *("--definitions", str(workdir / "definitions")),
+                    *("--auth-tokens", str(workdir / "tokens.yaml"), "--log-format", "json"),
+                ],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            port = _wait_listening(process, stdout)
+            yield LiveServer(f"127.0.0.1:{port}", tokens)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def main() -> int:
+    """Serve until Ctrl-C, printing each language's environment."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp, live_server(Path(tmp)) as server:
+        for language in LANGUAGES:
+            settings = " ".join(f"{k}={v}" for k, v in server.env(language).items())
+            print(f"{language}: {settings}", flush=True)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,319 @@
+"""The Python runner of the conformance corpus: each step through `agentskit_chat_client`.
+
+The client returns its own types, not protobuf messages, so `to_json` writes them the way
+the proto3 JSON mapping would (lowerCamelCase names, enum values as names, defaults
+omitted): the same observation the TypeScript and Go runners build with their libraries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import enum
+import time
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from typing import Any
+
+from agentskit_chat_client import ChatClient, ChatError, HistoryMode, Message, TurnEvent
+
+from .harness import Scenario
+from .matching import lookup, match
+
+INVALID_TOKEN = "conformance-invalid-token"
+EVENTUALLY_SECONDS = 5.0
+_ENUMS = {
+    "kind": "TURN_KIND_",
+    "role": "ROLE_",
+    "operation": "OPERATION_",
+    "outcome": "TURN_OUTCOME_",
+    "historyMode": "HISTORY_MODE_",
+}
+_EVENT_KINDS = {
+    "TurnStarted": "started",
+    "TurnDecision": "decision",
+    "TextDelta": "delta",
+    "TurnCompleted": "completed",
+    "TurnFailed": "failed",
+}
+
+
+class ScenarioError(AssertionError):
+    """A step whose observation does not match its expectation."""
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def to_json(value: Any, key: str = "") -> Any:
+    """A client value as its proto3 JSON form; None for a default that JSON omits."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {}
+        for field in dataclasses.fields(value):
+            name = _camel(field.name)
+            converted = to_json(getattr(value, field.name), name)
+            if converted is not None:
+                fields[name] = converted
+        return fields
+    if isinstance(value, tuple | list):
+        items = [to_json(item) for item in value]
+        return items or None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, str) and key in _ENUMS:
+        return None if value in ("", "unspecified") else _ENUMS[key] + value.upper()
+    if value in (None, "", 0, False) and not isinstance(value, float):
+        return None
+    return value
+
+
+def _error(error: ChatError) -> dict[str, Any]:
+    observed: dict[str, Any] = {"code": error.code.name}
+    if error.reason:
+        observed["reason"] = error.reason
+    if error.metadata:
+        observed["metadata"] = dict(error.metadata)
+    if error.retry_delay is not None:
+        observed["retryDelayMs"] = int(error.retry_delay.total_seconds() * 1000)
+    return observed
+
+
+class _Stream:
+    """A turn stream's observation, built as its events arrive."""
+
+    def __init__(self) -> None:
+        self.observation: dict[str, Any] = {"events": [], "text": ""}
+
+    def add(self, event: TurnEvent) -> None:
+        kind = _EVENT_KINDS[type(event).__name__]
+        self.observation["events"].append(kind)
+        if kind == "delta":
+            self.observation["text"] += event.text  # type: ignore[union-attr]
+            return
+        payload = to_json(event) or {}
+        for common in ("sessionId", "turnId", "sequence", "time"):
+            payload.pop(common, None)
+        self.observation[kind] = payload
+
+
+class Runner:
+    """Runs one scenario's steps in order with one tenant's token."""
+
+    def __init__(self, target: str, token: str, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.values: dict[str, str] = {}
+        self._target, self._token = target, token
+        self._clients: dict[str, ChatClient] = {}
+        self._background: dict[str, tuple[asyncio.Task[None], _Stream, dict[str, Any]]] = {}
+
+    async def close(self) -> None:
+        for task, _, _ in self._background.values():
+            task.cancel()
+        for client in self._clients.values():
+            await client.close()
+
+    async def run(self) -> None:
+        """Every step in order; ScenarioError at the first that does not match."""
+        self._clients = {  # made on the running loop, which gRPC channels belong to
+            "": ChatClient(self._target, token=self._token),
+            "none": ChatClient(self._target),
+            "invalid": ChatClient(self._target, token=INVALID_TOKEN),
+        }
+        try:
+            for index, step in enumerate(self.scenario.body["steps"]):
+                await self._step(index, step)
+        finally:
+            await self.close()
+
+    async def _step(self, index: int, step: Mapping[str, Any]) -> None:
+        (operation,) = [key for key in step if key not in _STEP_OPTIONS]
+        arguments = self._substitute(step[operation])
+        deadline = time.monotonic() + EVENTUALLY_SECONDS
+        while True:
+            observation = await self._observe(operation, arguments, step)
+            problems = self._check(step, observation)
+            if not problems or not step.get("eventually") or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        if problems:
+            raise ScenarioError(
+                f"step {index + 1} ({operation}): "
+                + "; ".join(problems)
+                + f"\nobserved: {observation}"
+            )
+        observed = observation or {}  # a background stream is captured from when it ends
+        if operation == "create_session" and "as" in arguments:
+            self.values[arguments["as"]] = lookup(observed, "session.sessionId")
+        for name, path in (step.get("capture") or {}).items():
+            try:
+                self.values[name] = lookup(observed, path)
+            except KeyError:
+                raise ScenarioError(f"step {index + 1}: nothing at {path} to capture") from None
+
+    def _check(self, step: Mapping[str, Any], observation: Mapping[str, Any] | None) -> list[str]:
+        if observation is None:  # a background stream: checked when it ends
+            return []
+        expected = dict(step.get("expect") or {})
+        if "error" in observation and "error" not in expected:
+            return [f"unexpected error {observation['error']}"]
+        if "error" in expected and "error" not in observation:
+            return [f"expected error {expected['error']}, but the call succeeded"]
+        return match(expected, observation)
+
+    def _substitute(self, value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("$"):
+            if value[1:] not in self.values:
+                raise ScenarioError(f"{value} was never captured")
+            return self.values[value[1:]]
+        if isinstance(value, Mapping):
+            return {k: self._substitute(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._substitute(v) for v in value]
+        return value
+
+    async def _observe(
+        self, operation: str, args: Any, step: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        client = self._clients[str(step.get("token", "") or "")]
+        timeout = step["deadline_ms"] / 1000 if "deadline_ms" in step else None
+        if operation == "sleep_ms":
+            await asyncio.sleep(args / 1000)
+            return {}
+        if operation in ("await", "cancel"):
+            return await self._finish(args, cancel=operation == "cancel")
+        if operation == "stream_turn":
+            return await self._turn(client, args, timeout, step)
+        try:
+            return await self._unary(client, operation, args or {}, timeout)
+        except ChatError as error:
+            return {"error": _error(error)}
+
+    async def _unary(
+        self, client: ChatClient, operation: str, args: Mapping[str, Any], timeout: float | None
+    ) -> dict[str, Any]:
+        if operation == "list_definitions":
+            return {"definitions": to_json(list(await client.list_definitions(timeout=timeout)))}
+        if operation == "get_definition":
+            found = await client.get_definition(args["definition_id"], timeout=timeout)
+            return {"definition": to_json(found)}
+        if operation == "create_session":
+            mode = (
+                HistoryMode.CLIENT if args.get("history_mode") == "client" else HistoryMode.SERVER
+            )
+            session = await client.create_session(
+                args.get("definition_id", self.scenario.body.get("definition", "")),
+                session_id=args.get("session_id"),
+                history_mode=mode,
+                timeout=timeout,
+            )
+            return {"session": to_json(session)}
+        if operation == "get_session":
+            return to_json(await client.get_session(args["session"], timeout=timeout)) or {}
+        if operation == "delete_session":
+            await client.delete_session(
+                args["session"], expected_cursor=args.get("expected_cursor"), timeout=timeout
+            )
+            return {}
+        if operation == "truncate_history":
+            history = await client.truncate_history(
+                args["session"],
+                args.get("last_kept_message_id"),
+                expected_cursor=args.get("expected_cursor"),
+                timeout=timeout,
+            )
+            return to_json(history) or {}
+        if operation == "get_turn":
+            return {"turn": to_json(await client.get_turn(args["session"], args["turn_id"]))}
+        if operation == "list_turns":
+            page = await client.list_turns(
+                args["session"],
+                page_size=args.get("page_size", 0),
+                page_token=args.get("page_token"),
+                timeout=timeout,
+            )
+            return to_json(page) or {}
+        raise ScenarioError(f"unknown operation {operation!r}")
+
+    def _events(
+        self, client: ChatClient, args: Mapping[str, Any], timeout: float | None
+    ) -> AsyncIterator[TurnEvent]:
+        session = args["session"]
+        options: dict[str, Any] = {
+            "turn_id": args.get("turn_id"),
+            "expected_cursor": args.get("expected_cursor"),
+            "timeout": timeout,
+        }
+        if "submit" in args:
+            submit = args["submit"]
+            return client.submit(
+                session, submit["content"], message_id=submit.get("message_id"), **options
+            )
+        if "retry" in args:
+            return client.retry(session, (args["retry"] or {}).get("message_id"), **options)
+        if "edit" in args:
+            edit = args["edit"]
+            return client.edit(session, edit["message_id"], edit["content"], **options)
+        if "regenerate" in args:
+            message = (args["regenerate"] or {}).get("message_id")
+            return client.regenerate(session, message, **options)
+        if "dispatch" in args:
+            messages = [
+                Message(id=m.get("id", ""), role=m["role"], content=m["content"])
+                for m in args["dispatch"]["messages"]
+            ]
+            return client.dispatch(session, messages, **options)
+        raise ScenarioError("stream_turn needs submit, retry, edit, regenerate or dispatch")
+
+    async def _turn(
+        self,
+        client: ChatClient,
+        args: Mapping[str, Any],
+        timeout: float | None,
+        step: Mapping[str, Any],
+    ) -> dict[str, Any] | None:
+        stream = _Stream()
+        events = self._events(client, args, timeout)
+        if "background" not in args:
+            await self._drain(events, stream)
+            return stream.observation
+        first = asyncio.Event()
+        task = asyncio.create_task(self._drain(events, stream, first))
+        waiter = asyncio.create_task(first.wait())
+        await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        self._background[args["background"]] = (task, stream, dict(step.get("expect") or {}))
+        return None
+
+    @staticmethod
+    async def _drain(
+        events: AsyncIterator[TurnEvent], stream: _Stream, first: asyncio.Event | None = None
+    ) -> None:
+        try:
+            async with contextlib.aclosing(events):  # type: ignore[type-var]
+                async for event in events:
+                    stream.add(event)
+                    if first is not None:
+                        first.set()
+        except ChatError as error:
+            stream.observation["error"] = _error(error)
+
+    async def _finish(self, name: str, *, cancel: bool) -> dict[str, Any]:
+        task, stream, expected = self._background.pop(name)
+        if cancel:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        problems = self._check({"expect": expected}, stream.observation)
+        if problems:
+            raise ScenarioError(
+                f"background {name}: " + "; ".join(problems) + f"\nobserved: {stream.observation}"
+            )
+        return stream.observation
+
+
+_STEP_OPTIONS = frozenset({"expect", "capture", "token", "deadline_ms", "eventually"})
