@@ -45,7 +45,9 @@ export function match(expected: unknown, actual: Actual, path = ""): string[] {
     }
     return problems;
   }
-  return scalarEqual(expected, actual) ? [] : [`${where}: expected ${show(expected)}, got ${show(actual)}`];
+  return scalarEqual(expected, actual)
+    ? []
+    : [`${where}: expected ${show(expected)}, got ${show(actual)}`];
 }
 
 /** The value at a dot-separated path, as a string; undefined when nothing is there. */

@@ -137,7 +137,9 @@ export class Runner {
     const operations = Object.keys(step).filter((key) => !STEP_OPTIONS.has(key));
     const [operation] = operations;
     if (operation === undefined || operations.length !== 1) {
-      throw new ScenarioError(`step ${index + 1}: exactly one operation, got ${operations.join(", ")}`);
+      throw new ScenarioError(
+        `step ${index + 1}: exactly one operation, got ${operations.join(", ")}`,
+      );
     }
     const args = this.#substitute(step[operation] ?? null);
     const deadline = Date.now() + EVENTUALLY_MS;
@@ -152,8 +154,9 @@ export class Runner {
       await sleep(100);
     }
     if (problems.length > 0) {
+      const observed = JSON.stringify(observation);
       throw new ScenarioError(
-        `step ${index + 1} (${operation}): ${problems.join("; ")}\nobserved: ${JSON.stringify(observation)}`,
+        `step ${index + 1} (${operation}): ${problems.join("; ")}\nobserved: ${observed}`,
       );
     }
     const observed = observation ?? {};
@@ -227,14 +230,18 @@ export class Runner {
     switch (operation) {
       case "list_definitions": {
         const definitions = await client.listDefinitions(call);
-        return json(ListDefinitionsResponseSchema, create(ListDefinitionsResponseSchema, { definitions }));
+        return json(
+          ListDefinitionsResponseSchema,
+          create(ListDefinitionsResponseSchema, { definitions }),
+        );
       }
       case "get_definition": {
         const definition = await client.getDefinition(text(args, "definition_id"), call);
         return { definition: json(DefinitionSchema, definition) };
       }
       case "create_session": {
-        const definitionId = optionalText(args, "definition_id") ?? String(this.#scenario.body["definition"] ?? "");
+        const definitionId =
+          optionalText(args, "definition_id") ?? String(this.#scenario.body["definition"] ?? "");
         const session = await client.createSession(definitionId, {
           ...call,
           sessionId: optionalText(args, "session_id"),
@@ -244,7 +251,13 @@ export class Runner {
       }
       case "get_session": {
         const history = await client.getSession(text(args, "session"), call);
-        return json(GetSessionResponseSchema, create(GetSessionResponseSchema, { session: history.session, messages: [...history.messages] }));
+        return json(
+          GetSessionResponseSchema,
+          create(GetSessionResponseSchema, {
+            session: history.session,
+            messages: [...history.messages],
+          }),
+        );
       }
       case "delete_session":
         await client.deleteSession(text(args, "session"), {
@@ -253,14 +266,21 @@ export class Runner {
         });
         return {};
       case "truncate_history": {
-        const history = await client.truncate(text(args, "session"), optionalText(args, "last_kept_message_id"), {
-          ...call,
-          expectedCursor: optionalNumber(args, "expected_cursor"),
-        });
-        return json(TruncateHistoryResponseSchema, create(TruncateHistoryResponseSchema, {
-          session: history.session,
-          messages: [...history.messages],
-        }));
+        const history = await client.truncate(
+          text(args, "session"),
+          optionalText(args, "last_kept_message_id"),
+          {
+            ...call,
+            expectedCursor: optionalNumber(args, "expected_cursor"),
+          },
+        );
+        return json(
+          TruncateHistoryResponseSchema,
+          create(TruncateHistoryResponseSchema, {
+            session: history.session,
+            messages: [...history.messages],
+          }),
+        );
       }
       case "get_turn": {
         const turn = await client.getTurn(text(args, "session"), text(args, "turn_id"), call);
@@ -284,7 +304,11 @@ export class Runner {
   }
 
   /** The turn through the client's shortcut for its operation. */
-  #events(client: ChatClient, args: Args, options: { timeoutMs: number | undefined; signal: AbortSignal }): AsyncIterable<TurnEvent> {
+  #events(
+    client: ChatClient,
+    args: Args,
+    options: { timeoutMs: number | undefined; signal: AbortSignal },
+  ): AsyncIterable<TurnEvent> {
     const session = text(args, "session");
     const turn = {
       ...options,
@@ -293,7 +317,10 @@ export class Runner {
     };
     if ("submit" in args) {
       const submit = asArgs(args["submit"]);
-      return client.submit(session, text(submit, "content"), { ...turn, messageId: optionalText(submit, "message_id") });
+      return client.submit(session, text(submit, "content"), {
+        ...turn,
+        messageId: optionalText(submit, "message_id"),
+      });
     }
     if ("retry" in args) {
       return client.retry(session, optionalText(asArgs(args["retry"] ?? {}), "message_id"), turn);
@@ -303,7 +330,11 @@ export class Runner {
       return client.edit(session, text(edit, "message_id"), text(edit, "content"), turn);
     }
     if ("regenerate" in args) {
-      return client.regenerate(session, optionalText(asArgs(args["regenerate"] ?? {}), "message_id"), turn);
+      return client.regenerate(
+        session,
+        optionalText(asArgs(args["regenerate"] ?? {}), "message_id"),
+        turn,
+      );
     }
     if ("dispatch" in args) {
       const listed = asArgs(args["dispatch"])["messages"];
@@ -364,7 +395,9 @@ export class Runner {
     const observation = background.stream.observation;
     const problems = check(background.expect, observation, cancel);
     if (problems.length > 0) {
-      throw new ScenarioError(`background ${name}: ${problems.join("; ")}\nobserved: ${JSON.stringify(observation)}`);
+      throw new ScenarioError(
+        `background ${name}: ${problems.join("; ")}\nobserved: ${JSON.stringify(observation)}`,
+      );
     }
     return observation;
   }

@@ -160,9 +160,7 @@ export class ChatClient {
 
   /** A session and, for server-held history, its retained messages. */
   async getSession(sessionId: string, options: CallOptions = {}): Promise<SessionHistory> {
-    const response = await this.#call(options, (call) =>
-      this.#rpc.getSession({ sessionId }, call),
-    );
+    const response = await this.#call(options, (call) => this.#rpc.getSession({ sessionId }, call));
     return { session: required(response.session, "session"), messages: response.messages };
   }
 
@@ -251,7 +249,10 @@ export class ChatClient {
       options.signal?.addEventListener("abort", stop, { once: true });
     }
     try {
-      const stream = this.#rpc.streamTurn(wire, this.#callOptions({ ...options, signal: abort.signal }));
+      const stream = this.#rpc.streamTurn(
+        wire,
+        this.#callOptions({ ...options, signal: abort.signal }),
+      );
       for await (const response of stream) {
         const event = eventFromResponse(response);
         if (event !== undefined) {
@@ -273,15 +274,27 @@ export class ChatClient {
   }
 
   /** Append a user message to a server-held history and stream the turn's events. */
-  submit(sessionId: string, content: string, options: SubmitOptions = {}): AsyncGenerator<TurnEvent> {
+  submit(
+    sessionId: string,
+    content: string,
+    options: SubmitOptions = {},
+  ): AsyncGenerator<TurnEvent> {
     const { messageId, ...rest } = options;
     const value = messageId === undefined ? { content } : { content, messageId };
     return this.#shortcut(sessionId, { case: "submit", value }, rest);
   }
 
   /** Send a user message again (the last one when omitted) and stream the events. */
-  retry(sessionId: string, messageId?: string, options: TurnOptions = {}): AsyncGenerator<TurnEvent> {
-    return this.#shortcut(sessionId, { case: "retry", value: { messageId: messageId ?? "" } }, options);
+  retry(
+    sessionId: string,
+    messageId?: string,
+    options: TurnOptions = {},
+  ): AsyncGenerator<TurnEvent> {
+    return this.#shortcut(
+      sessionId,
+      { case: "retry", value: { messageId: messageId ?? "" } },
+      options,
+    );
   }
 
   /** Change a user message, drop every later message and stream the turn's events. */
@@ -345,7 +358,10 @@ export class ChatClient {
 }
 
 /** Create a {@link ChatClient}; the same as `new ChatClient(transport, options)`. */
-export function createChatClient(transport: Transport, options: ChatClientOptions = {}): ChatClient {
+export function createChatClient(
+  transport: Transport,
+  options: ChatClientOptions = {},
+): ChatClient {
   return new ChatClient(transport, options);
 }
 

@@ -3,10 +3,7 @@
 // stays usable with any Connect transport, in a browser too.
 export { Code } from "@connectrpc/connect";
 export type { Transport } from "@connectrpc/connect";
-export {
-  ChatClient,
-  createChatClient,
-} from "./chat-client.js";
+export { ChatClient, createChatClient } from "./chat-client.js";
 export type {
   CallOptions,
   ChatClientOptions,
@@ -23,12 +20,7 @@ export { ChatError, grpcCodeName } from "./chat-error.js";
 export type { ChatErrorInit } from "./chat-error.js";
 export { commandHints, eligibleRoutes } from "./hints.js";
 export type { EligibleRoute, OfferedRoute, SnapshotLike } from "./hints.js";
-export type {
-  TurnEvent,
-  TurnEventEnvelope,
-  TurnEventKind,
-  TurnResult,
-} from "./turn-event.js";
+export type { TurnEvent, TurnEventEnvelope, TurnEventKind, TurnResult } from "./turn-event.js";
 export { newTurnId } from "./turn-request.js";
 export type {
   HistoryModeName,

@@ -35,7 +35,10 @@ export function createNodeTransport(target: string, options: NodeTransportOption
     throw new TypeError("target must be host:port");
   }
   const tls = options.tls === true ? {} : options.tls || undefined;
-  if (tls !== undefined && (tls.clientCertificate === undefined) !== (tls.clientPrivateKey === undefined)) {
+  if (
+    tls !== undefined &&
+    (tls.clientCertificate === undefined) !== (tls.clientPrivateKey === undefined)
+  ) {
     throw new TypeError("clientCertificate and clientPrivateKey go together");
   }
   const common = { interceptors: options.interceptors ?? [] };

@@ -37,58 +37,86 @@ test("definitions are listed and described, with route hints", { skip }, async (
   assert.ok(definitions.some((definition) => definition.id === "support"));
   const support = await client.getDefinition("support");
   assert.equal(typeof support.revision, "bigint");
-  assert.deepEqual(commandHints(support.routes, { state: "idle", allowedEvents: ["start"] }), ["/start"]);
+  assert.deepEqual(commandHints(support.routes, { state: "idle", allowedEvents: ["start"] }), [
+    "/start",
+  ]);
   const missing = await rejection(client.getDefinition("no-such-definition"));
   assert.equal(missing.codeName, "NOT_FOUND");
   assert.equal(missing.reason, "ERROR_REASON_DEFINITION_NOT_FOUND");
 });
 
-test("a session runs a streamed turn, keeps its history and records the turn", { skip }, async () => {
-  const client = liveClient();
-  const session = await client.createSession("support");
-  assert.equal(session.cursor, 0n);
-  assert.equal(session.historyMode, HistoryMode.SERVER);
-  const events = await collect(client.submit(session.sessionId, "/start", { turnId: "ts-start-1" }));
-  assert.deepEqual(
-    [...new Set(events.map((event) => event.kind))],
-    ["started", "decision", "delta", "completed"],
-  );
-  assert.ok(events.every((event) => event.turnId === "ts-start-1" && event.sessionId === session.sessionId));
-  assert.deepEqual(events.map((event) => event.sequence), events.map((_, i) => BigInt(i + 1)));
-  const decision = events.find((event) => event.kind === "decision");
-  assert.equal(decision?.kind === "decision" && decision.value.kind, TurnKind.DETERMINISTIC);
-  const completed = events.at(-1);
-  assert.ok(completed?.kind === "completed");
-  assert.equal(completed.value.content, "What is your name?");
-  assert.equal(completed.value.snapshot?.state, "collecting");
+test(
+  "a session runs a streamed turn, keeps its history and records the turn",
+  { skip },
+  async () => {
+    const client = liveClient();
+    const session = await client.createSession("support");
+    assert.equal(session.cursor, 0n);
+    assert.equal(session.historyMode, HistoryMode.SERVER);
+    const events = await collect(
+      client.submit(session.sessionId, "/start", { turnId: "ts-start-1" }),
+    );
+    assert.deepEqual(
+      [...new Set(events.map((event) => event.kind))],
+      ["started", "decision", "delta", "completed"],
+    );
+    assert.ok(
+      events.every(
+        (event) => event.turnId === "ts-start-1" && event.sessionId === session.sessionId,
+      ),
+    );
+    assert.deepEqual(
+      events.map((event) => event.sequence),
+      events.map((_, i) => BigInt(i + 1)),
+    );
+    const decision = events.find((event) => event.kind === "decision");
+    assert.equal(decision?.kind === "decision" && decision.value.kind, TurnKind.DETERMINISTIC);
+    const completed = events.at(-1);
+    assert.ok(completed?.kind === "completed");
+    assert.equal(completed.value.content, "What is your name?");
+    assert.equal(completed.value.snapshot?.state, "collecting");
 
-  const history = await client.getSession(session.sessionId);
-  assert.equal(history.session.cursor, completed.value.cursor);
-  assert.deepEqual(history.messages.map((m) => [m.role, m.content]), [
-    [Role.USER, "/start"],
-    [Role.ASSISTANT, "What is your name?"],
-  ]);
-  const record = await client.getTurn(session.sessionId, "ts-start-1");
-  assert.equal(record.outcome, TurnOutcome.COMPLETED);
-  assert.equal(record.routeId, "start");
-  const page = await client.listTurns(session.sessionId, { pageSize: 1 });
-  assert.deepEqual(page.turns.map((turn) => turn.turnId), ["ts-start-1"]);
-  assert.equal(page.nextPageToken, undefined);
-  const all = [];
-  for await (const turn of client.allTurns(session.sessionId)) all.push(turn.turnId);
-  assert.deepEqual(all, ["ts-start-1"]);
+    const history = await client.getSession(session.sessionId);
+    assert.equal(history.session.cursor, completed.value.cursor);
+    assert.deepEqual(
+      history.messages.map((m) => [m.role, m.content]),
+      [
+        [Role.USER, "/start"],
+        [Role.ASSISTANT, "What is your name?"],
+      ],
+    );
+    const record = await client.getTurn(session.sessionId, "ts-start-1");
+    assert.equal(record.outcome, TurnOutcome.COMPLETED);
+    assert.equal(record.routeId, "start");
+    const page = await client.listTurns(session.sessionId, { pageSize: 1 });
+    assert.deepEqual(
+      page.turns.map((turn) => turn.turnId),
+      ["ts-start-1"],
+    );
+    assert.equal(page.nextPageToken, undefined);
+    const all = [];
+    for await (const turn of client.allTurns(session.sessionId)) all.push(turn.turnId);
+    assert.deepEqual(all, ["ts-start-1"]);
 
-  const result = await client.runTurn({ sessionId: session.sessionId, operation: { case: "submit", value: { content: "/name Ada" } } });
-  assert.equal(result.text, "Welcome, Ada.");
-  assert.equal(result.completed?.snapshot?.state, "complete");
-  assert.match(result.turnId, /^[0-9a-f]{32}$/);
-});
+    const result = await client.runTurn({
+      sessionId: session.sessionId,
+      operation: { case: "submit", value: { content: "/name Ada" } },
+    });
+    assert.equal(result.text, "Welcome, Ada.");
+    assert.equal(result.completed?.snapshot?.state, "complete");
+    assert.match(result.turnId, /^[0-9a-f]{32}$/);
+  },
+);
 
 test("a repeated turn id replays its outcome instead of running again", { skip }, async () => {
   const client = liveClient();
   const { sessionId } = await client.createSession("support");
   await collect(client.submit(sessionId, "/start", { turnId: "ts-once" }));
-  const again = await client.runTurn({ sessionId, turnId: "ts-once", operation: { case: "submit", value: { content: "/start" } } });
+  const again = await client.runTurn({
+    sessionId,
+    turnId: "ts-once",
+    operation: { case: "submit", value: { content: "/start" } },
+  });
   assert.equal(again.started?.duplicate, true);
   assert.equal((await client.getSession(sessionId)).messages.length, 2);
 });
@@ -96,16 +124,26 @@ test("a repeated turn id replays its outcome instead of running again", { skip }
 test("retry, regenerate, edit and truncate reshape a server-held history", { skip }, async () => {
   const client = liveClient();
   const { sessionId } = await client.createSession("support");
-  const first = await client.runTurn({ sessionId, operation: { case: "submit", value: { content: "/start", messageId: "u1" } } });
+  const first = await client.runTurn({
+    sessionId,
+    operation: { case: "submit", value: { content: "/start", messageId: "u1" } },
+  });
   assert.equal(first.started?.userMessageId, "u1");
   const retried = await collect(client.retry(sessionId));
   assert.ok(retried.some((event) => event.kind === "decision" && event.value.replayed));
   const regenerated = await collect(client.regenerate(sessionId));
   assert.equal(regenerated.at(-1)?.kind, "completed");
-  const edited = await collect(client.edit(sessionId, "u1", "/start", { expectedCursor: (await client.getSession(sessionId)).session.cursor }));
+  const edited = await collect(
+    client.edit(sessionId, "u1", "/start", {
+      expectedCursor: (await client.getSession(sessionId)).session.cursor,
+    }),
+  );
   assert.equal(edited.at(-1)?.kind, "completed");
   const truncated = await client.truncate(sessionId, "u1");
-  assert.deepEqual(truncated.messages.map((m) => m.id), ["u1"]);
+  assert.deepEqual(
+    truncated.messages.map((m) => m.id),
+    ["u1"],
+  );
   const emptied = await client.truncateHistory({ sessionId });
   assert.deepEqual(emptied.messages, []);
 });
@@ -116,31 +154,44 @@ test("a client-held history is dispatched whole", { skip }, async () => {
   assert.equal(session.historyMode, HistoryMode.CLIENT);
   const result = await client.runTurn({
     sessionId: session.sessionId,
-    operation: { case: "dispatch", value: { messages: [{ id: "c1", role: "user", content: "/start" }] } },
+    operation: {
+      case: "dispatch",
+      value: { messages: [{ id: "c1", role: "user", content: "/start" }] },
+    },
   });
   assert.equal(result.decision?.routeId, "start");
-  const events = await collect(client.dispatch(session.sessionId, [
-    { id: "c1", role: "user", content: "/start" },
-    { id: "c2", role: "assistant", content: result.text },
-    { id: "c3", role: Role.USER, content: "/name Grace" },
-  ]));
-  assert.ok(events.some((event) => event.kind === "completed" && event.value.content === "Welcome, Grace."));
+  const events = await collect(
+    client.dispatch(session.sessionId, [
+      { id: "c1", role: "user", content: "/start" },
+      { id: "c2", role: "assistant", content: result.text },
+      { id: "c3", role: Role.USER, content: "/name Grace" },
+    ]),
+  );
+  assert.ok(
+    events.some((event) => event.kind === "completed" && event.value.content === "Welcome, Grace."),
+  );
 });
 
-test("a stale expected cursor is a CONFLICT naming the current cursor, and changes nothing", { skip }, async () => {
-  const client = liveClient();
-  const { sessionId } = await client.createSession("support");
-  const conflict = await rejection(collect(client.submit(sessionId, "/start", { expectedCursor: 7n })));
-  assert.equal(conflict.code, Code.Aborted);
-  assert.equal(conflict.reason, "ERROR_REASON_CONFLICT");
-  assert.equal(conflict.metadata["cursor"], "0");
-  const refused = await rejection(client.deleteSession(sessionId, { expectedCursor: 3 }));
-  assert.equal(refused.reason, "ERROR_REASON_CONFLICT");
-  assert.equal((await client.getSession(sessionId)).session.cursor, 0n);
-  await client.deleteSession(sessionId, { expectedCursor: 0 });
-  const gone = await rejection(client.getSession(sessionId));
-  assert.equal(gone.reason, "ERROR_REASON_SESSION_NOT_FOUND");
-});
+test(
+  "a stale expected cursor is a CONFLICT naming the current cursor, and changes nothing",
+  { skip },
+  async () => {
+    const client = liveClient();
+    const { sessionId } = await client.createSession("support");
+    const conflict = await rejection(
+      collect(client.submit(sessionId, "/start", { expectedCursor: 7n })),
+    );
+    assert.equal(conflict.code, Code.Aborted);
+    assert.equal(conflict.reason, "ERROR_REASON_CONFLICT");
+    assert.equal(conflict.metadata["cursor"], "0");
+    const refused = await rejection(client.deleteSession(sessionId, { expectedCursor: 3 }));
+    assert.equal(refused.reason, "ERROR_REASON_CONFLICT");
+    assert.equal((await client.getSession(sessionId)).session.cursor, 0n);
+    await client.deleteSession(sessionId, { expectedCursor: 0 });
+    const gone = await rejection(client.getSession(sessionId));
+    assert.equal(gone.reason, "ERROR_REASON_SESSION_NOT_FOUND");
+  },
+);
 
 test("the bearer token is sent, and a wrong one is UNAUTHENTICATED", { skip }, async () => {
   const wrong = await rejection(liveClient({ token: "not-a-token" }).listDefinitions());
@@ -153,7 +204,9 @@ test("the bearer token is sent, and a wrong one is UNAUTHENTICATED", { skip }, a
 test("an aborted signal cancels a call before it starts", { skip }, async () => {
   const client = liveClient();
   const { sessionId } = await client.createSession("support");
-  const cancelled = await rejection(collect(client.submit(sessionId, "/start", { signal: AbortSignal.abort() })));
+  const cancelled = await rejection(
+    collect(client.submit(sessionId, "/start", { signal: AbortSignal.abort() })),
+  );
   assert.equal(cancelled.codeName, "CANCELLED");
   const unary = await rejection(client.getSession(sessionId, { signal: AbortSignal.abort() }));
   assert.equal(unary.code, Code.Canceled);
@@ -174,7 +227,10 @@ test("leaving a stream early ends the call and frees the session", { skip }, asy
       await collect(client.submit(sessionId, "/start"));
       outcome = "ran";
     } catch (error) {
-      assert.ok(error instanceof ChatError && error.reason === "ERROR_REASON_SESSION_BUSY", String(error));
+      assert.ok(
+        error instanceof ChatError && error.reason === "ERROR_REASON_SESSION_BUSY",
+        String(error),
+      );
       await new Promise((resolve) => setTimeout(resolve, error.retryAfterMs ?? 100));
     }
   }

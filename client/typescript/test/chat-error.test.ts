@@ -82,7 +82,10 @@ test("anything thrown becomes a ChatError, once", () => {
   const error = ChatError.from(new Error("boom"));
   assert.equal(error.codeName, "UNKNOWN");
   assert.equal(ChatError.from(error), error);
-  assert.equal(ChatError.from(new ConnectError("late", Code.DeadlineExceeded)).codeName, "DEADLINE_EXCEEDED");
+  assert.equal(
+    ChatError.from(new ConnectError("late", Code.DeadlineExceeded)).codeName,
+    "DEADLINE_EXCEEDED",
+  );
 });
 
 test("gRPC code names are the ones every gRPC library prints", () => {

@@ -19,7 +19,11 @@ test("cursors are accepted as safe integers or bigints and nothing else", () => 
 
 test("a turn request carries its operation, turn id and cursor", () => {
   const submit = toStreamTurnRequest(
-    { sessionId: "s", operation: { case: "submit", value: { content: "hi", messageId: "m1" } }, expectedCursor: 2 },
+    {
+      sessionId: "s",
+      operation: { case: "submit", value: { content: "hi", messageId: "m1" } },
+      expectedCursor: 2,
+    },
     "t1",
   );
   assert.equal(submit.sessionId, "s");
@@ -27,7 +31,10 @@ test("a turn request carries its operation, turn id and cursor", () => {
   assert.equal(submit.expectedCursor, 2n);
   assert.deepEqual(submit.operation.case, "submit");
   assert.equal(submit.operation.value?.$typeName, "agentskit.chat.v1.SubmitOperation");
-  const retry = toStreamTurnRequest({ sessionId: "s", operation: { case: "retry", value: {} } }, "t2");
+  const retry = toStreamTurnRequest(
+    { sessionId: "s", operation: { case: "retry", value: {} } },
+    "t2",
+  );
   assert.equal(retry.expectedCursor, undefined, "no cursor means no guard");
   assert.equal(retry.operation.case, "retry");
 });
@@ -50,12 +57,21 @@ test("dispatch takes roles by name or value", () => {
     "t",
   );
   assert.equal(request.operation.case, "dispatch");
-  const roles = request.operation.case === "dispatch" ? request.operation.value.messages.map((m) => m.role) : [];
+  const roles =
+    request.operation.case === "dispatch"
+      ? request.operation.value.messages.map((m) => m.role)
+      : [];
   assert.deepEqual(roles, [Role.SYSTEM, Role.USER, Role.ASSISTANT]);
   assert.throws(
     () =>
       toStreamTurnRequest(
-        { sessionId: "s", operation: { case: "dispatch", value: { messages: [{ id: "1", role: "robot" as "user", content: "" }] } } },
+        {
+          sessionId: "s",
+          operation: {
+            case: "dispatch",
+            value: { messages: [{ id: "1", role: "robot" as "user", content: "" }] },
+          },
+        },
         "t",
       ),
     /unknown role: robot/,
