@@ -241,17 +241,11 @@ export class ChatClient {
    */
   async *streamTurn(request: TurnRequest, options: CallOptions = {}): AsyncGenerator<TurnEvent> {
     const wire = toStreamTurnRequest(request, request.turnId || newTurnId());
-    const abort = new AbortController();
-    const stop = (): void => abort.abort(options.signal?.reason);
-    if (options.signal?.aborted) {
-      stop();
-    } else {
-      options.signal?.addEventListener("abort", stop, { once: true });
-    }
+    const cancel = linkedAbort(options.signal);
     try {
       const stream = this.#rpc.streamTurn(
         wire,
-        this.#callOptions({ ...options, signal: abort.signal }),
+        this.#callOptions({ ...options, signal: cancel.signal }),
       );
       for await (const response of stream) {
         const event = eventFromResponse(response);
@@ -262,8 +256,7 @@ export class ChatClient {
     } catch (error) {
       throw ChatError.from(error);
     } finally {
-      options.signal?.removeEventListener("abort", stop);
-      abort.abort();
+      cancel.abort(); // ends the call when the caller left the loop early
     }
   }
 
@@ -349,10 +342,13 @@ export class ChatClient {
     options: CallOptions,
     invoke: (call: ConnectCallOptions) => Promise<T>,
   ): Promise<T> {
+    const cancel = linkedAbort(options.signal);
     try {
-      return await invoke(this.#callOptions(options));
+      return await invoke(this.#callOptions({ ...options, signal: cancel.signal }));
     } catch (error) {
       throw ChatError.from(error);
+    } finally {
+      cancel.abort();
     }
   }
 }
@@ -363,6 +359,26 @@ export function createChatClient(
   options: ChatClientOptions = {},
 ): ChatClient {
   return new ChatClient(transport, options);
+}
+
+/**
+ * A controller aborted with the caller's signal, but without its reason: Connect reports
+ * an abort without a reason as CANCELLED, whatever reason the caller gave.
+ */
+function linkedAbort(signal: AbortSignal | undefined): { signal: AbortSignal; abort(): void } {
+  const controller = new AbortController();
+  const stop = (): void => controller.abort();
+  if (signal?.aborted) {
+    stop();
+  }
+  signal?.addEventListener("abort", stop, { once: true });
+  return {
+    signal: controller.signal,
+    abort() {
+      signal?.removeEventListener("abort", stop);
+      controller.abort();
+    },
+  };
 }
 
 function required<T>(value: T | undefined, field: string): T {
