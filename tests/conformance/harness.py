@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -96,13 +96,14 @@ def _script(name: str, spec: Mapping[str, Any]) -> Script:
 class LiveServer:
     target: str
     tokens: Mapping[str, str]
-    """Each language's bearer token."""
+    """Each language's bearer token, and its rate-limited tenant's under `LANGUAGE-limited`."""
 
     def env(self, language: str) -> dict[str, str]:
         """The environment a runner of `language` reads."""
         return {
             "AGENTSKIT_CHAT_CONFORMANCE_TARGET": self.target,
             "AGENTSKIT_CHAT_CONFORMANCE_TOKEN": self.tokens[language],
+            "AGENTSKIT_CHAT_CONFORMANCE_LIMITED_TOKEN": self.tokens[f"{language}-limited"],
             "AGENTSKIT_CHAT_CONFORMANCE_DIR": str(CORPUS),
         }
 
@@ -117,12 +118,24 @@ def _definitions(directory: Path, model_url: str) -> None:
         (directory / path.name).write_text(text, encoding="utf-8")
 
 
+LIMITED_RATES: Final = {"turns": 0.2, "turns_burst": 1, "sessions": 0.2, "sessions_burst": 1}
+"""The rate-limited tenants' own rates: one turn and one session creation per 5 s."""
+
+
 def _tokens(path: Path) -> dict[str, str]:
-    tokens = {language: f"conformance-{language}-{secrets.token_hex(8)}" for language in LANGUAGES}
-    entries = [
-        {"sha256": hashlib.sha256(token.encode()).hexdigest(), "tenant": f"conformance-{language}"}
-        for language, token in tokens.items()
-    ]
+    """Each language's token, and its rate-limited tenant's under `LANGUAGE-limited`."""
+    tokens: dict[str, str] = {}
+    entries: list[dict[str, object]] = []
+    for language in LANGUAGES:
+        for name, rates in ((language, None), (f"{language}-limited", LIMITED_RATES)):
+            token = tokens[name] = f"conformance-{name}-{secrets.token_hex(8)}"
+            entry: dict[str, object] = {
+                "sha256": hashlib.sha256(token.encode()).hexdigest(),
+                "tenant": f"conformance-{name}",
+            }
+            if rates is not None:
+                entry["rates"] = rates
+            entries.append(entry)
     path.write_text(yaml.safe_dump({"tokens": entries}), encoding="utf-8")
     return tokens
 
@@ -155,7 +168,7 @@ def live_server(workdir: Path) -> Iterator[LiveServer]:
                 [
                     *(sys.executable, "-m", "agentskit_chat.cli", "--log-level", "WARNING"),
                     *("serve", "--listen", "127.0.0.1:0", "--state-dir", str(workdir / "state")),
-                    *("--definitions", str(workdir / "definitions")),
+                    *("--definitions", str(workdir / "definitions"), "--max-input-bytes", "2048"),
                     *("--auth-tokens", str(workdir / "tokens.yaml"), "--log-format", "json"),
                 ],
                 cwd=REPO,

@@ -104,10 +104,11 @@ class _Stream:
 class Runner:
     """Runs one scenario's steps in order with one tenant's token."""
 
-    def __init__(self, target: str, token: str, scenario: Scenario) -> None:
+    def __init__(self, target: str, tokens: Mapping[str, str], scenario: Scenario) -> None:
+        """`tokens`: the tenant's token under "", the rate-limited tenant's under "limited"."""
         self.scenario = scenario
         self.values: dict[str, str] = {}
-        self._target, self._token = target, token
+        self._target, self._tokens = target, tokens
         self._clients: dict[str, ChatClient] = {}
         self._background: dict[str, tuple[asyncio.Task[None], _Stream, dict[str, Any]]] = {}
 
@@ -120,7 +121,8 @@ class Runner:
     async def run(self) -> None:
         """Every step in order; ScenarioError at the first that does not match."""
         self._clients = {  # made on the running loop, which gRPC channels belong to
-            "": ChatClient(self._target, token=self._token),
+            "": ChatClient(self._target, token=self._tokens[""]),
+            "limited": ChatClient(self._target, token=self._tokens["limited"]),
             "none": ChatClient(self._target),
             "invalid": ChatClient(self._target, token=INVALID_TOKEN),
         }
@@ -158,7 +160,7 @@ class Runner:
     def _check(self, step: Mapping[str, Any], observation: Mapping[str, Any] | None) -> list[str]:
         if observation is None:  # a background stream: checked when it ends
             return []
-        expected = dict(step.get("expect") or {})
+        expected = self._substitute(dict(step.get("expect") or {}))
         if "error" in observation and "error" not in expected:
             return [f"unexpected error {observation['error']}"]
         if "error" in expected and "error" not in observation:

@@ -15,7 +15,9 @@ SCENARIOS = load_scenarios()
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_scenario(conformance_server: LiveServer, scenario: Scenario) -> None:
     env = conformance_server.env("python")
-    runner = Runner(
-        env["AGENTSKIT_CHAT_CONFORMANCE_TARGET"], env["AGENTSKIT_CHAT_CONFORMANCE_TOKEN"], scenario
-    )
+    tokens = {
+        "": env["AGENTSKIT_CHAT_CONFORMANCE_TOKEN"],
+        "limited": env["AGENTSKIT_CHAT_CONFORMANCE_LIMITED_TOKEN"],
+    }
+    runner = Runner(env["AGENTSKIT_CHAT_CONFORMANCE_TARGET"], tokens, scenario)
     asyncio.run(runner.run())

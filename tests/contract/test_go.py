@@ -25,7 +25,9 @@ from tests.contract.tooling import (
     service_methods,
 )
 
-PINS = ROOT / "tests" / "contract" / "go"
+PINS = ROOT / "tools"
+"""The Go module pinning protoc-gen-go, whose protobuf runtime the generated code builds with."""
+TESTDATA = ROOT / "tests" / "contract" / "go" / "testdata"
 MODULES = {
     "agentskit.dev/chat/client/go": ["agentskit/chat/v1/chat.pb.go"],
     "google.golang.org/genproto/googleapis/rpc": [
@@ -37,7 +39,7 @@ MODULES = {
 
 def protobuf_version() -> str:
     found = re.search(r"google\.golang\.org/protobuf (v\S+)", (PINS / "go.mod").read_text())
-    assert found, "tests/contract/go/go.mod no longer pins google.golang.org/protobuf"
+    assert found, "tools/go.mod no longer pins google.golang.org/protobuf"
     return found.group(1)
 
 
@@ -72,7 +74,7 @@ def test_protoc_go_out_generates_the_contract_and_its_error_types(tmp_path: Path
         )
     )
     shutil.copy(PINS / "go.sum", tmp_path / "go.sum")
-    shutil.copy(PINS / "testdata" / "main.go", tmp_path / "main.go")
+    shutil.copy(TESTDATA / "main.go", tmp_path / "main.go")
 
     env = {"GOFLAGS": "-mod=readonly -buildvcs=false", "GOWORK": "off"}
     packages = ["./...", *(f"{module}/..." for module in MODULES)]

@@ -234,3 +234,27 @@ def test_split_text_keeps_every_character_in_non_empty_pieces(parts: int) -> Non
 def test_split_text_refuses_impossible_counts(parts: int) -> None:
     with pytest.raises(ValueError, match="cannot split"):
         split_text(DEFAULT_TEXT, parts)
+
+
+def test_keyed_answers_follow_the_last_user_message_and_leave_the_queue_alone(
+    server: FakeModelServer,
+) -> None:
+    server.model.answers["asked by key"] = Reply(chunks=("keyed ", "answer"))
+    server.model.answers["fail by key"] = HttpResponse(503)
+    server.enqueue(Reply(chunks=("queued",)))
+    keyed = {
+        **BODY,
+        "messages": [
+            {"role": "user", "content": "fail by key"},
+            {"role": "assistant", "content": "earlier"},
+            {"role": "user", "content": "asked by key"},
+        ],
+    }
+    first = httpx.post(f"{server.url}/chat/completions", json=keyed)
+    assert content(chunks(events(first.text))) == "keyed answer"
+    failing = {**BODY, "messages": [{"role": "user", "content": "fail by key"}]}
+    assert httpx.post(f"{server.url}/chat/completions", json=failing).status_code == 503
+    other = httpx.post(f"{server.url}/chat/completions", json=BODY)
+    assert content(chunks(events(other.text))) == "queued"  # the queue was not consumed above
+    again = httpx.post(f"{server.url}/chat/completions", json=BODY)
+    assert content(chunks(events(again.text))) == DEFAULT_TEXT

@@ -181,6 +181,29 @@ def test_tokens_and_digests_never_reach_the_log(
             "tokens[1]: repeats the digest",
         ),
         ("tokens: [{sha256: x", "not valid YAML or JSON"),
+        (f"tokens: [{{sha256: {'a' * 64}, tenant: a, rates: {{}}}}]", "tokens[0].rates: must map"),
+        (
+            f"tokens: [{{sha256: {'a' * 64}, tenant: a, rates: {{turns: fast}}}}]",
+            "tokens[0].rates.turns: must be a number",
+        ),
+        (
+            f"tokens: [{{sha256: {'a' * 64}, tenant: a, rates: {{turns: 0}}}}]",
+            "tokens[0].rates.turns: must be positive",
+        ),
+        (
+            f"tokens: [{{sha256: {'a' * 64}, tenant: a, rates: {{turns_burst: 3}}}}]",
+            "tokens[0].rates.turns_burst: needs turns",
+        ),
+        (
+            f"tokens: [{{sha256: {'a' * 64}, tenant: a,"
+            " rates: {sessions: 1, sessions_burst: 0.5}}]",
+            "tokens[0].rates.sessions_burst: must be a whole number",
+        ),
+        (
+            f"tokens: [{{sha256: {'a' * 64}, tenant: a, rates: {{turns: 1}}}},"
+            f" {{sha256: {'b' * 64}, tenant: a}}]",
+            "tokens[1].rates: differ from an earlier entry of the same tenant",
+        ),
     ],
 )
 def test_a_bad_tokens_file_is_refused_with_its_entry_named(

@@ -96,6 +96,55 @@ def test_session_creation_over_the_rate_is_refused_and_stores_nothing(tmp_path: 
     run(scenario())
 
 
+def test_a_tenant_with_its_own_rates_in_the_tokens_file_is_limited_alone(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        path = tmp_path / "tokens.yaml"
+        path.write_text(
+            "tokens:\n"
+            f"  - {{sha256: {token_digest(TOKEN_A)}, tenant: a,"
+            " rates: {turns: 0.01, turns_burst: 1, sessions: 0.01, sessions_burst: 2}}\n"
+            f"  - {{sha256: {token_digest(TOKEN_B)}, tenant: b}}\n",
+            encoding="utf-8",
+        )
+        auth = Authenticator(path)
+        async with live(tmp_path, authenticator=auth, token=TOKEN_A) as env:  # no server rates
+            sid = (await env.client.create_session("support")).session_id
+            await env.client.run_turn(sid, Submit("/start"))
+            error = await refused(env.client.stream_turn(sid, Submit("/name Ada")))
+            assert (error.code, error.reason) == (
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "ERROR_REASON_RATE_LIMITED",
+            )
+            assert error.metadata["limit"] == "turns"
+            assert error.retry_delay is not None
+            await env.client.create_session("support")
+            error = await refused(env.client.create_session("support"))
+            assert error.metadata["limit"] == "sessions"
+            async with ChatClient(env.target, token=TOKEN_B) as other:  # unlimited
+                mine = (await other.create_session("support")).session_id
+                for content in ("/start", "/name Ada", "hello", "again"):
+                    await other.run_turn(mine, Submit(content))
+
+    run(scenario())
+
+
+def test_a_tenants_own_rate_replaces_the_servers_for_that_kind_only() -> None:
+    now = [0.0]
+    limiter = RateLimiter(
+        RateLimits(turns=Rate(per_second=1, burst=1), sessions=Rate(per_second=1, burst=1)),
+        clock=lambda: now[0],
+    )
+    generous = Principal("big", rates=RateLimits(turns=Rate(per_second=1, burst=3)))
+    with acting_as(generous):
+        for _ in range(3):
+            limiter.check(Rated.TURNS)
+        with pytest.raises(ServiceError):
+            limiter.check(Rated.TURNS)
+        limiter.check(Rated.SESSIONS)
+        with pytest.raises(ServiceError):  # sessions: the server's rate
+            limiter.check(Rated.SESSIONS)
+
+
 def test_a_bucket_refills_at_its_rate() -> None:
     now = [100.0]
     limiter = RateLimiter(RateLimits(turns=Rate(per_second=2, burst=2)), clock=lambda: now[0])

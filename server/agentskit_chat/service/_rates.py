@@ -63,6 +63,12 @@ class _Bucket:
         return (1 - self.tokens) / self.rate.per_second
 
 
+def _rate(limits: RateLimits | None, kind: Rated) -> Rate | None:
+    if limits is None:
+        return None
+    return limits.turns if kind is Rated.TURNS else limits.sessions
+
+
 class RateLimiter:
     """One bucket per tenant and kind, created on the tenant's first request."""
 
@@ -75,11 +81,12 @@ class RateLimiter:
 
     def check(self, kind: Rated) -> None:
         """Count one request of the current tenant; RESOURCE_EXHAUSTED when over its rate."""
-        rate = self.limits.turns if kind is Rated.TURNS else self.limits.sessions
+        principal = current_principal()
+        rate = _rate(principal.rates, kind) or _rate(self.limits, kind)
         if rate is None:
             return
         now = self._clock()
-        key = (kind, current_principal().tenant)
+        key = (kind, principal.tenant)
         bucket = self._buckets.get(key)
         if bucket is None or bucket.rate != rate:
             bucket = self._buckets[key] = _Bucket(rate, now)

@@ -14,9 +14,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from agentskit_chat.storage import DEFAULT_TENANT
+
+if TYPE_CHECKING:
+    from ._rates import RateLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +30,8 @@ class Principal:
     """Namespace of the caller's sessions; another tenant's sessions do not exist for it."""
     definitions: frozenset[str] | None = None
     """Definition ids the caller may see and use; None for every definition."""
+    rates: RateLimits | None = None
+    """The tenant's own rate limits; a kind they leave None follows the server's."""
 
     def may_use(self, definition_id: str) -> bool:
         """Whether the caller may see `definition_id` and its sessions."""

@@ -8,9 +8,12 @@ The tokens file (YAML or JSON) holds only SHA-256 digests, never tokens::
       - sha256: ...
         tenant: globex
         definitions: [support]   # optional: the only definitions this token may use
+        rates: {turns: 2, turns_burst: 5, sessions: 0.5}   # optional: this tenant's own
 
 A call carries `authorization: Bearer <token>`; the token's digest picks the principal.
-Several digests may map to one tenant, which is how a token is rotated. Nothing here
+Several digests may map to one tenant, which is how a token is rotated; `rates` (turns or
+session creations per second, and their bursts, default 10) replace the server's
+`--rate-*` for that tenant, and every entry of a tenant must give the same ones. Nothing here
 logs or returns a token, a digest or which of them was wrong. The check takes plain
 (key, value) pairs, so every transport (gRPC here through `Guard`, an HTTP listener with
 its `authorization` header) authenticates the same way and then runs the call under
@@ -28,7 +31,7 @@ from typing import Any, Final
 
 import yaml
 
-from agentskit_chat.service import Principal
+from agentskit_chat.service import Principal, Rate, RateLimits
 
 log = logging.getLogger("agentskit_chat.auth")
 
@@ -58,11 +61,14 @@ def load_tokens(path: Path) -> dict[str, Principal]:
     if not isinstance(data, Mapping) or not isinstance(data.get("tokens"), list):
         raise TokenFileError(f"tokens file {path}: expected a mapping with a `tokens` list")
     table: dict[str, Principal] = {}
+    rates: dict[str, RateLimits | None] = {}
     for index, entry in enumerate(data["tokens"]):
         where = f"tokens file {path}: tokens[{index}]"
         digest, principal = _entry(where, entry)
         if digest in table:
             raise TokenFileError(f"{where}: repeats the digest of an earlier entry")
+        if rates.setdefault(principal.tenant, principal.rates) != principal.rates:
+            raise TokenFileError(f"{where}.rates: differ from an earlier entry of the same tenant")
         table[digest] = principal
     return table
 
@@ -70,7 +76,7 @@ def load_tokens(path: Path) -> dict[str, Principal]:
 def _entry(where: str, entry: Any) -> tuple[str, Principal]:
     if not isinstance(entry, Mapping):
         raise TokenFileError(f"{where}: expected a mapping with `sha256` and `tenant`")
-    unknown = set(entry) - {"sha256", "tenant", "definitions"}
+    unknown = set(entry) - {"sha256", "tenant", "definitions", "rates"}
     if unknown:
         raise TokenFileError(f"{where}: unknown keys {sorted(map(str, unknown))}")
     digest = entry.get("sha256")
@@ -83,11 +89,40 @@ def _entry(where: str, entry: Any) -> tuple[str, Principal]:
             "letter or digit"
         )
     definitions = entry.get("definitions")
-    if definitions is None:
-        return digest.lower(), Principal(tenant)
-    if not isinstance(definitions, list) or not all(isinstance(d, str) for d in definitions):
+    if definitions is not None and (
+        not isinstance(definitions, list) or not all(isinstance(d, str) for d in definitions)
+    ):
         raise TokenFileError(f"{where}.definitions: must be a list of definition ids")
-    return digest.lower(), Principal(tenant, frozenset(definitions))
+    allowed = None if definitions is None else frozenset(definitions)
+    return digest.lower(), Principal(tenant, allowed, _rates(f"{where}.rates", entry.get("rates")))
+
+
+_RATE_KEYS: Final = frozenset({"turns", "turns_burst", "sessions", "sessions_burst"})
+
+
+def _rates(where: str, value: Any) -> RateLimits | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not value or set(value) - _RATE_KEYS:
+        raise TokenFileError(f"{where}: must map some of {sorted(_RATE_KEYS)} to numbers")
+    kinds = {}
+    for kind in ("turns", "sessions"):
+        per_second, burst = value.get(kind), value.get(f"{kind}_burst", 10)
+        if per_second is None:
+            if f"{kind}_burst" in value:
+                raise TokenFileError(f"{where}.{kind}_burst: needs {kind}")
+            continue
+        if isinstance(per_second, bool) or not isinstance(per_second, int | float):
+            raise TokenFileError(f"{where}.{kind}: must be a number of requests per second")
+        if isinstance(burst, bool) or not isinstance(burst, int):
+            raise TokenFileError(f"{where}.{kind}_burst: must be a whole number")
+        try:
+            kinds[kind] = Rate(float(per_second), burst)
+        except ValueError:
+            raise TokenFileError(
+                f"{where}.{kind}: must be positive, with a burst of at least 1"
+            ) from None
+    return RateLimits(**kinds)
 
 
 class Authenticator:

@@ -1,0 +1,118 @@
+"""What the corpus covers: every operation of the format, every error reason a client can
+cause on a healthy server, and well-formed scenarios that every runner reads alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentskit.chat.v1 import chat_pb2 as pb
+
+from .harness import REPO, CorpusError, load_scenarios, model_answers
+
+SCENARIOS = load_scenarios()
+OPERATIONS = frozenset(
+    {
+        "list_definitions",
+        "get_definition",
+        "create_session",
+        "get_session",
+        "delete_session",
+        "stream_turn",
+        "await",
+        "cancel",
+        "truncate_history",
+        "get_turn",
+        "list_turns",
+        "sleep_ms",
+    }
+)
+OPTIONS = frozenset({"expect", "capture", "token", "deadline_ms", "eventually"})
+TURN_OPERATIONS = ("submit", "retry", "edit", "regenerate", "dispatch")
+SERVER_SIDE = {
+    # reason: (why a client cannot cause it on a healthy server, the tests that produce it)
+    "ERROR_REASON_REVISION_MISMATCH": (
+        "needs the served definition revision to change under a stored session",
+        "tests/cli/test_reload.py",
+    ),
+    "ERROR_REASON_SESSION_CORRUPT": (
+        "needs a damaged stored record",
+        "tests/transport/test_store_faults.py",
+    ),
+    "ERROR_REASON_SHUTTING_DOWN": ("needs the server to be draining", "tests/cli/test_drain.py"),
+    "ERROR_REASON_STORE_UNAVAILABLE": ("needs a failing store", "tests/cli/test_replicas.py"),
+    "ERROR_REASON_DEADLINE_EXCEEDED": (
+        "a client deadline ends the call with the DEADLINE_EXCEEDED status only "
+        "(deadline-exceeded.yaml); a server-side turn timeout is a `failed` event",
+        "tests/transport/test_errors.py",
+    ),
+}
+
+
+def _steps() -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for scenario in SCENARIOS:
+        for step in scenario.body["steps"]:
+            yield scenario.name, step
+
+
+def _reasons(value: object) -> Iterator[str]:
+    if isinstance(value, Mapping):
+        error = value.get("error")
+        if isinstance(error, Mapping) and isinstance(error.get("reason"), str):
+            yield error["reason"]
+        for child in value.values():
+            yield from _reasons(child)
+
+
+def test_the_corpus_is_big_enough_and_every_scenario_says_what_it_covers() -> None:
+    assert len(SCENARIOS) >= 30
+    for scenario in SCENARIOS:
+        assert isinstance(scenario.body.get("description"), str), scenario.name
+        assert scenario.body.get("covers"), scenario.name
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_every_step_has_one_known_operation_and_known_options(scenario: Any) -> None:
+    for index, step in enumerate(scenario.body["steps"]):
+        operations = [key for key in step if key not in OPTIONS]
+        assert len(operations) == 1, (index, step)
+        assert operations[0] in OPERATIONS, (index, step)
+        if operations[0] == "stream_turn":
+            kinds = [k for k in TURN_OPERATIONS if k in step["stream_turn"]]
+            assert len(kinds) == 1, (index, step)
+            if step.get("eventually"):
+                assert "turn_id" in step["stream_turn"], (index, "repeated turns name a turn id")
+        assert step.get("token", "") in ("", "none", "invalid", "limited"), (index, step)
+
+
+def test_every_operation_and_turn_kind_is_exercised() -> None:
+    used = {key for _, step in _steps() for key in step if key not in OPTIONS}
+    assert used >= OPERATIONS - {"sleep_ms"}
+    turns = {k for _, step in _steps() for k in TURN_OPERATIONS if k in step.get("stream_turn", {})}
+    assert turns == set(TURN_OPERATIONS)
+
+
+def test_every_error_reason_is_covered_or_produced_by_a_named_test() -> None:
+    expected = {reason for _, step in _steps() for reason in _reasons(step.get("expect"))}
+    reasons = {name for name, _ in pb.ErrorReason.items() if name != "ERROR_REASON_UNSPECIFIED"}
+    assert expected <= reasons, expected - reasons
+    missing = reasons - expected - set(SERVER_SIDE)
+    assert not missing, f"no scenario expects {sorted(missing)}"
+    for reason, (_, test_file) in SERVER_SIDE.items():
+        assert reason not in expected, f"{reason} is covered now: drop it from SERVER_SIDE"
+        assert reason.removeprefix("ERROR_REASON_") in (REPO / test_file).read_text(), reason
+
+
+def test_model_inputs_are_unique_across_the_corpus(tmp_path: Path) -> None:
+    assert model_answers(SCENARIOS)
+    clash = tmp_path / "clash"
+    clash.mkdir()
+    for name in ("a", "b"):
+        (clash / f"{name}.yaml").write_text(
+            'description: x\nmodel: {"same input": {chunks: [x]}}\nsteps: []\n'
+        )
+    with pytest.raises(CorpusError, match="already used by a"):
+        model_answers(load_scenarios(clash))
