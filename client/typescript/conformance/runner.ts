@@ -99,17 +99,24 @@ function errorObservation(error: unknown): Observation {
   return observed;
 }
 
-/** Runs one scenario's steps in order with one tenant's token. */
+/** The tokens of a run: the language's tenant, and its rate-limited tenant. */
+export interface Tokens {
+  readonly tenant: string;
+  readonly limited: string;
+}
+
+/** Runs one scenario's steps in order with one language's tokens. */
 export class Runner {
   readonly #scenario: Scenario;
   readonly #clients: ReadonlyMap<string, ChatClient>;
   readonly #values = new Map<string, string>();
   readonly #background = new Map<string, Background>();
 
-  constructor(transport: Transport, token: string, scenario: Scenario) {
+  constructor(transport: Transport, tokens: Tokens, scenario: Scenario) {
     this.#scenario = scenario;
     this.#clients = new Map([
-      ["", new ChatClient(transport, { token })],
+      ["", new ChatClient(transport, { token: tokens.tenant || undefined })],
+      ["limited", new ChatClient(transport, { token: tokens.limited || undefined })],
       ["none", new ChatClient(transport)],
       ["invalid", new ChatClient(transport, { token: INVALID_TOKEN })],
     ]);
@@ -147,7 +154,7 @@ export class Runner {
     let problems: string[];
     for (;;) {
       observation = await this.#observe(operation, args, step);
-      problems = check(step["expect"], observation, operation === "cancel");
+      problems = check(this.#expected(step["expect"]), observation, operation === "cancel");
       if (problems.length === 0 || step["eventually"] !== true || Date.now() > deadline) {
         break;
       }
@@ -174,6 +181,11 @@ export class Runner {
       throw new ScenarioError(`step ${index + 1}: nothing at ${path} to capture`);
     }
     this.#values.set(name, value);
+  }
+
+  /** An `expect`, its `$name` strings replaced by the captured values. */
+  #expected(expect: unknown): Json {
+    return expect === undefined ? {} : this.#substitute(expect as Json);
   }
 
   #substitute(value: Json): Json {
@@ -393,7 +405,7 @@ export class Runner {
     }
     await background.done;
     const observation = background.stream.observation;
-    const problems = check(background.expect, observation, cancel);
+    const problems = check(this.#expected(background.expect), observation, cancel);
     if (problems.length > 0) {
       throw new ScenarioError(
         `background ${name}: ${problems.join("; ")}\nobserved: ${JSON.stringify(observation)}`,

@@ -9,7 +9,10 @@ import { createNodeTransport } from "@agentskit/chat-client/node";
 import { Runner, type Scenario } from "../conformance/runner.js";
 
 const TARGET = process.env["AGENTSKIT_CHAT_CONFORMANCE_TARGET"];
-const TOKEN = process.env["AGENTSKIT_CHAT_CONFORMANCE_TOKEN"] ?? "";
+const TOKENS = {
+  tenant: process.env["AGENTSKIT_CHAT_CONFORMANCE_TOKEN"] ?? "",
+  limited: process.env["AGENTSKIT_CHAT_CONFORMANCE_LIMITED_TOKEN"] ?? "",
+};
 const CORPUS =
   process.env["AGENTSKIT_CHAT_CONFORMANCE_DIR"] ??
   fileURLToPath(new URL("../../../../tests/conformance/", import.meta.url));
@@ -32,7 +35,7 @@ const transport = TARGET === undefined ? undefined : createNodeTransport(TARGET)
 for (const scenario of loadScenarios()) {
   test(scenario.name, { skip: transport === undefined ? SKIP : false }, async () => {
     if (transport !== undefined) {
-      await new Runner(transport, TOKEN, scenario).run();
+      await new Runner(transport, TOKENS, scenario).run();
     }
   });
 }
