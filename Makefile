@@ -10,11 +10,16 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
+# Plain progress lines, and pip's own lines for the main install (one or two per package).
 $(STAMP): pyproject.toml client/python/pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ./client/python -e '.[dev]'
-	touch $(STAMP)
+	@echo "creating $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV)
+	@echo "upgrading pip in $(VENV)"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "installing the project and its dependencies into $(VENV) (about a minute)..."
+	$(BIN)/python -m pip install --progress-bar off -e ./client/python -e '.[dev]'
+	@touch $(STAMP)
+	@echo "done: $(VENV) is ready"
 
 lint: $(STAMP)
 	$(BIN)/ruff check server client/python tests bench
@@ -144,6 +149,7 @@ diagram: $(STAMP)
 	$(BIN)/agentskit-chat graph examples/definitions --definition orders --format dot \
 	  | dot -Tpng -Gdpi=96 -o docs/orders-states.png
 
-# A scripted conversation through the Python client against a live server.
+# A scripted conversation through the Python client: on the server `make serve` runs when its
+# health check at 127.0.0.1:50051 (or AGENTSKIT_CHAT_TARGET) answers, else on one of its own.
 demo: $(STAMP)
 	$(BIN)/agentskit-chat demo

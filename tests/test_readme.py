@@ -1,49 +1,26 @@
-"""The README's examples run as written; client examples run against a live server."""
+"""The README's in-process examples run as written (its client snippets run against a live
+server in tests/test_readme_snippets.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import re
-import secrets
-from pathlib import Path
 from typing import Any
 
-from agentskit_chat.conversation import load_definitions
-from agentskit_chat.service import Catalog, ChatService
-from agentskit_chat.storage import MemoryStore
-from agentskit_chat.transport import start_server
-
-ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
-
-
-def blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-
-
-async def against_live_server(main: Any) -> None:
-    definitions = load_definitions(ROOT / "examples" / "definitions").values()
-    service = ChatService(Catalog(definitions), MemoryStore(), digest_key=secrets.token_bytes(32))
-    server = await start_server(service, "127.0.0.1:0")
-    try:
-        await main(f"127.0.0.1:{server.port}")
-    finally:
-        await server.drain(1.0)
+from tests.readme import README, marked, unmarked
 
 
 def test_readme_python_examples_run() -> None:
-    found = blocks()
+    found = unmarked("python")
     assert len(found) >= 2, "README lost its python examples"
-    ran_client = False
     for block in found:
         namespace: dict[str, Any] = {}
-        exec(compile(block, str(README), "exec"), namespace)
-        main = namespace.get("main")
-        if inspect.iscoroutinefunction(main):
-            asyncio.run(against_live_server(main))
-            ran_client = True
-    assert ran_client, "README has no client example"
+        exec(compile(block.code, f"{README}:{block.line}", "exec"), namespace)
+
+
+def test_readme_client_snippets_are_marked_to_run() -> None:
+    """A client example written as a bare python fence would only be compiled here."""
+    for block in unmarked("python"):
+        assert "ChatClient(" not in block.code, f"README line {block.line}: mark it as a snippet"
+    assert marked("snippet"), "README lost its client snippets"
 
 
 def test_readme_names_the_entry_points() -> None:

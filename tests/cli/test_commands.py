@@ -114,7 +114,7 @@ def test_serve_refuses_a_store_it_cannot_use_without_showing_its_password(
 
 
 def test_demo_walks_the_scripted_conversation() -> None:
-    result = run_cli("demo")
+    result = run_cli("demo", "--own-server")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     steps = [

@@ -189,16 +189,24 @@ def live_server(workdir: Path) -> Iterator[LiveServer]:
                 process.wait()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
-    """Serve until Ctrl-C, printing each language's environment."""
+    """Serve until Ctrl-C or SIGTERM, printing each language's environment."""
     import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp, live_server(Path(tmp)) as server:
+    signal.signal(signal.SIGTERM, _interrupt)
+    with (
+        contextlib.suppress(KeyboardInterrupt),
+        tempfile.TemporaryDirectory() as tmp,
+        live_server(Path(tmp)) as server,
+    ):
         for language in LANGUAGES:
             settings = " ".join(f"{k}={v}" for k, v in server.env(language).items())
             print(f"{language}: {settings}", flush=True)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        signal.pause()
     return 0
 
 

@@ -1,18 +1,30 @@
 """`agentskit-chat demo`: a scripted conversation through the Python client and a live server.
 
+The demo first asks the health service at `--target` (by default where `make serve` listens):
+when a server answers `SERVING` and hosts the example `support` and `orders` chats, the
+scripted part talks to it; otherwise the demo says so and starts a server of its own on a
+free port, over the example definitions and a memory store.
+
 The last part delegates to a model over the OpenAI streaming protocol: the demo starts the
 fake model server in-process and serves an `assistant` chat whose `openai` adapter points
-at it, so the answer's deltas print as they arrive.
+at it, so the answer's deltas print as they arrive. Only a server the demo starts knows that
+model server, so this part always runs on one.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import secrets
-from contextlib import aclosing
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Final
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentskit_chat.conversation import ChatDefinition, command_route, define_chat
 from agentskit_chat.fakemodel import DEFAULT_TEXT, FakeModel, Reply, split_text
@@ -33,7 +45,15 @@ from agentskit_chat_client import (
     TurnResult,
 )
 
+from ._connection import ClientOptions, add_connection_arguments, client_options
 from ._definitions import gather
+from ._serve import DEFAULT_LISTEN
+
+TARGET_ENV: Final = "AGENTSKIT_CHAT_TARGET"
+SCRIPTED: Final = ("support", "orders")
+"""The chats the scripted part needs on a running server."""
+PROBE_TIMEOUT: Final = 2.0
+"""Seconds the health check of `--target` may take before the demo starts its own server."""
 
 FAKE_REPLY: Final = Reply(chunks=split_text(DEFAULT_TEXT, 8), delay=0.08)
 """The fake model's answer: eight deltas, slow enough to watch them arrive."""
@@ -71,39 +91,130 @@ def assistant_definition(base_url: str) -> ChatDefinition:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `demo`."""
     parser.add_argument(
+        "--target",
+        metavar="HOST:PORT",
+        default=os.environ.get(TARGET_ENV) or DEFAULT_LISTEN,
+        help="a running server to use when its health check answers SERVING, else the demo "
+        f"starts its own [env {TARGET_ENV}; %(default)s, where `serve` listens by default]",
+    )
+    parser.add_argument(
+        "--own-server",
+        action="store_true",
+        help="start a server of the demo's own even when one answers at --target",
+    )
+    parser.add_argument(
         "--definitions",
         type=Path,
         default=Path("examples/definitions"),
-        help="directory holding support.yaml [%(default)s]",
+        help="the demo's own server: directory holding support.yaml and orders.yaml [%(default)s]",
     )
+    add_connection_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start a server on a free port, walk the script, stop the server."""
-    return asyncio.run(demo(args.definitions))
+    """Walk the script against the server at --target, or against one of the demo's own."""
+    try:
+        options = client_options(args)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    target = None if args.own_server else args.target
+    return asyncio.run(demo(args.definitions, target, options))
 
 
-async def demo(definitions: Path) -> int:
-    """The scripted walk; prints one block per turn."""
+async def demo(
+    definitions: Path, target: str | None = None, options: ClientOptions | None = None
+) -> int:
+    """The scripted walk; prints one block per turn. Without `target`, on a server of its
+    own; with one, there when it answers SERVING and hosts the example chats."""
+    options = options or ClientOptions()
+    if target:
+        status = await _use_running(target, options)
+        if status is not None:
+            return status
     async with FakeModel(FAKE_REPLY) as model:
-        adapters = AdapterRegistry()
-        hosted = [*gather(definitions, (), adapters), assistant_definition(model.url)]
-        service = ChatService(
-            Catalog(hosted),
-            MemoryStore(),
-            digest_key=secrets.token_bytes(32),
-            adapters=adapters,
-        )
-        running = await start_server(service, "127.0.0.1:0")
-        target = f"127.0.0.1:{running.port}"
-        print(f"server listening on {target} (definitions from {definitions}, memory store)\n")
-        try:
-            async with ChatClient(target) as client:
+        hosted = [assistant_definition(model.url)]
+        async with _own_server(definitions, hosted) as own:
+            print(f"server listening on {own} (definitions from {definitions}, memory store)\n")
+            async with ChatClient(own) as client:
                 await _scripted(client)
                 await _delegated(client, model)
-        finally:
-            await running.drain(1.0)
     return 0
+
+
+async def _use_running(target: str, options: ClientOptions) -> int | None:
+    """Run the demo against `target` when a server there can take it: the exit status, or
+    None (after saying why) when the demo should start its own server."""
+    async with ChatClient(target, tls=options.tls, token=options.token, timeout=30) as client:
+        health = await health_status(client.channel)
+        if health != "SERVING":
+            print(
+                f"no server answers SERVING at {target} ({health}): start one with `make serve` "
+                "to use it; the demo starts a server of its own on a free port"
+            )
+            return None
+        try:
+            hosted = {definition.id for definition in await client.list_definitions()}
+        except ChatError as error:
+            print(f"the server at {target} refused the demo: {error}", file=sys.stderr)
+            if error.code is grpc.StatusCode.UNAUTHENTICATED:
+                print(
+                    "pass its token with --token-file or AGENTSKIT_CHAT_TOKEN, or use --own-server",
+                    file=sys.stderr,
+                )
+            return 1
+        missing = [chat for chat in SCRIPTED if chat not in hosted]
+        if missing:
+            print(
+                f"the server at {target} answers SERVING but does not host "
+                f"{_names(missing)}: the demo starts a server of its own on a free port"
+            )
+            return None
+        print(f"using the server at {target} (its health check answers SERVING)\n")
+        await _scripted(client)
+    async with (
+        FakeModel(FAKE_REPLY) as model,
+        _own_server(None, [assistant_definition(model.url)]) as own,
+    ):
+        print(
+            f"the 'assistant' chat streams from the fake model server at {model.url}, which "
+            f"only a server of the demo's own knows: it listens on {own} (memory store)"
+        )
+        async with ChatClient(own) as delegated:
+            await _delegated(delegated, model)
+    return 0
+
+
+async def health_status(channel: grpc.aio.Channel, timeout: float = PROBE_TIMEOUT) -> str:
+    """The overall grpc.health.v1 status at the other end of `channel` (a status name such as
+    `SERVING` or `NOT_SERVING`), or why there is none (`UNAVAILABLE`, `DEADLINE_EXCEEDED`)."""
+    stub = health_pb2_grpc.HealthStub(channel)
+    try:
+        response = await stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout)  # type: ignore[attr-defined]
+    except grpc.aio.AioRpcError as error:
+        return str(error.code().name)
+    return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+
+
+@asynccontextmanager
+async def _own_server(
+    definitions: Path | None, extra: Sequence[ChatDefinition]
+) -> AsyncIterator[str]:
+    """A server on a free loopback port over a memory store: its target while it runs."""
+    adapters = AdapterRegistry()
+    hosted = [*(gather(definitions, (), adapters) if definitions else ()), *extra]
+    service = ChatService(
+        Catalog(hosted), MemoryStore(), digest_key=secrets.token_bytes(32), adapters=adapters
+    )
+    running = await start_server(service, "127.0.0.1:0")
+    try:
+        yield f"127.0.0.1:{running.port}"
+    finally:
+        await running.drain(1.0)
+
+
+def _names(chats: Sequence[str]) -> str:
+    return " or ".join(repr(chat) for chat in chats)
 
 
 async def _scripted(client: ChatClient) -> None:
