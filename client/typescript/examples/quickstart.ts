@@ -16,6 +16,6 @@ try {
   }
 } catch (error) {
   if (!(error instanceof ChatError)) throw error; // refused: code, reason and metadata say why
-  console.error(`${error.codeName} ${error.reason}: ${error.rawMessage}`);
+  console.error(error.message); // "UNAUTHENTICATED ERROR_REASON_UNAUTHENTICATED: …"
   process.exitCode = 1;
 }
