@@ -9,17 +9,17 @@ import {
   type TurnEvent,
 } from "@agentskit/chat-client";
 import {
+  DefinitionSchema,
   GetSessionResponseSchema,
   ListDefinitionsResponseSchema,
   ListTurnsResponseSchema,
-  TurnRecordSchema,
-  DefinitionSchema,
   SessionSchema,
   TruncateHistoryResponseSchema,
-  TurnStartedSchema,
-  TurnDecisionSchema,
   TurnCompletedSchema,
+  TurnDecisionSchema,
   TurnFailedSchema,
+  TurnRecordSchema,
+  TurnStartedSchema,
 } from "../src/gen/agentskit/chat/v1/chat_pb.js";
 import { type Json, lookup, match } from "./matching.js";
 
