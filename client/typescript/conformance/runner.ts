@@ -1,0 +1,470 @@
+// Runs one scenario of the conformance corpus through the TypeScript client.
+import { create, type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf";
+import type { Transport } from "@connectrpc/connect";
+import {
+  ChatClient,
+  ChatError,
+  type MessageInput,
+  type RoleName,
+  type TurnEvent,
+} from "@agentskit/chat-client";
+import {
+  DefinitionSchema,
+  GetSessionResponseSchema,
+  ListDefinitionsResponseSchema,
+  ListTurnsResponseSchema,
+  SessionSchema,
+  TruncateHistoryResponseSchema,
+  TurnCompletedSchema,
+  TurnDecisionSchema,
+  TurnFailedSchema,
+  TurnRecordSchema,
+  TurnStartedSchema,
+} from "../src/gen/agentskit/chat/v1/chat_pb.js";
+import { type Json, lookup, match } from "./matching.js";
+
+export const INVALID_TOKEN = "conformance-invalid-token";
+const EVENTUALLY_MS = 5_000;
+const STEP_OPTIONS = new Set(["expect", "capture", "token", "deadline_ms", "eventually"]);
+
+type Observation = { [key: string]: Json };
+type Args = { [key: string]: Json };
+
+/** A scenario file, as parsed. */
+export interface Scenario {
+  readonly name: string;
+  readonly body: { [key: string]: unknown };
+}
+
+/** A step whose observation does not match its expectation, or a malformed scenario. */
+export class ScenarioError extends Error {
+  override readonly name = "ScenarioError";
+}
+
+interface Background {
+  readonly done: Promise<void>;
+  readonly abort: AbortController;
+  readonly stream: StreamObservation;
+  readonly expect: unknown;
+}
+
+/** A turn stream's observation, built as its events arrive. */
+class StreamObservation {
+  readonly kinds: string[] = [];
+  readonly parts: Observation = {};
+  text = "";
+  error: Observation | undefined;
+
+  add(event: TurnEvent): void {
+    this.kinds.push(event.kind);
+    switch (event.kind) {
+      case "started":
+        this.parts["started"] = json(TurnStartedSchema, event.value);
+        break;
+      case "decision":
+        this.parts["decision"] = json(TurnDecisionSchema, event.value);
+        break;
+      case "delta":
+        this.text += event.value.text;
+        break;
+      case "completed":
+        this.parts["completed"] = json(TurnCompletedSchema, event.value);
+        break;
+      case "failed":
+        this.parts["failed"] = json(TurnFailedSchema, event.value);
+        break;
+    }
+  }
+
+  get observation(): Observation {
+    const observed: Observation = { events: [...this.kinds], ...this.parts, text: this.text };
+    if (this.error !== undefined) {
+      observed["error"] = this.error;
+    }
+    return observed;
+  }
+}
+
+function json<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Observation {
+  return toJson(schema, message) as Observation;
+}
+
+/** The error observation: status code name, ErrorInfo reason and metadata, retry delay. */
+function errorObservation(error: unknown): Observation {
+  const chat = ChatError.from(error);
+  const observed: Observation = { code: chat.codeName };
+  if (chat.reason !== undefined) observed["reason"] = chat.reason;
+  if (Object.keys(chat.metadata).length > 0) observed["metadata"] = { ...chat.metadata };
+  if (chat.retryDelayMs !== undefined) observed["retryDelayMs"] = chat.retryDelayMs;
+  return observed;
+}
+
+/** The tokens of a run: the language's tenant, and its rate-limited tenant. */
+export interface Tokens {
+  readonly tenant: string;
+  readonly limited: string;
+}
+
+/** Runs one scenario's steps in order with one language's tokens. */
+export class Runner {
+  readonly #scenario: Scenario;
+  readonly #clients: ReadonlyMap<string, ChatClient>;
+  readonly #values = new Map<string, string>();
+  readonly #background = new Map<string, Background>();
+
+  constructor(transport: Transport, tokens: Tokens, scenario: Scenario) {
+    this.#scenario = scenario;
+    this.#clients = new Map([
+      ["", new ChatClient(transport, { token: tokens.tenant || undefined })],
+      ["limited", new ChatClient(transport, { token: tokens.limited || undefined })],
+      ["none", new ChatClient(transport)],
+      ["invalid", new ChatClient(transport, { token: INVALID_TOKEN })],
+    ]);
+  }
+
+  /** Every step in order; ScenarioError at the first that does not match. */
+  async run(): Promise<void> {
+    const steps = this.#scenario.body["steps"];
+    if (!Array.isArray(steps)) {
+      throw new ScenarioError("a scenario needs a list of steps");
+    }
+    try {
+      for (const [index, step] of steps.entries()) {
+        await this.#step(index, step as Args);
+      }
+    } finally {
+      for (const background of this.#background.values()) {
+        background.abort.abort();
+        await background.done;
+      }
+    }
+  }
+
+  async #step(index: number, step: Args): Promise<void> {
+    const operations = Object.keys(step).filter((key) => !STEP_OPTIONS.has(key));
+    const [operation] = operations;
+    if (operation === undefined || operations.length !== 1) {
+      throw new ScenarioError(
+        `step ${index + 1}: exactly one operation, got ${operations.join(", ")}`,
+      );
+    }
+    const args = this.#substitute(step[operation] ?? null);
+    const deadline = Date.now() + EVENTUALLY_MS;
+    let observation: Observation | undefined;
+    let problems: string[];
+    for (;;) {
+      observation = await this.#observe(operation, args, step);
+      problems = check(this.#expected(step["expect"]), observation, operation === "cancel");
+      if (problems.length === 0 || step["eventually"] !== true || Date.now() > deadline) {
+        break;
+      }
+      await sleep(100);
+    }
+    if (problems.length > 0) {
+      const observed = JSON.stringify(observation);
+      throw new ScenarioError(
+        `step ${index + 1} (${operation}): ${problems.join("; ")}\nobserved: ${observed}`,
+      );
+    }
+    const observed = observation ?? {};
+    if (operation === "create_session" && isArgs(args) && typeof args["as"] === "string") {
+      this.#capture(index, args["as"], observed, "session.sessionId");
+    }
+    for (const [name, path] of Object.entries(asArgs(step["capture"] ?? {}))) {
+      this.#capture(index, name, observed, String(path));
+    }
+  }
+
+  #capture(index: number, name: string, observed: Observation, path: string): void {
+    const value = lookup(observed, path);
+    if (value === undefined) {
+      throw new ScenarioError(`step ${index + 1}: nothing at ${path} to capture`);
+    }
+    this.#values.set(name, value);
+  }
+
+  /** An `expect`, its `$name` strings replaced by the captured values. */
+  #expected(expect: unknown): Json {
+    return expect === undefined ? {} : this.#substitute(expect as Json);
+  }
+
+  #substitute(value: Json): Json {
+    if (typeof value === "string" && value.startsWith("$")) {
+      const found = this.#values.get(value.slice(1));
+      if (found === undefined) {
+        throw new ScenarioError(`${value} was never captured`);
+      }
+      return found;
+    }
+    if (Array.isArray(value)) {
+      return value.map((item) => this.#substitute(item));
+    }
+    if (isArgs(value)) {
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, this.#substitute(v)]));
+    }
+    return value;
+  }
+
+  /** The step's observation; undefined for a stream started in the background. */
+  async #observe(operation: string, args: Json, step: Args): Promise<Observation | undefined> {
+    const token = step["token"];
+    const client = this.#clients.get(typeof token === "string" ? token : "");
+    if (client === undefined) {
+      throw new ScenarioError(`unknown token ${String(token)}`);
+    }
+    const timeoutMs = typeof step["deadline_ms"] === "number" ? step["deadline_ms"] : undefined;
+    switch (operation) {
+      case "sleep_ms":
+        await sleep(Number(args));
+        return {};
+      case "await":
+      case "cancel":
+        return this.#finish(String(args), operation === "cancel");
+      case "stream_turn":
+        return this.#turn(client, asArgs(args), timeoutMs, step["expect"]);
+      default:
+        try {
+          return await this.#unary(client, operation, asArgs(args ?? {}), timeoutMs);
+        } catch (error) {
+          if (error instanceof ScenarioError) throw error;
+          return { error: errorObservation(error) };
+        }
+    }
+  }
+
+  async #unary(
+    client: ChatClient,
+    operation: string,
+    args: Args,
+    timeoutMs: number | undefined,
+  ): Promise<Observation> {
+    const call = { timeoutMs };
+    switch (operation) {
+      case "list_definitions": {
+        const definitions = await client.listDefinitions(call);
+        return json(
+          ListDefinitionsResponseSchema,
+          create(ListDefinitionsResponseSchema, { definitions }),
+        );
+      }
+      case "get_definition": {
+        const definition = await client.getDefinition(text(args, "definition_id"), call);
+        return { definition: json(DefinitionSchema, definition) };
+      }
+      case "create_session": {
+        const definitionId =
+          optionalText(args, "definition_id") ?? String(this.#scenario.body["definition"] ?? "");
+        const session = await client.createSession(definitionId, {
+          ...call,
+          sessionId: optionalText(args, "session_id"),
+          historyMode: args["history_mode"] === "client" ? "client" : "server",
+        });
+        return { session: json(SessionSchema, session) };
+      }
+      case "get_session": {
+        const history = await client.getSession(text(args, "session"), call);
+        return json(
+          GetSessionResponseSchema,
+          create(GetSessionResponseSchema, {
+            session: history.session,
+            messages: [...history.messages],
+          }),
+        );
+      }
+      case "delete_session":
+        await client.deleteSession(text(args, "session"), {
+          ...call,
+          expectedCursor: optionalNumber(args, "expected_cursor"),
+        });
+        return {};
+      case "truncate_history": {
+        const history = await client.truncate(
+          text(args, "session"),
+          optionalText(args, "last_kept_message_id"),
+          {
+            ...call,
+            expectedCursor: optionalNumber(args, "expected_cursor"),
+          },
+        );
+        return json(
+          TruncateHistoryResponseSchema,
+          create(TruncateHistoryResponseSchema, {
+            session: history.session,
+            messages: [...history.messages],
+          }),
+        );
+      }
+      case "get_turn": {
+        const turn = await client.getTurn(text(args, "session"), text(args, "turn_id"), call);
+        return { turn: json(TurnRecordSchema, turn) };
+      }
+      case "list_turns": {
+        const page = await client.listTurns(text(args, "session"), {
+          ...call,
+          pageSize: optionalNumber(args, "page_size"),
+          pageToken: optionalText(args, "page_token"),
+        });
+        const response = create(ListTurnsResponseSchema, {
+          turns: [...page.turns],
+          nextPageToken: page.nextPageToken ?? "",
+        });
+        return json(ListTurnsResponseSchema, response);
+      }
+      default:
+        throw new ScenarioError(`unknown operation ${operation}`);
+    }
+  }
+
+  /** The turn through the client's shortcut for its operation. */
+  #events(
+    client: ChatClient,
+    args: Args,
+    options: { timeoutMs: number | undefined; signal: AbortSignal },
+  ): AsyncIterable<TurnEvent> {
+    const session = text(args, "session");
+    const turn = {
+      ...options,
+      turnId: optionalText(args, "turn_id"),
+      expectedCursor: optionalNumber(args, "expected_cursor"),
+    };
+    if ("submit" in args) {
+      const submit = asArgs(args["submit"]);
+      return client.submit(session, text(submit, "content"), {
+        ...turn,
+        messageId: optionalText(submit, "message_id"),
+      });
+    }
+    if ("retry" in args) {
+      return client.retry(session, optionalText(asArgs(args["retry"] ?? {}), "message_id"), turn);
+    }
+    if ("edit" in args) {
+      const edit = asArgs(args["edit"]);
+      return client.edit(session, text(edit, "message_id"), text(edit, "content"), turn);
+    }
+    if ("regenerate" in args) {
+      return client.regenerate(
+        session,
+        optionalText(asArgs(args["regenerate"] ?? {}), "message_id"),
+        turn,
+      );
+    }
+    if ("dispatch" in args) {
+      const listed = asArgs(args["dispatch"])["messages"];
+      const messages: MessageInput[] = (Array.isArray(listed) ? listed : []).map((item) => {
+        const message = asArgs(item);
+        return {
+          id: optionalText(message, "id") ?? "",
+          role: text(message, "role") as RoleName,
+          content: text(message, "content"),
+        };
+      });
+      return client.dispatch(session, messages, turn);
+    }
+    throw new ScenarioError("stream_turn needs submit, retry, edit, regenerate or dispatch");
+  }
+
+  async #turn(
+    client: ChatClient,
+    args: Args,
+    timeoutMs: number | undefined,
+    expect: unknown,
+  ): Promise<Observation | undefined> {
+    const stream = new StreamObservation();
+    const abort = new AbortController();
+    const events = this.#events(client, args, { timeoutMs, signal: abort.signal });
+    let firstEvent: () => void = () => {};
+    const first = new Promise<void>((resolve) => (firstEvent = resolve));
+    const done = (async () => {
+      try {
+        for await (const event of events) {
+          stream.add(event);
+          firstEvent();
+        }
+      } catch (error) {
+        stream.error = errorObservation(error);
+      }
+    })();
+    if (typeof args["background"] !== "string") {
+      await done;
+      return stream.observation;
+    }
+    // Move on once the turn holds the session's lease (its first event) or has ended.
+    await Promise.race([first, done]);
+    this.#background.set(args["background"], { done, abort, stream, expect });
+    return undefined;
+  }
+
+  async #finish(name: string, cancel: boolean): Promise<Observation> {
+    const background = this.#background.get(name);
+    if (background === undefined) {
+      throw new ScenarioError(`no background stream named ${name}`);
+    }
+    this.#background.delete(name);
+    if (cancel) {
+      background.abort.abort();
+    }
+    await background.done;
+    const observation = background.stream.observation;
+    const problems = check(this.#expected(background.expect), observation, cancel);
+    if (problems.length > 0) {
+      throw new ScenarioError(
+        `background ${name}: ${problems.join("; ")}\nobserved: ${JSON.stringify(observation)}`,
+      );
+    }
+    return observation;
+  }
+}
+
+/**
+ * The step's problems: an unexpected error, a missing one, or a mismatch. A cancelled
+ * stream's CANCELLED error is only checked when the step expects an error.
+ */
+function check(expect: unknown, observation: Observation | undefined, cancelled = false): string[] {
+  if (observation === undefined) {
+    return []; // a background stream: checked when it ends
+  }
+  const expected = isArgs(expect) ? expect : {};
+  if ("error" in observation && !("error" in expected) && !cancelled) {
+    return [`unexpected error ${JSON.stringify(observation["error"])}`];
+  }
+  if ("error" in expected && !("error" in observation)) {
+    return [`expected error ${JSON.stringify(expected["error"])}, but the call succeeded`];
+  }
+  return match(expected, observation);
+}
+
+function isArgs(value: unknown): value is Args {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function asArgs(value: unknown): Args {
+  if (!isArgs(value)) {
+    throw new ScenarioError(`expected a mapping of arguments, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function text(args: Args, key: string): string {
+  const value = args[key];
+  if (typeof value !== "string") {
+    throw new ScenarioError(`argument ${key} must be a string, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function optionalText(args: Args, key: string): string | undefined {
+  return args[key] === undefined || args[key] === null ? undefined : text(args, key);
+}
+
+function optionalNumber(args: Args, key: string): number | undefined {
+  const value = args[key];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "number" || !Number.isInteger(value)) {
+    throw new ScenarioError(`argument ${key} must be an integer, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

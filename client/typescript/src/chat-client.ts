@@ -1,0 +1,389 @@
+// The chat service client: one method per RPC, turn shortcuts, typed errors.
+import {
+  type CallOptions as ConnectCallOptions,
+  type Client,
+  Code,
+  createClient,
+  type Transport,
+} from "@connectrpc/connect";
+import {
+  ChatService,
+  type Definition,
+  type HistoryMode,
+  type Message,
+  type Session,
+  type TurnRecord,
+} from "./gen/agentskit/chat/v1/chat_pb.js";
+import { ChatError } from "./chat-error.js";
+import { collectTurn, eventFromResponse, type TurnEvent, type TurnResult } from "./turn-event.js";
+import {
+  type HistoryModeName,
+  type Int64Input,
+  type MessageInput,
+  newTurnId,
+  optionalInt64,
+  toHistoryMode,
+  toStreamTurnRequest,
+  type TurnOperation,
+  type TurnRequest,
+} from "./turn-request.js";
+
+/** Options of a {@link ChatClient}. */
+export interface ChatClientOptions {
+  /** Bearer token sent as `authorization: Bearer <token>` with every call. */
+  readonly token?: string | undefined;
+  /**
+   * Default deadline of every call in milliseconds, a whole turn stream counting as one
+   * call; none when omitted or `<= 0`.
+   */
+  readonly timeoutMs?: number | undefined;
+  /** Headers sent with every call, before any per-call headers. */
+  readonly headers?: HeadersInit | undefined;
+}
+
+/** Options every method takes as its last argument. */
+export interface CallOptions {
+  /** Cancels the call (a turn stream included); the call then fails with `CANCELLED`. */
+  readonly signal?: AbortSignal | undefined;
+  /** Deadline of this call in milliseconds; the client default when omitted, none when `<= 0`. */
+  readonly timeoutMs?: number | undefined;
+  /** Extra headers for this call. */
+  readonly headers?: HeadersInit | undefined;
+}
+
+/** Options of `createSession`. */
+export interface CreateSessionOptions extends CallOptions {
+  /** Session id chosen by the client; the server chooses one when omitted. */
+  readonly sessionId?: string | undefined;
+  /** Who keeps the messages: `"server"` (the default) or `"client"`. */
+  readonly historyMode?: HistoryMode | HistoryModeName | undefined;
+}
+
+/** Options of calls that may be guarded by the session cursor. */
+export interface CursorOptions extends CallOptions {
+  /**
+   * Run only while the session cursor still equals this value; otherwise `ChatError`
+   * `ABORTED` with reason `ERROR_REASON_CONFLICT` and the current cursor in
+   * `metadata.cursor`, and nothing changes.
+   */
+  readonly expectedCursor?: Int64Input | undefined;
+}
+
+/** Options of the turn shortcuts (`submit`, `retry`, `edit`, `regenerate`, `dispatch`). */
+export interface TurnOptions extends CursorOptions {
+  /** The turn's idempotency key; a fresh one when omitted. */
+  readonly turnId?: string | undefined;
+}
+
+/** Options of `submit`. */
+export interface SubmitOptions extends TurnOptions {
+  /** Id of the new user message; the server chooses one when omitted. */
+  readonly messageId?: string | undefined;
+}
+
+/** Options of `listTurns`. */
+export interface ListTurnsOptions extends CallOptions {
+  /** At most this many turns; the server's default (20) when omitted or 0, at most 100. */
+  readonly pageSize?: number | undefined;
+  /** `nextPageToken` of the previous page of the same session. */
+  readonly pageToken?: string | undefined;
+}
+
+/** What `truncateHistory` takes. */
+export interface TruncateRequest {
+  readonly sessionId: string;
+  /** The last message to keep; every message is dropped when omitted. */
+  readonly lastKeptMessageId?: string | undefined;
+  /** See {@link CursorOptions.expectedCursor}. */
+  readonly expectedCursor?: Int64Input | undefined;
+}
+
+/** A session and, for server-held history, its retained messages, oldest first. */
+export interface SessionHistory {
+  readonly session: Session;
+  readonly messages: readonly Message[];
+}
+
+/** One page of a session's retained turns, newest first. */
+export interface TurnPage {
+  readonly turns: readonly TurnRecord[];
+  /** Token of the next page; undefined on the last page. */
+  readonly nextPageToken: string | undefined;
+}
+
+/**
+ * A client of the AgentsKit Chat service over any Connect `Transport` (on Node.js:
+ * `createNodeTransport` from `@agentskit/chat-client/node`).
+ *
+ * Every method rejects with {@link ChatError} when the call fails; a turn stream throws it
+ * from the iteration. int64 fields of responses (cursor, revision, usage, sequence) are
+ * `bigint`; inputs accept `number | bigint`.
+ */
+export class ChatClient {
+  readonly #rpc: Client<typeof ChatService>;
+  readonly #options: ChatClientOptions;
+  readonly #authorization: string | undefined;
+
+  constructor(transport: Transport, options: ChatClientOptions = {}) {
+    if (options.token !== undefined && (!options.token || /\s/.test(options.token))) {
+      throw new TypeError("token must be a non-empty string without whitespace");
+    }
+    this.#rpc = createClient(ChatService, transport);
+    this.#options = options;
+    this.#authorization = options.token === undefined ? undefined : `Bearer ${options.token}`;
+  }
+
+  /** Every chat definition the server hosts, ordered by id. */
+  async listDefinitions(options: CallOptions = {}): Promise<Definition[]> {
+    const response = await this.#call(options, (call) => this.#rpc.listDefinitions({}, call));
+    return response.definitions;
+  }
+
+  /** One chat definition by id. */
+  async getDefinition(definitionId: string, options: CallOptions = {}): Promise<Definition> {
+    const response = await this.#call(options, (call) =>
+      this.#rpc.getDefinition({ definitionId }, call),
+    );
+    return required(response.definition, "definition");
+  }
+
+  /** Start a session of a definition at its initial state. */
+  async createSession(definitionId: string, options: CreateSessionOptions = {}): Promise<Session> {
+    const request = {
+      definitionId,
+      sessionId: options.sessionId ?? "",
+      historyMode: toHistoryMode(options.historyMode),
+    };
+    const response = await this.#call(options, (call) => this.#rpc.createSession(request, call));
+    return required(response.session, "session");
+  }
+
+  /** A session and, for server-held history, its retained messages. */
+  async getSession(sessionId: string, options: CallOptions = {}): Promise<SessionHistory> {
+    const response = await this.#call(options, (call) => this.#rpc.getSession({ sessionId }, call));
+    return { session: required(response.session, "session"), messages: response.messages };
+  }
+
+  /** Remove a session and its stored history (guarded by `expectedCursor` when given). */
+  async deleteSession(sessionId: string, options: CursorOptions = {}): Promise<void> {
+    const expectedCursor = optionalInt64(options.expectedCursor, "expectedCursor");
+    await this.#call(options, (call) =>
+      this.#rpc.deleteSession({ sessionId, expectedCursor }, call),
+    );
+  }
+
+  /**
+   * Drop the newest messages of a server-held history without running a turn: every
+   * message after `lastKeptMessageId`, or all of them when it is omitted. The state is
+   * reconciled on the next turn.
+   */
+  async truncateHistory(
+    request: TruncateRequest,
+    options: CallOptions = {},
+  ): Promise<SessionHistory> {
+    const wire = {
+      sessionId: request.sessionId,
+      lastKeptMessageId: request.lastKeptMessageId ?? "",
+      expectedCursor: optionalInt64(request.expectedCursor, "expectedCursor"),
+    };
+    const response = await this.#call(options, (call) => this.#rpc.truncateHistory(wire, call));
+    return { session: required(response.session, "session"), messages: response.messages };
+  }
+
+  /** Shortcut of `truncateHistory`: keep messages up to `lastKeptMessageId`. */
+  truncate(
+    sessionId: string,
+    lastKeptMessageId?: string,
+    options: CursorOptions = {},
+  ): Promise<SessionHistory> {
+    const { expectedCursor, ...call } = options;
+    return this.truncateHistory({ sessionId, lastKeptMessageId, expectedCursor }, call);
+  }
+
+  /**
+   * The record of a turn id the session retains: running, completed or failed. Runs
+   * nothing; a turn id the session does not retain is `NOT_FOUND`
+   * (`ERROR_REASON_TURN_NOT_FOUND`): that turn never finished and may run again.
+   */
+  async getTurn(sessionId: string, turnId: string, options: CallOptions = {}): Promise<TurnRecord> {
+    const response = await this.#call(options, (call) =>
+      this.#rpc.getTurn({ sessionId, turnId }, call),
+    );
+    return required(response.turn, "turn");
+  }
+
+  /** One page of the session's retained turns, newest first. */
+  async listTurns(sessionId: string, options: ListTurnsOptions = {}): Promise<TurnPage> {
+    const request = {
+      sessionId,
+      pageSize: options.pageSize ?? 0,
+      pageToken: options.pageToken ?? "",
+    };
+    const response = await this.#call(options, (call) => this.#rpc.listTurns(request, call));
+    return { turns: response.turns, nextPageToken: response.nextPageToken || undefined };
+  }
+
+  /** Every retained turn of the session, newest first, page by page. */
+  async *allTurns(sessionId: string, options: CallOptions = {}): AsyncGenerator<TurnRecord> {
+    let pageToken: string | undefined;
+    do {
+      const page = await this.listTurns(sessionId, { ...options, pageSize: 100, pageToken });
+      yield* page.turns;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== undefined);
+  }
+
+  /**
+   * Run one turn and yield its events as they arrive. The call starts on the first
+   * iteration. Leaving the loop early (`break`, `return`, a throw) or aborting
+   * `options.signal` cancels the call on the server. An event of a kind this client does
+   * not know is skipped. The iteration throws {@link ChatError} when the call fails.
+   */
+  async *streamTurn(request: TurnRequest, options: CallOptions = {}): AsyncGenerator<TurnEvent> {
+    const wire = toStreamTurnRequest(request, request.turnId || newTurnId());
+    const cancel = linkedAbort(options.signal);
+    try {
+      const stream = this.#rpc.streamTurn(
+        wire,
+        this.#callOptions({ ...options, signal: cancel.signal }),
+      );
+      for await (const response of stream) {
+        const event = eventFromResponse(response);
+        if (event !== undefined) {
+          yield event;
+        }
+      }
+    } catch (error) {
+      throw ChatError.from(error);
+    } finally {
+      cancel.abort(); // ends the call when the caller left the loop early
+    }
+  }
+
+  /** Run one turn to its end and collect its events; a `failed` event does not throw. */
+  runTurn(request: TurnRequest, options: CallOptions = {}): Promise<TurnResult> {
+    const turnId = request.turnId || newTurnId();
+    return collectTurn(turnId, this.streamTurn({ ...request, turnId }, options));
+  }
+
+  /** Append a user message to a server-held history and stream the turn's events. */
+  submit(
+    sessionId: string,
+    content: string,
+    options: SubmitOptions = {},
+  ): AsyncGenerator<TurnEvent> {
+    const { messageId, ...rest } = options;
+    const value = messageId === undefined ? { content } : { content, messageId };
+    return this.#shortcut(sessionId, { case: "submit", value }, rest);
+  }
+
+  /** Send a user message again (the last one when omitted) and stream the events. */
+  retry(
+    sessionId: string,
+    messageId?: string,
+    options: TurnOptions = {},
+  ): AsyncGenerator<TurnEvent> {
+    return this.#shortcut(
+      sessionId,
+      { case: "retry", value: { messageId: messageId ?? "" } },
+      options,
+    );
+  }
+
+  /** Change a user message, drop every later message and stream the turn's events. */
+  edit(
+    sessionId: string,
+    messageId: string,
+    content: string,
+    options: TurnOptions = {},
+  ): AsyncGenerator<TurnEvent> {
+    return this.#shortcut(sessionId, { case: "edit", value: { messageId, content } }, options);
+  }
+
+  /** Answer again (the last assistant message when omitted) and stream the events. */
+  regenerate(
+    sessionId: string,
+    messageId?: string,
+    options: TurnOptions = {},
+  ): AsyncGenerator<TurnEvent> {
+    const value = { messageId: messageId ?? "" };
+    return this.#shortcut(sessionId, { case: "regenerate", value }, options);
+  }
+
+  /** Send a whole client-held history and stream the events of its last user message. */
+  dispatch(
+    sessionId: string,
+    messages: readonly MessageInput[],
+    options: TurnOptions = {},
+  ): AsyncGenerator<TurnEvent> {
+    return this.#shortcut(sessionId, { case: "dispatch", value: { messages } }, options);
+  }
+
+  #shortcut(
+    sessionId: string,
+    operation: TurnOperation,
+    options: TurnOptions,
+  ): AsyncGenerator<TurnEvent> {
+    const { turnId, expectedCursor, ...call } = options;
+    return this.streamTurn({ sessionId, operation, turnId, expectedCursor }, call);
+  }
+
+  #callOptions(options: CallOptions): ConnectCallOptions {
+    const headers = new Headers(this.#options.headers);
+    new Headers(options.headers).forEach((value, key) => headers.set(key, value));
+    if (this.#authorization !== undefined) {
+      headers.set("authorization", this.#authorization);
+    }
+    const timeoutMs = options.timeoutMs ?? this.#options.timeoutMs;
+    return { headers, timeoutMs, signal: options.signal };
+  }
+
+  async #call<T>(
+    options: CallOptions,
+    invoke: (call: ConnectCallOptions) => Promise<T>,
+  ): Promise<T> {
+    const cancel = linkedAbort(options.signal);
+    try {
+      return await invoke(this.#callOptions({ ...options, signal: cancel.signal }));
+    } catch (error) {
+      throw ChatError.from(error);
+    } finally {
+      cancel.abort();
+    }
+  }
+}
+
+/** Create a {@link ChatClient}; the same as `new ChatClient(transport, options)`. */
+export function createChatClient(
+  transport: Transport,
+  options: ChatClientOptions = {},
+): ChatClient {
+  return new ChatClient(transport, options);
+}
+
+/**
+ * A controller aborted with the caller's signal, but without its reason: Connect reports
+ * an abort without a reason as CANCELLED, whatever reason the caller gave.
+ */
+function linkedAbort(signal: AbortSignal | undefined): { signal: AbortSignal; abort(): void } {
+  const controller = new AbortController();
+  const stop = (): void => controller.abort();
+  if (signal?.aborted) {
+    stop();
+  }
+  signal?.addEventListener("abort", stop, { once: true });
+  return {
+    signal: controller.signal,
+    abort() {
+      signal?.removeEventListener("abort", stop);
+      controller.abort();
+    },
+  };
+}
+
+function required<T>(value: T | undefined, field: string): T {
+  if (value === undefined) {
+    throw new ChatError({ code: Code.Internal, message: `the response has no ${field}` });
+  }
+  return value;
+}

@@ -1,0 +1,112 @@
+// The events of a turn stream, as a union narrowed by `kind`.
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type {
+  StreamTurnResponse,
+  TextDelta,
+  TurnCompleted,
+  TurnDecision,
+  TurnFailed,
+  TurnStarted,
+} from "./gen/agentskit/chat/v1/chat_pb.js";
+
+/** What every event of a turn carries besides its kind and value. */
+export interface TurnEventEnvelope {
+  /** The session the turn runs in. */
+  readonly sessionId: string;
+  /** The turn id of the request (the one the client generated when none was given). */
+  readonly turnId: string;
+  /** Starts at 1 and increases by one with every event (uint64, hence `bigint`). */
+  readonly sequence: bigint;
+  /** When the server produced the event. */
+  readonly time: Timestamp | undefined;
+}
+
+/**
+ * One event of a turn. Events arrive in order: `started`, `decision`, any `delta`s, then
+ * exactly one of `completed` or `failed`. Switch on `kind` to narrow `value`.
+ */
+export type TurnEvent = TurnEventEnvelope &
+  (
+    | { readonly kind: "started"; readonly value: TurnStarted }
+    | { readonly kind: "decision"; readonly value: TurnDecision }
+    | { readonly kind: "delta"; readonly value: TextDelta }
+    | { readonly kind: "completed"; readonly value: TurnCompleted }
+    | { readonly kind: "failed"; readonly value: TurnFailed }
+  );
+
+/** The kinds of {@link TurnEvent}. */
+export type TurnEventKind = TurnEvent["kind"];
+
+/** A whole turn collected by `runTurn`. */
+export interface TurnResult {
+  /** The turn id the request carried. */
+  readonly turnId: string;
+  readonly started: TurnStarted | undefined;
+  readonly decision: TurnDecision | undefined;
+  /** The deltas joined. Discard it when `failed` is set: it was not committed. */
+  readonly text: string;
+  readonly completed: TurnCompleted | undefined;
+  /** Set when the turn ran but committed nothing (a route or the model failed). */
+  readonly failed: TurnFailed | undefined;
+  /** Every event, in order. */
+  readonly events: readonly TurnEvent[];
+}
+
+/** The event of a response, or undefined for an event kind this client does not know. */
+export function eventFromResponse(response: StreamTurnResponse): TurnEvent | undefined {
+  const envelope: TurnEventEnvelope = {
+    sessionId: response.sessionId,
+    turnId: response.turnId,
+    sequence: response.sequence,
+    time: response.time,
+  };
+  const event = response.event;
+  switch (event.case) {
+    case "started":
+      return { ...envelope, kind: "started", value: event.value };
+    case "decision":
+      return { ...envelope, kind: "decision", value: event.value };
+    case "delta":
+      return { ...envelope, kind: "delta", value: event.value };
+    case "completed":
+      return { ...envelope, kind: "completed", value: event.value };
+    case "failed":
+      return { ...envelope, kind: "failed", value: event.value };
+    default:
+      return undefined;
+  }
+}
+
+/** Collect the events of one turn into a {@link TurnResult}. */
+export async function collectTurn(
+  turnId: string,
+  events: AsyncIterable<TurnEvent>,
+): Promise<TurnResult> {
+  let started: TurnStarted | undefined;
+  let decision: TurnDecision | undefined;
+  let completed: TurnCompleted | undefined;
+  let failed: TurnFailed | undefined;
+  const text: string[] = [];
+  const seen: TurnEvent[] = [];
+  for await (const event of events) {
+    seen.push(event);
+    switch (event.kind) {
+      case "started":
+        started = event.value;
+        break;
+      case "decision":
+        decision = event.value;
+        break;
+      case "delta":
+        text.push(event.value.text);
+        break;
+      case "completed":
+        completed = event.value;
+        break;
+      case "failed":
+        failed = event.value;
+        break;
+    }
+  }
+  return { turnId, started, decision, text: text.join(""), completed, failed, events: seen };
+}

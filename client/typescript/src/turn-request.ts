@@ -1,0 +1,133 @@
+// Building a StreamTurnRequest: operations, turn ids, cursors and messages.
+import { create } from "@bufbuild/protobuf";
+import {
+  HistoryMode,
+  type Message,
+  MessageSchema,
+  Role,
+  type StreamTurnRequest,
+  StreamTurnRequestSchema,
+} from "./gen/agentskit/chat/v1/chat_pb.js";
+
+/** A cursor or other int64 input: a safe integer `number` or a `bigint`. */
+export type Int64Input = number | bigint;
+
+/** Roles by name, as the Python client spells them. */
+export type RoleName = "user" | "assistant" | "system" | "tool";
+
+/** History modes by name: `"server"` keeps the messages, `"client"` sends them each turn. */
+export type HistoryModeName = "server" | "client";
+
+/** A message of a client-held history, sent by `dispatch`. */
+export interface MessageInput {
+  /** Unique within the session, chosen by the client. */
+  readonly id: string;
+  /** Its author: a `Role` value or its name. */
+  readonly role: Role | RoleName;
+  /** Its text. */
+  readonly content: string;
+}
+
+/** What a turn does: the `operation` oneof of `StreamTurnRequest`. */
+export type TurnOperation =
+  | { readonly case: "submit"; readonly value: { content: string; messageId?: string } }
+  | { readonly case: "retry"; readonly value: { messageId?: string } }
+  | { readonly case: "edit"; readonly value: { messageId: string; content: string } }
+  | { readonly case: "regenerate"; readonly value: { messageId?: string } }
+  | { readonly case: "dispatch"; readonly value: { messages: readonly MessageInput[] } };
+
+/** One turn to run: what `streamTurn` and `runTurn` take. */
+export interface TurnRequest {
+  /** The session to run the turn in. */
+  readonly sessionId: string;
+  /** What the turn does. */
+  readonly operation: TurnOperation;
+  /**
+   * Idempotency key: a repeated turn id is never executed twice (the server repeats its
+   * outcome). A fresh one is generated when omitted; pass one to retry the same turn.
+   */
+  readonly turnId?: string | undefined;
+  /**
+   * Run only while the session cursor still equals this value; otherwise `ChatError`
+   * `ABORTED` with reason `ERROR_REASON_CONFLICT` and the current cursor in
+   * `metadata.cursor`.
+   */
+  readonly expectedCursor?: Int64Input | undefined;
+}
+
+const ROLES: Readonly<Record<RoleName, Role>> = {
+  user: Role.USER,
+  assistant: Role.ASSISTANT,
+  system: Role.SYSTEM,
+  tool: Role.TOOL,
+};
+
+/** A fresh turn id: a random UUID as 32 hex digits. */
+export function newTurnId(): string {
+  return globalThis.crypto.randomUUID().replaceAll("-", "");
+}
+
+/** An int64 input as the `bigint` protobuf-es uses; rejects fractions and unsafe numbers. */
+export function toInt64(value: Int64Input, name = "value"): bigint {
+  if (typeof value === "bigint") {
+    return value;
+  }
+  if (!Number.isSafeInteger(value)) {
+    throw new RangeError(`${name} must be an integer, or a bigint beyond 2^53`);
+  }
+  return BigInt(value);
+}
+
+/** The int64 input, converted, or undefined when it was not given. */
+export function optionalInt64(value: Int64Input | undefined, name: string): bigint | undefined {
+  return value === undefined ? undefined : toInt64(value, name);
+}
+
+/** A message of a client-held history as the contract's `Message`. */
+export function toMessage(input: MessageInput): Message {
+  const role = typeof input.role === "string" ? ROLES[input.role] : input.role;
+  if (role === undefined) {
+    throw new RangeError(`unknown role: ${String(input.role)}`);
+  }
+  return create(MessageSchema, { id: input.id, role, content: input.content });
+}
+
+/** A history mode given by name or value as the contract's `HistoryMode`. */
+export function toHistoryMode(mode: HistoryMode | HistoryModeName | undefined): HistoryMode {
+  switch (mode) {
+    case undefined:
+    case "server":
+      return HistoryMode.SERVER;
+    case "client":
+      return HistoryMode.CLIENT;
+    default:
+      return mode;
+  }
+}
+
+/** The wire request of a turn; `turnId` must already be chosen. */
+export function toStreamTurnRequest(request: TurnRequest, turnId: string): StreamTurnRequest {
+  const operation = request.operation;
+  const expectedCursor = optionalInt64(request.expectedCursor, "expectedCursor");
+  const base = { sessionId: request.sessionId, turnId, expectedCursor };
+  switch (operation.case) {
+    case "dispatch":
+      return create(StreamTurnRequestSchema, {
+        ...base,
+        operation: {
+          case: "dispatch",
+          value: { messages: operation.value.messages.map(toMessage) },
+        },
+      });
+    case "submit":
+    case "retry":
+    case "edit":
+    case "regenerate":
+      return create(StreamTurnRequestSchema, {
+        ...base,
+        operation: { case: operation.case, value: { ...operation.value } },
+      });
+    default:
+      throw new TypeError("unknown turn operation");
+  }
+}

@@ -1,0 +1,90 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { ChatClient, newTurnId, Role } from "@agentskit/chat-client";
+import { createNodeTransport } from "@agentskit/chat-client/node";
+import { toInt64, toStreamTurnRequest } from "../src/turn-request.js";
+
+test("turn ids are 32 fresh hex digits", () => {
+  const ids = new Set(Array.from({ length: 100 }, newTurnId));
+  assert.equal(ids.size, 100);
+  for (const id of ids) assert.match(id, /^[0-9a-f]{32}$/);
+});
+
+test("cursors are accepted as safe integers or bigints and nothing else", () => {
+  assert.equal(toInt64(3), 3n);
+  assert.equal(toInt64(2n ** 60n), 2n ** 60n);
+  assert.throws(() => toInt64(1.5, "expectedCursor"), /expectedCursor must be an integer/);
+  assert.throws(() => toInt64(2 ** 60), RangeError);
+});
+
+test("a turn request carries its operation, turn id and cursor", () => {
+  const submit = toStreamTurnRequest(
+    {
+      sessionId: "s",
+      operation: { case: "submit", value: { content: "hi", messageId: "m1" } },
+      expectedCursor: 2,
+    },
+    "t1",
+  );
+  assert.equal(submit.sessionId, "s");
+  assert.equal(submit.turnId, "t1");
+  assert.equal(submit.expectedCursor, 2n);
+  assert.deepEqual(submit.operation.case, "submit");
+  assert.equal(submit.operation.value?.$typeName, "agentskit.chat.v1.SubmitOperation");
+  const retry = toStreamTurnRequest(
+    { sessionId: "s", operation: { case: "retry", value: {} } },
+    "t2",
+  );
+  assert.equal(retry.expectedCursor, undefined, "no cursor means no guard");
+  assert.equal(retry.operation.case, "retry");
+});
+
+test("dispatch takes roles by name or value", () => {
+  const request = toStreamTurnRequest(
+    {
+      sessionId: "s",
+      operation: {
+        case: "dispatch",
+        value: {
+          messages: [
+            { id: "1", role: "system", content: "be brief" },
+            { id: "2", role: Role.USER, content: "hello" },
+            { id: "3", role: "assistant", content: "hi" },
+          ],
+        },
+      },
+    },
+    "t",
+  );
+  assert.equal(request.operation.case, "dispatch");
+  const roles =
+    request.operation.case === "dispatch"
+      ? request.operation.value.messages.map((m) => m.role)
+      : [];
+  assert.deepEqual(roles, [Role.SYSTEM, Role.USER, Role.ASSISTANT]);
+  assert.throws(
+    () =>
+      toStreamTurnRequest(
+        {
+          sessionId: "s",
+          operation: {
+            case: "dispatch",
+            value: { messages: [{ id: "1", role: "robot" as "user", content: "" }] },
+          },
+        },
+        "t",
+      ),
+    /unknown role: robot/,
+  );
+});
+
+test("bad connection settings are refused up front", () => {
+  assert.throws(() => createNodeTransport("http://host:1"), /host:port/);
+  assert.throws(
+    () => createNodeTransport("host:1", { tls: { clientCertificate: "pem" } }),
+    /go together/,
+  );
+  const transport = createNodeTransport("127.0.0.1:1", { tls: true });
+  assert.throws(() => new ChatClient(transport, { token: "two words" }), /without whitespace/);
+  assert.throws(() => new ChatClient(transport, { token: "" }), /non-empty/);
+});
