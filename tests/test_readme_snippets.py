@@ -25,6 +25,14 @@ from agentskit_chat_client import ChatClient
 from tests.cli.conftest import Launcher
 from tests.cli.conftest import launch as launch
 from tests.cli.fixtures.serving import EXAMPLES, Server, base_env
+from tests.contract.tooling import require_toolchain
+from tests.programs import (
+    GO_ENV,
+    TYPESCRIPT_CLIENT,
+    build_typescript_client,
+    go_program,
+    typescript_program,
+)
 from tests.readme import ROOT, Block, marked
 
 TOKEN = "readme-snippet-token-0123456789"
@@ -44,7 +52,31 @@ def run_python(
     return _run([sys.executable, str(script)], workdir, env)
 
 
-RUNNERS: dict[str, Runner] = {"python": run_python}
+def run_typescript(
+    block: Block, workdir: Path, env: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """The snippet compiled as an ES module against the built client package, run by node."""
+    require_toolchain("node", "node", "npm")
+    if not (TYPESCRIPT_CLIENT / "dist" / "src" / "index.js").exists() or not _built:
+        build_typescript_client()
+        _built.append(True)
+    program = typescript_program(workdir, block.code)
+    return _run(["node", str(program)], workdir, env)
+
+
+_built: list[bool] = []
+
+
+def run_go(block: Block, workdir: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """The snippet as the main package of a module using the client through `replace`."""
+    require_toolchain("go", "go")
+    go_program(workdir, block.code)
+    built = _run(["go", "build", "-o", "program", "."], workdir, {**env, **GO_ENV})
+    assert built.returncode == 0, built.stderr
+    return _run([str(workdir / "program")], workdir, env)
+
+
+RUNNERS: dict[str, Runner] = {"python": run_python, "typescript": run_typescript, "go": run_go}
 
 
 def runner_for(language: str) -> Runner:
@@ -135,8 +167,8 @@ async def _messages(target: str, session_id: str) -> list[tuple[str, str]]:
     return [(message.role, message.content) for message in history.messages]
 
 
-def test_the_readme_has_a_python_snippet_and_a_runner_for_every_snippet() -> None:
-    assert "python" in {block.name for block in SNIPPETS}
+def test_the_readme_has_a_snippet_in_every_language_and_a_runner_for_each() -> None:
+    assert {block.name for block in SNIPPETS} == {"python", "typescript", "go"}
     for block in SNIPPETS:
         assert block.name in RUNNERS, runner_for(str(block.name))
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 
 from tests.contract.tooling import ROOT, require_toolchain, run
+from tests.programs import go_program
 
 from .harness import SCENARIOS, LiveServer
 
 MODULE = ROOT / "client" / "go"
-MODULE_PATH = "agentskit.dev/chat/client/go"
 README = MODULE / "README.md"
 
 
@@ -70,14 +69,7 @@ def test_go_readme_snippet_runs_with_a_replace_directive(
     the README's install section says: refused without a token, a turn streamed with one."""
     require_toolchain("go", "go")
     (snippet,) = re.findall(r"```go\n(package main\n.*?)```", README.read_text(), re.S)
-    (tmp_path / "main.go").write_text(snippet)
-    # The client module's requirements, which go.sum already pins, plus the client itself.
-    requirements = (MODULE / "go.mod").read_text().split("\n", 1)[1]
-    (tmp_path / "go.mod").write_text(
-        f"module example.com/readme\n{requirements}\n"
-        f"require {MODULE_PATH} v0.0.0\n\nreplace {MODULE_PATH} => {MODULE}\n"
-    )
-    shutil.copy(MODULE / "go.sum", tmp_path / "go.sum")
+    go_program(tmp_path, snippet)
     env = {**_go_env(conformance_server), **_client_env(conformance_server)}
     run(["go", "build", "-o", "snippet", "."], cwd=tmp_path, env=env)
 
