@@ -230,7 +230,8 @@ class Runner:
             )
             return to_json(history) or {}
         if operation == "get_turn":
-            return {"turn": to_json(await client.get_turn(args["session"], args["turn_id"]))}
+            found = await client.get_turn(args["session"], args["turn_id"], timeout=timeout)
+            return {"turn": to_json(found)}
         if operation == "list_turns":
             page = await client.list_turns(
                 args["session"],
