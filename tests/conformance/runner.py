@@ -230,8 +230,8 @@ class Runner:
             )
             return to_json(history) or {}
         if operation == "get_turn":
-            found = await client.get_turn(args["session"], args["turn_id"], timeout=timeout)
-            return {"turn": to_json(found)}
+            record = await client.get_turn(args["session"], args["turn_id"], timeout=timeout)
+            return {"turn": to_json(record)}
         if operation == "list_turns":
             page = await client.list_turns(
                 args["session"],
