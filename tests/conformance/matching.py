@@ -57,6 +57,8 @@ def _scalar_equal(expected: object, actual: object) -> bool:
         return expected is actual
     if isinstance(expected, int | float) and isinstance(actual, str):
         return str(expected) == actual
+    if isinstance(expected, str) and isinstance(actual, int | float):
+        return expected == str(actual)
     return expected == actual
 
 

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
+import pytest
+import yaml
+
+from .harness import CORPUS
 from .matching import lookup, match
+
+CASES = yaml.safe_load((CORPUS / "matching-cases.yaml").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
+def test_the_shared_matching_cases(case: dict[str, Any]) -> None:
+    assert (match(case["expected"], case["actual"]) == []) is case["matches"]
 
 
 def test_a_mapping_matches_a_superset_and_names_what_differs() -> None:
