@@ -215,6 +215,29 @@ func TestLeavingTheLoopCancelsTheCall(t *testing.T) {
 	}
 }
 
+func TestStreamTurnRefusesANilOperationWithoutACall(t *testing.T) {
+	target, rec := serve(t)
+	client := dialed(t, target)
+
+	var missing *chatclient.Submit
+	for _, operation := range []chatclient.Operation{nil, missing} {
+		stream, err := client.StreamTurn(context.Background(), "s-1", operation)
+		var chatErr *chatclient.Error
+		if stream != nil || !errors.As(err, &chatErr) || chatErr.Code() != codes.InvalidArgument || chatErr.Reason() != "" {
+			t.Errorf("StreamTurn(%#v) = %v, %v", operation, stream, err)
+		}
+	}
+	if _, err := client.RunTurn(context.Background(), "s-1", nil); chatclient.ErrorOf(err).Code() != codes.InvalidArgument {
+		t.Errorf("RunTurn(nil) = %v", err)
+	}
+	if _, err := client.GetSession(context.Background(), "s-1"); err != nil {
+		t.Fatal(err)
+	}
+	if first := <-rec.calls; first.turn != nil {
+		t.Errorf("a turn was sent: %v", first.turn)
+	}
+}
+
 func TestDeadlineEndsAStreamWithDeadlineExceeded(t *testing.T) {
 	target, _ := serveWithPause(t, 10*time.Second)
 	client := dialed(t, target, chatclient.WithTimeout(500*time.Millisecond))

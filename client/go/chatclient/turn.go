@@ -4,6 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"reflect"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	chatv1 "agentskit.dev/chat/client/go/agentskit/chat/v1"
 )
@@ -113,7 +117,13 @@ func NewTurnID() string {
 //
 // A fresh turn id is made unless WithTurnID gives one; TurnStream.TurnID tells which.
 // Read the stream to its end or Close it: until then the call holds its resources.
+//
+// A nil operation (or a nil *Submit, *Retry...) makes no call: StreamTurn returns an
+// *Error with code InvalidArgument and no Reason.
 func (c *Client) StreamTurn(ctx context.Context, sessionID string, operation Operation, opts ...TurnOption) (*TurnStream, error) {
+	if operation == nil || isNilPointer(operation) {
+		return nil, NewError(status.New(codes.InvalidArgument, "chatclient: StreamTurn needs an operation (Submit, Retry, Edit, Regenerate or Dispatch)"))
+	}
 	s := turnSettings{}
 	for _, opt := range opts {
 		opt.applyTurn(&s)
@@ -135,6 +145,11 @@ func (c *Client) StreamTurn(ctx context.Context, sessionID string, operation Ope
 		return nil, wrapError(err)
 	}
 	return &TurnStream{turnID: s.turnID, stream: stream, stop: stop}, nil
+}
+
+func isNilPointer(operation Operation) bool {
+	value := reflect.ValueOf(operation)
+	return value.Kind() == reflect.Pointer && value.IsNil()
 }
 
 // Submit appends a user message to a server-held history and streams the turn. Use
