@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -41,10 +42,7 @@ func TestConformance(t *testing.T) {
 			"`.venv/bin/python -m tests.conformance.harness` from the repository root and " +
 			"export the environment it prints for go")
 	}
-	dir := os.Getenv("AGENTSKIT_CHAT_CONFORMANCE_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "tests", "conformance")
-	}
+	dir := corpusDir()
 	files, err := filepath.Glob(filepath.Join(dir, "scenarios", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios in %s (%v)", filepath.Join(dir, "scenarios"), err)
@@ -87,6 +85,15 @@ func TestConformance(t *testing.T) {
 			}
 		})
 	}
+}
+
+// corpusDir is the folder of the corpus: AGENTSKIT_CHAT_CONFORMANCE_DIR, else
+// tests/conformance of this checkout.
+func corpusDir() string {
+	if dir := os.Getenv("AGENTSKIT_CHAT_CONFORMANCE_DIR"); dir != "" {
+		return dir
+	}
+	return filepath.Join("..", "..", "..", "tests", "conformance")
 }
 
 func dial(t *testing.T, target, token string) *chatclient.Client {
@@ -142,6 +149,17 @@ func (r *runner) step(raw any) error {
 	args, err := r.substitute(step[operation])
 	if err != nil {
 		return err
+	}
+	if err := checkArguments(args); err != nil {
+		return fmt.Errorf("%s: %w", operation, err)
+	}
+	if name, background := mapping(args)["background"]; background {
+		if text(name) == "" {
+			return fmt.Errorf("%s: background takes a name", operation)
+		}
+		if step["capture"] != nil {
+			return fmt.Errorf("%s: a background step takes no capture", operation)
+		}
 	}
 	eventually, _ := step["eventually"].(bool)
 	deadline := time.Now().Add(eventuallyTimeout)
@@ -210,11 +228,16 @@ func check(expect map[string]any, observed observation) []string {
 	return match(expect, observed, "")
 }
 
+// captureName is a string replaced by a captured value: "$" and a name, nothing else.
+var captureName = regexp.MustCompile(`^\$[A-Za-z_][A-Za-z0-9_]*$`)
+
+// substitute replaces every string that is exactly $name, in mappings and lists, by the
+// value captured as name; a name never captured is a scenario error.
 func (r *runner) substitute(value any) (any, error) {
 	switch v := value.(type) {
 	case string:
-		if !strings.HasPrefix(v, "$") {
-			return v, nil
+		if !captureName.MatchString(v) {
+			return v, nil // "$5", "price: $x" and every other string are literal
 		}
 		found, ok := r.values[v[1:]]
 		if !ok {
@@ -246,22 +269,38 @@ func (r *runner) substitute(value any) (any, error) {
 }
 
 func (r *runner) observe(operation string, args any, step map[string]any) (observation, error) {
-	client, ok := r.clients[text(step["token"])]
+	token, err := textOf(step["token"])
+	if err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	client, ok := r.clients[token]
 	if !ok {
-		return nil, fmt.Errorf("unknown token %v", step["token"])
+		return nil, fmt.Errorf("unknown token %q", token)
+	}
+	ms, limited, err := integerOf(step["deadline_ms"])
+	if err != nil {
+		return nil, fmt.Errorf("deadline_ms: %w", err)
 	}
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
-	if ms, ok := step["deadline_ms"]; ok {
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(integer(ms))*time.Millisecond)
+	if limited {
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
 	}
 	switch operation {
 	case "sleep_ms":
 		defer cancel()
-		time.Sleep(time.Duration(integer(args)) * time.Millisecond)
+		pause, given, err := integerOf(args)
+		if err != nil || !given {
+			return nil, fmt.Errorf("sleep_ms takes a number of milliseconds, got %s", show(args))
+		}
+		time.Sleep(time.Duration(pause) * time.Millisecond)
 		return observation{}, nil
 	case "await", "cancel":
 		defer cancel()
-		return r.finish(text(args), operation == "cancel")
+		name, err := textOf(args)
+		if err != nil || name == "" {
+			return nil, fmt.Errorf("%s takes the name of a background stream, got %s", operation, show(args))
+		}
+		return r.finish(name, operation == "cancel")
 	case "stream_turn":
 		return r.turn(ctx, cancel, client, mapping(args), step)
 	}
@@ -290,7 +329,7 @@ func (r *runner) unary(ctx context.Context, client *chatclient.Client, operation
 		return &chatv1.GetDefinitionResponse{Definition: definition}, err
 	case "create_session":
 		definition := r.definition
-		if id, ok := args["definition_id"]; ok {
+		if id, ok := args["definition_id"]; ok && id != nil {
 			definition = text(id)
 		}
 		mode := chatv1.HistoryMode_HISTORY_MODE_SERVER
@@ -311,14 +350,18 @@ func (r *runner) unary(ctx context.Context, client *chatclient.Client, operation
 		turn, err := client.GetTurn(ctx, session, text(args["turn_id"]))
 		return &chatv1.GetTurnResponse{Turn: turn}, err
 	case "list_turns":
-		return client.ListTurns(ctx, session, int32(integer(args["page_size"])), text(args["page_token"]))
+		size, _ := integer(args["page_size"])
+		if size < math.MinInt32 || size > math.MaxInt32 {
+			return nil, scenarioError{fmt.Errorf("page_size %d is not an int32", size)}
+		}
+		return client.ListTurns(ctx, session, int32(size), text(args["page_token"]))
 	}
 	return nil, scenarioError{fmt.Errorf("unknown operation %q", operation)}
 }
 
 func writeOptions(args map[string]any) []chatclient.WriteOption {
-	if cursor, ok := args["expected_cursor"]; ok {
-		return []chatclient.WriteOption{chatclient.WithExpectedCursor(integer(cursor))}
+	if cursor, given := integer(args["expected_cursor"]); given {
+		return []chatclient.WriteOption{chatclient.WithExpectedCursor(cursor)}
 	}
 	return nil
 }
@@ -329,8 +372,8 @@ func (r *runner) startTurn(ctx context.Context, client *chatclient.Client, args 
 	if id, ok := args["turn_id"]; ok {
 		opts = append(opts, chatclient.WithTurnID(text(id)))
 	}
-	if cursor, ok := args["expected_cursor"]; ok {
-		opts = append(opts, chatclient.WithExpectedCursor(integer(cursor)))
+	if cursor, given := integer(args["expected_cursor"]); given {
+		opts = append(opts, chatclient.WithExpectedCursor(cursor))
 	}
 	if submit, ok := args["submit"]; ok {
 		op := mapping(submit)
@@ -575,11 +618,17 @@ func match(expected, actual any, path string) []string {
 	return []string{fmt.Sprintf("%s: expected %s, got %s", where, show(expected), show(actual))}
 }
 
+// isDefault reports a value proto JSON leaves out, type by type as the Python runner
+// decides it: false, the integer 0, "", [] and {} (0.0 is not one).
 func isDefault(value any) bool {
 	switch v := value.(type) {
 	case bool:
 		return !v
 	case int:
+		return v == 0
+	case int64:
+		return v == 0
+	case uint64:
 		return v == 0
 	case string:
 		return v == ""
@@ -591,54 +640,73 @@ func isDefault(value any) bool {
 	return false
 }
 
+// scalarEqual compares scalars: equal values, a number and the same number written as a
+// string (proto JSON's int64, a captured cursor) either way round; booleans match only
+// booleans.
 func scalarEqual(expected, actual any) bool {
 	switch want := expected.(type) {
-	case int, int64, uint64, float64:
-		switch got := actual.(type) {
-		case json.Number:
-			return numberText(want) == got.String() || numberValue(want) == numberValue(got)
-		case string:
-			return numberText(want) == got
-		}
-		return false
 	case bool:
 		got, ok := actual.(bool)
 		return ok && got == want
 	case string:
-		got, ok := actual.(string)
+		if got, ok := actual.(string); ok {
+			return got == want
+		}
+		got, ok := numberText(actual)
 		return ok && got == want
 	case nil:
 		return actual == nil
 	}
-	return false
+	want, ok := numberText(expected)
+	if !ok {
+		return false
+	}
+	if got, ok := actual.(string); ok {
+		return got == want
+	}
+	got, ok := numberText(actual)
+	if !ok {
+		return false
+	}
+	if got == want {
+		return true
+	}
+	a, errA := strconv.ParseFloat(want, 64)
+	b, errB := strconv.ParseFloat(got, 64)
+	return errA == nil && errB == nil && a == b
 }
 
-func numberText(value any) string {
-	if f, ok := value.(float64); ok {
-		return strconv.FormatFloat(f, 'f', -1, 64)
+// numberText writes a number (YAML's int and float64, JSON's json.Number) as its decimal
+// text; ok is false for anything else.
+func numberText(value any) (string, bool) {
+	switch v := value.(type) {
+	case int:
+		return strconv.Itoa(v), true
+	case int64:
+		return strconv.FormatInt(v, 10), true
+	case uint64:
+		return strconv.FormatUint(v, 10), true
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), true
+	case json.Number:
+		return v.String(), true
 	}
-	return fmt.Sprint(value)
-}
-
-func numberValue(value any) float64 {
-	if n, ok := value.(json.Number); ok {
-		f, err := n.Float64()
-		if err != nil {
-			return -1e308
-		}
-		return f
-	}
-	f, _ := strconv.ParseFloat(numberText(value), 64)
-	return f
+	return "", false
 }
 
 // matchEvents matches event kinds against a pattern whose items may end in + (one or
 // more) or * (zero or more).
 func matchEvents(pattern, kinds any) []string {
-	items, _ := pattern.([]any)
+	items, ok := pattern.([]any)
+	if !ok {
+		return []string{fmt.Sprintf("events: the pattern is a list of kinds, got %s", show(pattern))}
+	}
 	var expr strings.Builder
 	for _, item := range items {
-		kind := text(item)
+		kind, ok := item.(string)
+		if !ok {
+			return []string{fmt.Sprintf("events: a pattern item is a kind, got %s", show(item))}
+		}
 		switch {
 		case strings.HasSuffix(kind, "+"):
 			fmt.Fprintf(&expr, "(?:%s,)+", regexp.QuoteMeta(strings.TrimSuffix(kind, "+")))
@@ -651,7 +719,7 @@ func matchEvents(pattern, kinds any) []string {
 	got, _ := kinds.([]any)
 	var sequence strings.Builder
 	for _, kind := range got {
-		sequence.WriteString(text(kind) + ",")
+		fmt.Fprintf(&sequence, "%v,", kind)
 	}
 	if regexp.MustCompile("^(?:" + expr.String() + ")$").MatchString(sequence.String()) {
 		return nil
@@ -688,27 +756,92 @@ func mapping(value any) map[string]any {
 	return m
 }
 
-// text is a scalar argument as a string; empty when absent.
-func text(value any) string {
-	if value == nil {
-		return ""
+// The kinds of arguments (README.md, "Steps"): integers, which may be written as decimal
+// strings (a captured cursor), and texts. checkArguments refuses any other value before a
+// call is made, so text and integer read checked arguments; null is "not given".
+var (
+	integerArguments = []string{"expected_cursor", "page_size"}
+	textArguments    = []string{
+		"as", "background", "content", "definition_id", "history_mode", "id",
+		"last_kept_message_id", "message_id", "page_token", "role", "session", "session_id", "turn_id",
 	}
-	return fmt.Sprint(value)
+	decimal = regexp.MustCompile(`^-?[0-9]+$`)
+)
+
+// checkArguments checks every integer and text argument in a step's arguments, at any
+// depth (a dispatch's messages).
+func checkArguments(value any) error {
+	switch v := value.(type) {
+	case map[string]any:
+		for _, key := range sortedKeys(v) {
+			var err error
+			switch {
+			case slices.Contains(integerArguments, key):
+				_, _, err = integerOf(v[key])
+			case slices.Contains(textArguments, key):
+				_, err = textOf(v[key])
+			default:
+				err = checkArguments(v[key])
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+		}
+	case []any:
+		for i, item := range v {
+			if err := checkArguments(item); err != nil {
+				return fmt.Errorf("%d: %w", i, err)
+			}
+		}
+	}
+	return nil
 }
 
-func integer(value any) int64 {
+// textOf is a text argument: a string, or "" when null or absent.
+func textOf(value any) (string, error) {
 	switch v := value.(type) {
-	case int:
-		return int64(v)
-	case int64:
-		return v
-	case float64:
-		return int64(v)
+	case nil:
+		return "", nil
 	case string:
-		n, _ := strconv.ParseInt(v, 10, 64)
-		return n
+		return v, nil
 	}
-	return 0
+	return "", fmt.Errorf("expected a string, got %s", show(value))
+}
+
+// integerOf is an integer argument: an integer or a decimal string; given is false when
+// it is null or absent.
+func integerOf(value any) (n int64, given bool, err error) {
+	switch v := value.(type) {
+	case nil:
+		return 0, false, nil
+	case int:
+		return int64(v), true, nil
+	case int64:
+		return v, true, nil
+	case uint64:
+		if v <= math.MaxInt64 {
+			return int64(v), true, nil
+		}
+	case string:
+		if decimal.MatchString(v) {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return n, true, nil
+			}
+		}
+	}
+	return 0, false, fmt.Errorf("expected an integer or a decimal string, got %s", show(value))
+}
+
+// text is a checked text argument.
+func text(value any) string {
+	s, _ := textOf(value)
+	return s
+}
+
+// integer is a checked integer argument; given is false when it is null or absent.
+func integer(value any) (n int64, given bool) {
+	n, given, _ = integerOf(value)
+	return n, given
 }
 
 func sortedKeys(m map[string]any) []string {
