@@ -12,10 +12,12 @@ import os
 import re
 from pathlib import Path
 
+import yaml
+
 from tests.contract.tooling import ROOT, require_toolchain, run
 from tests.programs import go_program
 
-from .harness import SCENARIOS, LiveServer
+from .harness import CORPUS, SCENARIOS, LiveServer
 
 MODULE = ROOT / "client" / "go"
 README = MODULE / "README.md"
@@ -52,6 +54,12 @@ def test_go_vet_and_tests_run_the_whole_corpus(conformance_server: LiveServer) -
     tests = re.findall(r"^--- PASS: (\S+)", done.stdout, re.M)
     print(f"go: {len(passed)} of {len(scenarios)} scenarios passed, {len(tests)} go tests passed")
     assert passed == scenarios, done.stdout
+
+    # The runner's matcher decides every shared matching case (go test names a subtest
+    # with its spaces as underscores).
+    cases = yaml.safe_load((CORPUS / "matching-cases.yaml").read_text(encoding="utf-8"))
+    decided = re.findall(r"^\s*--- PASS: TestMatchingCases/(\S+)", done.stdout, re.M)
+    assert sorted(decided) == sorted(case["name"].replace(" ", "_") for case in cases)
 
 
 def test_go_example_runs(conformance_server: LiveServer) -> None:
