@@ -58,6 +58,24 @@ def _steps() -> Iterator[tuple[str, Mapping[str, Any]]]:
             yield scenario.name, step
 
 
+_TEXT_ARGUMENTS = frozenset(
+    {"content", "turn_id", "message_id", "session", "session_id", "definition_id", "id"}
+)
+
+
+def _texts(value: object) -> Iterator[object]:
+    """Every argument that is text by the format (ids, contents), wherever it is nested."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if key in _TEXT_ARGUMENTS or key == "last_kept_message_id":
+                yield child
+            else:
+                yield from _texts(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _texts(child)
+
+
 def _reasons(value: object) -> Iterator[str]:
     if isinstance(value, Mapping):
         error = value.get("error")
@@ -86,6 +104,14 @@ def test_every_step_has_one_known_operation_and_known_options(scenario: Any) -> 
             if step.get("eventually"):
                 assert "turn_id" in step["stream_turn"], (index, "repeated turns name a turn id")
         assert step.get("token", "") in ("", "none", "invalid", "limited"), (index, step)
+        expect = step.get("expect", {})
+        assert isinstance(expect, dict), (index, "expect is a mapping")
+        assert isinstance(expect.get("events", []), list), (index, "events is a list")
+        assert expect.get("error") != "absent", (index, "leave error out instead")
+        if isinstance(step.get("stream_turn"), dict) and "background" in step["stream_turn"]:
+            assert "capture" not in step, (index, "a background step takes no capture")
+        for text in _texts(step[operations[0]]):
+            assert isinstance(text, str), (index, f"{text!r} must be a string")
 
 
 def test_every_operation_and_turn_kind_is_exercised() -> None:
