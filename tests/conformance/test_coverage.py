@@ -3,6 +3,7 @@ cause on a healthy server, and well-formed scenarios that every runner reads ali
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from agentskit.chat.v1 import chat_pb2 as pb
 
 from .harness import REPO, CorpusError, load_scenarios, model_answers
+from .harness import SCENARIOS as SCENARIOS_DIR
 
 SCENARIOS = load_scenarios()
 OPERATIONS = frozenset(
@@ -142,3 +144,11 @@ def test_model_inputs_are_unique_across_the_corpus(tmp_path: Path) -> None:
         )
     with pytest.raises(CorpusError, match="already used by a"):
         model_answers(load_scenarios(clash))
+
+
+def test_no_scenario_uses_a_plain_scalar_that_yaml_versions_read_differently() -> None:
+    """PyYAML reads YAML 1.1 (`yes` is true); the TypeScript and Go parsers read YAML 1.2."""
+    ambiguous = re.compile(r"(?:[:\[,-]\s*)(yes|no|on|off|y|n)\s*(?:$|[,\]}#])", re.I | re.M)
+    for path in sorted(SCENARIOS_DIR.glob("*.yaml")):
+        found = ambiguous.search(path.read_text(encoding="utf-8"))
+        assert found is None, f"{path.name}: quote {found.group(1)!r}" if found else ""
