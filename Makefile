@@ -3,6 +3,15 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+GO_TOOLS := build/bin/.go-tools
+
+# CONTRACT_SKIP_TOOLCHAINS=go (or node, or "go,node") skips, loudly, what needs those
+# toolchains: their tests, and the buf checks (node) or the Go/TypeScript generation check.
+comma := ,
+SKIPPED_TOOLCHAINS := $(subst $(comma), ,$(CONTRACT_SKIP_TOOLCHAINS))
+NEEDS_NODE := $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,node_modules/.installed)
+NEEDS_GO := $(if $(filter go,$(SKIPPED_TOOLCHAINS)),,$(GO_TOOLS))
+SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
@@ -79,14 +88,18 @@ generate: $(STAMP) node_modules/.installed go-tools
 	rm -rf $(GO_GEN) $(TS_GEN)
 	$(BUF) generate
 
-check-generated: $(STAMP) node_modules/.installed go-tools
+check-generated: $(STAMP) $(NEEDS_NODE) $(NEEDS_GO)
 	rm -rf build/generated && mkdir -p build/generated
 	$(call PROTOC,build/generated) > /dev/null
 	diff -r -x __init__.py -x py.typed -x __pycache__ build/generated/agentskit $(GEN_DIR)/agentskit \
 	  || (echo "generated Python code is stale: run make generate" >&2; exit 1)
+ifneq ($(filter go node,$(SKIPPED_TOOLCHAINS)),)
+	@$(SKIP) the check of the generated Go and TypeScript code
+else
 	$(BUF) generate -o build/generated
 	diff -r build/generated/$(GO_GEN) $(GO_GEN) && diff -r build/generated/$(TS_GEN) $(TS_GEN) \
 	  || (echo "generated Go or TypeScript code is stale: run make generate" >&2; exit 1)
+endif
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -94,23 +107,21 @@ node_modules/.installed: package.json package-lock.json
 
 BUF := npx --no-install buf
 
-lint-proto: node_modules/.installed
-	$(BUF) lint
+lint-proto: $(NEEDS_NODE)
+	@$(if $(NEEDS_NODE),$(BUF) lint,$(SKIP) buf lint)
 
 # The breaking-change gate: the contract must stay compatible (buf.yaml: FILE) with the
 # baseline image committed in proto/. Moving the baseline is a reviewed change of its own.
 BASELINE := proto/baseline.binpb
 
-breaking-proto: node_modules/.installed
-	$(BUF) breaking --against $(BASELINE)
+breaking-proto: $(NEEDS_NODE)
+	@$(if $(NEEDS_NODE),$(BUF) breaking --against $(BASELINE),$(SKIP) buf breaking)
 
 contract-baseline: node_modules/.installed
 	$(BUF) build --exclude-source-info -o $(BASELINE)
 
 # Go tools pinned in tools/go.mod and built into build/bin: protoc-gen-go and
 # protoc-gen-go-grpc (buf.gen.yaml, tests/contract), grpc-health-probe and grpcurl (tests/tools).
-GO_TOOLS := build/bin/.go-tools
-
 $(GO_TOOLS): tools/go.mod tools/go.sum
 	@command -v go > /dev/null || { echo "Go is needed to build the pinned Go tools (tools/go.mod)" >&2; exit 1; }
 	@echo "building the pinned Go tools into build/bin (the first time takes a minute)"
@@ -121,12 +132,7 @@ $(GO_TOOLS): tools/go.mod tools/go.sum
 
 go-tools: $(GO_TOOLS)
 
-# CONTRACT_SKIP_TOOLCHAINS=go (or node, or "go node") skips the tests that need those toolchains.
-comma := ,
-SKIPPED_TOOLCHAINS := $(subst $(comma), ,$(CONTRACT_SKIP_TOOLCHAINS))
-
-contract-tools: $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,node_modules/.installed) \
-	$(if $(filter go,$(SKIPPED_TOOLCHAINS)),,$(GO_TOOLS))
+contract-tools: $(NEEDS_NODE) $(NEEDS_GO)
 
 # kustomize and kubeconform (pinned in deploy/tools/go.mod): tests/deploy renders the
 # Kubernetes base in deploy/k8s and validates it against schemas from a PyPI package.

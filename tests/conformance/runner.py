@@ -11,9 +11,10 @@ import asyncio
 import contextlib
 import dataclasses
 import enum
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentskit_chat_client import ChatClient, ChatError, HistoryMode, Message, TurnEvent
@@ -62,14 +63,35 @@ def to_json(value: Any, key: str = "") -> Any:
         items = [to_json(item) for item in value]
         return items or None
     if isinstance(value, datetime):
-        return value.isoformat()
+        return _timestamp(value)
     if isinstance(value, enum.Enum):
         value = value.value
     if isinstance(value, str) and key in _ENUMS:
         return None if value in ("", "unspecified") else _ENUMS[key] + value.upper()
     if value in (None, "", 0, False) and not isinstance(value, float):
         return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # every integer the client returns is an int64 or uint64 field
     return value
+
+
+def _integer(args: Mapping[str, Any], name: str) -> int | None:
+    """An integer argument: an int or a decimal string (a captured value); None when absent."""
+    value = args.get(name)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value):
+        return int(value)
+    raise ScenarioError(f"{name} must be an integer, got {value!r}")
+
+
+def _timestamp(value: datetime) -> str:
+    """RFC 3339 in UTC with 0, 3 or 6 fractional digits, as the proto JSON mapping writes."""
+    text = value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    micros = value.microsecond
+    if micros:
+        text += f".{micros // 1000:03d}" if micros % 1000 == 0 else f".{micros:06d}"
+    return text + "Z"
 
 
 def _error(error: ChatError) -> dict[str, Any]:
@@ -79,7 +101,7 @@ def _error(error: ChatError) -> dict[str, Any]:
     if error.metadata:
         observed["metadata"] = dict(error.metadata)
     if error.retry_delay is not None:
-        observed["retryDelayMs"] = int(error.retry_delay.total_seconds() * 1000)
+        observed["retryDelayMs"] = error.retry_delay // timedelta(milliseconds=1)
     return observed
 
 
@@ -113,8 +135,10 @@ class Runner:
         self._background: dict[str, tuple[asyncio.Task[None], _Stream, dict[str, Any]]] = {}
 
     async def close(self) -> None:
-        for task, _, _ in self._background.values():
+        tasks = [task for task, _, _ in self._background.values()]
+        for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         for client in self._clients.values():
             await client.close()
 
@@ -168,7 +192,7 @@ class Runner:
         return match(expected, observation)
 
     def _substitute(self, value: Any) -> Any:
-        if isinstance(value, str) and value.startswith("$"):
+        if isinstance(value, str) and _NAME.fullmatch(value):
             if value[1:] not in self.values:
                 raise ScenarioError(f"{value} was never captured")
             return self.values[value[1:]]
@@ -218,14 +242,14 @@ class Runner:
             return to_json(await client.get_session(args["session"], timeout=timeout)) or {}
         if operation == "delete_session":
             await client.delete_session(
-                args["session"], expected_cursor=args.get("expected_cursor"), timeout=timeout
+                args["session"], expected_cursor=_integer(args, "expected_cursor"), timeout=timeout
             )
             return {}
         if operation == "truncate_history":
             history = await client.truncate_history(
                 args["session"],
                 args.get("last_kept_message_id"),
-                expected_cursor=args.get("expected_cursor"),
+                expected_cursor=_integer(args, "expected_cursor"),
                 timeout=timeout,
             )
             return to_json(history) or {}
@@ -235,7 +259,7 @@ class Runner:
         if operation == "list_turns":
             page = await client.list_turns(
                 args["session"],
-                page_size=args.get("page_size", 0),
+                page_size=_integer(args, "page_size") or 0,
                 page_token=args.get("page_token"),
                 timeout=timeout,
             )
@@ -248,7 +272,7 @@ class Runner:
         session = args["session"]
         options: dict[str, Any] = {
             "turn_id": args.get("turn_id"),
-            "expected_cursor": args.get("expected_cursor"),
+            "expected_cursor": _integer(args, "expected_cursor"),
             "timeout": timeout,
         }
         if "submit" in args:
@@ -319,4 +343,5 @@ class Runner:
         return stream.observation
 
 
+_NAME = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
 _STEP_OPTIONS = frozenset({"expect", "capture", "token", "deadline_ms", "eventually"})

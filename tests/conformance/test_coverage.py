@@ -3,6 +3,7 @@ cause on a healthy server, and well-formed scenarios that every runner reads ali
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from agentskit.chat.v1 import chat_pb2 as pb
 
 from .harness import REPO, CorpusError, load_scenarios, model_answers
+from .harness import SCENARIOS as SCENARIOS_DIR
 
 SCENARIOS = load_scenarios()
 OPERATIONS = frozenset(
@@ -58,6 +60,24 @@ def _steps() -> Iterator[tuple[str, Mapping[str, Any]]]:
             yield scenario.name, step
 
 
+_TEXT_ARGUMENTS = frozenset(
+    {"content", "turn_id", "message_id", "session", "session_id", "definition_id", "id"}
+)
+
+
+def _texts(value: object) -> Iterator[object]:
+    """Every argument that is text by the format (ids, contents), wherever it is nested."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if key in _TEXT_ARGUMENTS or key == "last_kept_message_id":
+                yield child
+            else:
+                yield from _texts(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _texts(child)
+
+
 def _reasons(value: object) -> Iterator[str]:
     if isinstance(value, Mapping):
         error = value.get("error")
@@ -86,6 +106,14 @@ def test_every_step_has_one_known_operation_and_known_options(scenario: Any) -> 
             if step.get("eventually"):
                 assert "turn_id" in step["stream_turn"], (index, "repeated turns name a turn id")
         assert step.get("token", "") in ("", "none", "invalid", "limited"), (index, step)
+        expect = step.get("expect", {})
+        assert isinstance(expect, dict), (index, "expect is a mapping")
+        assert isinstance(expect.get("events", []), list), (index, "events is a list")
+        assert expect.get("error") != "absent", (index, "leave error out instead")
+        if isinstance(step.get("stream_turn"), dict) and "background" in step["stream_turn"]:
+            assert "capture" not in step, (index, "a background step takes no capture")
+        for text in _texts(step[operations[0]]):
+            assert isinstance(text, str), (index, f"{text!r} must be a string")
 
 
 def test_every_operation_and_turn_kind_is_exercised() -> None:
@@ -116,3 +144,11 @@ def test_model_inputs_are_unique_across_the_corpus(tmp_path: Path) -> None:
         )
     with pytest.raises(CorpusError, match="already used by a"):
         model_answers(load_scenarios(clash))
+
+
+def test_no_scenario_uses_a_plain_scalar_that_yaml_versions_read_differently() -> None:
+    """PyYAML reads YAML 1.1 (`yes` is true); the TypeScript and Go parsers read YAML 1.2."""
+    ambiguous = re.compile(r"(?:[:\[,-]\s*)(yes|no|on|off|y|n)\s*(?:$|[,\]}#])", re.I | re.M)
+    for path in sorted(SCENARIOS_DIR.glob("*.yaml")):
+        found = ambiguous.search(path.read_text(encoding="utf-8"))
+        assert found is None, f"{path.name}: quote {found.group(1)!r}" if found else ""
