@@ -33,7 +33,6 @@ const STEP_OPTIONS = new Set(["expect", "capture", "token", "deadline_ms", "even
 type Observation = { [key: string]: Json };
 type Args = { [key: string]: Json };
 
-
 /** A step whose observation does not match its expectation, or a malformed scenario. */
 export class ScenarioError extends Error {
   override readonly name = "ScenarioError";
