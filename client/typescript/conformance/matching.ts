@@ -141,4 +141,3 @@ function isObject(value: unknown): value is { [key: string]: Json } {
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
-
