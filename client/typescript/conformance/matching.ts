@@ -1,7 +1,18 @@
 // The corpus's matching rules (tests/conformance/README.md, "Matching `expect`").
 
-/** A JSON value as observations and scenario files hold them. */
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+/**
+ * A JSON value as observations and scenario files hold them. Scenario files are read with
+ * integers as `bigint` (see corpus.ts), so that an integer and a float stay apart as they
+ * do for the Python runner: `0` is a default that matches an absent key, `0.0` is not.
+ */
+export type Json =
+  | null
+  | boolean
+  | number
+  | bigint
+  | string
+  | Json[]
+  | { [key: string]: Json };
 
 const ABSENT = Symbol("absent");
 type Actual = Json | undefined | typeof ABSENT;
@@ -62,7 +73,7 @@ export function lookup(observation: Json, path: string): string | undefined {
       return undefined;
     }
   }
-  return typeof value === "string" ? value : JSON.stringify(value);
+  return typeof value === "string" ? value : show(value);
 }
 
 function matchEvents(pattern: unknown, kinds: Json | undefined): string[] {
@@ -83,8 +94,9 @@ function matchEvents(pattern: unknown, kinds: Json | undefined): string[] {
     : [`events: expected ${show(pattern)}, got ${show(seen)}`];
 }
 
+/** A default proto JSON omits: `false`, the integer `0`, `""`, `[]` or `{}`. */
 function isDefault(value: unknown): boolean {
-  if (value === false || value === 0 || value === "") return true;
+  if (value === false || value === 0n || value === "") return true;
   if (Array.isArray(value)) return value.length === 0;
   return isObject(value) && Object.keys(value).length === 0;
 }
@@ -93,10 +105,33 @@ function scalarEqual(expected: unknown, actual: Json): boolean {
   if (typeof expected === "boolean" || typeof actual === "boolean") {
     return expected === actual;
   }
-  if (typeof expected === "number" && typeof actual === "string") {
-    return String(expected) === actual;
+  if (isNumber(expected) && isNumber(actual)) {
+    return Number(expected) === Number(actual);
+  }
+  if (isNumber(expected) && typeof actual === "string") {
+    return written(expected) === actual; // proto JSON writes int64 as strings
+  }
+  if (typeof expected === "string" && isNumber(actual)) {
+    return expected === String(actual); // a captured cursor against a number
   }
   return expected === actual;
+}
+
+function isNumber(value: unknown): value is number | bigint {
+  return typeof value === "number" || typeof value === "bigint";
+}
+
+/** A scenario's number as text: an integer in digits, a float with its fraction (`2.0`). */
+function written(value: number | bigint): string {
+  return typeof value === "number" && Number.isInteger(value) ? value.toFixed(1) : String(value);
+}
+
+/** A value for a message: JSON, with bigints in digits. */
+export function show(value: unknown): string {
+  if (value === ABSENT) return "nothing";
+  return JSON.stringify(value, (_key, item: unknown) =>
+    typeof item === "bigint" ? Number(item) : item,
+  ) ?? String(value);
 }
 
 function isObject(value: unknown): value is { [key: string]: Json } {
@@ -105,8 +140,4 @@ function isObject(value: unknown): value is { [key: string]: Json } {
 
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-}
-
-function show(value: unknown): string {
-  return value === ABSENT ? "nothing" : JSON.stringify(value);
 }

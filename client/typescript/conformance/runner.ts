@@ -21,20 +21,17 @@ import {
   TurnRecordSchema,
   TurnStartedSchema,
 } from "../src/gen/agentskit/chat/v1/chat_pb.js";
-import { type Json, lookup, match } from "./matching.js";
+import type { Scenario } from "./corpus.js";
+import { type Json, lookup, match, show } from "./matching.js";
 
 export const INVALID_TOKEN = "conformance-invalid-token";
 const EVENTUALLY_MS = 5_000;
+/** A string replaced by a captured value; any other string, `$5` included, is literal. */
+const CAPTURED = /^\$[A-Za-z_][A-Za-z0-9_]*$/;
 const STEP_OPTIONS = new Set(["expect", "capture", "token", "deadline_ms", "eventually"]);
 
 type Observation = { [key: string]: Json };
 type Args = { [key: string]: Json };
-
-/** A scenario file, as parsed. */
-export interface Scenario {
-  readonly name: string;
-  readonly body: { [key: string]: unknown };
-}
 
 /** A step whose observation does not match its expectation, or a malformed scenario. */
 export class ScenarioError extends Error {
@@ -154,17 +151,20 @@ export class Runner {
     let problems: string[];
     for (;;) {
       observation = await this.#observe(operation, args, step);
-      problems = check(this.#expected(step["expect"]), observation, operation === "cancel");
+      problems = check(this.#expected(step["expect"]), observation);
       if (problems.length === 0 || step["eventually"] !== true || Date.now() > deadline) {
         break;
       }
       await sleep(100);
     }
     if (problems.length > 0) {
-      const observed = JSON.stringify(observation);
+      const observed = show(observation);
       throw new ScenarioError(
         `step ${index + 1} (${operation}): ${problems.join("; ")}\nobserved: ${observed}`,
       );
+    }
+    if (observation === undefined && step["capture"] !== undefined) {
+      throw new ScenarioError(`step ${index + 1}: a background step takes no capture`);
     }
     const observed = observation ?? {};
     if (operation === "create_session" && isArgs(args) && typeof args["as"] === "string") {
@@ -189,7 +189,7 @@ export class Runner {
   }
 
   #substitute(value: Json): Json {
-    if (typeof value === "string" && value.startsWith("$")) {
+    if (typeof value === "string" && CAPTURED.test(value)) {
       const found = this.#values.get(value.slice(1));
       if (found === undefined) {
         throw new ScenarioError(`${value} was never captured`);
@@ -212,7 +212,7 @@ export class Runner {
     if (client === undefined) {
       throw new ScenarioError(`unknown token ${String(token)}`);
     }
-    const timeoutMs = typeof step["deadline_ms"] === "number" ? step["deadline_ms"] : undefined;
+    const timeoutMs = optionalInteger(step, "deadline_ms");
     switch (operation) {
       case "sleep_ms":
         await sleep(Number(args));
@@ -274,7 +274,7 @@ export class Runner {
       case "delete_session":
         await client.deleteSession(text(args, "session"), {
           ...call,
-          expectedCursor: optionalNumber(args, "expected_cursor"),
+          expectedCursor: optionalInteger(args, "expected_cursor"),
         });
         return {};
       case "truncate_history": {
@@ -283,7 +283,7 @@ export class Runner {
           optionalText(args, "last_kept_message_id"),
           {
             ...call,
-            expectedCursor: optionalNumber(args, "expected_cursor"),
+            expectedCursor: optionalInteger(args, "expected_cursor"),
           },
         );
         return json(
@@ -301,7 +301,7 @@ export class Runner {
       case "list_turns": {
         const page = await client.listTurns(text(args, "session"), {
           ...call,
-          pageSize: optionalNumber(args, "page_size"),
+          pageSize: optionalInteger(args, "page_size"),
           pageToken: optionalText(args, "page_token"),
         });
         const response = create(ListTurnsResponseSchema, {
@@ -325,7 +325,7 @@ export class Runner {
     const turn = {
       ...options,
       turnId: optionalText(args, "turn_id"),
-      expectedCursor: optionalNumber(args, "expected_cursor"),
+      expectedCursor: optionalInteger(args, "expected_cursor"),
     };
     if ("submit" in args) {
       const submit = asArgs(args["submit"]);
@@ -404,31 +404,31 @@ export class Runner {
       background.abort.abort();
     }
     await background.done;
+    if (cancel && background.stream.error?.["code"] === "CANCELLED") {
+      background.stream.error = undefined; // the cancellation itself; an earlier failure stays
+    }
     const observation = background.stream.observation;
-    const problems = check(this.#expected(background.expect), observation, cancel);
+    const problems = check(this.#expected(background.expect), observation);
     if (problems.length > 0) {
       throw new ScenarioError(
-        `background ${name}: ${problems.join("; ")}\nobserved: ${JSON.stringify(observation)}`,
+        `background ${name}: ${problems.join("; ")}\nobserved: ${show(observation)}`,
       );
     }
     return observation;
   }
 }
 
-/**
- * The step's problems: an unexpected error, a missing one, or a mismatch. A cancelled
- * stream's CANCELLED error is only checked when the step expects an error.
- */
-function check(expect: unknown, observation: Observation | undefined, cancelled = false): string[] {
+/** The step's problems: an unexpected error, a missing one, or a mismatch. */
+function check(expect: unknown, observation: Observation | undefined): string[] {
   if (observation === undefined) {
     return []; // a background stream: checked when it ends
   }
   const expected = isArgs(expect) ? expect : {};
-  if ("error" in observation && !("error" in expected) && !cancelled) {
-    return [`unexpected error ${JSON.stringify(observation["error"])}`];
+  if ("error" in observation && !("error" in expected)) {
+    return [`unexpected error ${show(observation["error"])}`];
   }
   if ("error" in expected && !("error" in observation)) {
-    return [`expected error ${JSON.stringify(expected["error"])}, but the call succeeded`];
+    return [`expected error ${show(expected["error"])}, but the call succeeded`];
   }
   return match(expected, observation);
 }
@@ -439,7 +439,7 @@ function isArgs(value: unknown): value is Args {
 
 function asArgs(value: unknown): Args {
   if (!isArgs(value)) {
-    throw new ScenarioError(`expected a mapping of arguments, got ${JSON.stringify(value)}`);
+    throw new ScenarioError(`expected a mapping of arguments, got ${show(value)}`);
   }
   return value;
 }
@@ -447,7 +447,7 @@ function asArgs(value: unknown): Args {
 function text(args: Args, key: string): string {
   const value = args[key];
   if (typeof value !== "string") {
-    throw new ScenarioError(`argument ${key} must be a string, got ${JSON.stringify(value)}`);
+    throw new ScenarioError(`argument ${key} must be a string, got ${show(value)}`);
   }
   return value;
 }
@@ -456,13 +456,18 @@ function optionalText(args: Args, key: string): string | undefined {
   return args[key] === undefined || args[key] === null ? undefined : text(args, key);
 }
 
-function optionalNumber(args: Args, key: string): number | undefined {
+/** An integer argument: an integer, or a decimal string such as a captured cursor. */
+function optionalInteger(args: Args, key: string): number | undefined {
   const value = args[key];
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== "number" || !Number.isInteger(value)) {
-    throw new ScenarioError(`argument ${key} must be an integer, got ${JSON.stringify(value)}`);
+  if (typeof value === "bigint" && Number.isSafeInteger(Number(value))) return Number(value);
+  if (typeof value === "number" && Number.isSafeInteger(value)) return value;
+  if (typeof value === "string" && /^-?\d+$/.test(value) && Number.isSafeInteger(Number(value))) {
+    return Number(value);
   }
-  return value;
+  throw new ScenarioError(
+    `argument ${key} must be an integer or a decimal string, got ${show(value)}`,
+  );
 }
 
 function sleep(ms: number): Promise<void> {

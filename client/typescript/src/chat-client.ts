@@ -30,7 +30,7 @@ import {
 
 /** Options of a {@link ChatClient}. */
 export interface ChatClientOptions {
-  /** Bearer token sent as `authorization: Bearer <token>` with every call. */
+  /** Bearer token sent as `authorization: Bearer <token>` with every call; none when `""`. */
   readonly token?: string | undefined;
   /**
    * Default deadline of every call in milliseconds, a whole turn stream counting as one
@@ -116,7 +116,8 @@ export interface TurnPage {
  * `createNodeTransport` from `@agentskit/chat-client/node`).
  *
  * Every method rejects with {@link ChatError} when the call fails; a turn stream throws it
- * from the iteration. int64 fields of responses (cursor, revision, usage, sequence) are
+ * from the iteration, with the turn's `turnId`. Invalid arguments reject (a turn stream
+ * throws) with `TypeError` or `RangeError` before anything is sent. int64 fields of responses (cursor, revision, usage, sequence) are
  * `bigint`; inputs accept `number | bigint`.
  */
 export class ChatClient {
@@ -125,12 +126,12 @@ export class ChatClient {
   readonly #authorization: string | undefined;
 
   constructor(transport: Transport, options: ChatClientOptions = {}) {
-    if (options.token !== undefined && (!options.token || /\s/.test(options.token))) {
-      throw new TypeError("token must be a non-empty string without whitespace");
+    if (options.token !== undefined && /\s/.test(options.token)) {
+      throw new TypeError("token must be a string without whitespace");
     }
     this.#rpc = createClient(ChatService, transport);
     this.#options = options;
-    this.#authorization = options.token === undefined ? undefined : `Bearer ${options.token}`;
+    this.#authorization = options.token ? `Bearer ${options.token}` : undefined;
   }
 
   /** Every chat definition the server hosts, ordered by id. */
@@ -237,10 +238,13 @@ export class ChatClient {
    * Run one turn and yield its events as they arrive. The call starts on the first
    * iteration. Leaving the loop early (`break`, `return`, a throw) or aborting
    * `options.signal` cancels the call on the server. An event of a kind this client does
-   * not know is skipped. The iteration throws {@link ChatError} when the call fails.
+   * not know is skipped. The iteration throws {@link ChatError} when the call fails, its
+   * `turnId` being the turn's (generated when the request had none): pass it as `turnId`
+   * to retry the same turn, which never runs twice.
    */
   async *streamTurn(request: TurnRequest, options: CallOptions = {}): AsyncGenerator<TurnEvent> {
-    const wire = toStreamTurnRequest(request, request.turnId || newTurnId());
+    const turnId = request.turnId || newTurnId();
+    const wire = toStreamTurnRequest(request, turnId);
     const cancel = linkedAbort(options.signal);
     try {
       const stream = this.#rpc.streamTurn(
@@ -254,7 +258,7 @@ export class ChatClient {
         }
       }
     } catch (error) {
-      throw ChatError.from(error);
+      throw ChatError.from(error, turnId);
     } finally {
       cancel.abort(); // ends the call when the caller left the loop early
     }

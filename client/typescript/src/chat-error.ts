@@ -35,12 +35,17 @@ export interface ChatErrorInit {
   domain?: string | undefined;
   metadata?: Readonly<Record<string, string>> | undefined;
   retryDelayMs?: number | undefined;
+  turnId?: string | undefined;
   cause?: unknown;
 }
 
 /**
  * A call to the chat service failed: before the stream, during it, by its deadline or by
- * cancellation. Every client method rejects (or its stream throws) with this error only.
+ * cancellation. Every failed call rejects (or its stream throws) with this error.
+ *
+ * Invalid arguments are not failed calls: a method given a fractional cursor, an unknown
+ * role or the like rejects (a turn stream throws on its first iteration) with a
+ * `TypeError` or `RangeError` before anything is sent, as the constructors do.
  */
 export class ChatError extends Error {
   override readonly name = "ChatError";
@@ -62,6 +67,12 @@ export class ChatError extends Error {
   readonly metadata: Readonly<Record<string, string>>;
   /** The `google.rpc.RetryInfo` delay in milliseconds, or undefined when none was sent. */
   readonly retryDelayMs: number | undefined;
+  /**
+   * The turn id of a failed turn stream (the generated one when the request had none), so
+   * that the same turn can be retried: pass it as `turnId` and it never runs twice.
+   * Undefined for the other calls.
+   */
+  readonly turnId: string | undefined;
 
   constructor(init: ChatErrorInit) {
     const codeName = grpcCodeName(init.code);
@@ -74,6 +85,7 @@ export class ChatError extends Error {
     this.domain = init.domain;
     this.metadata = Object.freeze({ ...(init.metadata ?? {}) });
     this.retryDelayMs = init.retryDelayMs;
+    this.turnId = init.turnId;
   }
 
   /**
@@ -92,10 +104,23 @@ export class ChatError extends Error {
   /**
    * Translate anything a Connect call threw into a `ChatError`: the first ErrorInfo of the
    * status details gives reason, domain and metadata, the first RetryInfo the delay.
+   * `turnId` names the turn whose stream failed.
    */
-  static from(error: unknown): ChatError {
+  static from(error: unknown, turnId?: string): ChatError {
     if (error instanceof ChatError) {
-      return error;
+      if (turnId === undefined || error.turnId === turnId) {
+        return error;
+      }
+      return new ChatError({
+        code: error.code,
+        message: error.rawMessage,
+        reason: error.reason,
+        domain: error.domain,
+        metadata: error.metadata,
+        retryDelayMs: error.retryDelayMs,
+        turnId,
+        cause: error.cause,
+      });
     }
     const connectError = ConnectError.from(error);
     const [info] = connectError.findDetails(ErrorInfoSchema);
@@ -114,6 +139,7 @@ export class ChatError extends Error {
       domain: info?.domain || undefined,
       metadata: info?.metadata,
       retryDelayMs,
+      turnId,
       cause: connectError,
     });
   }

@@ -62,9 +62,30 @@ const ROLES: Readonly<Record<RoleName, Role>> = {
   tool: Role.TOOL,
 };
 
-/** A fresh turn id: a random UUID as 32 hex digits. */
+/** A fresh turn id: a random (version 4) UUID as 32 hex digits. */
 export function newTurnId(): string {
-  return globalThis.crypto.randomUUID().replaceAll("-", "");
+  return turnIdFrom(globalThis.crypto);
+}
+
+/** The random source of turn ids: Web Crypto, whose `randomUUID` may be missing. */
+export type RandomSource = Partial<Pick<Crypto, "randomUUID" | "getRandomValues">>;
+
+/**
+ * A turn id from `source`: its `randomUUID` where it has one, else 16 bytes of
+ * `getRandomValues` laid out as a version 4 UUID (`randomUUID` is missing outside secure
+ * browser contexts and on some JavaScript engines, such as Hermes with a polyfill).
+ */
+export function turnIdFrom(source: RandomSource | undefined): string {
+  if (typeof source?.randomUUID === "function") {
+    return source.randomUUID().replaceAll("-", "");
+  }
+  if (typeof source?.getRandomValues !== "function") {
+    throw new TypeError("no crypto.getRandomValues to make a turn id: pass turnId");
+  }
+  const bytes = source.getRandomValues(new Uint8Array(16));
+  bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x40; // version 4
+  bytes[8] = ((bytes[8] ?? 0) & 0x3f) | 0x80; // RFC 4122 variant
+  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("");
 }
 
 /** An int64 input as the `bigint` protobuf-es uses; rejects fractions and unsafe numbers. */

@@ -199,6 +199,25 @@ test("the bearer token is sent, and a wrong one is UNAUTHENTICATED", { skip }, a
   assert.equal(wrong.reason, "ERROR_REASON_UNAUTHENTICATED");
   const none = await rejection(liveClient({ token: undefined }).createSession("support"));
   assert.equal(none.code, Code.Unauthenticated);
+  const empty = await rejection(liveClient({ token: "" }).createSession("support"));
+  assert.equal(empty.reason, "ERROR_REASON_UNAUTHENTICATED", "an empty token sends none");
+});
+
+test("a turn stream that fails before any event names its turn id", { skip }, async () => {
+  const client = liveClient();
+  const generated = await rejection(collect(client.submit("no-such-session", "hello")));
+  assert.equal(generated.codeName, "NOT_FOUND");
+  assert.match(generated.turnId ?? "", /^[0-9a-f]{32}$/, "the generated turn id");
+  const given = await rejection(
+    client.runTurn({
+      sessionId: "no-such-session",
+      turnId: "mine-1",
+      operation: { case: "retry", value: { messageId: "" } },
+    }),
+  );
+  assert.equal(given.turnId, "mine-1");
+  const unary = await rejection(client.getSession("no-such-session"));
+  assert.equal(unary.turnId, undefined, "only turn streams carry a turn id");
 });
 
 test("an aborted signal cancels a call before it starts, as CANCELLED", { skip }, async () => {

@@ -82,6 +82,11 @@ test("anything thrown becomes a ChatError, once", () => {
   const error = ChatError.from(new Error("boom"));
   assert.equal(error.codeName, "UNKNOWN");
   assert.equal(ChatError.from(error), error);
+  assert.equal(error.turnId, undefined);
+  const ofTurn = ChatError.from(error, "t1");
+  assert.equal(ofTurn.turnId, "t1");
+  assert.equal(ofTurn.message, error.message, "the same error, now naming its turn");
+  assert.equal(ChatError.from(ofTurn, "t1"), ofTurn);
   assert.equal(
     ChatError.from(new ConnectError("late", Code.DeadlineExceeded)).codeName,
     "DEADLINE_EXCEEDED",
