@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -28,15 +27,13 @@ from typing import Any, Final
 import yaml
 
 from agentskit_chat.fakemodel import Ending, FakeModelServer, HttpResponse, Reply, Script
+from tests.cli.fixtures.serving import EXAMPLES, LISTENING, REPO
 
 CORPUS = Path(__file__).resolve().parent
 SCENARIOS = CORPUS / "scenarios"
 DEFINITIONS = CORPUS / "definitions"
-REPO = CORPUS.parents[1]
-EXAMPLES = REPO / "examples" / "definitions"
 LANGUAGES = ("python", "typescript", "go")
 STARTUP_TIMEOUT = 60.0
-LISTENING = re.compile(r"agentskit-chat listening on 127\.0\.0\.1:(\d+) \(")
 _ENDINGS = {"hold": Ending.HOLD, "stall": Ending.STALL, "drop": Ending.DROP}
 
 

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from agentskit.chat.v1 import chat_pb2 as pb
+from tests.cli.fixtures.serving import REPO
 
-from .harness import REPO, CorpusError, load_scenarios, model_answers
 from .harness import SCENARIOS as SCENARIOS_DIR
+from .harness import CorpusError, load_scenarios, model_answers
 
 SCENARIOS = load_scenarios()
 OPERATIONS = frozenset(
