@@ -37,10 +37,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Debian's prometheus server, which a test runs to scrape a live `serve` (installed when absent).
+# Debian's prometheus server, which a test runs to scrape a live `serve`, and curl, which a test
+# runs against the HTTP listener (each installed when absent).
 tools:
 	@command -v prometheus > /dev/null || { apt-get update && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
+	@command -v curl > /dev/null || { apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends curl; }
 
 unit: $(STAMP) contract-tools tools deploy-tools postgresql-server
 	$(BIN)/pytest

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-READY: Final = re.compile(rb"listening on (\S+):(\d+)")
+READY: Final = re.compile(rb"(?<!http )listening on (\S+):(\d+)")
+HTTP_READY: Final = re.compile(rb"http listening on (\S+):(\d+)")
+"""`serve --http-listen` prints this line for its HTTP listener before its gRPC one."""
 START_TIMEOUT: Final = 30.0
 STOP_TIMEOUT: Final = 20.0
 TAIL: Final = 2_000
@@ -28,11 +30,13 @@ class ServerError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Server:
-    """A running child server: its name, process id and `host:port` address."""
+    """A running child server: its name, process id and `host:port` address(es)."""
 
     name: str
     pid: int
     address: str
+    http_address: str | None = None
+    """The HTTP listener's `host:port`, for a `serve` with `--http-listen`."""
 
     def cpu_seconds(self) -> float | None:
         """User plus system CPU time the server used so far; None without Linux /proc."""
@@ -99,7 +103,8 @@ async def running(
 ) -> AsyncIterator[Server]:
     """Run `argv` (on `cpus` only, if given) until the block ends.
 
-    It must print `listening on HOST:PORT`, and exit 0 when stopped.
+    It must print `listening on HOST:PORT` (after `http listening on HOST:PORT` when it
+    has an HTTP listener too), and exit 0 when stopped.
     """
     process = await asyncio.create_subprocess_exec(
         *(argv if cpus is None else pinned(argv, cpus)),
@@ -116,10 +121,10 @@ async def running(
     address: str | None = None
     rest: asyncio.Task[None] | None = None
     try:
-        address = await _listening(stdout)
+        address, http_address = await _listening(stdout)
         if address is not None:
             rest = asyncio.create_task(_discard(stdout))  # log lines must never fill the pipe
-            yield Server(name, process.pid, address)
+            yield Server(name, process.pid, address, http_address)
     finally:
         status = await _stop(process)
         if rest is None:
@@ -133,16 +138,22 @@ async def running(
         raise ServerError(f"{name} server exited with status {status}: {log}")
 
 
-async def _listening(stdout: asyncio.StreamReader) -> str | None:
-    """The `host:port` of the first listening line, or None at EOF or after START_TIMEOUT."""
+async def _listening(stdout: asyncio.StreamReader) -> tuple[str | None, str | None]:
+    """The `host:port` of the listening line and of the HTTP listening line before it.
+
+    The first is None at EOF or after START_TIMEOUT, the second when there was no such line.
+    """
+    http: str | None = None
     try:
         async with asyncio.timeout(START_TIMEOUT):
             while line := await stdout.readline():
-                if found := READY.search(line):
-                    return f"{found[1].decode()}:{found[2].decode()}"
+                if found := HTTP_READY.search(line):
+                    http = f"{found[1].decode()}:{found[2].decode()}"
+                elif found := READY.search(line):
+                    return f"{found[1].decode()}:{found[2].decode()}", http
     except TimeoutError:
-        return None
-    return None
+        return None, http
+    return None, http
 
 
 async def _discard(stdout: asyncio.StreamReader) -> None:

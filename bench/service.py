@@ -1,19 +1,23 @@
 """Service throughput: deterministic turns against a bare grpc.aio streaming echo.
 
 Every server runs in its own child process; this process only generates load, with one
-channel per concurrent client. Each round measures the echo, the echo with the tracing
-interceptor exporting its server spans, the service with the memory store, the same with
-tracing and metrics exported over OTLP to a collector process (every turn traced, then one
-trace in ten sampled, then metrics without spans), and the service with SQLite, one after
-the other. Throughput is the median round; each ratio pairs a target with the echo of the
-same round, and the telemetry targets with memory.
+channel (or HTTP connection) per concurrent client. Each round measures the echo, the echo
+with the tracing interceptor exporting its server spans, the service with the memory store,
+the same server's turns over its HTTP listener with the Connect protocol (JSON messages,
+HTTP/1.1, as a browser sends them; bench/_connect.py), the memory service with tracing and
+metrics exported over OTLP to a collector process (every turn traced, then one trace in ten
+sampled, then metrics without spans), and the service with SQLite, one after the other.
+Throughput is the median round; each ratio pairs a target with the echo of the same round,
+the telemetry targets with memory, and Connect with the gRPC turns of its own server (the
+two alternate in going first from round to round).
 
 With two or more CPUs, the servers run on the last one and the load generator and the
 collector on the others, so a server never competes with the load for its core and every
 server runs where the others did (left to the scheduler, identical servers differ by up
 to a fifth in the same round). `--no-pin` leaves placement to the scheduler. Each target's
 server is a new process that runs only for its own measurement, so neither a slow
-process nor another server's leftover export work favours one target.
+process nor another server's leftover export work favours one target; the Connect target
+is the exception, since it is compared with gRPC inside one process.
 """
 
 from __future__ import annotations
@@ -35,11 +39,12 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 import grpc
+import httpx
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 
-from . import _echo
+from . import _connect, _echo
 from ._servers import Server, pin, placement, running
 
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -48,7 +53,21 @@ DEFINITION_ID: Final = "ping"
 TURN_TEXT: Final = "/ping"
 TURN_ANSWER: Final = "pong"
 TURNS_PER_SESSION: Final = 50
-TARGETS: Final = ("echo", "echo-traced", "memory", "telemetry", "sampled", "metrics", "sqlite")
+SERVICE_PATH: Final = "/agentskit.chat.v1.ChatService"
+EVENT_KINDS: Final = ("started", "decision", "delta", "completed", "failed")
+TARGETS: Final = (
+    "echo",
+    "echo-traced",
+    "memory",
+    "connect",
+    "telemetry",
+    "sampled",
+    "metrics",
+    "sqlite",
+)
+GUESTS: Final = {"connect": "memory"}
+"""Targets measured on another target's server, in the same round: Connect turns over the
+memory server's HTTP listener, right before or after its gRPC turns (alternately)."""
 GOALS: Final = {"memory": 0.8, "sqlite": 0.6}
 TELEMETRY_GOALS: Final = {"telemetry": 0.75, "sampled": 0.92, "metrics": 0.95}
 """Each telemetry target over telemetry off (the memory target), same round: every turn
@@ -59,6 +78,7 @@ SAMPLED: Final = {
 }
 METRICS_ONLY: Final = {"OTEL_TRACES_EXPORTER": "none"}
 CHANNEL_OPTIONS: Final = (("grpc.use_local_subchannel_pool", 1),)
+HTTP_TIMEOUT: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +132,10 @@ class EchoWorker:
         return None if len(replies) == len(_echo.REPLIES) else f"echo: {len(replies)} replies"
 
 
-class ChatWorker:
+class SessionWorker:
     """Submits `/ping` turns to server-held sessions, a fresh one every TURNS_PER_SESSION."""
 
-    def __init__(self, channel: grpc.aio.Channel, tag: str) -> None:
-        self.stub = chat_pb2_grpc.ChatServiceStub(channel)
+    def __init__(self, tag: str) -> None:
         self.tag = tag
         self.serial = 0
         self.turns = 0
@@ -125,8 +144,11 @@ class ChatWorker:
 
     async def create(self) -> str:
         """A new session of the ping definition."""
-        reply = await self.stub.CreateSession(pb.CreateSessionRequest(definition_id=DEFINITION_ID))
-        return reply.session.session_id
+        raise NotImplementedError
+
+    async def turn(self, turn_id: str) -> str | None:
+        """One turn on the current session; None when it completed with the route's answer."""
+        raise NotImplementedError
 
     async def prepare(self, calls: int) -> None:
         """Enough new sessions for `calls` turns; the next turn starts a fresh session."""
@@ -141,13 +163,28 @@ class ChatWorker:
             self.turns = 0
 
     async def call(self) -> str | None:
-        """One turn, read to its last event, which must complete with the route's answer."""
+        """One turn, read to its last event."""
         self.serial += 1
         self.turns += 1
+        return await self.turn(f"{self.tag}-{self.serial}")
+
+
+class ChatWorker(SessionWorker):
+    """Turns over the gRPC listener, through the generated stub."""
+
+    def __init__(self, channel: grpc.aio.Channel, tag: str) -> None:
+        super().__init__(tag)
+        self.stub = chat_pb2_grpc.ChatServiceStub(channel)
+
+    async def create(self) -> str:
+        """A new session of the ping definition."""
+        reply = await self.stub.CreateSession(pb.CreateSessionRequest(definition_id=DEFINITION_ID))
+        return reply.session.session_id
+
+    async def turn(self, turn_id: str) -> str | None:
+        """One turn, read to its last event, which must complete with the route's answer."""
         request = pb.StreamTurnRequest(
-            session_id=self.session,
-            turn_id=f"{self.tag}-{self.serial}",
-            submit=pb.SubmitOperation(content=TURN_TEXT),
+            session_id=self.session, turn_id=turn_id, submit=pb.SubmitOperation(content=TURN_TEXT)
         )
         try:
             events = [event async for event in self.stub.StreamTurn(request)]
@@ -159,6 +196,43 @@ class ChatWorker:
         if events[-1].completed.content != TURN_ANSWER:
             return "turn: unexpected answer"
         return None
+
+
+class ConnectWorker(SessionWorker):
+    """Turns over the HTTP listener: the Connect protocol with JSON messages, on HTTP/1.1."""
+
+    def __init__(self, client: httpx.AsyncClient, tag: str) -> None:
+        super().__init__(tag)
+        self.client = client
+
+    async def create(self) -> str:
+        """A new session of the ping definition."""
+        reply = await _connect.unary(
+            self.client, f"{SERVICE_PATH}/CreateSession", {"definitionId": DEFINITION_ID}
+        )
+        return str(reply["session"]["sessionId"])
+
+    async def turn(self, turn_id: str) -> str | None:
+        """One turn, read to its end-of-stream message; the last event must complete it."""
+        request = {"sessionId": self.session, "turnId": turn_id, "submit": {"content": TURN_TEXT}}
+        try:
+            events = await _connect.server_stream(
+                self.client, f"{SERVICE_PATH}/StreamTurn", request
+            )
+        except _connect.ConnectError as exc:
+            return f"turn: {exc.code} {exc.message}"
+        except httpx.HTTPError as exc:
+            return f"turn: {type(exc).__name__}"
+        if not events or "completed" not in events[-1]:
+            return f"turn: events {[_event_kind(event) for event in events]}"
+        if events[-1]["completed"].get("content") != TURN_ANSWER:
+            return "turn: unexpected answer"
+        return None
+
+
+def _event_kind(event: dict[str, Any]) -> str | None:
+    """The event field set in a StreamTurnResponse's JSON."""
+    return next((kind for kind in EVENT_KINDS if kind in event), None)
 
 
 @dataclass(slots=True)
@@ -209,18 +283,27 @@ async def measure(workers: Sequence[Worker], server: Server, seconds: float) -> 
     )
 
 
+async def _worker(target: str, server: Server, index: int, stack: AsyncExitStack) -> Worker:
+    """A client of `target` on a connection of its own, closed with `stack`."""
+    if target == "connect":
+        if server.http_address is None:
+            raise RuntimeError(f"the {server.name} server has no HTTP listener")
+        client = httpx.AsyncClient(
+            base_url=f"http://{server.http_address}",
+            limits=httpx.Limits(max_connections=1),
+            timeout=HTTP_TIMEOUT,
+        )
+        await stack.enter_async_context(client)
+        return ConnectWorker(client, f"c{index}")
+    channel = grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS)
+    await stack.enter_async_context(channel)
+    return EchoWorker(channel) if target.startswith("echo") else ChatWorker(channel, f"w{index}")
+
+
 async def run_round(target: str, server: Server, config: Config) -> Phase:
-    """Warm up, prepare and measure `target` with fresh channels."""
+    """Warm up, prepare and measure `target` with fresh connections."""
     async with AsyncExitStack() as stack:
-        workers: list[Worker] = []
-        for index in range(config.clients):
-            channel = grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS)
-            await stack.enter_async_context(channel)
-            workers.append(
-                EchoWorker(channel)
-                if target.startswith("echo")
-                else ChatWorker(channel, f"w{index}")
-            )
+        workers = [await _worker(target, server, index, stack) for index in range(config.clients)]
         warm = await measure(workers, server, config.warmup)
         if warm.failures:
             return warm
@@ -298,6 +381,9 @@ def server_commands(state_dir: Path) -> dict[str, list[str]]:
     serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]  # a log line per turn
     serve += ["--listen", "127.0.0.1:0", "--definitions", str(DEFINITIONS), "--drain-delay", "0"]
     memory = [*serve, "--store", "memory://", "--state-dir", str(state_dir / "memory")]
+    # An HTTP listener too: the Connect target's turns go there, and the telemetry targets,
+    # compared with memory, keep the same idle listener.
+    memory += ["--http-listen", "127.0.0.1:0"]
     echo = [sys.executable, "-m", "bench._echo", "--listen", "127.0.0.1:0"]
     return {
         "echo": echo,
@@ -353,6 +439,8 @@ async def run(config: Config) -> tuple[dict[str, Figures], bool]:
         for number in range(config.rounds):
             commands = server_commands(state_dir / f"round-{number}")
             for target in TARGETS:
+                if target in GUESTS:
+                    continue
                 own = env
                 if target in ("echo-traced", *TELEMETRY_GOALS):
                     own = telemetry_env(env, collector.address)
@@ -361,8 +449,11 @@ async def run(config: Config) -> tuple[dict[str, Figures], bool]:
                 if target == "metrics":
                     own = {**own, **METRICS_ONLY}
                 server = running(target, commands[target], cwd=ROOT, env=own, cpus=server_cpus)
+                guests = [guest for guest, host in GUESTS.items() if host == target]
+                order = [target, *guests] if number % 2 == 0 else [*guests, target]
                 async with server as started:
-                    figures[target].add(await run_round(target, started, config))
+                    for name in order:
+                        figures[name].add(await run_round(name, started, config))
     return figures, server_cpus is not None
 
 
@@ -424,6 +515,12 @@ def report(
             f"  tracing interceptor alone: {floor[0]:+,.0f} us CPU per call on the echo; at"
             f" that cost alone a turn runs at {floor[1]:.2f}x telemetry off"
         )
+    connect = figures["connect"].ratio(figures["memory"])
+    data["connect"]["ratio_vs_grpc"] = connect
+    print(
+        f"  connect: Connect JSON turns over HTTP/1.1 at {connect:.2f}x the gRPC turns of the"
+        " same server (memory), same round"
+    )
     met = telemetry_met and all(data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items())
     note = " (--quick: too few samples to trust)" if quick else ""
     print(f"Goals{note}: {'; '.join(verdicts)} -> {'all met' if met else 'not all met'}")

@@ -78,3 +78,31 @@ def test_pin_reports_a_process_that_is_gone() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     assert pin(child.pid, {0}) is False
+
+
+TWO_LISTENERS = (
+    "import signal\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+    "print('agentskit-chat http listening on 127.0.0.1:2 (connect)', flush=True)\n"
+    "print('agentskit-chat listening on 127.0.0.1:1 (plaintext)', flush=True)\n"
+    "signal.sigwait({signal.SIGTERM})\n"
+)
+"""A stand-in `serve --http-listen`: the HTTP listener's line comes before the gRPC one."""
+
+
+def test_a_server_with_an_http_listener_reports_both_addresses(tmp_path: Path) -> None:
+    async def scenario() -> tuple[str, str | None]:
+        argv = [sys.executable, "-c", TWO_LISTENERS]
+        async with running("stand-in", argv, cwd=tmp_path) as server:
+            return server.address, server.http_address
+
+    assert asyncio.run(scenario()) == ("127.0.0.1:1", "127.0.0.1:2")
+
+
+def test_a_server_without_one_has_no_http_address(tmp_path: Path) -> None:
+    async def scenario() -> str | None:
+        argv = [sys.executable, "-c", TWO_THREADS]
+        async with running("stand-in", argv, cwd=tmp_path) as server:
+            return server.http_address
+
+    assert asyncio.run(scenario()) is None

@@ -22,13 +22,16 @@ def test_quick_benchmark_run_measures_every_target(
     cpus = os.sched_getaffinity(0)
     assert main(["--quick", "--json", str(figures)]) == 0
     rows = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
-    assert {"echo", "echo-traced", "memory", "telemetry", "sampled", "metrics", "sqlite"} <= rows
+    assert {
+        *("echo", "echo-traced", "memory", "connect", "telemetry", "sampled", "metrics", "sqlite")
+    } <= rows
     data = json.loads(figures.read_text())
     targets = data["targets"]
-    for name in ("echo", "echo-traced", "memory", "sqlite"):
+    for name in ("echo", "echo-traced", "memory", "connect", "sqlite"):
         assert targets[name]["calls"] > 0
         assert targets[name]["failures"] == 0
         assert targets[name]["server_cpu_us_per_call"] > 0
     assert data["pinned"] == (len(cpus) >= 2)
     assert os.sched_getaffinity(0) == cpus  # the load generator's own placement is restored
     assert 0 < targets["telemetry"]["bound_from_interceptor"] <= 1
+    assert targets["connect"]["ratio_vs_grpc"] > 0

@@ -1,9 +1,10 @@
 """The corpus and the TypeScript client's own tests through `node --test`.
 
 `npm test --workspace client/typescript` compiles the client with `tsc --strict` and runs
-its tests: one per scenario file (test/conformance.test.ts) plus the unit and live tests,
-against the harness's server with the TypeScript tenant's tokens, and the TLS tests against
-a `serve` that requires client certificates. Node.js is required unless
+its tests: one per scenario file and protocol (test/conformance*.test.ts: native gRPC, then
+Connect with JSON over HTTP/1.1 and gRPC-Web over HTTP/2 on the HTTP listener, each with a
+tenant of its own) plus the unit and live tests, against the harness's server, and the TLS
+tests against a `serve` that requires client certificates. Node.js is required unless
 CONTRACT_SKIP_TOOLCHAINS names `node`.
 """
 
@@ -26,12 +27,19 @@ CLIENT = ROOT / "client" / "typescript"
 SUMMARY = re.compile(r"^(?:#|\u2139) (tests|pass|fail|cancelled|skipped|todo) (\d+)$", re.M)
 PASSED = re.compile(r"^ok \d+ - (.+)$", re.M)
 TOP_LEVEL_TEST = re.compile(r"^test\(", re.M)
+PROTOCOLS = ("grpc", "connect", "grpcweb")
+"""The corpus runs, one test file each (client/typescript/conformance/protocols.ts)."""
 
 
 def _client_tests() -> int:
     """The client's own tests: the top-level `test(` calls of every test file but the corpus."""
-    files = [p for p in (CLIENT / "test").glob("*.test.ts") if p.name != "conformance.test.ts"]
+    files = [p for p in (CLIENT / "test").glob("*.test.ts") if not p.name.startswith("conformance")]
     return sum(len(TOP_LEVEL_TEST.findall(p.read_text(encoding="utf-8"))) for p in files)
+
+
+def _test_name(protocol: str, scenario: str) -> str:
+    """A scenario's test name in the run over `protocol`, as protocols.ts `testName` makes it."""
+    return scenario if protocol == "grpc" else f"{protocol}: {scenario}"
 
 
 @pytest.fixture
@@ -83,10 +91,14 @@ def test_typescript_client_runs_the_corpus(
     counts = {name: int(value) for name, value in SUMMARY.findall(done.stdout)}
     scenarios = [scenario.name for scenario in load_scenarios()]
     own = _client_tests()
-    print(f"typescript: {counts} ({len(scenarios)} scenarios, {own} client tests)")
-    assert counts.get("tests") == len(scenarios) + own, output
+    runs = len(PROTOCOLS)
+    print(
+        f"typescript: {counts} ({len(scenarios)} scenarios x {runs} protocols, {own} client tests)"
+    )
+    assert counts.get("tests") == len(scenarios) * runs + own, output
     assert counts.get("pass") == counts.get("tests"), output
     assert not counts.get("skipped"), output
     assert not counts.get("todo"), output
     passed = set(PASSED.findall(done.stdout))
-    assert [name for name in scenarios if name not in passed] == [], output
+    expected = [_test_name(protocol, name) for protocol in PROTOCOLS for name in scenarios]
+    assert [name for name in expected if name not in passed] == [], output
