@@ -2,7 +2,8 @@
 
 The fake model answers as the scenarios' `model` sections say, and `agentskit-chat serve`
 serves the example definitions plus `definitions/` on SQLite, with one bearer token per
-language so the runs never see each other's sessions.
+run (a language, or a language over one of the HTTP listener's protocols) so the runs never
+see each other's sessions.
 
 `python -m tests.conformance.harness` starts it alone and prints the environment a runner
 needs, until Ctrl-C.
@@ -32,8 +33,18 @@ from tests.cli.fixtures.serving import EXAMPLES, LISTENING, REPO
 
 CORPUS = Path(__file__).resolve().parent
 SCENARIOS = CORPUS / "scenarios"
+KNOWN_FAILURES = CORPUS / "known-failures.yaml"
 DEFINITIONS = CORPUS / "definitions"
 LANGUAGES = ("python", "typescript", "go")
+PROTOCOLS: Final = {"typescript": ("connect", "grpcweb")}
+"""The runs of a language over the HTTP listener, beside its run over gRPC."""
+RUNS: Final = (
+    *LANGUAGES,
+    *(f"{language}-{protocol}" for language, names in PROTOCOLS.items() for protocol in names),
+)
+"""Every run of the corpus, each with a tenant of its own (and a rate-limited one)."""
+OTHER_TENANTS: Final = ("curl",)
+"""Tenants of the corpus's other tests (test_curl.py)."""
 STARTUP_TIMEOUT = 60.0
 _ENDINGS = {"hold": Ending.HOLD, "stall": Ending.STALL, "drop": Ending.DROP}
 HTTP_LISTENING: Final = re.compile(r"agentskit-chat http listening on 127\.0\.0\.1:(\d+) \(")
@@ -58,6 +69,21 @@ def load_scenarios(directory: Path = SCENARIOS) -> list[Scenario]:
             raise CorpusError(f"{path.name}: a scenario is a mapping with a list of steps")
         scenarios.append(Scenario(path.stem, body))
     return scenarios
+
+
+def known_failures(path: Path = KNOWN_FAILURES) -> dict[str, dict[str, str]]:
+    """Protocol -> scenario -> the failure the server causes there (known-failures.yaml)."""
+    listed = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(listed, dict):
+        raise CorpusError(f"{path.name}: a mapping of protocols")
+    found: dict[str, dict[str, str]] = {}
+    for protocol, entries in listed.items():
+        if not isinstance(entries, dict) or not all(
+            isinstance(name, str) and isinstance(text, str) for name, text in entries.items()
+        ):
+            raise CorpusError(f"{path.name}: {protocol} maps scenario names to failures")
+        found[str(protocol)] = dict(entries)
+    return found
 
 
 def model_answers(scenarios: list[Scenario]) -> dict[str, Script]:
@@ -95,19 +121,29 @@ def _script(name: str, spec: Mapping[str, Any]) -> Script:
 class LiveServer:
     target: str
     tokens: Mapping[str, str]
-    """Each language's bearer token, and its rate-limited tenant's under `LANGUAGE-limited`."""
+    """Each run's bearer token (RUNS, OTHER_TENANTS), its rate-limited tenant's under
+    `RUN-limited`."""
     http_url: str
     """The HTTP listener (Connect and gRPC-Web), `http://127.0.0.1:PORT`."""
 
     def env(self, language: str) -> dict[str, str]:
-        """The environment a runner of `language` reads."""
-        return {
+        """The environment a runner of `language` reads.
+
+        Its runs over the HTTP listener (PROTOCOLS) read their tokens from
+        `AGENTSKIT_CHAT_CONFORMANCE_<PROTOCOL>_TOKEN` and `..._<PROTOCOL>_LIMITED_TOKEN`.
+        """
+        env = {
             "AGENTSKIT_CHAT_CONFORMANCE_TARGET": self.target,
             "AGENTSKIT_CHAT_CONFORMANCE_HTTP_URL": self.http_url,
             "AGENTSKIT_CHAT_CONFORMANCE_TOKEN": self.tokens[language],
             "AGENTSKIT_CHAT_CONFORMANCE_LIMITED_TOKEN": self.tokens[f"{language}-limited"],
             "AGENTSKIT_CHAT_CONFORMANCE_DIR": str(CORPUS),
         }
+        for protocol in PROTOCOLS.get(language, ()):
+            prefix = f"AGENTSKIT_CHAT_CONFORMANCE_{protocol.upper()}"
+            env[f"{prefix}_TOKEN"] = self.tokens[f"{language}-{protocol}"]
+            env[f"{prefix}_LIMITED_TOKEN"] = self.tokens[f"{language}-{protocol}-limited"]
+        return env
 
 
 def _definitions(directory: Path, model_url: str) -> None:
@@ -125,11 +161,11 @@ LIMITED_RATES: Final = {"turns": 0.2, "turns_burst": 1, "sessions": 0.2, "sessio
 
 
 def _tokens(path: Path) -> dict[str, str]:
-    """Each language's token, and its rate-limited tenant's under `LANGUAGE-limited`."""
+    """Each run's token, and its rate-limited tenant's under `RUN-limited`."""
     tokens: dict[str, str] = {}
     entries: list[dict[str, object]] = []
-    for language in LANGUAGES:
-        for name, rates in ((language, None), (f"{language}-limited", LIMITED_RATES)):
+    for run in (*RUNS, *OTHER_TENANTS):
+        for name, rates in ((run, None), (f"{run}-limited", LIMITED_RATES)):
             token = tokens[name] = f"conformance-{name}-{secrets.token_hex(8)}"
             entry: dict[str, object] = {
                 "sha256": hashlib.sha256(token.encode()).hexdigest(),
