@@ -101,14 +101,17 @@ async def server_stream(
             except ValueError:
                 raise ConnectError("unknown", f"HTTP {response.status_code}") from None
             raise _error(body if isinstance(body, dict) else {})
-        async for data in response.aiter_bytes():
+        end: Any = None
+        async for data in response.aiter_bytes():  # to the body's end: the connection is reused
             for flags, payload in reader.feed(data):
-                if flags & COMPRESSED:
-                    raise ConnectError("internal", "a compressed message was not asked for")
+                if flags & COMPRESSED or end is not None:
+                    raise ConnectError("internal", "unexpected message flags or order")
                 if flags & END_STREAM:
                     end = json.loads(payload)
-                    if end.get("error"):
-                        raise _error(end["error"])
-                    return messages
-                messages.append(json.loads(payload))
-    raise ConnectError("internal", "the stream ended without its end-of-stream message")
+                else:
+                    messages.append(json.loads(payload))
+    if end is None or reader.pending:
+        raise ConnectError("internal", "the stream ended without its end-of-stream message")
+    if end.get("error"):
+        raise _error(end["error"])
+    return messages

@@ -461,6 +461,10 @@ def _cpu(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
 def _us(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
@@ -517,9 +521,12 @@ def report(
         )
     connect = figures["connect"].ratio(figures["memory"])
     data["connect"]["ratio_vs_grpc"] = connect
+    cpu = figures["connect"].cpu_us(), figures["memory"].cpu_us()
+    cost = None if cpu[0] is None or cpu[1] is None else cpu[0] / cpu[1]
+    data["connect"]["server_cpu_vs_grpc"] = cost
     print(
         f"  connect: Connect JSON turns over HTTP/1.1 at {connect:.2f}x the gRPC turns of the"
-        " same server (memory), same round"
+        f" same server (memory), same round; server CPU per turn {_ratio(cost)} gRPC's"
     )
     met = telemetry_met and all(data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items())
     note = " (--quick: too few samples to trust)" if quick else ""

@@ -35,3 +35,4 @@ def test_quick_benchmark_run_measures_every_target(
     assert os.sched_getaffinity(0) == cpus  # the load generator's own placement is restored
     assert 0 < targets["telemetry"]["bound_from_interceptor"] <= 1
     assert targets["connect"]["ratio_vs_grpc"] > 0
+    assert targets["connect"]["server_cpu_vs_grpc"] > 0
