@@ -9,7 +9,10 @@ metrics exported over OTLP to a collector process (every turn traced, then one t
 sampled, then metrics without spans), and the service with SQLite, one after the other.
 Throughput is the median round; each ratio pairs a target with the echo of the same round,
 the telemetry targets with memory, and Connect with the gRPC turns of its own server (the
-two alternate in going first from round to round).
+two alternate in going first from round to round). The Connect client is httpx, pure
+Python, which spends more CPU per turn than grpcio's C core: when the load generator's CPU
+is the limit (the server's CPU share shows it), the server CPU per turn, printed beside
+the ratio, is the fairer comparison.
 
 With two or more CPUs, the servers run on the last one and the load generator and the
 collector on the others, so a server never competes with the load for its core and every
