@@ -3,9 +3,9 @@
 A unique canary string is planted in inputs, edits, a route response made by code, a
 template filled from the input and the model's output. It must be absent from every
 exported span (names, attributes, events, status), every metric attribute, the Prometheus
-scrape endpoint, every log line (DEBUG level), every error message (gRPC and the HTTP
-listener's Connect answers), every stored session
-record, and the model request's headers (which carry only the trace context beside the key).
+scrape endpoint, every log line (DEBUG level), every error message (gRPC, and Connect over
+the HTTP listener), every stored session record, and the model request's headers (which
+carry only the trace context beside the key).
 """
 
 from __future__ import annotations

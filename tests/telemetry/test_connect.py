@@ -58,6 +58,8 @@ def test_a_connect_turn_continues_the_browsers_trace(tmp_path: Path, in_memory: 
     assert turn.parent.span_id == server.context.span_id
     for span in spans:
         assert CANARY not in json.dumps(dict(span.attributes or {}))
+    data = in_memory.reader.get_metrics_data()
+    assert data is not None
     points = [
         point
         for metric in in_memory.reader.get_metrics_data()
