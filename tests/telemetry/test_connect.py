@@ -62,10 +62,7 @@ def test_a_connect_turn_continues_the_browsers_trace(tmp_path: Path, in_memory: 
     assert data is not None
     points = [
         point
-        for metric in in_memory.reader.get_metrics_data()
-        .resource_metrics[0]
-        .scope_metrics[0]
-        .metrics
+        for metric in data.resource_metrics[0].scope_metrics[0].metrics
         if metric.name == "rpc.server.call.duration"
         for point in metric.data.data_points
     ]
