@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
+import struct
+import time
 from pathlib import Path
 
 import httpx
@@ -61,10 +64,7 @@ def test_the_listener_comes_from_the_environment_and_drains_on_sigterm(
             "must be http(s)://host[:port] with no path",
         ),
         (("--http-listen", "127.0.0.1:0", "--web-root", "/nonexistent/site"), "not a directory"),
-        (
-            ("--http-listen", "127.0.0.1:0", "--workers", "2"),
-            "--http-listen is served by a single process",
-        ),
+        (("--http-listen", "127.0.0.1", "--workers", "2"), "--http-listen '127.0.0.1' is not"),
         (("--http-listen", "nowhere"), "cannot listen on nowhere"),
     ],
 )
@@ -94,3 +94,34 @@ def test_a_taken_http_port_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_workers_share_the_http_port(launch: Launcher, tmp_path: Path) -> None:
+    server = launch(
+        tmp_path / "state", "--workers", "2", "--http-listen", "127.0.0.1:0", log_level="INFO"
+    )
+    found = HTTP_LISTENING.search(server.stdout)
+    assert found is not None, server.stdout
+    assert found.group(2) == "2 workers, connect and grpc-web"
+    assert server.stdout.count("http listening on") == 1
+    rpc = f"http://127.0.0.1:{found.group(1)}/agentskit.chat.v1.ChatService/"
+    for index in range(24):  # a new connection each time: the kernel spreads them
+        with httpx.Client(timeout=30) as http:
+            created = http.post(rpc + "CreateSession", json={"definitionId": "support"})
+            sid = created.json()["session"]["sessionId"]
+            body = json.dumps(
+                {"sessionId": sid, "turnId": f"t{index}", "submit": {"content": "/start"}}
+            )
+            answered = http.post(
+                rpc + "StreamTurn",
+                content=struct.pack(">BI", 0, len(body)) + body.encode(),
+                headers={"content-type": "application/connect+json"},
+            )
+            assert b'"completed"' in answered.content
+    deadline = time.monotonic() + 30
+    while len(records := server.records("turn")) < 24:
+        assert time.monotonic() < deadline, server.stdout
+        time.sleep(0.05)
+    assert len({record["pid"] for record in records}) == 2
+    server.send(signal.SIGTERM)
+    assert server.wait() == 0
