@@ -37,13 +37,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Debian's prometheus server, which a test runs to scrape a live `serve`, and curl, which a test
-# runs against the HTTP listener (each installed when absent).
+# Debian's prometheus server, which a test runs to scrape a live `serve`, and curl, which
+# replays the README's Connect calls (each installed when absent).
 tools:
-	@command -v prometheus > /dev/null || { apt-get update && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
-	@command -v curl > /dev/null || { apt-get update && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends curl; }
+	@missing=""; for tool in prometheus curl; do \
+	  command -v $$tool > /dev/null || missing="$$missing $$tool"; done; \
+	[ -z "$$missing" ] || { apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }
 
 unit: $(STAMP) contract-tools tools deploy-tools postgresql-server
 	$(BIN)/pytest
@@ -153,7 +153,7 @@ deploy-tools: $(DEPLOY_TOOLS)
 
 # Serve the example definitions on SQLite in ./var with the offline adapter (Ctrl-C drains).
 serve: $(STAMP)
-	$(BIN)/agentskit-chat serve
+	$(BIN)/agentskit-chat serve --http-listen 127.0.0.1:8080
 
 # The README's rendered state diagram (needs Graphviz's dot: apt-get install graphviz).
 diagram: $(STAMP)

@@ -41,11 +41,6 @@ def http_from(args: argparse.Namespace) -> HttpSettings | None:
         if args.cors_origin or args.web_root:
             raise ValueError("--cors-origin and --web-root need --http-listen")
         return None
-    if args.workers != 1:
-        raise ValueError(
-            "--http-listen is served by a single process: run it without --workers, or "
-            "run one replica per core"
-        )
     web_root = args.web_root
     if web_root is not None and not Path(web_root).is_dir():
         raise ValueError(f"--web-root {web_root}: not a directory")

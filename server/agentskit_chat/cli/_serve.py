@@ -333,7 +333,7 @@ async def serve(
         f"{len(definitions)} definitions, store {redact_url(settings.store_url)}, "
         f"{security.describe()}"
     )
-    if running.http is not None and settings.http is not None:
+    if running.http is not None and settings.http is not None and worker is None:
         http_host = settings.http.listen.rsplit(":", 1)[0]
         print(
             f"agentskit-chat http listening on {http_host}:{running.http.port} "

@@ -21,10 +21,8 @@ from connectrpc.request import RequestContext
 from opentelemetry import context, metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from agentskit_chat import __version__
-
 from . import _names as n
-from ._grpc import RPC_SECONDS_BUCKETS, incoming_context
+from ._grpc import incoming_context, rpc_instruments
 
 SERVER_ERRORS: Final = frozenset(
     {
@@ -50,19 +48,7 @@ class ConnectTelemetry:
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
-        self._tracer = (
-            None if tracer_provider is None else tracer_provider.get_tracer(n.SCOPE, __version__)
-        )
-        self._duration = (
-            None
-            if meter_provider is None
-            else meter_provider.get_meter(n.SCOPE, __version__).create_histogram(
-                n.RPC_SERVER_CALL_DURATION,
-                unit="s",
-                description="Measures the duration of an incoming Remote Procedure Call (RPC).",
-                explicit_bucket_boundaries_advisory=RPC_SECONDS_BUCKETS,
-            )
-        )
+        self._tracer, self._duration = rpc_instruments(tracer_provider, meter_provider)
 
     async def on_start(self, ctx: RequestContext[Any, Any]) -> _Call:
         """Continue the caller's trace and start the call's span."""
