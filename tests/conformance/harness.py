@@ -33,7 +33,6 @@ from tests.cli.fixtures.serving import EXAMPLES, LISTENING, REPO
 
 CORPUS = Path(__file__).resolve().parent
 SCENARIOS = CORPUS / "scenarios"
-KNOWN_FAILURES = CORPUS / "known-failures.yaml"
 DEFINITIONS = CORPUS / "definitions"
 LANGUAGES = ("python", "typescript", "go")
 PROTOCOLS: Final = {"typescript": ("connect", "grpcweb")}
@@ -69,21 +68,6 @@ def load_scenarios(directory: Path = SCENARIOS) -> list[Scenario]:
             raise CorpusError(f"{path.name}: a scenario is a mapping with a list of steps")
         scenarios.append(Scenario(path.stem, body))
     return scenarios
-
-
-def known_failures(path: Path = KNOWN_FAILURES) -> dict[str, dict[str, str]]:
-    """Protocol -> scenario -> the failure the server causes there (known-failures.yaml)."""
-    listed = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(listed, dict):
-        raise CorpusError(f"{path.name}: a mapping of protocols")
-    found: dict[str, dict[str, str]] = {}
-    for protocol, entries in listed.items():
-        if not isinstance(entries, dict) or not all(
-            isinstance(name, str) and isinstance(text, str) for name, text in entries.items()
-        ):
-            raise CorpusError(f"{path.name}: {protocol} maps scenario names to failures")
-        found[str(protocol)] = dict(entries)
-    return found
 
 
 def model_answers(scenarios: list[Scenario]) -> dict[str, Script]:

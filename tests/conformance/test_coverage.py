@@ -13,8 +13,8 @@ import pytest
 from agentskit.chat.v1 import chat_pb2 as pb
 from tests.cli.fixtures.serving import REPO
 
-from .harness import PROTOCOLS, CorpusError, known_failures, load_scenarios, model_answers
 from .harness import SCENARIOS as SCENARIOS_DIR
+from .harness import CorpusError, load_scenarios, model_answers
 
 SCENARIOS = load_scenarios()
 OPERATIONS = frozenset(
@@ -153,16 +153,3 @@ def test_no_scenario_uses_a_plain_scalar_that_yaml_versions_read_differently() -
     for path in sorted(SCENARIOS_DIR.glob("*.yaml")):
         found = ambiguous.search(path.read_text(encoding="utf-8"))
         assert found is None, f"{path.name}: quote {found.group(1)!r}" if found else ""
-
-
-def test_known_failures_name_a_scenario_run_over_the_http_listener(tmp_path: Path) -> None:
-    names = {scenario.name for scenario in SCENARIOS}
-    protocols = {protocol for listed in PROTOCOLS.values() for protocol in listed}
-    for protocol, failures in known_failures().items():
-        assert protocol in protocols, f"known-failures.yaml: no run over {protocol}"
-        assert set(failures) <= names, f"known-failures.yaml: {set(failures) - names}"
-        assert all(text.strip() for text in failures.values()), "say what fails"
-    broken = tmp_path / "broken.yaml"
-    broken.write_text("connect: [auth-unauthenticated]\n")
-    with pytest.raises(CorpusError, match="maps scenario names to failures"):
-        known_failures(broken)

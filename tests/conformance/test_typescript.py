@@ -21,12 +21,11 @@ from tests.cli.fixtures.serving import Server, base_env, command
 from tests.contract.tooling import NODE_BIN, ROOT, require_toolchain, run
 from tests.transport.certs import Authority
 
-from .harness import LiveServer, known_failures, load_scenarios
+from .harness import LiveServer, load_scenarios
 
 CLIENT = ROOT / "client" / "typescript"
 SUMMARY = re.compile(r"^(?:#|\u2139) (tests|pass|fail|cancelled|skipped|todo) (\d+)$", re.M)
 PASSED = re.compile(r"^ok \d+ - (.+)$", re.M)
-TODO = re.compile(r"^(?:not )?ok \d+ - (.+?) # TODO ", re.M)
 TOP_LEVEL_TEST = re.compile(r"^test\(", re.M)
 PROTOCOLS = ("grpc", "connect", "grpcweb")
 """The corpus runs, one test file each (client/typescript/conformance/protocols.ts)."""
@@ -97,15 +96,9 @@ def test_typescript_client_runs_the_corpus(
         f"typescript: {counts} ({len(scenarios)} scenarios x {runs} protocols, {own} client tests)"
     )
     assert counts.get("tests") == len(scenarios) * runs + own, output
-    known = {
-        _test_name(protocol, name)
-        for protocol, failures in known_failures().items()
-        for name in failures
-    }
-    assert set(TODO.findall(done.stdout)) == known, output  # todo: the known failures only
-    assert counts.get("todo", 0) == len(known), output
-    assert counts.get("pass") == counts.get("tests", 0) - len(known), output
+    assert counts.get("pass") == counts.get("tests"), output
     assert not counts.get("skipped"), output
+    assert not counts.get("todo"), output
     passed = set(PASSED.findall(done.stdout))
     expected = [_test_name(protocol, name) for protocol in PROTOCOLS for name in scenarios]
-    assert [name for name in expected if name not in passed | known] == [], output
+    assert [name for name in expected if name not in passed] == [], output

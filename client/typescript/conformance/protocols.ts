@@ -1,11 +1,10 @@
 // The protocols the corpus runs over: native gRPC on the gRPC listener, and Connect (JSON,
 // HTTP/1.1) and gRPC-Web (binary, HTTP/2) on the HTTP listener, each with its own tenant.
-import { join } from "node:path";
 import { test } from "node:test";
 import type { Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { createNodeTransport } from "@agentskit/chat-client/node";
-import { CORPUS, loadScenarios, readYaml } from "./corpus.js";
+import { loadScenarios } from "./corpus.js";
 import { Runner, type Tokens } from "./runner.js";
 
 /** A protocol of the corpus run. */
@@ -69,27 +68,11 @@ export function testName(protocol: Protocol, scenario: string): string {
   return protocol === "grpc" ? scenario : `${protocol}: ${scenario}`;
 }
 
-/**
- * The scenarios that fail over `protocol` because of the server, with the failure seen
- * (tests/conformance/known-failures.yaml).
- */
-export function knownFailures(protocol: Protocol): ReadonlyMap<string, string> {
-  const listed = (readYaml(join(CORPUS, "known-failures.yaml")) ?? {}) as {
-    [protocol: string]: { [scenario: string]: string } | null;
-  };
-  return new Map(Object.entries(listed[protocol] ?? {}));
-}
-
-/**
- * One `node:test` test per scenario file, run over `protocol`; a known failure is a `todo`
- * test, reported without failing the run.
- */
+/** One `node:test` test per scenario file, run over `protocol`. */
 export function testCorpus(protocol: Protocol): void {
   const { transport, tokens, skip } = setting(protocol);
-  const known = knownFailures(protocol);
   for (const scenario of loadScenarios()) {
-    const todo = known.get(scenario.name) ?? false;
-    test(testName(protocol, scenario.name), { skip, todo }, async () => {
+    test(testName(protocol, scenario.name), { skip }, async () => {
       if (transport !== undefined) {
         await new Runner(transport, tokens, scenario).run();
       }
