@@ -11,11 +11,12 @@ comma := ,
 SKIPPED_TOOLCHAINS := $(subst $(comma), ,$(CONTRACT_SKIP_TOOLCHAINS))
 NEEDS_NODE := $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,node_modules/.installed)
 NEEDS_GO := $(if $(filter go,$(SKIPPED_TOOLCHAINS)),,$(GO_TOOLS))
+NEEDS_CHROMIUM := $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,chromium)
 SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
-	postgresql-server
+	postgresql-server chromium web web-build
 
 install: $(STAMP)
 
@@ -42,7 +43,7 @@ tools:
 	@command -v prometheus > /dev/null || { apt-get update && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
 
-unit: $(STAMP) contract-tools tools deploy-tools postgresql-server
+unit: $(STAMP) contract-tools tools deploy-tools postgresql-server $(NEEDS_CHROMIUM)
 	$(BIN)/pytest
 
 test: lint lint-proto breaking-proto check-generated typecheck conversation-tests unit
@@ -57,6 +58,13 @@ bench: $(STAMP) postgresql-server
 	$(BIN)/python -m bench.model
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.stores
+
+# Debian's Chromium, which the browser tests (tests/web) drive headless through playwright-core
+# (installed when absent; not needed when CONTRACT_SKIP_TOOLCHAINS names node).
+chromium:
+	@command -v chromium > /dev/null || { echo "installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -qq -y \
+	    --no-install-recommends -o DPkg::Lock::Timeout=300 chromium > /dev/null; }
 
 # The tests and the stores benchmark start a throwaway PostgreSQL cluster on loopback
 # (tests/postgres.py): install the Debian server package when it is absent.
