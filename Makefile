@@ -158,6 +158,18 @@ deploy-tools: $(DEPLOY_TOOLS)
 serve: $(STAMP)
 	$(BIN)/agentskit-chat serve
 
+# The reference web renderer (examples/web), bundled with its pinned esbuild into examples/web/dist.
+web-build: node_modules/.installed
+	npm run build --workspace examples/web
+
+# The renderer on the example definitions: `serve` as in `make serve`, plus its HTTP listener
+# on WEB_LISTEN serving both the renderer and the API, so the page needs no CORS (Ctrl-C drains).
+WEB_LISTEN ?= 127.0.0.1:8080
+
+web: $(STAMP) web-build
+	@echo "web renderer: open http://$(WEB_LISTEN)/ once the server listens (Ctrl-C stops it)"
+	$(BIN)/agentskit-chat serve --http-listen $(WEB_LISTEN) --web-root examples/web/dist
+
 # The README's rendered state diagram (needs Graphviz's dot: apt-get install graphviz).
 diagram: $(STAMP)
 	$(BIN)/agentskit-chat graph examples/definitions --definition orders --format dot \
