@@ -96,6 +96,11 @@ export class App {
       }
     });
     this.#stop.addEventListener("click", () => this.stop());
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && this.#running !== undefined) {
+        this.stop();
+      }
+    });
     this.#setBusy(false);
   }
 
@@ -205,6 +210,7 @@ export class App {
       this.#messages = [...messages];
       this.#render();
       this.#setStatus(`History truncated to ${messages.length} messages.`);
+      this.#input.focus();
     } catch (error) {
       this.#fail("Could not truncate the history", error);
     }
