@@ -148,6 +148,35 @@ test("a deterministic turn shows its route badge and the new state", async () =>
   await context.close();
 });
 
+test("every control is labelled and the conversation is usable from the keyboard", async () => {
+  const { page, context } = await newSession();
+  const input = page.getByLabel("Message", { exact: true });
+  await input.focus();
+  await page.keyboard.type("/start");
+  await page.keyboard.press("Enter");
+  await turnOver(page);
+  await noError(page);
+  const unlabelled = await page.$$eval("input, select, textarea", (fields) =>
+    fields.filter((field) => field.labels.length === 0).map((field) => field.outerHTML),
+  );
+  assert.deepEqual(unlabelled, []);
+  const unnamed = await page.$$eval("button", (buttons) =>
+    buttons.filter((button) => !button.textContent.trim()).map((button) => button.outerHTML),
+  );
+  assert.deepEqual(unnamed, []);
+  assert.equal(await page.locator("#status").getAttribute("aria-live"), "polite");
+  // Tab from the message box reaches Send (Stop is disabled between turns).
+  await input.focus();
+  await page.keyboard.press("Tab");
+  assert.equal(await page.evaluate(() => document.activeElement?.id), "send");
+  // A command button works from the keyboard too.
+  await page.locator('#commands [data-command="/cancel"]').focus();
+  await page.keyboard.press("Enter");
+  await turnOver(page);
+  await assertText(page.locator("#state-name"), "idle");
+  await context.close();
+});
+
 test("an agentic turn streams its deltas before it completes", async () => {
   const { page, context } = await newSession();
   // Every text the streaming reply shows while it is still busy, as the DOM changes.
