@@ -3,8 +3,9 @@
 A unique canary string is planted in inputs, edits, a route response made by code, a
 template filled from the input and the model's output. It must be absent from every
 exported span (names, attributes, events, status), every metric attribute, the Prometheus
-scrape endpoint, every log line (DEBUG level), every error message, every stored session
-record, and the model request's headers (which carry only the trace context beside the key).
+scrape endpoint, every log line (DEBUG level), every error message (gRPC, and Connect over
+the HTTP listener), every stored session record, and the model request's headers (which
+carry only the trace context beside the key).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import re
 import secrets
 import signal
 import sqlite3
+import struct
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import pytest
 
 from agentskit_chat.fakemodel import FakeModelServer, Reply
@@ -104,6 +107,39 @@ async def talk(target: str) -> None:
         assert CANARY not in str(malformed.value.details())
 
 
+def over_http(base: str) -> None:
+    """Canary turns and refusals through the HTTP listener (Connect JSON)."""
+    rpc = f"{base}/agentskit.chat.v1.ChatService/"
+    json_type = {"content-type": "application/json"}
+    with httpx.Client(timeout=30) as http:
+        created = http.post(rpc + "CreateSession", json={"definitionId": "support"})
+        sid = created.json()["session"]["sessionId"]
+        for content in ("/start", f"/name {CANARY}"):
+            turn = {
+                "sessionId": sid,
+                "turnId": secrets.token_hex(4),
+                "submit": {"content": content},
+            }
+            body = json.dumps(turn).encode()
+            answered = http.post(
+                rpc + "StreamTurn",
+                content=struct.pack(">BI", 0, len(body)) + body,
+                headers={"content-type": "application/connect+json"},
+            )
+            assert answered.status_code == 200
+        assert CANARY in answered.text  # the route's answer carries it back to the caller
+        refusals = [
+            http.post(
+                rpc + "GetSession", content=f'{{"sessionId": "{CANARY}'.encode(), headers=json_type
+            ),
+            http.post(rpc + "GetSession", json={"sessionId": {"x": CANARY}}),
+            http.post(rpc + "GetSession", json={"sessionId": f"{CANARY} no such session"}),
+        ]
+        for refused in refusals:
+            assert refused.status_code in (400, 404)
+            assert CANARY not in refused.text
+
+
 def through_the_tools(target: str, tmp_path: Path) -> str:
     """Canary turns through `agentskit-chat test` and `chat`: the server must not leak it,
     and neither tool logs it (stderr); the chat shows it and the test report names its step."""
@@ -137,6 +173,8 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
             CODE_CHAT,
             "--metrics-listen",
             "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
             env=receiver.env(CANARY_MODEL_KEY=API_KEY),
             log_level="DEBUG",
         )
@@ -144,6 +182,9 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
         scrape = re.search(r"metrics at (http://\S+/metrics)", server.stdout)
         assert scrape is not None
         asyncio.run(talk(server.target))
+        http_port = re.search(r"http listening on 127\.0\.0\.1:(\d+)", server.stdout)
+        assert http_port is not None
+        over_http(f"http://127.0.0.1:{http_port.group(1)}")
         tools = through_the_tools(server.target, tmp_path)
         spans = receiver.wait_for_spans(lambda s: s.name.startswith("chat.turn "), count=10)
         receiver.wait_for_metric("gen_ai.client.token.usage")

@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -35,6 +36,7 @@ DEFINITIONS = CORPUS / "definitions"
 LANGUAGES = ("python", "typescript", "go")
 STARTUP_TIMEOUT = 60.0
 _ENDINGS = {"hold": Ending.HOLD, "stall": Ending.STALL, "drop": Ending.DROP}
+HTTP_LISTENING: Final = re.compile(r"agentskit-chat http listening on 127\.0\.0\.1:(\d+) \(")
 
 
 class CorpusError(Exception):
@@ -94,11 +96,14 @@ class LiveServer:
     target: str
     tokens: Mapping[str, str]
     """Each language's bearer token, and its rate-limited tenant's under `LANGUAGE-limited`."""
+    http_url: str
+    """The HTTP listener (Connect and gRPC-Web), `http://127.0.0.1:PORT`."""
 
     def env(self, language: str) -> dict[str, str]:
         """The environment a runner of `language` reads."""
         return {
             "AGENTSKIT_CHAT_CONFORMANCE_TARGET": self.target,
+            "AGENTSKIT_CHAT_CONFORMANCE_HTTP_URL": self.http_url,
             "AGENTSKIT_CHAT_CONFORMANCE_TOKEN": self.tokens[language],
             "AGENTSKIT_CHAT_CONFORMANCE_LIMITED_TOKEN": self.tokens[f"{language}-limited"],
             "AGENTSKIT_CHAT_CONFORMANCE_DIR": str(CORPUS),
@@ -137,12 +142,14 @@ def _tokens(path: Path) -> dict[str, str]:
     return tokens
 
 
-def _wait_listening(process: subprocess.Popen[bytes], stdout: Path) -> int:
+def _wait_listening(process: subprocess.Popen[bytes], stdout: Path) -> tuple[int, int]:
+    """The gRPC and HTTP ports, once `serve` says it listens (the HTTP line comes first)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
-        found = LISTENING.search(stdout.read_text(encoding="utf-8", errors="replace"))
-        if found:
-            return int(found.group(1))
+        text = stdout.read_text(encoding="utf-8", errors="replace")
+        found, http = LISTENING.search(text), HTTP_LISTENING.search(text)
+        if found and http:
+            return int(found.group(1)), int(http.group(1))
         if process.poll() is not None:
             break
         time.sleep(0.05)
@@ -150,11 +157,21 @@ def _wait_listening(process: subprocess.Popen[bytes], stdout: Path) -> int:
 
 
 @contextlib.contextmanager
-def live_server(workdir: Path) -> Iterator[LiveServer]:
-    """The fake model and `serve`, both stopped on exit."""
-    answers = model_answers(load_scenarios())
+def live_server(
+    workdir: Path,
+    *,
+    serve_args: Sequence[str] = (),
+    answers: Mapping[str, Script] | None = None,
+) -> Iterator[LiveServer]:
+    """The fake model and `serve` (gRPC and HTTP listeners), both stopped on exit.
+
+    `serve_args` are added to the serve command line; `answers` (user text -> script) to
+    the fake model's, beside the scenarios' own.
+    """
+    scripted = model_answers(load_scenarios())
     with FakeModelServer() as model:
-        model.model.answers.update(answers)
+        model.model.answers.update(scripted)
+        model.model.answers.update(answers or {})
         _definitions(workdir / "definitions", model.url)
         tokens = _tokens(workdir / "tokens.yaml")
         stdout = workdir / "serve.log"
@@ -167,6 +184,7 @@ def live_server(workdir: Path) -> Iterator[LiveServer]:
                     *("serve", "--listen", "127.0.0.1:0", "--state-dir", str(workdir / "state")),
                     *("--definitions", str(workdir / "definitions"), "--max-input-bytes", "2048"),
                     *("--auth-tokens", str(workdir / "tokens.yaml"), "--log-format", "json"),
+                    *("--http-listen", "127.0.0.1:0", *serve_args),
                 ],
                 cwd=REPO,
                 env=env,
@@ -175,8 +193,8 @@ def live_server(workdir: Path) -> Iterator[LiveServer]:
                 stderr=subprocess.STDOUT,
             )
         try:
-            port = _wait_listening(process, stdout)
-            yield LiveServer(f"127.0.0.1:{port}", tokens)
+            port, http_port = _wait_listening(process, stdout)
+            yield LiveServer(f"127.0.0.1:{port}", tokens, f"http://127.0.0.1:{http_port}")
         finally:
             process.send_signal(signal.SIGTERM)
             try:

@@ -19,8 +19,7 @@ SESSION_PLACEHOLDER = "SESSION_ID"
 
 def readme_commands() -> list[list[str]]:
     """The README's grpcurl block, one argv per line."""
-    (block,) = marked("commands")
-    assert block.name == "grpcurl"
+    (block,) = (b for b in marked("commands") if b.name == "grpcurl")
     return [shlex.split(line) for line in block.code.splitlines() if line.strip()]
 
 

@@ -29,7 +29,7 @@ from agentskit_chat.models import (
     TextChunk,
     UsageChunk,
 )
-from agentskit_chat.service import Catalog, ChatService, Limits, RateLimits
+from agentskit_chat.service import Catalog, ChatService, Limits, RateLimits, TurnObserver
 from agentskit_chat.storage import SqliteStore, open_sqlite_store
 from agentskit_chat.transport import Authenticator, RunningServer, start_server
 from agentskit_chat_client import ChatClient, ChatError, Submit, TurnResult
@@ -195,6 +195,7 @@ async def live(
     authenticator: Authenticator | None = None,
     token: str | None = None,
     rates: RateLimits | None = None,
+    observer: TurnObserver | None = None,
     **server_options: Any,
 ) -> AsyncIterator[Live]:
     """Start a server on 127.0.0.1:0 over SQLite in `tmp_path` and connect a client
@@ -213,6 +214,7 @@ async def live(
         adapters=adapters,
         limits=limits or Limits(),
         rates=rates,
+        observer=observer,
     )
     server = await start_server(
         service,

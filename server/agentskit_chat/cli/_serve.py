@@ -30,14 +30,17 @@ from agentskit_chat.telemetry import (
     configure_telemetry,
     settings_from_env,
 )
-from agentskit_chat.transport import TlsFileError, TokenFileError, start_server
+from agentskit_chat.transport import RunningServer, TlsFileError, TokenFileError, start_server
+from agentskit_chat.transport.web import HttpSettings
 
 from . import _workers
 from ._definitions import gather
+from ._http import add_http_arguments, http_from
 from ._keys import load_or_create_key
 from ._mesh import MeshSettings, add_mesh_arguments, mesh_from
 from ._reload import Reloader
 from ._security import (
+    Security,
     SecuritySettings,
     add_security_arguments,
     build_security,
@@ -62,7 +65,9 @@ ENVIRONMENT = """environment variables (flags win):
   AGENTSKIT_CHAT_TURN_TIMEOUT, AGENTSKIT_CHAT_LOG_FORMAT (json or console),
   AGENTSKIT_CHAT_AUTH_TOKENS, AGENTSKIT_CHAT_TLS_CERT, AGENTSKIT_CHAT_TLS_KEY,
   AGENTSKIT_CHAT_TLS_CLIENT_CA, AGENTSKIT_CHAT_METRICS_LISTEN, AGENTSKIT_CHAT_DRAIN_DELAY,
-  AGENTSKIT_CHAT_DIGEST_KEY (hex), AGENTSKIT_CHAT_DIGEST_KEY_FILE
+  AGENTSKIT_CHAT_DIGEST_KEY (hex), AGENTSKIT_CHAT_DIGEST_KEY_FILE,
+  AGENTSKIT_CHAT_HTTP_LISTEN, AGENTSKIT_CHAT_CORS_ORIGINS (comma-separated),
+  AGENTSKIT_CHAT_WEB_ROOT
 
 telemetry: spans and metrics go over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _METRICS_ENDPOINT) is set; the other standard
@@ -153,6 +158,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_security_arguments(parser)
     add_mesh_arguments(parser)
+    add_http_arguments(parser)
     _workers.add_arguments(parser)
 
 
@@ -177,6 +183,8 @@ class ServeSettings:
     """The PostgreSQL password, kept out of the URL and of every log line."""
     migrate: bool = False
     """Apply missing PostgreSQL schema migrations before serving."""
+    http: HttpSettings | None = None
+    """The HTTP listener for browsers; None when off."""
 
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:
@@ -207,6 +215,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         mesh=mesh_from(args, store_url),
         store_password=store_password(args),
         migrate=args.migrate,
+        http=http_from(args),
     )
 
 
@@ -293,18 +302,12 @@ async def serve(
         observer=telemetry.observer,
         rates=settings.security.rates,
     )
-    running = await start_server(
-        service,
-        settings.listen,
-        max_request_bytes=settings.max_request_bytes,
-        interceptors=telemetry.server_interceptors(),
-        authenticator=security.authenticator,
-        tls=security.tls,
-        connections=settings.security.connections,
-        lifetime=settings.mesh.lifetime,
-        reflection_enabled=settings.security.reflection,
-        reuse_port=worker is not None,
-    )
+    try:
+        running = await _start(service, settings, security, telemetry, worker)
+    except OSError as exc:
+        print(f"agentskit-chat: {exc}", file=sys.stderr)
+        await service.close()
+        return 2
     gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
     host = settings.listen.rsplit(":", 1)[0]
     stop = asyncio.Event()
@@ -330,6 +333,13 @@ async def serve(
         f"{len(definitions)} definitions, store {redact_url(settings.store_url)}, "
         f"{security.describe()}"
     )
+    if running.http is not None and settings.http is not None and worker is None:
+        http_host = settings.http.listen.rsplit(":", 1)[0]
+        print(
+            f"agentskit-chat http listening on {http_host}:{running.http.port} "
+            f"({_http_description(settings.http)})",
+            flush=True,
+        )
     if worker is None:
         print(f"agentskit-chat listening on {host}:{running.port} ({description})", flush=True)
     else:
@@ -342,3 +352,35 @@ async def serve(
     if worker is None:
         print("agentskit-chat stopped", flush=True)
     return 0
+
+
+async def _start(
+    service: ChatService,
+    settings: ServeSettings,
+    security: Security,
+    telemetry: Telemetry,
+    worker: _workers.WorkerLink | None,
+) -> RunningServer:
+    return await start_server(
+        service,
+        settings.listen,
+        max_request_bytes=settings.max_request_bytes,
+        interceptors=telemetry.server_interceptors(),
+        authenticator=security.authenticator,
+        tls=security.tls,
+        connections=settings.security.connections,
+        lifetime=settings.mesh.lifetime,
+        reflection_enabled=settings.security.reflection,
+        reuse_port=worker is not None,
+        http=settings.http,
+        http_interceptors=[telemetry.connect_interceptor()],
+    )
+
+
+def _http_description(http: HttpSettings) -> str:
+    parts = ["connect and grpc-web"]
+    origins = len(http.cors_origins)
+    parts.append(f"{origins} CORS origin{'' if origins == 1 else 's'}")
+    if http.web_root is not None:
+        parts.append(f"static files from {http.web_root}")
+    return ", ".join(parts)

@@ -14,6 +14,7 @@ The port: the parent binds it (without listening) before any worker starts, so p
 resolved to one free port that every worker, and every restarted worker, listens on; and
 a port another server already holds fails at once, in the parent, with exit status 2.
 The parent's socket has SO_REUSEPORT but never listens, so it takes no connections.
+`--http-listen` is reserved the same way, and every worker serves it too.
 
 Each worker talks to the parent over one socket pair: it sends its description when it
 listens (the parent prints the single `listening on` line from the first one), and it
@@ -116,7 +117,7 @@ class Reservation:
             sock.close()
 
 
-def reserve(listen: str) -> Reservation:
+def reserve(listen: str, flag: str = "--listen") -> Reservation:
     """Bind `listen` (host:port, port 0 for a free one) for the workers; OSError when taken.
 
     A first plain bind (SO_REUSEADDR only, as servers bind) fails when any server listens
@@ -125,7 +126,7 @@ def reserve(listen: str) -> Reservation:
     """
     host, sep, port_text = listen.rpartition(":")
     if not sep or not port_text.isdigit():
-        raise ValueError(f"--listen {listen!r} is not HOST:PORT")
+        raise ValueError(f"{flag} {listen!r} is not HOST:PORT")
     port = int(port_text)
     name = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     infos = socket.getaddrinfo(name or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -170,10 +171,16 @@ class Supervisor:
     """Starts `count` workers, keeps them running, and passes signals on to them."""
 
     def __init__(
-        self, argv: Sequence[str], count: int, reservation: Reservation, grace: float
+        self,
+        argv: Sequence[str],
+        count: int,
+        reservation: Reservation,
+        grace: float,
+        http: Reservation | None = None,
     ) -> None:
         self._argv = list(argv)
         self._reservation = reservation
+        self._http = http
         self._grace = grace
         self._workers = [_Worker(index) for index in range(1, count + 1)]
         self._stopping = asyncio.Event()
@@ -195,6 +202,12 @@ class Supervisor:
             await self._stop_all()
             return next((s for s in failed if s > 0), 1) if failed else 0
         description = first
+        if self._http is not None:
+            print(
+                f"agentskit-chat http listening on {self._http.listen} "
+                f"({len(self._workers)} workers, connect and grpc-web)",
+                flush=True,
+            )
         print(
             f"agentskit-chat listening on {self._reservation.listen} "
             f"({len(self._workers)} workers, {description})",
@@ -232,6 +245,8 @@ class Supervisor:
 
     def _command(self, index: int, fd: int) -> list[str]:
         overrides = ["--listen", self._reservation.listen, "--workers", "1"]
+        if self._http is not None:
+            overrides += ["--http-listen", self._http.listen]
         overrides += ["--worker-fd", str(fd), "--worker-index", str(index)]
         return [sys.executable, "-m", "agentskit_chat.cli", *self._argv, *overrides]
 
@@ -319,6 +334,14 @@ def supervise(args: argparse.Namespace, store_url: str, key_path: Path | None, g
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(Supervisor(args.argv, count, reservation, grace).run())
+        http = None if args.http_listen is None else reserve(args.http_listen, "--http-listen")
+    except (ValueError, OSError) as exc:
+        reservation.close()
+        print(f"agentskit-chat: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(Supervisor(args.argv, count, reservation, grace, http).run())
     finally:
         reservation.close()
+        if http is not None:
+            http.close()

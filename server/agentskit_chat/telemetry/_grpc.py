@@ -77,6 +77,25 @@ if TYPE_CHECKING:
 Behavior = Callable[..., Any]
 
 
+def rpc_instruments(
+    tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None
+) -> tuple[trace.Tracer | None, metrics.Histogram | None]:
+    """The tracer of SERVER spans and the `rpc.server.call.duration` histogram, each None
+    when its provider is; shared by every transport, so their calls aggregate together."""
+    tracer = None if tracer_provider is None else tracer_provider.get_tracer(n.SCOPE, __version__)
+    duration = (
+        None
+        if meter_provider is None
+        else meter_provider.get_meter(n.SCOPE, __version__).create_histogram(
+            n.RPC_SERVER_CALL_DURATION,
+            unit="s",
+            description="Measures the duration of an incoming Remote Procedure Call (RPC).",
+            explicit_bucket_boundaries_advisory=RPC_SECONDS_BUCKETS,
+        )
+    )
+    return tracer, duration
+
+
 def traced(details: grpc.HandlerCallDetails) -> bool:
     """Whether a call gets a span: everything but health probes and reflection.
 
@@ -116,19 +135,7 @@ class ServerTelemetry(grpc.aio.ServerInterceptor):
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
-        self._tracer = (
-            None if tracer_provider is None else tracer_provider.get_tracer(n.SCOPE, __version__)
-        )
-        self._duration = (
-            None
-            if meter_provider is None
-            else meter_provider.get_meter(n.SCOPE, __version__).create_histogram(
-                n.RPC_SERVER_CALL_DURATION,
-                unit="s",
-                description="Measures the duration of an incoming Remote Procedure Call (RPC).",
-                explicit_bucket_boundaries_advisory=RPC_SECONDS_BUCKETS,
-            )
-        )
+        self._tracer, self._duration = rpc_instruments(tracer_provider, meter_provider)
         self._wrapped: dict[str, tuple[Handler, Handler]] = {}
 
     async def intercept_service(

@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 
 from agentskit_chat import __version__
 
+from ._connect import ConnectTelemetry
 from ._grpc import server_interceptors
 from ._observer import OtelObserver
 from ._once import LogOnce, otel_loggers
@@ -97,6 +98,10 @@ class Telemetry:
         """The gRPC interceptor: SERVER spans and `rpc.server.call.duration` when those are
         on, and always the caller's trace context, which the turn log line carries."""
         return server_interceptors(self.tracer_provider, self.meter_provider)
+
+    def connect_interceptor(self) -> ConnectTelemetry:
+        """The same for the HTTP listener's Connect and gRPC-Web calls."""
+        return ConnectTelemetry(self.tracer_provider, self.meter_provider)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_SECONDS) -> bool:
         """Export what is pending; False when that did not finish within `timeout` seconds."""

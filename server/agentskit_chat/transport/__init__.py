@@ -1,5 +1,5 @@
-"""The gRPC transport: servicer, authentication, TLS, status details, health, reflection and
-draining stop."""
+"""The transports: gRPC (servicer, authentication, TLS, status details, health, reflection,
+a draining stop) and, in `web`, the HTTP listener for browsers (Connect and gRPC-Web)."""
 
 from ._auth import Authenticator, TokenFileError, load_tokens, token_digest
 from ._guard import Guard

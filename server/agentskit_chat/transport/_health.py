@@ -24,6 +24,11 @@ class HealthService(health.aio.HealthServicer):
         self._statuses[service] = status
         await super().set(service, status)
 
+    def status(self, service: str = "") -> int:
+        """The status of `service` (the server as a whole when empty); SERVICE_UNKNOWN when
+        it was never set."""
+        return self._statuses.get(service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+
     async def List(  # noqa: N802 (the gRPC method name)
         self, request: Message, context: grpc.aio.ServicerContext[object, object]
     ) -> Message:

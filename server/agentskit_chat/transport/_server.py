@@ -6,7 +6,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -21,6 +22,11 @@ from ._lifetime import ConnectionLifetime
 from ._reflection import enable_reflection
 from ._servicer import ChatServicer
 from ._tls import ServerTls
+
+if TYPE_CHECKING:
+    from connectrpc.interceptor import Interceptor
+
+    from .web import HttpListener, HttpSettings
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +45,8 @@ class RunningServer:
     service: ChatService
     health: HealthService
     port: int
+    http: HttpListener | None = None
+    """The HTTP listener for browsers, when `serve --http-listen` asked for one."""
 
     async def drain(self, grace: float, delay: float = 0.0) -> None:
         """Stop taking turns, let turns in flight finish within `grace` seconds, then stop.
@@ -64,7 +72,11 @@ class RunningServer:
             stop_within = min(until - loop.time(), CALLS_AFTER_TURNS_SECONDS)
         except TimeoutError:
             log.warning("grace period over with %d turns in flight", self.service.turns.in_flight)
-        await self.server.stop(max(0.0, stop_within))
+        stop_within = max(0.0, stop_within)
+        if self.http is None:
+            await self.server.stop(stop_within)
+        else:
+            await asyncio.gather(self.server.stop(stop_within), self.http.stop(stop_within))
         try:  # Turns cut off at the end of the grace release their leases first.
             await asyncio.wait_for(_released(self.service), CLEANUP_SECONDS)
         except TimeoutError:
@@ -116,6 +128,8 @@ async def start_server(
     lifetime: ConnectionLifetime | None = None,
     reflection_enabled: bool = True,
     reuse_port: bool = False,
+    http: HttpSettings | None = None,
+    http_interceptors: Sequence[Interceptor] = (),
 ) -> RunningServer:
     """Bind `listen` (host:port; port 0 picks a free one) and start serving.
 
@@ -124,6 +138,9 @@ async def start_server(
     `lifetime` sets keepalive and the maximum connection age (defaults when None).
     `reuse_port` lets several processes listen on one port (SO_REUSEPORT), as the workers
     of `serve --workers` do; without it a second server on a taken port fails to start.
+    With `http`, an HTTP listener for browsers (Connect and gRPC-Web) serves the same
+    service beside it, with the same tokens, limits and TLS files; `http_interceptors`
+    (telemetry) wrap its calls as `interceptors` wrap gRPC ones.
     """
     limits = connections or ConnectionLimits()
     server = grpc.aio.server(
@@ -135,7 +152,8 @@ async def start_server(
             *(lifetime or ConnectionLifetime()).options(),
         ],
     )
-    chat_pb2_grpc.add_ChatServiceServicer_to_server(ChatServicer(service), server)
+    servicer = ChatServicer(service)
+    chat_pb2_grpc.add_ChatServiceServicer_to_server(servicer, server)
     health_servicer = HealthService()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if reflection_enabled:
@@ -146,7 +164,27 @@ async def start_server(
         port = server.add_secure_port(listen, tls.credentials())
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
+    listener = None
+    if http is not None:
+        from .web import StaticFiles, start_http, web_app
+
+        app = web_app(
+            servicer.rpcs,
+            health_servicer,
+            authenticator=authenticator,
+            interceptors=http_interceptors,
+            max_request_bytes=max_request_bytes,
+            cors_origins=http.cors_origins,
+            static=None if http.web_root is None else StaticFiles(Path(http.web_root)),
+        )
+        listener = await start_http(
+            app,
+            http.listen,
+            limits=limits,
+            tls=None if tls is None else tls.files,
+            reuse_port=reuse_port,
+        )
     await server.start()
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, service, health_servicer, port)
+    return RunningServer(server, service, health_servicer, port, listener)

@@ -38,8 +38,17 @@ CODES: Final = {
 
 
 def status_details(code: grpc.StatusCode, error: ServiceError) -> bytes:
-    """The serialized google.rpc.Status for `error`: an ErrorInfo, and a RetryInfo when the
-    error says how long to wait (metadata `retry_after_ms`, kept for older clients)."""
+    """The serialized google.rpc.Status for `error`, carrying its `error_details`."""
+    status = status_pb2.Status(
+        code=code.value[0], message=error.message, details=error_details(error)
+    )
+    data: bytes = status.SerializeToString()
+    return data
+
+
+def error_details(error: ServiceError) -> list[AnyMessage]:
+    """An ErrorInfo, and a RetryInfo when the error says how long to wait (metadata
+    `retry_after_ms`, kept for older clients): the details every transport sends."""
     info = error_details_pb2.ErrorInfo(
         reason=str(error.reason), domain=DOMAIN, metadata=dict(error.metadata)
     )
@@ -49,9 +58,7 @@ def status_details(code: grpc.StatusCode, error: ServiceError) -> bytes:
         delay = Duration()
         delay.FromMilliseconds(int(retry_after_ms))
         details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
-    status = status_pb2.Status(code=code.value[0], message=error.message, details=details)
-    data: bytes = status.SerializeToString()
-    return data
+    return details
 
 
 def _pack(message: Message) -> AnyMessage:
