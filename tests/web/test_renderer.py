@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agentskit_chat.fakemodel import Ending, Reply
+from agentskit_chat.fakemodel import Ending, HttpResponse, Reply
 from tests.conformance.harness import live_server
 from tests.contract.tooling import ROOT, SKIP_ENV, require_toolchain, run
 
@@ -35,12 +35,14 @@ TOP_LEVEL_TEST = re.compile(r"^test\(", re.M)
 STREAM_TEXT = "Describe the weather slowly"
 STALL_TEXT = "Think about it for a long while"
 STORY_TEXT = "Tell me a short story"
+FAIL_TEXT = "Ask a model that is down"
 ANSWERS = {
     # Several deltas, far enough apart for the page to show each one.
     STREAM_TEXT: Reply(chunks=("Sunny ", "with a ", "light ", "breeze."), delay=0.3),
     # One delta, then nothing until the browser stops the turn.
     STALL_TEXT: Reply(chunks=("Let me think",), ending=Ending.STALL),
     STORY_TEXT: Reply(chunks=("Once upon a time, ", "a session ", "kept its state.")),
+    FAIL_TEXT: HttpResponse(500, '{"error": {"message": "the model is down"}}'),
 }
 
 
@@ -101,6 +103,7 @@ def test_renderer_in_a_real_browser(tmp_path: Path, static_site: tuple[Path, int
                 "AGENTSKIT_WEB_STREAM_TEXT": STREAM_TEXT,
                 "AGENTSKIT_WEB_STALL_TEXT": STALL_TEXT,
                 "AGENTSKIT_WEB_STORY_TEXT": STORY_TEXT,
+                "AGENTSKIT_WEB_FAIL_TEXT": FAIL_TEXT,
             },
             check=False,
         )

@@ -166,10 +166,12 @@ export class App {
     this.#setStatus("Waiting for the reply…");
     const reply = new ReplyView();
     this.#renderMessages(this.#optimistic(action), reply.element);
+    let completed = false;
     try {
       for await (const event of this.#events(session.sessionId, action, controller.signal)) {
         reply.apply(event);
         this.#onEvent(event);
+        completed ||= event.kind === "completed";
       }
     } catch (error) {
       if (controller.signal.aborted) {
@@ -181,6 +183,9 @@ export class App {
       }
     } finally {
       this.#running = undefined;
+      if (!completed && action.kind === "submit" && !this.#input.value) {
+        this.#input.value = action.content; // nothing was committed: offer it again
+      }
       await this.#reload();
       this.#setBusy(false);
       if (document.activeElement === document.body || document.activeElement === null) {
@@ -238,7 +243,11 @@ export class App {
       this.#renderState();
       this.#setStatus("Reply complete.");
     } else if (event.kind === "failed") {
-      this.#setStatus(`The turn failed: ${event.value.code}.`);
+      const { code, message, retryable } = event.value;
+      this.#showError(
+        `The turn failed (${code}): ${message}${retryable ? " Retrying may work." : ""}`,
+      );
+      this.#setStatus(`The turn failed: ${code}.`);
     } else if (event.kind === "delta") {
       this.#setStatus("Receiving the reply…");
     }
@@ -354,6 +363,7 @@ export class App {
   #renderMessages(items: readonly Element[], reply?: Element): void {
     replaceChildren(this.#messageList, ...items, reply);
     reply?.scrollIntoView({ block: "nearest" });
+    this.#setBusy(this.#running !== undefined);
   }
 
   #messageItem(message: Message): HTMLLIElement {
@@ -461,7 +471,11 @@ export class App {
   }
 
   #fail(what: string, error: unknown): void {
-    this.#error.textContent = `${what}: ${describeError(error)}`;
+    this.#showError(`${what}: ${describeError(error)}`);
+  }
+
+  #showError(text: string): void {
+    this.#error.textContent = text;
     this.#error.hidden = false;
   }
 

@@ -8,8 +8,8 @@
 //   AGENTSKIT_WEB_DEFINITION      definition with a few routes, the fake model for the rest
 //   AGENTSKIT_WEB_ARTIFACTS       directory of the screenshot
 //   AGENTSKIT_WEB_CHROMIUM        the browser (default /usr/bin/chromium)
-//   AGENTSKIT_WEB_STREAM_TEXT, AGENTSKIT_WEB_STALL_TEXT, AGENTSKIT_WEB_STORY_TEXT
-//                                 inputs the fake model answers slowly, never, and at once
+//   AGENTSKIT_WEB_STREAM_TEXT, AGENTSKIT_WEB_STALL_TEXT, AGENTSKIT_WEB_STORY_TEXT,
+//   AGENTSKIT_WEB_FAIL_TEXT       inputs the fake model answers slowly, never, at once, with 500
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -324,6 +324,22 @@ test("Stop aborts the turn and frees the session for the next one", async () => 
   const shown = await messages(page);
   assert.equal(shown.at(-1).content, "What is your name?");
   await assertText(page.locator("#state-name"), "collecting");
+  await context.close();
+});
+
+test("a failed turn says why and offers the message again", async () => {
+  const { page, context } = await newSession();
+  const text = env("AGENTSKIT_WEB_FAIL_TEXT");
+  const input = page.getByLabel("Message", { exact: true });
+  await input.fill(text);
+  await input.press("Enter");
+  await turnOver(page);
+  await page.locator("#error").waitFor({ state: "visible" });
+  assert.match(await page.locator("#error").textContent(), /^The turn failed \(\w+\): \S/);
+  // Nothing was committed: the history is still empty and the text is back in the box.
+  assert.deepEqual(await messages(page), []);
+  assert.equal(await input.inputValue(), text);
+  await assertText(page.locator("#state-name"), "idle");
   await context.close();
 });
 
