@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agentskit_chat.fakemodel import Ending, HttpResponse, Reply
+from agentskit_chat.fakemodel import Ending, HttpResponse, Reply, Script
 from tests.conformance.harness import live_server
 from tests.contract.tooling import ROOT, SKIP_ENV, require_toolchain, run
 
@@ -36,7 +36,7 @@ STREAM_TEXT = "Describe the weather slowly"
 STALL_TEXT = "Think about it for a long while"
 STORY_TEXT = "Tell me a short story"
 FAIL_TEXT = "Ask a model that is down"
-ANSWERS = {
+ANSWERS: dict[str, Script] = {
     # Several deltas, far enough apart for the page to show each one.
     STREAM_TEXT: Reply(chunks=("Sunny ", "with a ", "light ", "breeze."), delay=0.3),
     # One delta, then nothing until the browser stops the turn.
