@@ -459,8 +459,8 @@ export class App {
     document.body.dataset["turn"] = busy ? "running" : "idle";
     this.#send.disabled = busy;
     this.#stop.disabled = !busy;
-    for (const element of this.#chat.querySelectorAll<HTMLButtonElement>(
-      "button.command, button.control, .edit-form button",
+    for (const element of document.querySelectorAll<HTMLButtonElement>(
+      "#setup button, button.command, button.control, .edit-form button",
     )) {
       element.disabled = busy;
     }
