@@ -1,13 +1,18 @@
 // Where the renderer finds the service, read from the page's address.
 //
-//   ?server=URL   the service's HTTP listener (the page's own origin when absent)
-//   ?token=TOKEN  the bearer token sent with every call (none when absent)
-//   ?session=ID   the session to resume; the renderer keeps it current
+//   ?server=URL         the service's HTTP listener (the page's own origin when absent)
+//   ?token=TOKEN        the bearer token sent with every call (none when absent)
+//   ?protocol=grpc-web  gRPC-Web instead of the Connect protocol
+//   ?session=ID         the session to resume; the renderer keeps it current
+
+/** The wire protocols the service's HTTP listener speaks. */
+export type Protocol = "connect" | "grpc-web";
 
 /** The renderer's settings. */
 export interface Config {
-  /** Base URL of the Connect endpoints, without a trailing slash. */
+  /** Base URL of the service's HTTP listener, without a trailing slash. */
   readonly serverUrl: string;
+  readonly protocol: Protocol;
   readonly token: string | undefined;
   readonly sessionId: string | undefined;
 }
@@ -18,6 +23,7 @@ export function readConfig(location: Location | URL): Config {
   const server = params.get("server")?.trim() || location.origin;
   return {
     serverUrl: server.replace(/\/+$/, ""),
+    protocol: params.get("protocol") === "grpc-web" ? "grpc-web" : "connect",
     token: params.get("token")?.trim() || undefined,
     sessionId: params.get("session")?.trim() || undefined,
   };

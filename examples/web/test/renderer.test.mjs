@@ -54,8 +54,8 @@ async function openPage(base = env("AGENTSKIT_WEB_URL"), params = {}) {
 }
 
 /** A page with a new session of the test definition, at its initial state. */
-async function newSession(base) {
-  const opened = await openPage(base);
+async function newSession(base, params = {}) {
+  const opened = await openPage(base, params);
   const { page } = opened;
   await page.locator(`#definition option[value="${env("AGENTSKIT_WEB_DEFINITION")}"]`).waitFor({
     state: "attached",
@@ -177,8 +177,8 @@ test("every control is labelled and the conversation is usable from the keyboard
   await context.close();
 });
 
-test("an agentic turn streams its deltas before it completes", async () => {
-  const { page, context } = await newSession();
+/** Run an agentic turn that streams slowly; check that each delta showed before the end. */
+async function streamsDeltas(page) {
   // Every text the streaming reply shows while it is still busy, as the DOM changes.
   await page.evaluate(() => {
     window.partials = [];
@@ -203,10 +203,13 @@ test("an agentic turn streams its deltas before it completes", async () => {
   // Between two deltas: part of the reply is shown, the turn still runs, Stop is offered.
   await page.waitForFunction(() => {
     const reply = document.getElementById("streaming-reply");
-    return reply?.getAttribute("aria-busy") === "true" && reply.textContent !== "";
+    return (
+      reply?.getAttribute("aria-busy") === "true" &&
+      reply.textContent !== "" &&
+      !document.getElementById("stop").disabled &&
+      document.getElementById("send").disabled
+    );
   });
-  assert.equal(await page.locator("#stop").isEnabled(), true);
-  assert.equal(await page.locator("#send").isDisabled(), true);
   await turnOver(page);
   await noError(page);
   const shown = await messages(page);
@@ -222,6 +225,27 @@ test("an agentic turn streams its deltas before it completes", async () => {
     assert.ok(index === 0 || partial.length > partials[index - 1].length, partial);
   }
   assert.notEqual(partials[0], answer.content);
+}
+
+test("an agentic turn streams its deltas before it completes", async () => {
+  const { page, context } = await newSession();
+  await streamsDeltas(page);
+  await context.close();
+});
+
+test("the same turns run over gRPC-Web", async () => {
+  const { page, context } = await newSession(undefined, { protocol: "grpc-web" });
+  await assertText(page.locator("#server-url"), /\(grpc-web\)$/);
+  await page.locator('#commands [data-command="/start"]').click();
+  await turnOver(page);
+  await noError(page);
+  const answer = (await messages(page)).at(-1);
+  assert.equal(answer.route, "start");
+  assert.equal(answer.transition, "idle → collecting");
+  await assertText(page.locator("#state-name"), "collecting");
+  await page.locator('#commands [data-command="/cancel"]').click();
+  await turnOver(page);
+  await streamsDeltas(page);
   await context.close();
 });
 
