@@ -37,15 +37,17 @@ after(async () => {
   await browser?.close();
 });
 
-/** A fresh page on `base` (with the token), its console messages collected. */
-async function openPage(base = env("AGENTSKIT_WEB_URL"), params = {}) {
+/** A fresh page on `base` (with the token unless `token` is false), its console collected. */
+async function openPage(base = env("AGENTSKIT_WEB_URL"), params = {}, token = true) {
   const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
   const page = await context.newPage();
   page.setDefaultTimeout(TIMEOUT);
   const consoleMessages = [];
   page.on("console", (message) => consoleMessages.push(message.text()));
   const url = new URL(base);
-  url.searchParams.set("token", env("AGENTSKIT_WEB_TOKEN"));
+  if (token) {
+    url.searchParams.set("token", env("AGENTSKIT_WEB_TOKEN"));
+  }
   for (const [name, value] of Object.entries(params)) {
     url.searchParams.set(name, value);
   }
@@ -373,6 +375,23 @@ test("an allowed origin reaches the service across origins", async () => {
   await noError(page);
   assert.equal((await messages(page)).at(-1).route, "start");
   await context.close();
+});
+
+test("without a token the page shows the service's decoded refusal", async () => {
+  // Connect on the same origin; gRPC-Web across origins, whose details travel in an
+  // exposed header (grpc-status-details-bin) the page can only read when CORS allows it.
+  for (const [base, params] of [
+    [env("AGENTSKIT_WEB_URL"), {}],
+    [env("AGENTSKIT_WEB_CROSS_URL"), { protocol: "grpc-web" }],
+  ]) {
+    const { page, context } = await openPage(base, params, false);
+    await page.locator("#error").waitFor({ state: "visible" });
+    assert.match(
+      await page.locator("#error").textContent(),
+      /^Could not load the definitions: UNAUTHENTICATED \(ERROR_REASON_UNAUTHENTICATED\): \S/,
+    );
+    await context.close();
+  }
 });
 
 test("the browser refuses the service to an origin it does not allow", async () => {
