@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import time
 from pathlib import Path
 
 from agentskit_chat.service import Limits
+from agentskit_chat.transport import Authenticator, token_digest
 from tests.transport.conftest import run
 
 from .conftest import web_live
@@ -107,5 +110,43 @@ def test_a_drain_finishes_the_turn_in_flight_and_refuses_new_ones(tmp_path: Path
             assert finished.error is None
             assert [m for m in finished.messages if "completed" in m]
             await drain
+
+    run(scenario())
+
+
+def test_a_refused_call_is_answered_after_its_body_and_keeps_the_connection(
+    tmp_path: Path,
+) -> None:
+    """A token is refused before the body is read; the body is still read, so a client
+    that writes slowly gets the answer, not a reset, and may send its next call."""
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(f"tokens:\n  - sha256: {token_digest('t')}\n    tenant: a\n", "utf-8")
+
+    def slow_client(port: int) -> list[bytes]:
+        body = b"{" + b" " * 300_000 + b"}"
+        request = (
+            b"POST /agentskit.chat.v1.ChatService/ListDefinitions HTTP/1.1\r\nHost: chat\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        statuses = []
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            for _ in range(2):
+                sock.sendall(request)
+                for start in range(0, len(body), 16_384):
+                    sock.sendall(body[start : start + 16_384])
+                    time.sleep(0.001)
+                answer = b""
+                while b"unauthenticated" not in answer:
+                    chunk = sock.recv(65_536)
+                    assert chunk, f"connection closed after {answer!r}"
+                    answer += chunk
+                statuses.append(answer.split(b"\r\n", 1)[0])
+        return statuses
+
+    async def scenario() -> None:
+        async with web_live(tmp_path, authenticator=Authenticator(tokens)) as web:
+            assert web.env.server.http is not None
+            statuses = await asyncio.to_thread(slow_client, web.env.server.http.port)
+            assert statuses == [b"HTTP/1.1 401 ", b"HTTP/1.1 401 "]
 
     run(scenario())

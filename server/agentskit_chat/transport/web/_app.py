@@ -23,7 +23,7 @@ from agentskit_chat.transport._auth import Authenticator
 from agentskit_chat.transport._health import HealthService
 from agentskit_chat.transport._rpcs import ChatRpcs
 
-from ._asgi import App, Receive, Scope, Send, respond
+from ._asgi import App, Message, Receive, Scope, Send, respond
 from ._codecs import CODECS
 from ._cors import Cors
 from ._service import Authentication, ConnectChatService
@@ -41,11 +41,13 @@ class WebApp:
         health: HealthService,
         static: StaticFiles | None,
         rpc_prefix: str,
+        max_drain_bytes: int,
     ) -> None:
         self.connect = connect
         self.health = health
         self.static = static
         self.rpc_prefix = rpc_prefix
+        self.max_drain_bytes = max_drain_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request (and the server's lifespan events)."""
@@ -57,7 +59,7 @@ class WebApp:
         path: str = scope["path"]
         method: str = scope["method"]
         if path.startswith(self.rpc_prefix):
-            await self.connect(scope, receive, send)
+            await self._rpc(scope, receive, send)
         elif method not in ("GET", "HEAD"):
             await respond(send, 405, b"method not allowed\n", headers=[(b"allow", b"GET, HEAD")])
         elif path == HEALTH_PATH:
@@ -68,6 +70,43 @@ class WebApp:
             await self.static(scope, receive, send)
         else:
             await respond(send, 404, b"not found\n", head=method == "HEAD")
+
+    async def _rpc(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """One call, its answer held back until its body has been read.
+
+        A call can be answered before its body is read (a refused token is, on purpose),
+        and an HTTP/1.1 server closes the connection once it has answered a request whose
+        body it did not read, while the client may still be writing it: the browser then
+        sees a reset instead of the answer. So an answer that ends before the body does
+        waits while the rest of the body (up to `max_drain_bytes`) is read and dropped.
+        Calls that read their body first, as every accepted call does, pass straight on.
+        """
+        finished = False
+        held: list[Message] = []
+
+        async def tracked() -> Message:
+            nonlocal finished
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                finished = True
+            return message
+
+        async def answer(message: Message) -> None:
+            nonlocal finished
+            if finished:
+                await send(message)
+                return
+            held.append(message)
+            if message["type"] != "http.response.body" or message.get("more_body", False):
+                return
+            left = self.max_drain_bytes
+            while not finished and left > 0:
+                left -= len((await tracked()).get("body", b""))
+            for message in held:
+                await send(message)
+            held.clear()
+
+        await self.connect(scope, tracked, answer)
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -97,5 +136,5 @@ def web_app(
         read_max_bytes=max_request_bytes,
         codecs=CODECS,
     )
-    app = WebApp(connect, health, static, connect.path + "/")
+    app = WebApp(connect, health, static, connect.path + "/", max_request_bytes)
     return Cors(app, cors_origins)
