@@ -11,11 +11,12 @@ comma := ,
 SKIPPED_TOOLCHAINS := $(subst $(comma), ,$(CONTRACT_SKIP_TOOLCHAINS))
 NEEDS_NODE := $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,node_modules/.installed)
 NEEDS_GO := $(if $(filter go,$(SKIPPED_TOOLCHAINS)),,$(GO_TOOLS))
+NEEDS_CHROMIUM := $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,chromium)
 SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
-	postgresql-server
+	postgresql-server chromium web web-build
 
 install: $(STAMP)
 
@@ -45,7 +46,7 @@ tools:
 	[ -z "$$missing" ] || { apt-get update && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }
 
-unit: $(STAMP) contract-tools tools deploy-tools postgresql-server
+unit: $(STAMP) contract-tools tools deploy-tools postgresql-server $(NEEDS_CHROMIUM)
 	$(BIN)/pytest
 
 test: lint lint-proto breaking-proto check-generated typecheck conversation-tests unit
@@ -61,6 +62,13 @@ bench: $(STAMP) postgresql-server
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.stores
 
+# Debian's Chromium, which the browser tests (tests/web) drive headless through playwright-core
+# (installed when absent; not needed when CONTRACT_SKIP_TOOLCHAINS names node).
+chromium:
+	@command -v chromium > /dev/null || { echo "installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -qq -y \
+	    --no-install-recommends -o DPkg::Lock::Timeout=300 chromium > /dev/null; }
+
 # The tests and the stores benchmark start a throwaway PostgreSQL cluster on loopback
 # (tests/postgres.py): install the Debian server package when it is absent.
 # AGENTSKIT_CHAT_SKIP_POSTGRES=1 skips the PostgreSQL tests instead.
@@ -71,7 +79,7 @@ postgresql-server:
 	    apt-get install -q -y --no-install-recommends postgresql; fi
 
 clean:
-	rm -rf $(VENV) node_modules build .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) node_modules build examples/web/dist .mypy_cache .pytest_cache .ruff_cache .hypothesis
 
 # The contract: Python code generated from proto/ is committed under client/python.
 PROTOS := $(wildcard proto/agentskit/chat/v1/*.proto)
@@ -154,6 +162,18 @@ deploy-tools: $(DEPLOY_TOOLS)
 # Serve the example definitions on SQLite in ./var with the offline adapter (Ctrl-C drains).
 serve: $(STAMP)
 	$(BIN)/agentskit-chat serve --http-listen 127.0.0.1:8080
+
+# The reference web renderer (examples/web), bundled with its pinned esbuild into examples/web/dist.
+web-build: node_modules/.installed
+	npm run build --workspace examples/web
+
+# The renderer on the example definitions: `serve` as in `make serve`, plus its HTTP listener
+# on WEB_LISTEN serving both the renderer and the API, so the page needs no CORS (Ctrl-C drains).
+WEB_LISTEN ?= 127.0.0.1:8080
+
+web: $(STAMP) web-build
+	@echo "web renderer: open http://$(WEB_LISTEN)/ once the server listens (Ctrl-C stops it)"
+	$(BIN)/agentskit-chat serve --http-listen $(WEB_LISTEN) --web-root examples/web/dist
 
 # The README's rendered state diagram (needs Graphviz's dot: apt-get install graphviz).
 diagram: $(STAMP)

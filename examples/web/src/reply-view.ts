@@ -1,0 +1,95 @@
+// The answer being streamed: its badges when the decision arrives, its text delta by delta.
+import type { TurnEvent } from "@agentskit/chat-client";
+import { h, replaceChildren } from "./dom.js";
+import { badgeText, type DecisionLike, kindName, transitionText } from "./turn-view.js";
+
+/** How a streamed answer ended. */
+export type ReplyOutcome = "completed" | "failed" | "stopped" | "error";
+
+/** The badges of a turn: kind/route, from → to, and "replayed" when it was. */
+export function decisionMeta(decision: DecisionLike): HTMLSpanElement {
+  const kind = kindName(decision.kind);
+  return h(
+    "span",
+    { class: "turn-meta" },
+    h(
+      "span",
+      { class: `badge badge-${kind}`, "data-badge": "route", title: `${kind} turn` },
+      badgeText(decision),
+    ),
+    " ",
+    h(
+      "span",
+      { class: "transition", "data-badge": "transition", title: "state before → after" },
+      transitionText(decision),
+    ),
+    decision.replayed && " ",
+    decision.replayed &&
+      h(
+        "span",
+        { class: "badge badge-replayed", "data-badge": "replayed", title: "recorded answer" },
+        "replayed",
+      ),
+  );
+}
+
+/** The list item of an answer while it streams. */
+export class ReplyView {
+  readonly element: HTMLLIElement;
+  readonly #meta: HTMLSpanElement;
+  readonly #content: HTMLDivElement;
+  readonly #note: HTMLParagraphElement;
+  #text = "";
+
+  constructor() {
+    this.#meta = h("span", { class: "turn-meta-slot" });
+    this.#content = h("div", {
+      class: "content",
+      id: "streaming-reply",
+      "aria-live": "polite",
+      "aria-busy": "true",
+      "aria-label": "Reply being written",
+    });
+    this.#note = h("p", { class: "reply-note", hidden: true });
+    this.element = h(
+      "li",
+      { class: "message assistant streaming", "data-role": "assistant", "data-streaming": "true" },
+      h("p", { class: "message-head" }, h("span", { class: "role" }, "Assistant"), " ", this.#meta),
+      this.#content,
+      this.#note,
+    );
+  }
+
+  /** Show what one event of the turn says. */
+  apply(event: TurnEvent): void {
+    switch (event.kind) {
+      case "started":
+        break;
+      case "decision":
+        replaceChildren(this.#meta, decisionMeta(event.value));
+        break;
+      case "delta":
+        this.#text += event.value.text;
+        this.#content.textContent = this.#text;
+        break;
+      case "completed":
+        this.#content.textContent = event.value.content;
+        this.end("completed");
+        break;
+      case "failed":
+        this.end("failed", `The turn failed (${event.value.code}): ${event.value.message}`);
+        break;
+    }
+  }
+
+  /** The stream is over; `note` says why when it did not complete. */
+  end(outcome: ReplyOutcome, note?: string): void {
+    this.element.dataset["streaming"] = "false";
+    this.element.dataset["outcome"] = outcome;
+    this.#content.setAttribute("aria-busy", "false");
+    if (note !== undefined) {
+      this.#note.textContent = note;
+      this.#note.hidden = false;
+    }
+  }
+}
