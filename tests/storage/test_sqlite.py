@@ -401,3 +401,76 @@ def test_an_unknown_history_mode_is_corrupt(tmp_path: Path) -> None:
             await store.close()
 
     run(body())
+
+
+_ONE_WRITE = textwrap.dedent(
+    """
+    import asyncio, sys
+    from dataclasses import replace
+    from agentskit_chat.storage import HistoryChange, StoredMessage, open_sqlite_store
+
+    async def main(path: str, name: str) -> None:
+        store = await open_sqlite_store(path)
+        try:
+            current = await store.load("s1")
+            kept = len(await store.list_messages("s1"))
+            change = HistoryChange(keep=kept, append=(StoredMessage(name, "user", "x"),))
+            saved = replace(current, cursor=current.cursor + 1)
+            if not await store.compare_and_set(
+                saved, expected_cursor=current.cursor, history=change
+            ):
+                sys.exit("lost the compare-and-set")
+        finally:
+            await store.close()
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    """
+)
+
+
+def test_other_processes_closing_leave_an_open_store_consistent(tmp_path: Path) -> None:
+    # A store that has opened both its connections keeps the file locked against another
+    # process's last close, which would otherwise checkpoint and delete the write-ahead log
+    # from under it: later processes would then write to a new log the store never sees.
+    path = tmp_path / "sessions.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "server")}
+
+    def write_in_another_process(name: str) -> None:
+        done = subprocess.run(
+            [sys.executable, "-c", _ONE_WRITE, str(path), name],
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+
+    async def body() -> None:
+        store = await open_sqlite_store(path, busy_timeout_ms=10_000)
+        blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            await store.create(session())
+            # Held write lock: the store's write waits on its worker thread's connection.
+            blocker.execute("BEGIN IMMEDIATE")
+            asyncio.get_running_loop().call_later(0.1, blocker.execute, "ROLLBACK")
+            change = HistoryChange(keep=0, append=(message(1),))
+            assert await store.compare_and_set(session(cursor=1), expected_cursor=0, history=change)
+            blocker.close()
+            for name in ("p1", "p2"):
+                await asyncio.to_thread(write_in_another_process, name)
+                loaded = await store.load("s1")
+                assert loaded is not None
+                ids = [m.message_id for m in await store.list_messages("s1")]
+                change = HistoryChange(keep=len(ids), append=(message(loaded.cursor + 10),))
+                assert await store.compare_and_set(
+                    session(cursor=loaded.cursor + 1), expected_cursor=loaded.cursor, history=change
+                )
+        finally:
+            blocker.close()
+            await store.close()
+
+    run(body())
+    loaded, messages = _contents(path)
+    assert [m.message_id for m in messages] == ["m1", "p1", "m12", "p2", "m14"]
+    assert loaded is not None
+    assert loaded.cursor == 5

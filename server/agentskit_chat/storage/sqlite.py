@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -46,6 +47,8 @@ CHECKPOINT_EVERY: Final = 256
 RESTART_EVERY: Final = 4
 """Every RESTART_EVERY-th checkpoint waits for writers so the log starts over."""
 _BUSY: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_CREATING: Final = threading.Lock()
+"""Held while this process creates a database file and closes its descriptor."""
 
 T = TypeVar("T")
 
@@ -300,9 +303,9 @@ class SqliteStore:
         return self._db
 
     def _open_connection(self, *, busy_timeout_ms: int) -> sqlite3.Connection:
-        try:  # Message text is stored here: owner-only (the WAL and shm files follow suit).
+        try:
             self._path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600))
+            _create_owner_only(self._path)
         except OSError as exc:
             raise StoreUnavailableError(
                 f"cannot create the sqlite store's file: {exc.strerror}"
@@ -378,6 +381,24 @@ def _migrate(db: sqlite3.Connection) -> None:
         for statement in _FROM_V1:
             db.execute(statement)
     db.execute("COMMIT")
+
+
+def _create_owner_only(path: Path) -> None:
+    """Create the database file, readable by its owner only, unless it exists.
+
+    Message text is stored here (the WAL and shm files take the same permissions). An
+    existing file is never opened: closing any descriptor of a file releases every POSIX
+    lock the process holds on it, including the shared lock through which SQLite's
+    connections keep other processes from checkpointing and deleting the write-ahead log
+    under them when those close. The module lock keeps the connections of this process's
+    other stores off a file created here until its descriptor is closed.
+    """
+    with _CREATING:
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        os.close(descriptor)
 
 
 def _user_version(db: sqlite3.Connection) -> int:
