@@ -91,7 +91,14 @@ def test_renderer_in_a_real_browser(tmp_path: Path, static_site: tuple[Path, int
     with live_server(live, serve_args=serve_args, answers=ANSWERS) as server:
         api = server.http_url
         done = run(
-            ["node", "--test", "--test-concurrency=1", "--test-reporter=tap", str(TESTS)],
+            [
+                "node",
+                "--test",
+                "--test-force-exit",
+                "--test-concurrency=1",
+                "--test-reporter=tap",
+                str(TESTS),
+            ],
             env={
                 "AGENTSKIT_WEB_URL": f"{api}/",
                 "AGENTSKIT_WEB_CROSS_URL": f"{allowed}/?server={api}",
