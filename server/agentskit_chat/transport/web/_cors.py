@@ -98,13 +98,12 @@ class Cors:
         extra: Headers = [
             (b"access-control-allow-origin", str(origin).encode("latin-1")),
             (b"access-control-expose-headers", EXPOSED_HEADERS.encode()),
-            (b"vary", b"Origin"),
         ]
 
         async def send_marked(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = dict(message)
-                message["headers"] = [*message.get("headers", ()), *extra]
+                message["headers"] = [*_vary_origin(message.get("headers", ())), *extra]
             await send(message)
 
         await self.app(scope, receive, send_marked)
@@ -117,3 +116,14 @@ class Cors:
             (b"access-control-max-age", str(MAX_AGE_SECONDS).encode()),
             (b"vary", b"Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
         ]
+
+
+def _vary_origin(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
+    """`headers` with `Origin` added to their one `Vary` header (made when absent)."""
+    found: Headers = []
+    varied = False
+    for key, value in headers:
+        if key.lower() == b"vary" and not varied:
+            value, varied = bytes(value) + b", Origin", True
+        found.append((key, value))
+    return found if varied else [*found, (b"vary", b"Origin")]
