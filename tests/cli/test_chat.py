@@ -4,6 +4,7 @@ against a live `serve` process."""
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,6 +29,12 @@ def terminals() -> Iterator[list[pexpect.spawn[str]]]:
         child.close(force=True)
 
 
+def _default_sigint() -> None:
+    """Ctrl-C must interrupt the chat even when the tests run with SIGINT ignored (`make test &`,
+    nohup): a process inherits an ignored SIGINT, and Python then installs no handler for it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(
     terminals: list[pexpect.spawn[str]], *args: str, color: bool = False
 ) -> pexpect.spawn[str]:
@@ -43,6 +50,7 @@ def spawn(
         encoding="utf-8",
         timeout=TIMEOUT,
         dimensions=(40, 220),
+        preexec_fn=_default_sigint,
     )
     terminals.append(child)
     return child
