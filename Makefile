@@ -169,11 +169,14 @@ web-build: node_modules/.installed
 
 # The renderer on the example definitions: `serve` as in `make serve`, plus its HTTP listener
 # on WEB_LISTEN serving both the renderer and the API, so the page needs no CORS (Ctrl-C drains).
-WEB_LISTEN ?= 127.0.0.1:8080
+# Its ports differ from `make serve`'s, so both can run at once (they share the state in ./var).
+WEB_LISTEN ?= 127.0.0.1:8081
+WEB_GRPC_LISTEN ?= 127.0.0.1:50052
 
 web: $(STAMP) web-build
 	@echo "web renderer: open http://$(WEB_LISTEN)/ once the server listens (Ctrl-C stops it)"
-	$(BIN)/agentskit-chat serve --http-listen $(WEB_LISTEN) --web-root examples/web/dist
+	$(BIN)/agentskit-chat serve --listen $(WEB_GRPC_LISTEN) --http-listen $(WEB_LISTEN) \
+	  --web-root examples/web/dist
 
 # The README's rendered state diagram (needs Graphviz's dot: apt-get install graphviz).
 diagram: $(STAMP)
