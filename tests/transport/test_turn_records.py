@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import string
 from datetime import UTC, datetime, timedelta
@@ -17,13 +18,14 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
+from agentskit_chat.service import Limits
 from agentskit_chat_client import (
     AnswerOrigin,
     ChatClient,
     Retry,
     Submit,
-    TextDelta,
     TurnFailed,
+    TurnResult,
 )
 
 from .conftest import CANARY, live, refused, run
@@ -36,26 +38,47 @@ NOT_FOUND = grpc.StatusCode.NOT_FOUND
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_a_repeated_model_failure_repeats_code_message_and_retryable(tmp_path: Path) -> None:
+def decision_of(result: TurnResult) -> tuple[Any, ...]:
+    decision = result.decision
+    assert decision is not None
+    return (
+        decision.kind,
+        decision.route_id,
+        decision.from_state,
+        decision.to_state,
+        decision.replayed,
+    )
+
+
+def kinds(result: TurnResult) -> list[str]:
+    return [type(event).__name__ for event in result.events]
+
+
+def test_a_repeated_model_failure_repeats_its_decision_and_failure(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with live(tmp_path) as env:
             sid = (await env.client.create_session("probe")).session_id
+            await env.client.run_turn(sid, Submit("/count"))  # idle -> busy
             first = await env.client.run_turn(sid, Submit("/fail-model"), turn_id="f1")
+            assert kinds(first) == ["TurnStarted", "TurnDecision", "TextDelta", "TurnFailed"]
+            assert decision_of(first) == ("agentic", None, "busy", "busy", False)
             assert first.failed is not None
             assert (first.failed.code, first.failed.retryable) == ("model_server_error", True)
-            assert any(isinstance(e, TextDelta) for e in first.events)  # streamed, then failed
             before = await env.stored(sid)
             again = await env.client.run_turn(sid, Submit("/fail-model"), turn_id="f1")
+            # The whole outcome again, but not the deltas: their text was never committed.
+            assert kinds(again) == ["TurnStarted", "TurnDecision", "TurnFailed"]
             assert again.started is not None
             assert again.started.duplicate
+            assert decision_of(again) == decision_of(first)
             assert again.failed is not None
             assert (again.failed.code, again.failed.message, again.failed.retryable) == (
                 first.failed.code,
                 first.failed.message,
                 first.failed.retryable,
             )
-            assert again.text == ""  # the failed turn's deltas were never committed
-            assert env.probe.model_calls == [1]
+            assert again.text == ""
+            assert len(env.probe.model_calls) == 1  # the repeat ran nothing
             assert await env.stored(sid) == before
             record = await env.client.get_turn(sid, "f1")
             assert record.outcome == "failed"
@@ -63,8 +86,51 @@ def test_a_repeated_model_failure_repeats_code_message_and_retryable(tmp_path: P
             assert record.failure.code == "model_server_error"
             assert record.failure.message == first.failed.message
             assert record.failure.retryable
-            assert record.kind == "unspecified"
+            assert (
+                record.kind,
+                record.route_id,
+                record.from_state,
+                record.to_state,
+                record.replayed,
+            ) == decision_of(first)
             assert record.assistant_message_id is None
+            assert record.usage is None
+
+    run(scenario())
+
+
+def test_a_repeated_output_limit_failure_repeats_its_decision(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path, limits=Limits(max_output_bytes=64)) as env:
+            sid = (await env.client.create_session("probe")).session_id
+            first = await env.client.run_turn(sid, Submit("/fill 65"), turn_id="big")
+            assert kinds(first) == ["TurnStarted", "TurnDecision", "TurnFailed"]
+            assert first.failed is not None
+            assert first.failed.code == "output_limit"
+            again = await env.client.run_turn(sid, Submit("/fill 65"), turn_id="big")
+            assert kinds(again) == ["TurnStarted", "TurnDecision", "TurnFailed"]
+            assert again.started is not None
+            assert again.started.duplicate
+            assert (
+                decision_of(again) == decision_of(first) == ("agentic", None, "idle", "idle", False)
+            )
+            assert again.failed == dataclasses.replace(
+                first.failed, sequence=again.failed.sequence, time=again.failed.time
+            )
+            record = (await env.client.list_turns(sid)).turns[0]
+            assert (record.turn_id, record.kind, record.from_state) == ("big", "agentic", "idle")
+            assert len(env.probe.model_calls) == 1
+
+    run(scenario())
+
+
+def test_a_repeated_route_failure_streams_no_decision_as_its_original(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("probe")).session_id
+            first = await env.client.run_turn(sid, Submit("/boom"), turn_id="b1")
+            again = await env.client.run_turn(sid, Submit("/boom"), turn_id="b1")
+            assert kinds(first) == kinds(again) == ["TurnStarted", "TurnFailed"]
 
     run(scenario())
 
