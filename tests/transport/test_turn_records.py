@@ -114,8 +114,10 @@ def test_a_repeated_output_limit_failure_repeats_its_decision(tmp_path: Path) ->
             assert (
                 decision_of(again) == decision_of(first) == ("agentic", None, "idle", "idle", False)
             )
-            assert again.failed == dataclasses.replace(
-                first.failed, sequence=again.failed.sequence, time=again.failed.time
+            repeated = again.failed
+            assert repeated is not None
+            assert repeated == dataclasses.replace(
+                first.failed, sequence=repeated.sequence, time=repeated.time
             )
             record = (await env.client.list_turns(sid)).turns[0]
             assert (record.turn_id, record.kind, record.from_state) == ("big", "agentic", "idle")
