@@ -79,9 +79,8 @@ def failed_turn(
     route_id: str | None = None
     if decided is not None:
         kind, route_id = decided.kind, decided.route_id
-    else:
-        kind = None if outcome is None else str(outcome.trace.kind)
-        route_id = None if outcome is None else outcome.route_id
+    elif outcome is not None:  # a route's code failed: no decision went out
+        kind, route_id = str(outcome.trace.kind), outcome.route_id
     return TerminalTurn(
         turn_id=request.turn_id,
         operation=request.operation_name,
