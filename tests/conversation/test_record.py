@@ -194,12 +194,12 @@ def test_other_definition_or_revision_is_rejected(session: ChatSession, history:
 @pytest.mark.parametrize(
     "change",
     [
-        lambda b: b.update(version=4),
+        lambda b: b.update(version=5),
         lambda b: b.update(version=True),
         lambda b: b.update(format="something.else"),
         lambda b: b.pop("format"),
     ],
-    ids=["version-4", "version-bool", "format", "no-format"],
+    ids=["version-5", "version-bool", "format", "no-format"],
 )
 def test_unknown_format_or_version_is_rejected(
     change: Any, session: ChatSession, history: History
@@ -370,7 +370,14 @@ def test_version_1_records_still_read(session: ChatSession, history: History) ->
     del data["messages"]
     for key in ("operation", "started_at_ms", "user_message_id"):
         del data["lease"][key]
-    for key in ("started_at_ms", "error_message", "retryable", "input_tokens", "output_tokens"):
+    for key in (
+        "started_at_ms",
+        "error_message",
+        "retryable",
+        "input_tokens",
+        "output_tokens",
+        "decided",
+    ):
         del data["recent_turns"][0][key]
     decoded = decode(data, session.definition)
     assert decoded.lease == Lease("t9", "replica-a", 1_700_000_000_000)
@@ -392,9 +399,68 @@ def test_a_message_count_is_kept_and_version_2_records_have_none(
         with pytest.raises(MalformedRecordError):
             decode({**data, "messages": bad}, session.definition)
     del data["messages"]
+    for turn in data["recent_turns"]:
+        del turn["decided"]  # added in version 4
     with pytest.raises(MalformedRecordError):  # version 3 must carry the count
-        decode(data, session.definition)
+        decode({**data, "version": 3}, session.definition)
     assert decode({**data, "version": 2}, session.definition).messages is None
+
+
+def decided_failure() -> TerminalTurn:
+    """A failed turn that streamed its decision first (its model call failed)."""
+    return TerminalTurn(
+        turn_id="t10",
+        operation="submit",
+        outcome="failed",
+        finished_at_ms=1_700_000_000_500,
+        kind="agentic",
+        user_message_id="u4",
+        error_code="model_server_error",
+        from_state="complete",
+        to_state="complete",
+        started_at_ms=1_700_000_000_000,
+        error_message="The model server failed.",
+        retryable=True,
+        decided=True,
+    )
+
+
+def test_a_failed_turn_keeps_the_decision_it_streamed(
+    session: ChatSession, history: History
+) -> None:
+    record = played(session, history).with_turn(decided_failure())
+    data = body(record)
+    assert data["version"] == 4
+    assert [turn["decided"] for turn in data["recent_turns"]] == [False, True]
+    decoded = decode(data, session.definition)
+    assert decoded.recent_turns[-1] == decided_failure()
+    assert decoded.recent_turns[-1].decided
+    for bad in (None, "yes", 1):
+        data["recent_turns"][1]["decided"] = bad
+        with pytest.raises(MalformedRecordError):
+            decode(data, session.definition)
+    del data["recent_turns"][1]["decided"]
+    with pytest.raises(MalformedRecordError):  # version 4 must say it
+        decode(data, session.definition)
+
+
+def test_version_3_records_read_as_completed_turns_decided_and_failed_ones_not(
+    session: ChatSession, history: History
+) -> None:
+    answered = dataclasses.replace(decided_failure(), outcome="completed", turn_id="t11")
+    data = body(played(session, history).with_turn(decided_failure()).with_turn(answered))
+    data["version"] = 3
+    for turn in data["recent_turns"]:
+        del turn["decided"]
+    turns = decode(data, session.definition).recent_turns
+    assert [(t.outcome, t.decided) for t in turns] == [
+        ("completed", True),
+        ("failed", False),
+        ("completed", True),
+    ]
+    data["recent_turns"][0]["decided"] = True
+    with pytest.raises(MalformedRecordError):  # version 3 has no such key
+        decode(data, session.definition)
 
 
 @pytest.mark.parametrize(

@@ -16,12 +16,14 @@ from agentskit_chat.conversation import (
     load_definition,
 )
 from agentskit_chat.service import Reason, ServiceError
+from agentskit_chat.service._page_tokens import PageTokens
 from agentskit_chat.service._turn_records import answer_origins, find_turn, list_turns
 
 SUPPORT = load_definition(
     Path(__file__).resolve().parents[2] / "examples" / "definitions" / "support.yaml"
 )
 NOW = 1_700_000_000_000
+SCOPE = PageTokens(b"k" * 32).scope("", "s1", "i1")
 
 
 def record(turns: int, running: str | None = None) -> SessionRecord:
@@ -38,27 +40,27 @@ def ids(page_turns: tuple[object, ...]) -> list[str]:
 
 
 def test_a_page_anchored_on_a_running_turn_continues_after_it_once_it_finished() -> None:
-    first = list_turns(record(3, running="r"), 2, None, NOW)
+    first = list_turns(record(3, running="r"), 2, None, NOW, SCOPE)
     assert ids(first.turns) == ["r", "t2"]
     assert first.next_page_token is not None
-    still_running = list_turns(record(3, running="r"), 1, None, NOW)
+    still_running = list_turns(record(3, running="r"), 1, None, NOW, SCOPE)
     assert still_running.next_page_token is not None
     # The running turn finished meanwhile: the next page starts after it.
     finished = record(3).with_turn(TerminalTurn("r", "retry", "completed", NOW + 10))
-    after = list_turns(finished, 5, still_running.next_page_token, NOW)
+    after = list_turns(finished, 5, still_running.next_page_token, NOW, SCOPE)
     assert ids(after.turns) == ["t2", "t1", "t0"]
     # Still running: the next page starts at the newest finished turn.
-    during = list_turns(record(3, running="r"), 5, still_running.next_page_token, NOW)
+    during = list_turns(record(3, running="r"), 5, still_running.next_page_token, NOW, SCOPE)
     assert ids(during.turns) == ["t2", "t1", "t0"]
 
 
 def test_a_page_anchored_on_a_turn_no_longer_retained_is_empty() -> None:
-    page = list_turns(record(3), 1, None, NOW)
+    page = list_turns(record(3), 1, None, NOW, SCOPE)
     assert page.next_page_token is not None
     evicted = SessionRecord.new(SUPPORT, "s1").with_turn(
         TerminalTurn("later", "submit", "completed", NOW + 99)
     )
-    rest = list_turns(evicted, 5, page.next_page_token, NOW)
+    rest = list_turns(evicted, 5, page.next_page_token, NOW, SCOPE)
     assert rest.turns == ()
     assert rest.next_page_token is None
 
@@ -69,7 +71,7 @@ def test_an_expired_lease_is_no_running_turn() -> None:
     with pytest.raises(ServiceError) as missing:
         find_turn(expired, "r", NOW + 60_000)
     assert missing.value.reason is Reason.TURN_NOT_FOUND
-    assert ids(list_turns(expired, 0, None, NOW + 60_000).turns) == ["t0"]
+    assert ids(list_turns(expired, 0, None, NOW + 60_000, SCOPE).turns) == ["t0"]
 
 
 def test_origins_follow_the_decisions_even_when_an_answer_was_truncated() -> None:

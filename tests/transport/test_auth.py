@@ -215,3 +215,48 @@ def test_a_bad_tokens_file_is_refused_with_its_entry_named(
         load_tokens(path)
     assert message in str(caught.value)
     assert "a" * 64 not in str(caught.value)
+
+
+TOKEN_LIMITED = "token-of-tenant-a-support-only-42"
+
+
+def test_a_restricted_token_learns_only_that_a_tenants_session_id_is_taken(
+    tmp_path: Path,
+) -> None:
+    """Session ids are one namespace per tenant (SECURITY.md): a token restricted to some
+    definitions cannot reach a session of another definition of its tenant, but creating a
+    session under that id answers ALREADY_EXISTS exactly as for an id of its own, and
+    changes nothing."""
+    path = tokens_file(
+        tmp_path / "tokens.yaml",
+        [(TOKEN_A, "a")],
+        f"  - {{sha256: {token_digest(TOKEN_LIMITED)}, tenant: a, definitions: [support]}}\n",
+    )
+
+    def shape(error: ChatError) -> tuple[object, ...]:
+        return error.code, error.reason, error.message, dict(error.metadata)
+
+    async def scenario() -> None:
+        async with (
+            live(tmp_path, authenticator=Authenticator(path), token=TOKEN_A) as env,
+            ChatClient(env.target, token=TOKEN_LIMITED) as limited,
+        ):
+            await env.client.create_session("probe", session_id="hidden")
+            await env.client.run_turn("hidden", Submit("/count"), turn_id="t1")
+            await limited.create_session("support", session_id="mine")
+            before = env.dump()
+            # Every read of the hidden session answers as for an id nobody has ...
+            hidden = await refused(limited.get_session("hidden"))
+            assert shape(hidden) == shape(await refused(limited.get_session("nobody")))
+            assert hidden.code == grpc.StatusCode.NOT_FOUND
+            # ... but its id is taken: the same answer as for the token's own session.
+            taken = await refused(limited.create_session("support", session_id="hidden"))
+            assert taken.code == grpc.StatusCode.ALREADY_EXISTS
+            assert taken.reason == "ERROR_REASON_SESSION_EXISTS"
+            own = await refused(limited.create_session("support", session_id="mine"))
+            assert shape(taken) == shape(own)  # nothing of the definition, state or history
+            assert env.dump() == before
+            assert (await env.client.get_turn("hidden", "t1")).outcome == "completed"
+            assert (await limited.create_session("support", session_id="free")).cursor == 0
+
+    run(scenario())

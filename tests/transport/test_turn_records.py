@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
+import json
+import string
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,35 +18,67 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
-from agentskit_chat_client import AnswerOrigin, Retry, Submit, TextDelta, TurnFailed
+from agentskit_chat.service import Limits
+from agentskit_chat_client import (
+    AnswerOrigin,
+    ChatClient,
+    Retry,
+    Submit,
+    TurnFailed,
+    TurnResult,
+)
 
 from .conftest import CANARY, live, refused, run
 from .test_errors import assert_clean
+from .test_tenants import TOKEN_A, TOKEN_B, two_tenants
+from .web.conftest import web_live
+from .web.wire import reason, unary
 
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_a_repeated_model_failure_repeats_code_message_and_retryable(tmp_path: Path) -> None:
+def decision_of(result: TurnResult) -> tuple[Any, ...]:
+    decision = result.decision
+    assert decision is not None
+    return (
+        decision.kind,
+        decision.route_id,
+        decision.from_state,
+        decision.to_state,
+        decision.replayed,
+    )
+
+
+def kinds(result: TurnResult) -> list[str]:
+    return [type(event).__name__ for event in result.events]
+
+
+def test_a_repeated_model_failure_repeats_its_decision_and_failure(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with live(tmp_path) as env:
             sid = (await env.client.create_session("probe")).session_id
+            await env.client.run_turn(sid, Submit("/count"))  # idle -> busy
             first = await env.client.run_turn(sid, Submit("/fail-model"), turn_id="f1")
+            assert kinds(first) == ["TurnStarted", "TurnDecision", "TextDelta", "TurnFailed"]
+            assert decision_of(first) == ("agentic", None, "busy", "busy", False)
             assert first.failed is not None
             assert (first.failed.code, first.failed.retryable) == ("model_server_error", True)
-            assert any(isinstance(e, TextDelta) for e in first.events)  # streamed, then failed
             before = await env.stored(sid)
             again = await env.client.run_turn(sid, Submit("/fail-model"), turn_id="f1")
+            # The whole outcome again, but not the deltas: their text was never committed.
+            assert kinds(again) == ["TurnStarted", "TurnDecision", "TurnFailed"]
             assert again.started is not None
             assert again.started.duplicate
+            assert decision_of(again) == decision_of(first)
             assert again.failed is not None
             assert (again.failed.code, again.failed.message, again.failed.retryable) == (
                 first.failed.code,
                 first.failed.message,
                 first.failed.retryable,
             )
-            assert again.text == ""  # the failed turn's deltas were never committed
-            assert env.probe.model_calls == [1]
+            assert again.text == ""
+            assert len(env.probe.model_calls) == 1  # the repeat ran nothing
             assert await env.stored(sid) == before
             record = await env.client.get_turn(sid, "f1")
             assert record.outcome == "failed"
@@ -50,8 +86,53 @@ def test_a_repeated_model_failure_repeats_code_message_and_retryable(tmp_path: P
             assert record.failure.code == "model_server_error"
             assert record.failure.message == first.failed.message
             assert record.failure.retryable
-            assert record.kind == "unspecified"
+            assert (
+                record.kind,
+                record.route_id,
+                record.from_state,
+                record.to_state,
+                record.replayed,
+            ) == decision_of(first)
             assert record.assistant_message_id is None
+            assert record.usage is None
+
+    run(scenario())
+
+
+def test_a_repeated_output_limit_failure_repeats_its_decision(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path, limits=Limits(max_output_bytes=64)) as env:
+            sid = (await env.client.create_session("probe")).session_id
+            first = await env.client.run_turn(sid, Submit("/fill 65"), turn_id="big")
+            assert kinds(first) == ["TurnStarted", "TurnDecision", "TurnFailed"]
+            assert first.failed is not None
+            assert first.failed.code == "output_limit"
+            again = await env.client.run_turn(sid, Submit("/fill 65"), turn_id="big")
+            assert kinds(again) == ["TurnStarted", "TurnDecision", "TurnFailed"]
+            assert again.started is not None
+            assert again.started.duplicate
+            assert (
+                decision_of(again) == decision_of(first) == ("agentic", None, "idle", "idle", False)
+            )
+            repeated = again.failed
+            assert repeated is not None
+            assert repeated == dataclasses.replace(
+                first.failed, sequence=repeated.sequence, time=repeated.time
+            )
+            record = (await env.client.list_turns(sid)).turns[0]
+            assert (record.turn_id, record.kind, record.from_state) == ("big", "agentic", "idle")
+            assert len(env.probe.model_calls) == 1
+
+    run(scenario())
+
+
+def test_a_repeated_route_failure_streams_no_decision_as_its_original(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("probe")).session_id
+            first = await env.client.run_turn(sid, Submit("/boom"), turn_id="b1")
+            again = await env.client.run_turn(sid, Submit("/boom"), turn_id="b1")
+            assert kinds(first) == kinds(again) == ["TurnStarted", "TurnFailed"]
 
     run(scenario())
 
@@ -223,41 +304,137 @@ def test_list_turns_page_size_bounds(tmp_path: Path) -> None:
     run(scenario())
 
 
+def _encoded(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _tampered(token: str) -> str:
+    """`token` with one bit of its signed content flipped."""
+    data = bytearray(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    data[5] ^= 0x01
+    return _encoded(bytes(data))
+
+
+FORGED = _encoded(json.dumps({"v": 1, "s": "s1", "t": "t1", "r": False}).encode())
+"""A token as this server once issued them (plain JSON): anyone could write one."""
+NESTED = _encoded(b"[" * 100_000)
+"""Deeper than any recursion limit, for a decoder that would parse before it verifies."""
+OVERSIZED = "A" * 1_000_000
+TOKEN_REFUSED = "page_token is not a token this server issued for this session"
+
+
 @pytest.mark.parametrize(
-    "token", ["not-a-token", "e30", "eyJ2IjoxLCJzIjoxLCJ0IjoidCIsInIiOmZhbHNlfQ", CANARY]
+    "token", ["not-a-token", "e30", FORGED, NESTED, OVERSIZED, "A" * 67, "é" * 67, CANARY]
 )
 def test_list_turns_refuses_tokens_it_did_not_issue(tmp_path: Path, token: str) -> None:
     async def scenario() -> None:
         async with live(tmp_path) as env:
-            sid = (await env.client.create_session("probe")).session_id
-            await env.client.run_turn(sid, Submit("/count"))
+            sid = (await env.client.create_session("probe", session_id="s1")).session_id
+            for index in range(3):
+                await env.client.run_turn(sid, Submit("/count"), turn_id=f"t{index}")
             before = await env.stored(sid)
             error = await refused(env.client.list_turns(sid, page_token=token))
             assert_clean(error, INVALID, "ERROR_REASON_INVALID_ARGUMENT")
             assert error.metadata["field"] == "page_token"
+            assert error.message == TOKEN_REFUSED
             assert await env.stored(sid) == before
 
     run(scenario())
 
 
-def test_list_turns_refuses_another_sessions_token_and_negative_sizes(tmp_path: Path) -> None:
+def test_list_turns_tokens_are_signed_and_continue_only_their_own_session(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with live(tmp_path) as env:
             first = (await env.client.create_session("probe")).session_id
             second = (await env.client.create_session("probe")).session_id
             for sid in (first, second):
-                for _ in range(3):
-                    await env.client.run_turn(sid, Submit("/count"))
+                for index in range(3):
+                    await env.client.run_turn(sid, Submit("/count"), turn_id=f"t{index}")
             page = await env.client.list_turns(first, page_size=1)
-            assert page.next_page_token is not None
-            foreign = await refused(env.client.list_turns(second, page_token=page.next_page_token))
+            token = page.next_page_token
+            assert token is not None
+            assert len(token) <= 100
+            assert set(token) <= set(string.ascii_letters + string.digits + "-_")
+            assert first not in token
+            assert b"t2" not in base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            # The same turn ids, the same anchor: still another session's token.
+            foreign = await refused(env.client.list_turns(second, page_token=token))
             assert_clean(foreign, INVALID, "ERROR_REASON_INVALID_ARGUMENT")
             assert foreign.metadata["field"] == "page_token"
+            tampered = await refused(env.client.list_turns(first, page_token=_tampered(token)))
+            assert_clean(tampered, INVALID, "ERROR_REASON_INVALID_ARGUMENT")
+            assert tampered.metadata["field"] == "page_token"
+            assert foreign.message == tampered.message == TOKEN_REFUSED
+            # The genuine token continues where its page ended, on any connection.
+            rest = await env.client.list_turns(first, page_size=5, page_token=token)
+            assert [t.turn_id for t in rest.turns] == ["t1", "t0"]
+            assert rest.next_page_token is None
+            # The session deleted and created again under its id: a new session, new tokens.
+            await env.client.delete_session(first)
+            await env.client.create_session("probe", session_id=first)
+            for index in range(3):
+                await env.client.run_turn(first, Submit("/count"), turn_id=f"t{index}")
+            reborn = await refused(env.client.list_turns(first, page_token=token))
+            assert reborn.metadata["field"] == "page_token"
             negative = await refused(env.client.list_turns(first, page_size=-1))
             assert_clean(negative, INVALID, "ERROR_REASON_INVALID_ARGUMENT")
             assert negative.metadata["field"] == "page_size"
             nobody = await refused(env.client.list_turns("nobody"))
             assert_clean(nobody, NOT_FOUND, "ERROR_REASON_SESSION_NOT_FOUND")
+
+    run(scenario())
+
+
+def test_a_page_token_of_one_tenant_is_refused_on_anothers_session_of_that_id(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        authenticator = two_tenants(tmp_path)
+        async with (
+            live(tmp_path, authenticator=authenticator, token=TOKEN_A) as env,
+            ChatClient(env.target, token=TOKEN_B) as b,
+        ):
+            for client in (env.client, b):  # the same session id and turn ids in both
+                await client.create_session("probe", session_id="shared")
+                for index in range(3):
+                    await client.run_turn("shared", Submit("/count"), turn_id=f"t{index}")
+            page = await env.client.list_turns("shared", page_size=1)
+            assert page.next_page_token is not None
+            before = env.dump()
+            error = await refused(b.list_turns("shared", page_token=page.next_page_token))
+            assert_clean(error, INVALID, "ERROR_REASON_INVALID_ARGUMENT")
+            assert error.metadata["field"] == "page_token"
+            assert error.message == TOKEN_REFUSED
+            own = await b.list_turns("shared", page_size=1)
+            assert own.next_page_token not in (None, page.next_page_token)
+            rest = await b.list_turns("shared", page_token=own.next_page_token)
+            assert [t.turn_id for t in rest.turns] == ["t1", "t0"]
+            assert env.dump() == before
+
+    run(scenario())
+
+
+def test_connect_refuses_page_tokens_as_grpc_does(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            client = web.env.client
+            sid = (await client.create_session("probe", session_id="s1")).session_id
+            for index in range(3):
+                await client.run_turn(sid, Submit("/count"), turn_id=f"t{index}")
+            token = (await client.list_turns(sid, page_size=1)).next_page_token
+            assert token is not None
+            ok = await unary(
+                web.http, "ListTurns", {"sessionId": sid, "pageSize": 5, "pageToken": token}
+            )
+            assert ok.status_code == 200
+            assert [t["turnId"] for t in ok.json()["turns"]] == ["t1", "t0"]
+            for bad in (_tampered(token), FORGED, NESTED, "A" * 100_000):
+                response = await unary(web.http, "ListTurns", {"sessionId": sid, "pageToken": bad})
+                assert response.status_code == 400
+                error = response.json()
+                assert error["code"] == "invalid_argument"
+                assert error["message"] == TOKEN_REFUSED
+                assert reason(error) == "ERROR_REASON_INVALID_ARGUMENT"
 
     run(scenario())
 

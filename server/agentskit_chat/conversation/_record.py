@@ -1,4 +1,4 @@
-"""The persisted session envelope `agentskit.chat.session` v1, decoded strictly or not at all.
+"""The persisted session envelope `agentskit.chat.session`, decoded strictly or not at all.
 
 A record holds application metadata only: identifiers, the cursor, the current state, the
 decision log (input digests, never inputs), the active-turn lease and recent terminal
@@ -31,10 +31,11 @@ from ._statechart import Accepted, StatechartInstance, transition
 from ._types import ROUTE_KINDS, TurnKind
 
 RECORD_FORMAT: Final = "agentskit.chat.session"
-RECORD_VERSION: Final = 3
-READABLE_VERSIONS: Final = frozenset({1, 2, 3})
+RECORD_VERSION: Final = 4
+READABLE_VERSIONS: Final = frozenset({1, 2, 3, 4})
 """Version 1 records lack the turn timing, failure and usage fields of version 2; version 2
-records lack the message count of version 3."""
+records lack the message count of version 3; version 3 records lack whether a terminal turn
+streamed a decision (read as: completed turns did, failed ones did not)."""
 MAX_RECENT_TURNS: Final = 64
 OPERATIONS: Final = frozenset({"submit", "retry", "edit", "regenerate", "dispatch"})
 TERMINAL_OUTCOMES: Final = frozenset({"completed", "failed"})
@@ -80,6 +81,10 @@ class TerminalTurn:
     """Whether the failure was retryable; None when not recorded."""
     input_tokens: int | None = None
     output_tokens: int | None = None
+    decided: bool = False
+    """The turn streamed a decision (kind, route, from and to state, replayed) before it
+    ended, so a repeated turn id streams it again. A completed turn always did; a failed
+    one did when it failed after resolving (an agentic turn whose model call failed)."""
 
 
 class _Keep:
@@ -288,6 +293,7 @@ def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
         "retryable": t.retryable,
         "input_tokens": t.input_tokens,
         "output_tokens": t.output_tokens,
+        "decided": t.decided,
     }
 
 
@@ -502,6 +508,7 @@ _TURN_KEYS_V2: Final = (
     "input_tokens",
     "output_tokens",
 )
+_TURN_KEYS_V4: Final = ("decided",)
 
 
 def _decode_lease(f: _Fields, version: int) -> Lease:
@@ -522,6 +529,7 @@ def _decode_lease(f: _Fields, version: int) -> Lease:
 def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
     f.expect_keys(
         *(_TURN_KEYS_V2 if version >= 2 else ()),
+        *(_TURN_KEYS_V4 if version >= 4 else ()),
         "turn_id",
         "operation",
         "outcome",
@@ -541,10 +549,17 @@ def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
         raise MalformedRecordError(f"{f.path}.replayed must be a boolean")
     if kind is not None and kind not in set(map(str, TurnKind)):
         raise MalformedRecordError(f"{f.path}.kind has an unknown value")
+    outcome = f.choice("outcome", TERMINAL_OUTCOMES)
+    decided = outcome == "completed"
+    if version >= 4:
+        stored = f.raw.get("decided")
+        if not isinstance(stored, bool):
+            raise MalformedRecordError(f"{f.path}.decided must be a boolean")
+        decided = stored
     return TerminalTurn(
         turn_id=f.text("turn_id"),
         operation=f.choice("operation", OPERATIONS),
-        outcome=f.choice("outcome", TERMINAL_OUTCOMES),
+        outcome=outcome,
         finished_at_ms=f.integer("finished_at_ms", 0),
         kind=kind,
         route_id=f.optional_text("route_id"),
@@ -559,4 +574,5 @@ def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
         retryable=f.optional_boolean("retryable"),
         input_tokens=f.optional_integer("input_tokens"),
         output_tokens=f.optional_integer("output_tokens"),
+        decided=decided,
     )

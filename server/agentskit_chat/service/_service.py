@@ -22,6 +22,7 @@ from ._catalog import Catalog, CatalogChanges
 from ._errors import Reason, ServiceError, invalid
 from ._limits import Limits
 from ._observer import TurnObserver
+from ._page_tokens import PageTokens
 from ._rates import Rated, RateLimiter, RateLimits
 from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
 from ._tenancy import current_principal
@@ -54,6 +55,7 @@ class ChatService:
             self.adapters.check(definition.model)
         self._retiring: list[asyncio.Future[None]] = []
         self._records = Records(store, definitions, sealer=ResponseSealer(digest_key))
+        self._page_tokens = PageTokens(digest_key)
         self.turns = TurnRunner(
             self._records,
             self.adapters,
@@ -147,7 +149,9 @@ class ChatService:
     ) -> TurnPage:
         """A page of the session's retained turns, newest first (see `list_turns`)."""
         loaded = await self._records.load(self.limits.check_id("session_id", session_id))
-        return list_turns(loaded.record, page_size, page_token, now_ms())
+        record = loaded.record
+        tokens = self._page_tokens.scope(loaded.tenant, record.session_id, loaded.incarnation)
+        return list_turns(record, page_size, page_token, now_ms(), tokens)
 
     async def truncate_history(
         self,

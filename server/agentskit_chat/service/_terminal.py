@@ -59,6 +59,7 @@ def completed_turn(
         started_at_ms=started_at_ms,
         input_tokens=None if usage is None else usage.input_tokens,
         output_tokens=None if usage is None else usage.output_tokens,
+        decided=True,
     )
 
 
@@ -69,21 +70,33 @@ def failed_turn(
     outcome: FailureOutcome | None,
     *,
     started_at_ms: int | None,
+    decided: Decided | None = None,
 ) -> TerminalTurn:
-    """The record of a turn that failed and committed nothing else: the failed event
-    exactly as its stream ended, so a repeated turn id repeats it."""
+    """The record of a turn that failed and committed nothing else: the decision its stream
+    sent before failing (if any) and the failed event exactly as its stream ended, so a
+    repeated turn id repeats both."""
+    kind: str | None = None
+    route_id: str | None = None
+    if decided is not None:
+        kind, route_id = decided.kind, decided.route_id
+    elif outcome is not None:  # a route's code failed: no decision went out
+        kind, route_id = str(outcome.trace.kind), outcome.route_id
     return TerminalTurn(
         turn_id=request.turn_id,
         operation=request.operation_name,
         outcome="failed",
         finished_at_ms=now_ms(),
-        kind=None if outcome is None else str(outcome.trace.kind),
-        route_id=None if outcome is None else outcome.route_id,
+        kind=kind,
+        route_id=route_id,
         user_message_id=user_message_id,
         error_code=failed.code,
+        from_state=None if decided is None else decided.from_state,
+        to_state=None if decided is None else decided.to_state,
+        replayed=False if decided is None else decided.replayed,
         error_message=failed.message,
         retryable=failed.retryable,
         started_at_ms=started_at_ms,
+        decided=decided is not None,
     )
 
 
@@ -106,18 +119,15 @@ def recorded_failure(turn: TerminalTurn) -> Failed:
 async def repeat(
     records: Records, loaded: Loaded, turn: TerminalTurn
 ) -> AsyncGenerator[TurnEvent, None]:
-    """The recorded outcome of a finished turn, without running anything."""
+    """The recorded outcome of a finished turn, without running anything: the events its
+    stream sent, except the deltas of a failed turn (their text was never committed)."""
     yield Started(turn.operation, turn.user_message_id, duplicate=True)
     if turn.outcome == "failed":
+        if turn.decided:
+            yield recorded_decision(turn, loaded.record.state)
         yield recorded_failure(turn)
         return
-    yield Decided(
-        turn.kind or str(TurnKind.AGENTIC),
-        turn.route_id,
-        turn.from_state or loaded.record.state,
-        turn.to_state or loaded.record.state,
-        turn.replayed,
-    )
+    yield recorded_decision(turn, loaded.record.state)
     content = ""
     if turn.assistant_message_id and loaded.history_mode == HistoryMode.SERVER:
         messages = await records.messages(loaded)
@@ -130,6 +140,18 @@ async def repeat(
         loaded.definition.snapshot(loaded.record.state),
         loaded.cursor,
         recorded_usage(turn),
+    )
+
+
+def recorded_decision(turn: TerminalTurn, state: str) -> Decided:
+    """The decision event a finished turn streamed; `state` stands in for states that
+    records of version 1 may lack."""
+    return Decided(
+        turn.kind or str(TurnKind.AGENTIC),
+        turn.route_id,
+        turn.from_state or state,
+        turn.to_state or state,
+        turn.replayed,
     )
 
 

@@ -6,21 +6,18 @@ turns) and the server-held history; nothing is stored for it.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 from agentskit_chat.conversation import Lease, Message, Role, SessionRecord, TerminalTurn, TurnKind
 
 from ._errors import Reason, ServiceError, invalid
+from ._page_tokens import PageScope
 from ._terminal import recorded_failure, recorded_usage
 from ._types import AnswerOrigin, TurnPage, TurnView
 
 DEFAULT_PAGE_SIZE: Final = 20
 MAX_PAGE_SIZE: Final = 100
-_TOKEN_VERSION: Final = 1
 
 
 def find_turn(record: SessionRecord, turn_id: str, at_ms: int) -> TurnView:
@@ -35,10 +32,15 @@ def find_turn(record: SessionRecord, turn_id: str, at_ms: int) -> TurnView:
 
 
 def list_turns(
-    record: SessionRecord, page_size: int, page_token: str | None, at_ms: int
+    record: SessionRecord,
+    page_size: int,
+    page_token: str | None,
+    at_ms: int,
+    tokens: PageScope,
 ) -> TurnPage:
     """A page of the retained turns, newest first: the running turn, then finished ones
-    from the most recently finished. Tokens name the last turn of the previous page."""
+    from the most recently finished. Tokens (issued and verified by `tokens`, the scope of
+    this stored session) name the last turn of the previous page."""
     size = _page_size(page_size)
     lease = _live_lease(record, at_ms)
     finished = record.recent_turns[::-1]
@@ -46,16 +48,16 @@ def list_turns(
     if page_token is None:
         ordered = [*running, *map(finished_view, finished)]
     else:
-        anchor, anchor_running = _read_token(page_token, record.session_id)
-        ids = [turn.turn_id for turn in finished]
-        if anchor in ids:
-            rest = finished[ids.index(anchor) + 1 :]
-        else:  # a running anchor not finished yet starts the finished turns; any other is gone
-            rest = finished if anchor_running else ()
+        anchor = tokens.read(page_token)
+        at = next((i for i, turn in enumerate(finished) if anchor.names(turn.turn_id)), None)
+        # A running anchor not finished yet starts the finished turns; any other is gone.
+        rest = finished if anchor.running else ()
+        if at is not None:
+            rest = finished[at + 1 :]
         ordered = list(map(finished_view, rest))
     page = tuple(ordered[:size])
     more = len(ordered) > size
-    token = _write_token(record.session_id, page[-1]) if more else None
+    token = tokens.issue(page[-1].turn_id, page[-1].outcome == "running") if more else None
     return TurnPage(page, token)
 
 
@@ -139,30 +141,3 @@ def _page_size(requested: int) -> int:
     if requested < 0:
         raise invalid("page_size", "page_size must not be negative")
     return min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-
-
-def _write_token(session_id: str, last: TurnView) -> str:
-    body = {"v": _TOKEN_VERSION, "s": session_id, "t": last.turn_id, "r": last.outcome == "running"}
-    data = json.dumps(body, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _read_token(token: str, session_id: str) -> tuple[str, bool]:
-    """The anchor turn id of `token` and whether it was running; INVALID_ARGUMENT when the
-    token is not one this server issues or belongs to another session."""
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        body = json.loads(raw)
-    except (ValueError, binascii.Error):
-        body = None
-    if (
-        not isinstance(body, dict)
-        or body.get("v") != _TOKEN_VERSION
-        or not isinstance(body.get("s"), str)
-        or not isinstance(body.get("t"), str)
-        or not isinstance(body.get("r"), bool)
-    ):
-        raise invalid("page_token", "page_token is not a token this server issued")
-    if body["s"] != session_id:
-        raise invalid("page_token", "page_token belongs to another session")
-    return body["t"], body["r"]

@@ -357,11 +357,11 @@ class TurnRunner:
                         chunk = await anext(chunks, None)
                 except TimeoutError:
                     call.end(DEADLINE_EXCEEDED)
-                    yield await self._fail(turn, DEADLINE_EXCEEDED, None)
+                    yield await self._fail(turn, DEADLINE_EXCEEDED, None, decided=decided)
                     return
                 except ModelError as exc:
                     call.end(exc.code)
-                    yield await self._fail(turn, exc.code, None, exc)
+                    yield await self._fail(turn, exc.code, None, exc, decided=decided)
                     return
                 if chunk is None:
                     call.end()
@@ -371,7 +371,7 @@ class TurnRunner:
                     size += utf8_size(chunk.text)
                     if size > self._limits.max_output_bytes:  # Leaving closes the stream.
                         call.end(OUTPUT_LIMIT)
-                        yield await self._fail(turn, OUTPUT_LIMIT, None)
+                        yield await self._fail(turn, OUTPUT_LIMIT, None, decided=decided)
                         return
                     parts.append(chunk.text)
                     yield Delta(chunk.text)
@@ -424,8 +424,11 @@ class TurnRunner:
         code: str,
         outcome: FailureOutcome | None,
         error: ModelError | None = None,
+        *,
+        decided: Decided | None = None,
     ) -> Failed:
-        """Record the failure and release the lease; nothing else is committed.
+        """Record the failure (after the decision `decided`, when the stream sent one) and
+        release the lease; nothing else is committed.
 
         When the store cannot record it, the turn ends with `store_unavailable` instead
         (nothing recorded, so the same turn id may run again) and the lease is given back.
@@ -440,6 +443,7 @@ class TurnRunner:
             failed,
             outcome,
             started_at_ms=_started_at(turn.claimed),
+            decided=decided,
         )
         record = turn.claimed.record.evolve(lease=None).with_turn(finished)
         try:
