@@ -185,6 +185,7 @@ async def start_server(
             max_request_bytes=max_request_bytes,
             cors_origins=http.cors_origins,
             static=None if http.web_root is None else StaticFiles(Path(http.web_root)),
+            drain_seconds=http.drain_seconds,
         )
         listener = await start_http(
             app,

@@ -16,7 +16,9 @@ HTTP/1.1, h2c and HTTP/2 and honours Hypercorn's graceful shutdown. Around it,
 - closes a connection whose first request's headers have not all arrived
   `handshake_seconds` after it was accepted: TLS, the HTTP/2 preface and the headers
   together. Later requests on the connection start while it is idle, and an idle
-  connection is closed after `max_idle_seconds`, as Hypercorn does.
+  connection is closed after `max_idle_seconds`, as Hypercorn does;
+- ends a connection as soon as its client has closed it (Hypercorn 0.18 keeps an HTTP/1.1
+  connection closed while idle until its idle timer runs out, which would hold a place).
 
 Header sizes are Hypercorn's: 16 KiB for an incomplete HTTP/1.1 request head
 (`h11_max_incomplete_size`), 64 KiB of HTTP/2 header list (`h2_max_header_list_size`).
@@ -29,29 +31,39 @@ import socket
 import ssl
 from typing import Any
 
-from hypercorn.app_wrappers import ASGIWrapper
 from hypercorn.asyncio.tcp_server import TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.config import Config
-from hypercorn.events import Event, Updated
 
 from agentskit_chat.transport._server import ConnectionLimits
 
 from ._asgi import App
 
 
-class _Connection(TCPServer):
-    """Hypercorn's server of one connection, noting when a request's headers have arrived."""
+class _Requests:
+    """The application as Hypercorn calls it (what its `ASGIWrapper` does), noting that a
+    request's head has arrived whole: Hypercorn calls the application only then."""
 
-    def __init__(self, *args: Any, started: asyncio.Event) -> None:
-        super().__init__(*args)
+    def __init__(self, app: App, started: asyncio.Event) -> None:
+        self.app = app
         self.started = started
 
-    async def protocol_send(self, event: Event) -> None:
-        """Hypercorn's own handling; a connection turning busy has received a request."""
-        if isinstance(event, Updated) and not event.idle:
-            self.started.set()
-        await super().protocol_send(event)
+    async def __call__(
+        self, scope: Any, receive: Any, send: Any, sync_spawn: Any, call_soon: Any
+    ) -> None:
+        self.started.set()
+        await self.app(scope, receive, send)
+
+
+class _Connection(TCPServer):
+    """Hypercorn's server of one connection."""
+
+    async def _read_data(self) -> None:
+        """Hypercorn's reading, then, once the client has closed its side, no idle wait: an
+        HTTP/1.1 connection closed while idle would otherwise stay open, and counted, until
+        its idle timer ran out."""
+        await super()._read_data()
+        await self.idle_task.stop()
 
 
 async def serve_connections(
@@ -64,7 +76,6 @@ async def serve_connections(
     """Serve `app` on the listening `sockets` until `stopping` is set, then stop gracefully
     (requests in flight get `config.graceful_timeout` seconds)."""
     loop = asyncio.get_running_loop()
-    wrapped = ASGIWrapper(app)  # type: ignore[arg-type]  # Hypercorn's ASGI types are stricter.
     context = WorkerContext(None)
     tls = config.create_ssl_context()
     connections: set[asyncio.Task[None]] = set()
@@ -82,10 +93,9 @@ async def serve_connections(
         try:
             if tls is not None:
                 await writer.start_tls(tls, ssl_handshake_timeout=limits.handshake_seconds)
-            server = _Connection(
-                wrapped, loop, config, context, {}, reader, writer, started=started
-            )
-            await server.run()
+            requests = _Requests(app, started)
+            state: dict[str, Any] = {}  # No lifespan state: the application keeps none.
+            await _Connection(requests, loop, config, context, state, reader, writer)
         except (OSError, ssl.SSLError):
             writer.transport.abort()  # A failed or expired handshake, a reset.
         finally:
