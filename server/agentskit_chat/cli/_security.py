@@ -141,8 +141,10 @@ def security_from(args: argparse.Namespace) -> SecuritySettings:
         ),
     )
     check_exposure(args.listen, settings)
-    if getattr(args, "http_listen", None) is not None:
-        check_exposure(args.http_listen, settings)  # The same service, the same boundary.
+    http_listen: str | None = getattr(args, "http_listen", None)
+    if http_listen is not None and http_listen.rpartition(":")[2].isdigit():
+        # The same service, the same boundary (an address without a port is refused later).
+        check_exposure(http_listen, settings)
     return settings
 
 
