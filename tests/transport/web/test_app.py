@@ -7,13 +7,16 @@ import asyncio
 import socket
 from pathlib import Path
 
+from google.rpc import error_details_pb2
+
+from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.transport import Authenticator, token_digest
 from agentskit_chat.transport.web import HttpSettings
 from tests.transport.conftest import live, run
 from tests.transport.test_limits import closed_by_peer
 
 from .conftest import web_live
-from .wire import SERVICE, reason
+from .wire import SERVICE, grpc_web, reason, stream
 
 ALLOWED = "http://renderer.example:8080"
 TOKEN = "web-token-0123456789"
@@ -36,12 +39,13 @@ def test_without_a_token_anything_but_open_paths_is_refused_before_routing(
     tmp_path: Path,
 ) -> None:
     """Unknown methods, other services, wrong HTTP methods and content types all get the
-    same 401 as a known call: nothing tells what exists. Health, static files and CORS
-    preflights stay open."""
+    same 401 as a known call: nothing tells what exists. Known calls are refused in their
+    own protocol. Health, static files and CORS preflights stay open."""
     refused = [
         ("POST", SERVICE + "Nope", "application/json"),
         ("POST", SERVICE + "ListDefinitions", "text/plain"),
-        ("POST", SERVICE + "StreamTurn", "application/grpc-web+proto"),
+        ("POST", SERVICE + "Nope", "application/grpc-web+proto"),
+        ("POST", SERVICE + "StreamTurn", "application/json"),  # a unary type on a stream
         ("GET", SERVICE + "ListDefinitions", "application/json"),
         ("PUT", SERVICE + "GetSession", "application/json"),
         ("POST", "/other.v1.Service/Method", "application/json"),
@@ -69,6 +73,16 @@ def test_without_a_token_anything_but_open_paths_is_refused_before_routing(
                     assert error["code"] == "unauthenticated"
                     assert error["message"] == "missing or invalid credentials"
                     assert reason(error) == "ERROR_REASON_UNAUTHENTICATED"
+            # A real call is refused in the protocol it speaks.
+            grpc_web_call = await grpc_web(web.http, "StreamTurn", pb.StreamTurnRequest())
+            assert (grpc_web_call.status, grpc_web_call.code) == (200, 16)
+            info = grpc_web_call.details()[0]
+            assert isinstance(info, error_details_pb2.ErrorInfo)
+            assert info.reason == "ERROR_REASON_UNAUTHENTICATED"
+            connect_stream = await stream(web.http, "StreamTurn", {"sessionId": "s"})
+            assert connect_stream.error is not None
+            assert connect_stream.error["code"] == "unauthenticated"
+            assert reason(connect_stream.error) == "ERROR_REASON_UNAUTHENTICATED"
             # With a token the same requests reach routing.
             accepted = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
             unknown = await web.http.post(SERVICE + "Nope", content=b"{}", headers=accepted)

@@ -8,10 +8,13 @@
 - Anything else: the static files under `--web-root` when one is given, else 404.
 
 Everything passes through `Cors` first, so preflights stay open. When tokens are required,
-any request but a `GET`/`HEAD` of health or a static file, and any request under the RPC
-path, is refused first, before routing: without a valid bearer token it gets
-UNAUTHENTICATED (HTTP 401, Connect error JSON) whether or not its method exists, as the
-gRPC listener answers an unknown method.
+a request without a valid bearer token is refused before anything else looks at it, unless
+it is a `GET`/`HEAD` outside the RPC path (health, static files): a `POST` of a real method
+in a content type its protocol speaks goes on to the Connect application, whose
+authentication refuses it in the caller's protocol (Connect, gRPC-Web or gRPC); anything
+else (an unknown method or path, another HTTP method, another content type) gets
+UNAUTHENTICATED as HTTP 401 with a Connect error JSON body, as the gRPC listener refuses an
+unknown method: nothing tells what exists.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from connectrpc.interceptor import Interceptor
 from grpc_health.v1 import health_pb2
 
+from agentskit.chat.v1 import chat_pb2
 from agentskit.chat.v1.chat_connect import ChatServiceASGIApplication
 from agentskit_chat.transport._auth import Authenticator
 from agentskit_chat.transport._guard import UNAUTHENTICATED
@@ -43,6 +47,15 @@ DRAIN_SECONDS: Final = 10.0
 """How long an answer given before its request's body was read (a refusal) waits for the
 rest of that body; then it is sent anyway and the connection closed."""
 OPEN_METHODS: Final = ("GET", "HEAD")
+_GRPC_TYPES: Final = frozenset(
+    f"application/{kind}{codec}"
+    for kind in ("grpc", "grpc-web")
+    for codec in ("", "+proto", "+json")
+)
+UNARY_TYPES: Final = _GRPC_TYPES | {"application/json", "application/proto"}
+"""Content types of a unary call the Connect application speaks (codecs json and proto)."""
+STREAM_TYPES: Final = _GRPC_TYPES | {"application/connect+json", "application/connect+proto"}
+"""Content types of a streaming call the Connect application speaks."""
 
 
 def _unauthenticated_body() -> bytes:
@@ -73,6 +86,7 @@ class WebApp:
         max_drain_bytes: int,
         authenticator: Authenticator | None = None,
         drain_seconds: float = DRAIN_SECONDS,
+        streaming: Mapping[str, bool] | None = None,
     ) -> None:
         self.connect = connect
         self.health = health
@@ -81,6 +95,8 @@ class WebApp:
         self.max_drain_bytes = max_drain_bytes
         self.authenticator = authenticator
         self.drain_seconds = drain_seconds
+        self.streaming = streaming or {}
+        """Whether each method (its path) streams; paths not in it are unknown."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request (and the server's lifespan events)."""
@@ -93,7 +109,10 @@ class WebApp:
         method: str = scope["method"]
         rpc = path.startswith(self.rpc_prefix)
         if (rpc or method not in OPEN_METHODS) and not self._authenticated(scope):
-            await self._refuse(scope, receive, send)
+            if self._speaks(scope):
+                await self._rpc(scope, receive, send)  # refused by Connect, in its protocol
+            else:
+                await self._refuse(scope, receive, send)
         elif rpc:
             await self._rpc(scope, receive, send)
         elif method not in OPEN_METHODS:
@@ -116,6 +135,15 @@ class WebApp:
             for key, value in scope.get("headers", ())
         )
         return self.authenticator.authenticate(headers) is not None
+
+    def _speaks(self, scope: Scope) -> bool:
+        """Whether the request is a POST of a real method in a content type that the
+        Connect application speaks for it, so nothing of it is refused before its token."""
+        streaming = self.streaming.get(scope["path"])
+        if streaming is None or scope["method"] != "POST":
+            return False
+        content_type = (header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
+        return content_type in (STREAM_TYPES if streaming else UNARY_TYPES)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         """UNAUTHENTICATED, once the request's body is read (within the drain's bounds)."""
@@ -214,13 +242,16 @@ def web_app(
         read_max_bytes=max_request_bytes,
         codecs=CODECS,
     )
+    prefix = connect.path + "/"
+    service = chat_pb2.DESCRIPTOR.services_by_name["ChatService"]
     app = WebApp(
         connect,
         health,
         static,
-        connect.path + "/",
+        prefix,
         max_request_bytes,
         authenticator=authenticator,
         drain_seconds=drain_seconds,
+        streaming={prefix + m.name: m.server_streaming for m in service.methods},
     )
     return Cors(app, cors_origins)
