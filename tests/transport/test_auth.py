@@ -80,6 +80,36 @@ def test_a_valid_token_opens_every_rpc_and_health_stays_open(tmp_path: Path) -> 
     run(scenario())
 
 
+def test_an_unknown_method_is_refused_like_a_known_one_without_a_token(tmp_path: Path) -> None:
+    """Without a valid token nothing is looked up: an unknown method, of either shape, gets
+    UNAUTHENTICATED as a real one does; with a token it is UNIMPLEMENTED."""
+    unknown = [
+        Rpc("Nope", "/agentskit.chat.v1.ChatService/Nope", streaming=False),
+        Rpc("Stream", "/agentskit.chat.v1.ChatService/StreamNope", streaming=True),
+        Rpc("Other", "/other.v1.Service/Method", streaming=False),
+    ]
+
+    async def scenario() -> None:
+        async with (
+            live(tmp_path, authenticator=authenticator(tmp_path), token=TOKEN_A) as env,
+            grpc.aio.insecure_channel(env.target) as channel,
+        ):
+            for rpc in unknown:
+                for metadata in ((), (("authorization", "Bearer not-a-known-token"),)):
+                    code, details, responses = await call_raw(channel, rpc, b"", metadata)
+                    assert code == grpc.StatusCode.UNAUTHENTICATED, rpc.path
+                    assert details == "missing or invalid credentials"
+                    assert responses == []
+                accepted = (("authorization", f"Bearer {TOKEN_A}"),)
+                code, _, _ = await call_raw(channel, rpc, b"", accepted)
+                assert code == grpc.StatusCode.UNIMPLEMENTED, rpc.path
+            # Health stays open, known or not.
+            health = Rpc("Nope", "/grpc.health.v1.Health/Nope", streaming=False)
+            assert (await call_raw(channel, health, b""))[0] == grpc.StatusCode.UNIMPLEMENTED
+
+    run(scenario())
+
+
 async def _list_services(
     channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...]
 ) -> list[str]:
@@ -215,33 +245,3 @@ def test_a_bad_tokens_file_is_refused_with_its_entry_named(
         load_tokens(path)
     assert message in str(caught.value)
     assert "a" * 64 not in str(caught.value)
-
-
-def test_an_unknown_method_is_refused_like_a_known_one_without_a_token(tmp_path: Path) -> None:
-    """Without a valid token nothing is looked up: an unknown method, of either shape, gets
-    UNAUTHENTICATED as a real one does; with a token it is UNIMPLEMENTED."""
-    unknown = [
-        Rpc("Nope", "/agentskit.chat.v1.ChatService/Nope", streaming=False),
-        Rpc("Stream", "/agentskit.chat.v1.ChatService/StreamNope", streaming=True),
-        Rpc("Other", "/other.v1.Service/Method", streaming=False),
-    ]
-
-    async def scenario() -> None:
-        async with (
-            live(tmp_path, authenticator=authenticator(tmp_path), token=TOKEN_A) as env,
-            grpc.aio.insecure_channel(env.target) as channel,
-        ):
-            for rpc in unknown:
-                for metadata in ((), (("authorization", "Bearer not-a-known-token"),)):
-                    code, details, responses = await call_raw(channel, rpc, b"", metadata)
-                    assert code == grpc.StatusCode.UNAUTHENTICATED, rpc.path
-                    assert details == "missing or invalid credentials"
-                    assert responses == []
-                accepted = (("authorization", f"Bearer {TOKEN_A}"),)
-                code, _, _ = await call_raw(channel, rpc, b"", accepted)
-                assert code == grpc.StatusCode.UNIMPLEMENTED, rpc.path
-            # Health stays open, known or not.
-            health = Rpc("Nope", "/grpc.health.v1.Health/Nope", streaming=False)
-            assert (await call_raw(channel, health, b""))[0] == grpc.StatusCode.UNIMPLEMENTED
-
-    run(scenario())
