@@ -227,3 +227,28 @@ def test_serve_refuses_an_output_limit_that_would_break_stock_clients(tmp_path: 
     result = run_cli("serve", "--state-dir", str(tmp_path), "--max-output-bytes", "4000000")
     assert result.returncode == 2
     assert "exceed 4194304 bytes" in result.stderr
+
+
+def test_the_http_listener_obeys_the_loopback_rule(tmp_path: Path) -> None:
+    tokens = write_tokens(tmp_path / "tokens.yaml", TOKEN)
+    with pytest.raises(ValueError, match=r"listen on 0\.0\.0\.0:0 without auth"):
+        security_from(serve_args("--http-listen", "0.0.0.0:0"))
+    with pytest.raises(ValueError, match=r"refusing to listen on \[::\]:8080"):
+        security_from(serve_args("--http-listen", "[::]:8080"))
+    assert security_from(serve_args("--http-listen", "127.0.0.1:0"))
+    assert security_from(serve_args("--http-listen", "0.0.0.0:0", "--insecure-no-auth"))
+    assert security_from(serve_args("--http-listen", "0.0.0.0:0", "--auth-tokens", str(tokens)))
+    result = run_cli("serve", "--http-listen", "0.0.0.0:0", "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 2
+    assert "refusing to listen on 0.0.0.0:0 without authentication" in result.stderr
+    assert "listening" not in result.stdout
+    assert not (tmp_path / "state" / "sessions.db").exists()
+
+
+def test_the_handshake_timeout_flag_reaches_the_limits() -> None:
+    connections = security_from(serve_args("--handshake-timeout", "1.5")).connections
+    assert connections.handshake_seconds == 1.5
+    assert ("grpc.server_handshake_timeout_ms", 1500) in connections.options()
+    assert security_from(serve_args()).connections.handshake_seconds == 5.0
+    with pytest.raises(ValueError, match="handshake timeout must be positive"):
+        security_from(serve_args("--handshake-timeout", "0"))

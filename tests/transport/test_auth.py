@@ -15,7 +15,7 @@ from agentskit_chat.transport import Authenticator, TokenFileError, load_tokens,
 from agentskit_chat_client import ChatClient, ChatError, Submit
 
 from .conftest import health_status, live, refused, run
-from .rpcs import RPCS, call_raw
+from .rpcs import RPCS, Rpc, call_raw
 
 TOKEN_A = "token-of-tenant-a-0123456789"
 TOKEN_B = "token-of-tenant-b-9876543210"
@@ -76,6 +76,36 @@ def test_a_valid_token_opens_every_rpc_and_health_stays_open(tmp_path: Path) -> 
             assert result.text == "What is your name?"
             async with grpc.aio.insecure_channel(env.target) as bare:
                 assert await health_status(bare, "") == health_pb2.HealthCheckResponse.SERVING
+
+    run(scenario())
+
+
+def test_an_unknown_method_is_refused_like_a_known_one_without_a_token(tmp_path: Path) -> None:
+    """Without a valid token nothing is looked up: an unknown method, of either shape, gets
+    UNAUTHENTICATED as a real one does; with a token it is UNIMPLEMENTED."""
+    unknown = [
+        Rpc("Nope", "/agentskit.chat.v1.ChatService/Nope", streaming=False),
+        Rpc("Stream", "/agentskit.chat.v1.ChatService/StreamNope", streaming=True),
+        Rpc("Other", "/other.v1.Service/Method", streaming=False),
+    ]
+
+    async def scenario() -> None:
+        async with (
+            live(tmp_path, authenticator=authenticator(tmp_path), token=TOKEN_A) as env,
+            grpc.aio.insecure_channel(env.target) as channel,
+        ):
+            for rpc in unknown:
+                for metadata in ((), (("authorization", "Bearer not-a-known-token"),)):
+                    code, details, responses = await call_raw(channel, rpc, b"", metadata)
+                    assert code == grpc.StatusCode.UNAUTHENTICATED, rpc.path
+                    assert details == "missing or invalid credentials"
+                    assert responses == []
+                accepted = (("authorization", f"Bearer {TOKEN_A}"),)
+                code, _, _ = await call_raw(channel, rpc, b"", accepted)
+                assert code == grpc.StatusCode.UNIMPLEMENTED, rpc.path
+            # Health stays open, known or not.
+            health = Rpc("Nope", "/grpc.health.v1.Health/Nope", streaming=False)
+            assert (await call_raw(channel, health, b""))[0] == grpc.StatusCode.UNIMPLEMENTED
 
     run(scenario())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -205,5 +206,48 @@ def test_a_history_at_its_limits_still_reads_back_through_a_stock_client(tmp_pat
                 messages=[pb.Message(id=m.id, content=m.content) for m in view.messages]
             )
             assert raw.ByteSize() < limits.largest_response() < 4 * MiB
+
+    run(scenario())
+
+
+def closed_by_peer(sock: socket.socket, timeout: float) -> bool:
+    """Whether the server closes `sock` (EOF or reset) within `timeout` seconds."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65_536):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def test_sockets_that_never_handshake_are_closed_and_free_their_places(tmp_path: Path) -> None:
+    """Connections that never send the HTTP/2 preface hold places under --max-connections
+    only until the handshake timeout; then a real client gets through."""
+
+    async def scenario() -> None:
+        connections = ConnectionLimits(max_connections=3, handshake_seconds=0.5)
+        async with live(tmp_path, connections=connections) as env:
+            port = int(env.target.rsplit(":", 1)[1])
+            silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+            try:
+                for sock in silent:  # grpcio's own timeout would keep them for minutes
+                    assert await asyncio.to_thread(closed_by_peer, sock, 20)
+                for _ in range(100):  # the server counts the closed connections out
+                    client = own_connection(env.target)
+                    try:
+                        assert await client.list_definitions()
+                        break
+                    except ChatError:
+                        await asyncio.sleep(0.05)
+                    finally:
+                        await client.channel.close()
+                else:
+                    raise AssertionError("silent connections still hold the places")
+            finally:
+                for sock in silent:
+                    sock.close()
 
     run(scenario())

@@ -72,6 +72,14 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
         default=connections.max_idle_seconds,
         help="seconds before a connection without calls is closed [%(default)s]",
     )
+    parser.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=connections.handshake_seconds,
+        metavar="SECONDS",
+        help="seconds a new connection has to finish its handshake (TLS, HTTP/2 preface; on "
+        "the HTTP listener, its first request's headers) before it is closed [%(default)s]",
+    )
     for kind, what in (("turns", "turns"), ("sessions", "session creations")):
         parser.add_argument(
             f"--rate-{kind}",
@@ -124,6 +132,7 @@ def security_from(args: argparse.Namespace) -> SecuritySettings:
             max_connections=args.max_connections,
             max_streams_per_connection=args.max_streams_per_connection,
             max_idle_seconds=args.max_connection_idle,
+            handshake_seconds=args.handshake_timeout,
         ),
         reflection=args.reflection,
         rates=RateLimits(
@@ -132,6 +141,10 @@ def security_from(args: argparse.Namespace) -> SecuritySettings:
         ),
     )
     check_exposure(args.listen, settings)
+    http_listen: str | None = getattr(args, "http_listen", None)
+    if http_listen is not None and http_listen.rpartition(":")[2].isdigit():
+        # The same service, the same boundary (an address without a port is refused later).
+        check_exposure(http_listen, settings)
     return settings
 
 

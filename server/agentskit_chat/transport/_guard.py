@@ -1,8 +1,9 @@
 """The server's first interceptor: authentication, the caller's principal, malformed requests.
 
 It runs before any other interceptor or handler. A call without a valid bearer token (when
-tokens are configured) is refused with UNAUTHENTICATED before its request is even decoded;
-the health service stays open. An accepted call runs as its principal (see
+tokens are configured) is refused with UNAUTHENTICATED before its request is even decoded,
+and before the method is looked up: an unknown method is refused alike, not answered
+UNIMPLEMENTED; the health service stays open. An accepted call runs as its principal (see
 `agentskit_chat.service.act_as`). A request that does not decode (bad protobuf, invalid
 UTF-8 in a string) is refused with INVALID_ARGUMENT and one short log line, instead of
 gRPC's UNKNOWN and a logged traceback.
@@ -53,15 +54,16 @@ class Guard(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Handler | None:
         """The handler to run: a refusal, or the real one under the caller's principal."""
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler  # UNIMPLEMENTED, for everyone alike
         method = handler_call_details.method
         principal: Principal | None = ANONYMOUS
         if self.authenticator is not None and not method.startswith(OPEN_PREFIXES):
             principal = self.authenticator.authenticate(handler_call_details.invocation_metadata)
+        handler = await continuation(handler_call_details)
         if principal is None:
+            # Refused before anything else: an unknown method says no more than a known one.
             return _refusal(handler)
+        if handler is None:
+            return handler  # UNIMPLEMENTED, for callers the server accepts
         return _guarded(handler, principal, method)
 
 
@@ -147,12 +149,15 @@ def _guarded(handler: Handler, principal: Principal, method: str) -> Handler:
     return grpc.stream_stream_rpc_method_handler(guarded_stream_stream, decode, serialize)
 
 
-def _refusal(handler: Handler) -> Handler:
-    """A handler of the same shape that refuses the call without decoding its request."""
+def _refusal(handler: Handler | None) -> Handler:
+    """A handler of the same shape that refuses the call without decoding its request (of
+    any shape for an unknown method: the refusal comes before the request is read)."""
 
     async def refuse(request: Any, context: Context) -> None:
         await abort(context, UNAUTHENTICATED)
 
+    if handler is None:
+        return grpc.stream_stream_rpc_method_handler(refuse)
     if not handler.request_streaming and not handler.response_streaming:
         return grpc.unary_unary_rpc_method_handler(refuse)
     if not handler.request_streaming:

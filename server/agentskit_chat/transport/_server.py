@@ -35,6 +35,9 @@ DEFAULT_MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
 CLEANUP_SECONDS: Final = 5.0
 CALLS_AFTER_TURNS_SECONDS: Final = 2.0
 """How long a drain lets other calls finish once no turn is in flight."""
+HANDSHAKE_SECONDS: Final = 5.0
+"""How long a new connection has to finish its handshake (TLS, then the HTTP/2 preface and
+settings; on the HTTP listener, up to the first request's headers) before it is closed."""
 
 
 @dataclass
@@ -100,12 +103,17 @@ class ConnectionLimits:
     """Calls in flight on one connection; further calls wait until one ends."""
     max_idle_seconds: float = 300.0
     """A connection without calls for this long is closed (GOAWAY; clients reconnect)."""
+    handshake_seconds: float = HANDSHAKE_SECONDS
+    """A connection that has not finished its handshake this long after it was accepted is
+    closed, so sockets that never speak do not hold places under `max_connections`."""
 
     def __post_init__(self) -> None:
         if min(self.max_connections, self.max_streams_per_connection) < 1:
             raise ValueError("connection and stream limits must be at least 1")
         if self.max_idle_seconds <= 0:
             raise ValueError("the idle connection limit must be positive")
+        if self.handshake_seconds <= 0:
+            raise ValueError("the handshake timeout must be positive")
 
     def options(self) -> list[tuple[str, int]]:
         """The grpc core channel arguments."""
@@ -113,6 +121,7 @@ class ConnectionLimits:
             ("grpc.max_allowed_incoming_connections", self.max_connections),
             ("grpc.max_concurrent_streams", self.max_streams_per_connection),
             ("grpc.max_connection_idle_ms", int(self.max_idle_seconds * 1000)),
+            ("grpc.server_handshake_timeout_ms", max(1, int(self.handshake_seconds * 1000))),
         ]
 
 
@@ -176,6 +185,7 @@ async def start_server(
             max_request_bytes=max_request_bytes,
             cors_origins=http.cors_origins,
             static=None if http.web_root is None else StaticFiles(Path(http.web_root)),
+            drain_seconds=http.drain_seconds,
         )
         listener = await start_http(
             app,

@@ -7,29 +7,71 @@
   health service reports the server as a whole; it needs no token.
 - Anything else: the static files under `--web-root` when one is given, else 404.
 
-Everything passes through `Cors` first.
+Everything passes through `Cors` first, so preflights stay open. When tokens are required,
+a request without a valid bearer token is refused before anything else looks at it, unless
+it is a `GET`/`HEAD` outside the RPC path (health, static files): a `POST` of a real method
+in a content type its protocol speaks goes on to the Connect application, whose
+authentication refuses it in the caller's protocol (Connect, gRPC-Web or gRPC); anything
+else (an unknown method or path, another HTTP method, another content type) gets
+UNAUTHENTICATED as HTTP 401 with a Connect error JSON body, as the gRPC listener refuses an
+unknown method: nothing tells what exists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import base64
+import json
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from connectrpc.interceptor import Interceptor
 from grpc_health.v1 import health_pb2
 
+from agentskit.chat.v1 import chat_pb2
 from agentskit.chat.v1.chat_connect import ChatServiceASGIApplication
 from agentskit_chat.transport._auth import Authenticator
+from agentskit_chat.transport._guard import UNAUTHENTICATED
 from agentskit_chat.transport._health import HealthService
 from agentskit_chat.transport._rpcs import ChatRpcs
+from agentskit_chat.transport._status import error_details
 
-from ._asgi import App, Message, Receive, Scope, Send, respond
+from ._asgi import App, Message, Receive, Scope, Send, header, respond
 from ._codecs import CODECS
 from ._cors import Cors
 from ._service import Authentication, ConnectChatService
 from ._static import StaticFiles
 
 HEALTH_PATH: Final = "/healthz"
+DRAIN_SECONDS: Final = 10.0
+"""How long an answer given before its request's body was read (a refusal) waits for the
+rest of that body; then it is sent anyway and the connection closed."""
+OPEN_METHODS: Final = ("GET", "HEAD")
+_GRPC_TYPES: Final = frozenset(
+    f"application/{kind}{codec}"
+    for kind in ("grpc", "grpc-web")
+    for codec in ("", "+proto", "+json")
+)
+UNARY_TYPES: Final = _GRPC_TYPES | {"application/json", "application/proto"}
+"""Content types of a unary call the Connect application speaks (codecs json and proto)."""
+STREAM_TYPES: Final = _GRPC_TYPES | {"application/connect+json", "application/connect+proto"}
+"""Content types of a streaming call the Connect application speaks."""
+
+
+def _unauthenticated_body() -> bytes:
+    """The Connect error JSON of UNAUTHENTICATED, with the details gRPC sends."""
+    details = [
+        {
+            "type": detail.type_url.rsplit("/", 1)[-1],
+            "value": base64.b64encode(detail.value).decode().rstrip("="),
+        }
+        for detail in error_details(UNAUTHENTICATED)
+    ]
+    error = {"code": "unauthenticated", "message": UNAUTHENTICATED.message, "details": details}
+    return json.dumps(error).encode()
+
+
+UNAUTHENTICATED_BODY: Final = _unauthenticated_body()
 
 
 class WebApp:
@@ -42,12 +84,19 @@ class WebApp:
         static: StaticFiles | None,
         rpc_prefix: str,
         max_drain_bytes: int,
+        authenticator: Authenticator | None = None,
+        drain_seconds: float = DRAIN_SECONDS,
+        streaming: Mapping[str, bool] | None = None,
     ) -> None:
         self.connect = connect
         self.health = health
         self.static = static
         self.rpc_prefix = rpc_prefix
         self.max_drain_bytes = max_drain_bytes
+        self.authenticator = authenticator
+        self.drain_seconds = drain_seconds
+        self.streaming = streaming or {}
+        """Whether each method (its path) streams; paths not in it are unknown."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request (and the server's lifespan events)."""
@@ -58,9 +107,15 @@ class WebApp:
             return  # Websockets are not served; the server closes them.
         path: str = scope["path"]
         method: str = scope["method"]
-        if path.startswith(self.rpc_prefix):
+        rpc = path.startswith(self.rpc_prefix)
+        if (rpc or method not in OPEN_METHODS) and not self._authenticated(scope):
+            if self._speaks(scope):
+                await self._rpc(scope, receive, send)  # refused by Connect, in its protocol
+            else:
+                await self._refuse(scope, receive, send)
+        elif rpc:
             await self._rpc(scope, receive, send)
-        elif method not in ("GET", "HEAD"):
+        elif method not in OPEN_METHODS:
             await respond(send, 405, b"method not allowed\n", headers=[(b"allow", b"GET, HEAD")])
         elif path == HEALTH_PATH:
             serving = self.health.status() == health_pb2.HealthCheckResponse.SERVING
@@ -71,6 +126,51 @@ class WebApp:
         else:
             await respond(send, 404, b"not found\n", head=method == "HEAD")
 
+    def _authenticated(self, scope: Scope) -> bool:
+        """Whether the request may go further: no tokens required, or a valid one given."""
+        if self.authenticator is None:
+            return True
+        headers = (
+            (bytes(key).decode("latin-1"), bytes(value).decode("latin-1"))
+            for key, value in scope.get("headers", ())
+        )
+        return self.authenticator.authenticate(headers) is not None
+
+    def _speaks(self, scope: Scope) -> bool:
+        """Whether the request is a POST of a real method in a content type that the
+        Connect application speaks for it, so nothing of it is refused before its token."""
+        streaming = self.streaming.get(scope["path"])
+        if streaming is None or scope["method"] != "POST":
+            return False
+        content_type = (header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
+        return content_type in (STREAM_TYPES if streaming else UNARY_TYPES)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """UNAUTHENTICATED, once the request's body is read (within the drain's bounds)."""
+        await self._drain(scope, _Body(receive))
+        await respond(
+            send,
+            401,
+            UNAUTHENTICATED_BODY,
+            content_type="application/json",
+            head=scope["method"] == "HEAD",
+        )
+
+    async def _drain(self, scope: Scope, body: _Body) -> None:
+        """Read and drop the rest of the body: at most `max_drain_bytes` (none when the
+        declared length is larger) for at most `drain_seconds`. A body that does not fit is
+        left unread; the server then closes the connection after the answer."""
+        declared = header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_drain_bytes:
+            return
+        left = self.max_drain_bytes
+        try:
+            async with asyncio.timeout(self.drain_seconds):
+                while not body.finished and left > 0:
+                    left -= len((await body()).get("body", b""))
+        except TimeoutError:
+            pass
+
     async def _rpc(self, scope: Scope, receive: Receive, send: Send) -> None:
         """One call, its answer held back until its body has been read.
 
@@ -78,35 +178,40 @@ class WebApp:
         and an HTTP/1.1 server closes the connection once it has answered a request whose
         body it did not read, while the client may still be writing it: the browser then
         sees a reset instead of the answer. So an answer that ends before the body does
-        waits while the rest of the body (up to `max_drain_bytes`) is read and dropped.
-        Calls that read their body first, as every accepted call does, pass straight on.
+        waits while the rest of the body is read and dropped, within the bounds of
+        `_drain`. Calls that read their body first, as every accepted call does, pass
+        straight on.
         """
-        finished = False
+        body = _Body(receive)
         held: list[Message] = []
 
-        async def tracked() -> Message:
-            nonlocal finished
-            message = await receive()
-            if message["type"] == "http.disconnect" or not message.get("more_body", False):
-                finished = True
-            return message
-
         async def answer(message: Message) -> None:
-            nonlocal finished
-            if finished:
+            if body.finished:
                 await send(message)
                 return
             held.append(message)
             if message["type"] != "http.response.body" or message.get("more_body", False):
                 return
-            left = self.max_drain_bytes
-            while not finished and left > 0:
-                left -= len((await tracked()).get("body", b""))
+            await self._drain(scope, body)
             for message in held:
                 await send(message)
             held.clear()
 
-        await self.connect(scope, tracked, answer)
+        await self.connect(scope, body, answer)
+
+
+class _Body:
+    """A request's `receive`, noting when its body has ended."""
+
+    def __init__(self, receive: Receive) -> None:
+        self.receive = receive
+        self.finished = False
+
+    async def __call__(self) -> Message:
+        message = await self.receive()
+        if message["type"] == "http.disconnect" or not message.get("more_body", False):
+            self.finished = True
+        return message
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -128,6 +233,7 @@ def web_app(
     max_request_bytes: int,
     cors_origins: frozenset[str] = frozenset(),
     static: StaticFiles | None = None,
+    drain_seconds: float = DRAIN_SECONDS,
 ) -> App:
     """The listener's whole application."""
     connect = ChatServiceASGIApplication(
@@ -136,5 +242,16 @@ def web_app(
         read_max_bytes=max_request_bytes,
         codecs=CODECS,
     )
-    app = WebApp(connect, health, static, connect.path + "/", max_request_bytes)
+    prefix = connect.path + "/"
+    service = chat_pb2.DESCRIPTOR.services_by_name["ChatService"]
+    app = WebApp(
+        connect,
+        health,
+        static,
+        prefix,
+        max_request_bytes,
+        authenticator=authenticator,
+        drain_seconds=drain_seconds,
+        streaming={prefix + m.name: m.server_streaming for m in service.methods},
+    )
     return Cors(app, cors_origins)

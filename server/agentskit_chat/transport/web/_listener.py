@@ -2,7 +2,8 @@
 
 HTTP/1.1 and HTTP/2 (cleartext h2c with prior knowledge or upgrade; over TLS by ALPN) on
 one port. The socket is bound here, so port 0 is resolved before serving and
-`--workers` can share the port (SO_REUSEPORT) as they share the gRPC one.
+`--workers` can share the port (SO_REUSEPORT) as they share the gRPC one. Connections are
+accepted by `serve_connections`, which caps them and bounds their handshake (see there).
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ import logging
 import socket
 import ssl
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 from agentskit_chat.transport._server import ConnectionLimits
 from agentskit_chat.transport._tls import TlsFiles
 
+from ._app import DRAIN_SECONDS
 from ._asgi import App
+from ._connections import serve_connections
 
 log = logging.getLogger("agentskit_chat.transport")
 
@@ -37,6 +39,8 @@ class HttpSettings:
     listen: str
     cors_origins: frozenset[str] = frozenset()
     web_root: str | None = None
+    drain_seconds: float = DRAIN_SECONDS
+    """How long a refused call's answer waits for the rest of its body (see `WebApp`)."""
 
 
 def bind(listen: str, *, reuse_port: bool = False) -> socket.socket:
@@ -113,11 +117,13 @@ async def start_http(
     """Bind `listen` and serve `app` on it in this event loop until `stop()`."""
     sock = bind(listen, reuse_port=reuse_port)
     port = int(sock.getsockname()[1])
-    config = _config(sock, limits or ConnectionLimits(), tls)
+    limits = limits or ConnectionLimits()
+    config = _config(sock, limits, tls)
+    sockets = config.create_sockets()
+    listening = [*sockets.secure_sockets, *sockets.insecure_sockets]
     stopping = asyncio.Event()
-    served: Any = app  # Hypercorn's own ASGI types are stricter than the callables it takes.
     task = asyncio.create_task(
-        serve(served, config, shutdown_trigger=stopping.wait, mode="asgi"),
+        serve_connections(app, config, listening, limits, stopping),
         name="agentskit-chat-http",
     )
     return HttpListener(task, stopping, config, port)
