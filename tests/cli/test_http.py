@@ -96,6 +96,17 @@ def test_a_taken_http_port_is_refused(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_a_taken_grpc_port_is_refused_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--listen", f"127.0.0.1:{port}", "--state-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}: the address is in use" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_workers_share_the_http_port(launch: Launcher, tmp_path: Path) -> None:
     server = launch(
         tmp_path / "state", "--workers", "2", "--http-listen", "127.0.0.1:0", log_level="INFO"

@@ -167,12 +167,15 @@ async def start_server(
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if reflection_enabled:
         enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME))
-    if tls is None:
-        port = server.add_insecure_port(listen)
-    else:
-        port = server.add_secure_port(listen, tls.credentials())
+    try:  # grpcio raises RuntimeError for an address it cannot bind (one in use, say)
+        if tls is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, tls.credentials())
+    except RuntimeError:
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {listen}")
+        raise OSError(f"cannot listen on {listen}: the address is in use or not available")
     listener = None
     if http is not None:
         from .web import StaticFiles, start_http, web_app
