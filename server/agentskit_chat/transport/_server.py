@@ -120,6 +120,7 @@ class ConnectionLimits:
         return [
             ("grpc.max_allowed_incoming_connections", self.max_connections),
             ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+            ("grpc.http.overload_protection", 0),  # count open streams as clients do
             ("grpc.max_connection_idle_ms", int(self.max_idle_seconds * 1000)),
             ("grpc.server_handshake_timeout_ms", max(1, int(self.handshake_seconds * 1000))),
         ]
