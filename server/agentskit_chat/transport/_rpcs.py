@@ -8,7 +8,7 @@ these, and each turns a raised `ServiceError` into its own status.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 
 from agentskit.chat.v1 import chat_pb2 as pb
@@ -84,10 +84,10 @@ class ChatRpcs:
         )
 
     async def stream_turn(
-        self, request: pb.StreamTurnRequest
+        self, request: pb.StreamTurnRequest, stalled: Callable[[], None] | None = None
     ) -> AsyncGenerator[pb.StreamTurnResponse, None]:
         """Run one turn and stream its events; a client that stops reading loses the turn
-        at its deadline (see `StallWatch`)."""
+        at its deadline, and `stalled` is called to end the call (see `StallWatch`)."""
         stamp = convert.EventStamper(request.session_id, request.turn_id)
         deadline = asyncio.get_running_loop().time() + self.service.limits.turn_timeout
         turn = TurnRequest(
@@ -97,7 +97,7 @@ class ChatRpcs:
             _expected_cursor(request),
         )
         async with aclosing(self.service.run_turn(turn)) as events:
-            with StallWatch(events, deadline) as watch:
+            with StallWatch(events, deadline, stalled) as watch:
                 async for event in events:
                     watch.sending(terminal=isinstance(event, Completed | Failed))
                     yield stamp(event)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import aclosing
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import grpc
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
-from agentskit_chat.service import ChatService, ServiceError
+from agentskit_chat.service import ChatService, Reason, ServiceError
 
 from ._rpcs import ChatRpcs
 from ._status import abort, abort_internal
@@ -19,6 +20,12 @@ from ._status import abort, abort_internal
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Context = grpc.aio.ServicerContext[object, object]
+
+STALLED: Final = ServiceError(
+    Reason.DEADLINE_EXCEEDED,
+    "the turn timed out while the client was not reading its stream; the turn was closed",
+)
+_ending: set[asyncio.Task[None]] = set()
 
 
 class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
@@ -79,7 +86,8 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
     ) -> AsyncIterator[pb.StreamTurnResponse]:
         """Run one turn and stream its events."""
         try:
-            async with aclosing(self.rpcs.stream_turn(request)) as events:
+            stream = self.rpcs.stream_turn(request, stalled=lambda: _end_stalled(context))
+            async with aclosing(stream) as events:
                 async for event in events:
                     yield event
         except ServiceError as error:
@@ -89,6 +97,26 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         except Exception as exc:
             log.error("turn failed unexpectedly: %s", type(exc).__name__)
             await abort_internal(context)
+
+
+def _end_stalled(context: Context) -> None:
+    """End a call whose client stopped reading with DEADLINE_EXCEEDED.
+
+    The status waits behind the events the client has not read, so it is sent from a task
+    of its own, which ends when the client reads them or the call ends otherwise.
+    """
+    task = asyncio.ensure_future(_abort_stalled(context))
+    _ending.add(task)
+    task.add_done_callback(_ending.discard)
+
+
+async def _abort_stalled(context: Context) -> None:
+    try:
+        await abort(context, STALLED)
+    except grpc.aio.AbortError:
+        pass  # The status was sent.
+    except Exception as exc:  # The call ended before it could be: nothing left to tell.
+        log.debug("a stalled call ended before its status: %s", type(exc).__name__)
 
 
 async def _call(context: Context, call: Awaitable[T]) -> T:

@@ -5,10 +5,14 @@ A stream's events wait for the client's flow-control window. A client that stops
 that wait until the lease lapses, and hold up a drain for the whole grace period. Each
 event must leave before the turn's deadline (the terminal one, sent after the lease is
 released, within TERMINAL_SEND_SECONDS): otherwise the turn is closed, which releases its
-lease as a cancellation does, and the call's handler is cancelled. gRPC cannot end the
-stream itself while its data waits for the client (the status would queue behind it), so
-the call stays open until the client reads, cancels or the server stops; a drain cuts it
-after CALLS_AFTER_TURNS_SECONDS once no turn is in flight.
+lease as a cancellation does, the transport's `stalled` callback ends the call with a
+status, and the call's handler is cancelled.
+
+A grpc.aio server cannot reset one stream: the status it sends waits behind the events the
+client has not read, so a client that reads again gets its events and then the status. A
+client that never reads again sees its call end on the wire at its own deadline (gRPC
+sends the deadline's trailers and RST_STREAM whatever is unread) or when its connection
+reaches its maximum age (GOAWAY, then the connection is closed after the age's grace).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -28,11 +32,17 @@ TERMINAL_SEND_SECONDS: Final = 5.0
 class StallWatch:
     """Watches one turn stream's sends; use as a context manager around the stream."""
 
-    def __init__(self, events: AsyncGenerator[Any, None], deadline: float) -> None:
+    def __init__(
+        self,
+        events: AsyncGenerator[Any, None],
+        deadline: float,
+        stalled: Callable[[], None] | None = None,
+    ) -> None:
         self._loop = asyncio.get_running_loop()
         self._call = asyncio.current_task()
         self._events = events
         self._deadline = deadline
+        self._stalled_callback = stalled
         self._timer: asyncio.TimerHandle | None = None
         self._ending: asyncio.Task[None] | None = None
 
@@ -61,6 +71,8 @@ class StallWatch:
     def _stalled(self) -> None:
         self._timer = None
         log.warning("turn stream stalled: the client stopped reading; cancelling the call")
+        if self._stalled_callback is not None:
+            self._stalled_callback()
         self._ending = asyncio.ensure_future(self._end())
 
     async def _end(self) -> None:
