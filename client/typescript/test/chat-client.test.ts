@@ -265,3 +265,24 @@ test("a deadline too short for the call is DEADLINE_EXCEEDED", { skip }, async (
   const patient = await client.listDefinitions({ timeoutMs: 0 });
   assert.ok(patient.length > 0, "timeoutMs <= 0 on the call disables the client default");
 });
+
+test("calls below the stream limit of one connection never fail", { skip }, async () => {
+  const client = liveClient(); // one transport: one HTTP/2 connection
+  await client.listDefinitions(); // the connection is open
+  const calls = 2000;
+  const concurrency = 90; // the server allows 100 calls per connection by default
+  let started = 0;
+  const failed: Record<string, number> = {};
+  const worker = async (): Promise<void> => {
+    while (started++ < calls) {
+      try {
+        await client.listDefinitions();
+      } catch (error) {
+        const name = error instanceof ChatError ? error.codeName : String(error);
+        failed[name] = (failed[name] ?? 0) + 1;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  assert.deepEqual(failed, {});
+});
