@@ -209,6 +209,14 @@ class SqliteStore:
         """The session's messages, oldest first, as a tuple; empty when there are none."""
         return await self._run("list_messages", partial(_list_messages, tenant, session_id))
 
+    async def load_with_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+        """The tenant's session and its messages, read in one transaction (one snapshot
+        of the write-ahead log); None when missing."""
+        read = partial(_load_with_messages, tenant, session_id)
+        return await self._run("load_with_messages", read)
+
     async def close(self) -> None:
         """Close both connections and stop the worker thread. Idempotent."""
         if self._closed:
@@ -522,6 +530,16 @@ def _list_messages(
         return tuple(StoredMessage(row[0], row[1], bytes(row[2]).decode("utf-8")) for row in rows)
     except UnicodeDecodeError:
         raise StoreCorruptError("a stored message is not valid UTF-8") from None
+
+
+def _load_with_messages(
+    tenant: str, session_id: str, db: sqlite3.Connection
+) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+    db.execute("BEGIN")  # deferred: one read snapshot for both statements, no write lock
+    stored = _load(tenant, session_id, db)
+    messages = () if stored is None else _list_messages(tenant, session_id, db)
+    db.execute("COMMIT")
+    return None if stored is None else (stored, messages)
 
 
 def _rollback(db: sqlite3.Connection) -> None:
