@@ -20,7 +20,6 @@ from agentskit_chat.storage import (
     StoreError,
     default_store_url,
     open_store,
-    redact_url,
     state_dir_from_env,
 )
 from agentskit_chat.telemetry import (
@@ -49,6 +48,7 @@ from ._security import (
 from ._store import (
     add_durability_arguments,
     add_store_arguments,
+    describe_store,
     sqlite_synchronous,
     store_password,
 )
@@ -345,7 +345,8 @@ async def serve(
 
     loop.add_signal_handler(signal.SIGHUP, reload)
     description = (
-        f"{len(definitions)} definitions, store {redact_url(settings.store_url)}, "
+        f"{len(definitions)} definitions,"
+        f" store {describe_store(settings.store_url, settings.sqlite_synchronous)}, "
         f"{security.describe()}"
     )
     if running.http is not None and settings.http is not None and worker is None:

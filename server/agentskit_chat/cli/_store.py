@@ -7,7 +7,12 @@ import os
 from pathlib import Path
 from typing import Final
 
-from agentskit_chat.storage import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_MODES
+from agentskit_chat.storage import (
+    DEFAULT_SYNCHRONOUS,
+    SYNCHRONOUS_MODES,
+    is_postgresql_url,
+    redact_url,
+)
 
 STORE_ENV: Final = "AGENTSKIT_CHAT_STORE"
 PASSWORD_ENV: Final = "AGENTSKIT_CHAT_STORE_PASSWORD"
@@ -72,3 +77,12 @@ def sqlite_synchronous(args: argparse.Namespace) -> str:
             f"{SYNCHRONOUS_ENV} must be one of {', '.join(SYNCHRONOUS_MODES)}, not {value!r}"
         )
     return value
+
+
+def describe_store(url: str, synchronous: str) -> str:
+    """The store as the startup line names it: its URL without secrets and, for SQLite,
+    its durability."""
+    text = redact_url(url)
+    if is_postgresql_url(url) or url.lower().startswith("memory:"):
+        return text
+    return f"{text} (synchronous {synchronous})"
