@@ -12,7 +12,8 @@ own, and added to the service's in the `with db` column.
 Goal: PostgreSQL costs at most GOAL x SQLite's service CPU per turn. The machine may be
 shared: the table shows every round's figure, and the ratio is the median of same-round
 ratios. The durability line gives what a disk sync per commit (`full`) costs a turn over
-`normal`: its latency in ms, and the ratios of latency and throughput. The SQLite files
+`normal`: the service's time per turn (1000 / turns per second) in ms and as a ratio,
+and the change in median turn latency. The SQLite files
 live in the system's temporary directory; on a tmpfs a sync costs nothing, so the line
 names the file system.
 """
@@ -272,23 +273,34 @@ def report(figures: dict[str, Figures], config: Config, *, pinned: bool) -> dict
 
 
 def durability(figures: dict[str, Figures]) -> dict[str, float]:
-    """Print what `--sqlite-synchronous full` costs a turn over `normal`; the figures."""
+    """Print what `--sqlite-synchronous full` costs a turn over `normal`; the figures.
+
+    A turn's cost is the time the service spends per turn at this load, 1000 / (turns/s)
+    ms: with every client busy, it is what each turn adds. Same-round pairs, medians.
+    """
     normal, full = figures["sqlite"], figures["sqlite-full"]
-    extra = [b - a for a, b in zip(normal.latency_ms, full.latency_ms, strict=False)]
-    latency = [b / a for a, b in zip(normal.latency_ms, full.latency_ms, strict=False) if a]
-    rate = [a / b for a, b in zip(normal.per_s, full.per_s, strict=False) if b]
-    cpu = [b / a for a, b in zip(normal.cpu_us, full.cpu_us, strict=False) if a]
+    pairs = list(zip(normal.per_s, full.per_s, strict=False))
+    costs = [(1000 / a, 1000 / b) for a, b in pairs if a > 0 and b > 0]
+    latency = list(zip(normal.latency_ms, full.latency_ms, strict=False))
+    cpu = [b / a for a, b in zip(normal.cpu_us, full.cpu_us, strict=False) if a > 0]
+
+    def median(values: Sequence[float]) -> float:
+        return statistics.median(values) if values else float("nan")
+
     data = {
-        "extra_ms_per_turn": statistics.median(extra) if extra else float("nan"),
-        "latency_ratio": statistics.median(latency) if latency else float("nan"),
-        "throughput_ratio": statistics.median(rate) if rate else float("nan"),
-        "cpu_ratio": statistics.median(cpu) if cpu else float("nan"),
+        "normal_ms_per_turn": median([a for a, _ in costs]),
+        "full_ms_per_turn": median([b for _, b in costs]),
+        "extra_ms_per_turn": median([b - a for a, b in costs]),
+        "cost_ratio": median([b / a for a, b in costs]),
+        "extra_median_latency_ms": median([b - a for a, b in latency]),
+        "cpu_ratio": median(cpu),
     }
     print(
-        f"Durability: SQLite full (a disk sync per commit, on {_filesystem()}) costs"
-        f" {data['extra_ms_per_turn']:+.2f} ms per turn over normal:"
-        f" {data['latency_ratio']:.2f}x the latency, {data['throughput_ratio']:.2f}x fewer"
-        f" turns/s, {data['cpu_ratio']:.2f}x the service CPU"
+        f"Durability: SQLite full (a disk sync per commit, on {_filesystem()}):"
+        f" {data['full_ms_per_turn']:.2f} ms per turn against {data['normal_ms_per_turn']:.2f}"
+        f" ms with normal ({data['extra_ms_per_turn']:+.2f} ms, {data['cost_ratio']:.2f}x);"
+        f" median latency {data['extra_median_latency_ms']:+.2f} ms;"
+        f" service CPU {data['cpu_ratio']:.2f}x"
     )
     return data
 
