@@ -6,12 +6,13 @@ files 0600, set with chmod after creation, since a umask can only take bits away
 umask 000 `mkdir -p` makes 0777 parents; under 0277 a file would be unwritable).
 
 What it finds it leaves as it is, and logs one WARNING per path when others can reach it:
-any access for others (the world bits), or group access for a group that is not the
-process's own. Group access for the process's own group is how the container image (its
-state directory is 0750, group 10001 = the server's) and a Kubernetes `fsGroup` volume
-(group-owned, setgid, group-writable) share files, so that alone is not flagged. An
-existing directory is never chmod-ed: it may be a mounted volume whose modes belong to its
-owner (an `emptyDir` is 0777 so any container of the pod may use it).
+any access for others (the world bits), or group access for a group the process is not in.
+Group access for one of the process's own groups is how the container image (its state
+directory is 0750, group 10001 = the server's) and a Kubernetes `fsGroup` volume or secret
+(group-owned by the pod's supplementary group, group-readable or -writable) share files,
+so that alone is not flagged. An existing directory is never chmod-ed: it may be a mounted
+volume whose modes belong to its owner (an `emptyDir` is 0777 so that any container of the
+pod may use it).
 """
 
 from __future__ import annotations
@@ -80,13 +81,18 @@ def exposure(path: Path) -> str | None:
         return None
     mode = stat.S_IMODE(found.st_mode)
     who = []
-    if mode & 0o070 and found.st_gid != os.getegid():
+    if mode & 0o070 and found.st_gid not in _own_groups():
         who.append(f"group {found.st_gid}")
     if mode & 0o007:
         who.append("others")
     if not who:
         return None
     return f"{' and '.join(who)} (mode {mode:04o})"
+
+
+def _own_groups() -> set[int]:
+    """The process's group and its supplementary groups (where Kubernetes puts `fsGroup`)."""
+    return {os.getegid(), *os.getgroups()}
 
 
 def warn_if_exposed(path: Path, what: str) -> None:
@@ -101,7 +107,7 @@ def warn_if_exposed(path: Path, what: str) -> None:
         _WARNED.add(resolved)
     wanted = "0700" if path.is_dir() else "0600"
     log.warning(
-        "%s %s is open to %s: make it %s, or group-only for the server's own group",
+        "%s %s is open to %s: make it %s, or group-only for a group of the server's",
         what,
         path,
         found,
