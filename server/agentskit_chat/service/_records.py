@@ -155,11 +155,14 @@ class Records:
         its messages read in the same snapshot: a turn committing between two separate
         reads would make an intact history look short or long (`messages`)."""
         entry = self._cache.get(session_id, tenant)
-        if entry is not None and entry.messages is not None:
+        if entry is not None and (
+            entry.messages is not None or entry.loaded.history_mode == HistoryMode.CLIENT
+        ):
             stored = await _guard(self.store.load(session_id, tenant=tenant))
+            if stored is None or stored.history_mode == HistoryMode.CLIENT:
+                return stored, None
             entry = self._cache.get(session_id, tenant)  # as it is now, after the read
-            held = entry is not None and entry.messages is not None
-            if stored is None or (held and entry is not None and stored.record == entry.data):
+            if entry is not None and entry.messages is not None and stored.record == entry.data:
                 return stored, None
         found = await _guard(self.store.load_with_messages(session_id, tenant=tenant))
         return (None, None) if found is None else found
@@ -275,7 +278,8 @@ class Records:
     async def messages(self, loaded: Loaded) -> tuple[Message, ...]:
         """The server-held history that goes with `loaded`; SESSION_CORRUPT when the store
         holds another number of messages than the record counts (rows removed or added
-        behind the service)."""
+        behind the service), CONFLICT when the session changed since `loaded` was read
+        and its history was not read with it."""
         session_id, tenant = loaded.record.session_id, loaded.tenant
         entry = self._cache.get(session_id, tenant)
         expected = loaded.record.messages
