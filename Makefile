@@ -61,6 +61,7 @@ bench: $(STAMP) postgresql-server
 	$(BIN)/python -m bench.model
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.stores
+	$(BIN)/python -m bench.snapshot
 
 # Debian's Chromium, which the browser tests (tests/web) drive headless through playwright-core
 # (installed when absent; not needed when CONTRACT_SKIP_TOOLCHAINS names node).

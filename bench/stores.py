@@ -1,5 +1,6 @@
-"""Session stores side by side: deterministic-turn throughput and CPU per turn on the
-memory, SQLite and PostgreSQL stores, in one run.
+"""Session stores side by side: deterministic-turn throughput, CPU and latency per turn on
+the memory, SQLite (`--sqlite-synchronous normal` and `full`) and PostgreSQL stores, in one
+run.
 
 Each round starts, for every store, a new `serve` process (on a CPU of its own when there
 are two or more; see bench/_servers.py) and drives `/ping` turns into server-held sessions
@@ -10,7 +11,11 @@ own, and added to the service's in the `with db` column.
 
 Goal: PostgreSQL costs at most GOAL x SQLite's service CPU per turn. The machine may be
 shared: the table shows every round's figure, and the ratio is the median of same-round
-ratios.
+ratios. The durability line gives what a disk sync per commit (`full`) costs a turn over
+`normal`: the service's time per turn (1000 / turns per second) in ms and as a ratio,
+and the change in median turn latency. The SQLite files
+live in the system's temporary directory; on a tmpfs a sync costs nothing, so the line
+names the file system.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from ._servers import Server, pin, placement, running
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 DEFINITIONS: Final = Path(__file__).resolve().with_name("definitions")
-STORES: Final = ("memory", "sqlite", "postgresql")
+STORES: Final = ("memory", "sqlite", "sqlite-full", "postgresql")
 TURNS_PER_SESSION: Final = 50
 GOAL: Final = 1.5
 """PostgreSQL's service CPU per turn over SQLite's, at most."""
@@ -69,6 +74,8 @@ class Turns:
         self.serial = 0
         self.session = ""
         self.left = 0
+        self.seconds: list[float] = []
+        """How long each turn took, from its request to its last event."""
 
     async def turn(self) -> str | None:
         """One turn to its last event; None when it completed with `pong`."""
@@ -82,10 +89,12 @@ class Turns:
             turn_id=f"{self.tag}-{self.serial}",
             submit=pb.SubmitOperation(content="/ping"),
         )
+        start = time.perf_counter()
         try:
             events = [event async for event in self.stub.StreamTurn(request)]
         except grpc.aio.AioRpcError as exc:
             return f"{exc.code().name} {exc.details()}"
+        self.seconds.append(time.perf_counter() - start)
         if not events or events[-1].WhichOneof("event") != "completed":
             return "the turn did not complete"
         return None if events[-1].completed.content == "pong" else "unexpected answer"
@@ -99,6 +108,8 @@ class Figures:
     per_s: list[float] = field(default_factory=list)
     cpu_us: list[float] = field(default_factory=list)
     db_cpu_us: list[float] = field(default_factory=list)
+    latency_ms: list[float] = field(default_factory=list)
+    """Median milliseconds per turn, per round."""
     failures: list[str] = field(default_factory=list)
 
 
@@ -155,12 +166,17 @@ async def measure(
             workers.append(Turns(channel, f"c{index}"))
         await _load(workers, config.warmup, figures.failures)
         postmaster = _postmaster(database)
+        for worker in workers:
+            worker.seconds.clear()
         cpu_before, db_before = server.cpu_seconds(), _tree_cpu(postmaster)
         start = time.perf_counter()
         turns = await _load(workers, config.seconds, figures.failures)
         elapsed = time.perf_counter() - start
         cpu_after, db_after = server.cpu_seconds(), _tree_cpu(postmaster)
     figures.per_s.append(turns / elapsed)
+    seconds = [s for worker in workers for s in worker.seconds]
+    if seconds:
+        figures.latency_ms.append(statistics.median(seconds) * 1000)
     if cpu_before is not None and cpu_after is not None:
         figures.cpu_us.append((cpu_after - cpu_before) / turns * 1e6)
     if postmaster is not None:
@@ -173,8 +189,10 @@ def _serve(store: str, state_dir: Path, database: Cluster | None, round_: int) -
     argv += ["--definitions", str(DEFINITIONS), "--state-dir", str(state_dir)]
     if store == "memory":
         return [*argv, "--store", "memory://"]
-    if store == "sqlite":
-        return [*argv, "--store", f"sqlite:{state_dir / 'sessions.db'}"]
+    if store.startswith("sqlite"):
+        synchronous = "full" if store == "sqlite-full" else "normal"
+        sqlite = ["--store", f"sqlite:{state_dir / 'sessions.db'}"]
+        return [*argv, *sqlite, "--sqlite-synchronous", synchronous]
     assert database is not None
     url = database.create_database(f"bench_{round_}_{secrets.token_hex(3)}")
     return [*argv, "--store", url, "--migrate"]
@@ -220,25 +238,31 @@ def report(figures: dict[str, Figures], config: Config, *, pinned: bool) -> dict
         f"\nStores: {config.clients} clients, {config.rounds} round(s) x {config.seconds:g} s"
         f" per store ({os.cpu_count()} CPUs, {where})"
     )
-    print(f"  {'store':<11} {'turns/s':>22} {'CPU us/turn':>22} {'with db':>10}")
+    print(f"  {'store':<11} {'turns/s':>22} {'CPU us/turn':>22} {'with db':>10} {'ms/turn':>20}")
     data: dict[str, Any] = {}
     for name, row in figures.items():
         with_db = [a + b for a, b in zip(row.cpu_us, row.db_cpu_us, strict=False)]
         print(
             f"  {name:<11} {_spread(row.per_s, ',.0f'):>22} {_spread(row.cpu_us, ',.0f'):>22}"
             f" {_spread(with_db, ',.0f') if with_db else '':>10}"
+            f" {_spread(row.latency_ms, '.2f'):>20}"
         )
         data[name] = {
             "rounds_turns_per_s": row.per_s,
             "rounds_cpu_us_per_turn": row.cpu_us,
             "rounds_db_cpu_us_per_turn": row.db_cpu_us,
+            "rounds_median_ms_per_turn": row.latency_ms,
             "failures": len(row.failures),
         }
     pg, lite = figures["postgresql"].cpu_us, figures["sqlite"].cpu_us
     ratios = [a / b for a, b in zip(pg, lite, strict=True) if b > 0]
     ratio = statistics.median(ratios) if ratios else float("nan")
     data["postgresql_over_sqlite_cpu"] = ratios
-    print("  median (min-max) over rounds; CPU: the service process; with db: plus PostgreSQL")
+    print(
+        "  median (min-max) over rounds; CPU: the service process; with db: plus PostgreSQL;"
+        f" ms/turn: median turn latency at {config.clients} concurrent clients"
+    )
+    data["sqlite_full_over_normal"] = durability(figures)
     verdict = "met" if ratio <= GOAL else "MISSED"
     print(
         f"Goal: PostgreSQL {ratio:.2f}x SQLite's CPU per turn"
@@ -246,6 +270,54 @@ def report(figures: dict[str, Figures], config: Config, *, pinned: bool) -> dict
     )
     data["goal_met"] = ratio <= GOAL
     return data
+
+
+def durability(figures: dict[str, Figures]) -> dict[str, float]:
+    """Print what `--sqlite-synchronous full` costs a turn over `normal`; the figures.
+
+    A turn's cost is the time the service spends per turn at this load, 1000 / (turns/s)
+    ms: with every client busy, it is what each turn adds. Same-round pairs, medians.
+    """
+    normal, full = figures["sqlite"], figures["sqlite-full"]
+    pairs = list(zip(normal.per_s, full.per_s, strict=False))
+    costs = [(1000 / a, 1000 / b) for a, b in pairs if a > 0 and b > 0]
+    latency = list(zip(normal.latency_ms, full.latency_ms, strict=False))
+    cpu = [b / a for a, b in zip(normal.cpu_us, full.cpu_us, strict=False) if a > 0]
+
+    def median(values: Sequence[float]) -> float:
+        return statistics.median(values) if values else float("nan")
+
+    data = {
+        "normal_ms_per_turn": median([a for a, _ in costs]),
+        "full_ms_per_turn": median([b for _, b in costs]),
+        "extra_ms_per_turn": median([b - a for a, b in costs]),
+        "cost_ratio": median([b / a for a, b in costs]),
+        "extra_median_latency_ms": median([b - a for a, b in latency]),
+        "cpu_ratio": median(cpu),
+    }
+    print(
+        f"Durability: SQLite full (a disk sync per commit, on {_filesystem()}):"
+        f" {data['full_ms_per_turn']:.2f} ms per turn against {data['normal_ms_per_turn']:.2f}"
+        f" ms with normal ({data['extra_ms_per_turn']:+.2f} ms, {data['cost_ratio']:.2f}x);"
+        f" median latency {data['extra_median_latency_ms']:+.2f} ms;"
+        f" service CPU {data['cpu_ratio']:.2f}x"
+    )
+    return data
+
+
+def _filesystem() -> str:
+    """The file system type of the temporary directory, from /proc/mounts; "?" elsewhere."""
+    where = Path(tempfile.gettempdir()).resolve()
+    best, kind = "", "?"
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return kind
+    for line in mounts:
+        fields = line.split()
+        if len(fields) > 2 and where.is_relative_to(fields[1]) and len(fields[1]) >= len(best):
+            best, kind = fields[1], fields[2]
+    return kind
 
 
 def main(argv: Sequence[str] | None = None) -> int:

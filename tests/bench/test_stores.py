@@ -33,4 +33,7 @@ def test_quick_benchmark_run_measures_every_store(
         assert data[store]["rounds_cpu_us_per_turn"][0] > 0
     assert data["postgresql"]["rounds_db_cpu_us_per_turn"][0] > 0
     assert len(data["postgresql_over_sqlite_cpu"]) == 1
+    durability = data["sqlite_full_over_normal"]
+    assert durability["full_ms_per_turn"] > 0
+    assert durability["normal_ms_per_turn"] > 0
     assert os.sched_getaffinity(0) == cpus

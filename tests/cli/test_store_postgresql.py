@@ -122,3 +122,43 @@ def test_migrate_on_sqlite_creates_the_schema_and_on_memory_has_nothing_to_do(
     assert refused.returncode == 2
     assert "unsupported store URL" in refused.stderr
     assert "secret" not in refused.stderr
+
+
+def test_serve_takes_the_sqlite_durability_from_a_flag_or_the_environment(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    server = launch(tmp_path / "full", "--sqlite-synchronous", "full")
+
+    async def turn() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            session = await client.create_session("support")
+            done = terminal(await collect(client, session.session_id, Submit("/start")))
+            assert isinstance(done, TurnCompleted), done
+
+    asyncio.run(turn())
+    server.send(signal.SIGTERM)
+    assert server.wait() == 0
+    assert f"store sqlite://{tmp_path / 'full' / 'sessions.db'} (synchronous full)," in (
+        server.stdout
+    )
+    from_env = launch(tmp_path / "env", env={"AGENTSKIT_CHAT_SQLITE_SYNCHRONOUS": "full"})
+    from_env.send(signal.SIGTERM)
+    assert from_env.wait() == 0
+    assert "(synchronous full)," in from_env.stdout
+    default = launch(tmp_path / "default")
+    default.send(signal.SIGTERM)
+    assert default.wait() == 0
+    assert "(synchronous normal)," in default.stdout
+    refused = run_cli(
+        "serve",
+        "--state-dir",
+        str(tmp_path / "bad"),
+        env={"AGENTSKIT_CHAT_SQLITE_SYNCHRONOUS": "off"},
+    )
+    assert refused.returncode == 2
+    assert "AGENTSKIT_CHAT_SQLITE_SYNCHRONOUS must be one of normal, full, not 'off'" in (
+        refused.stderr
+    )
+    bad_flag = run_cli("serve", "--sqlite-synchronous", "off")
+    assert bad_flag.returncode == 2
+    assert "invalid choice: 'off'" in bad_flag.stderr

@@ -70,6 +70,11 @@ class Flaky:
     ) -> bool:
         return await self.store.delete(session_id, tenant=tenant, expected_cursor=expected_cursor)
 
+    async def load_with_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+        return await self.store.load_with_messages(session_id, tenant=tenant)
+
     async def list_messages(
         self, session_id: str, *, tenant: str = DEFAULT_TENANT
     ) -> Sequence[StoredMessage]:

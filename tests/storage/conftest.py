@@ -107,6 +107,11 @@ class OnOwnLoop:
         removal = self._store.delete(session_id, tenant=tenant, expected_cursor=expected_cursor)
         return await self._call(removal)
 
+    async def load_with_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+        return await self._call(self._store.load_with_messages(session_id, tenant=tenant))
+
     async def list_messages(
         self, session_id: str, *, tenant: str = DEFAULT_TENANT
     ) -> Sequence[StoredMessage]:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from agentskit_chat.storage import create_private_file, private_dir, warn_if_exposed
+
 KEY_BYTES = 32
 MIN_KEY_BYTES: Final = 16
 DIGEST_KEY_ENV: Final = "AGENTSKIT_CHAT_DIGEST_KEY"
@@ -25,17 +27,23 @@ _SCHEME: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
 def load_or_create_key(path: Path) -> bytes:
-    """The key in `path`, created (mode 0600) with random bytes when the file is missing.
+    """The key in `path`, created (mode 0600, in a 0700 directory) with random bytes when
+    the file is missing; a WARNING when an existing file or directory is open to others.
 
     Every replica that shares a store must share this key, or replays stop matching.
     """
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _read(path)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(secrets.token_hex(KEY_BYTES) + "\n")
+        created = private_dir(path.parent)
+    except OSError as exc:
+        raise ValueError(f"cannot create the directory of {path}: {exc.strerror}") from None
+    if not created:
+        warn_if_exposed(path.parent, "the state directory")
+    try:
+        fresh = create_private_file(path, (secrets.token_hex(KEY_BYTES) + "\n").encode())
+    except OSError as exc:
+        raise ValueError(f"cannot create the digest key file {path}: {exc.strerror}") from None
+    if not fresh:
+        warn_if_exposed(path, "the digest key file")
     return _read(path)
 
 
@@ -55,6 +63,13 @@ def configured_key(key_file: Path | None, environ: Mapping[str, str] = os.enviro
     if key_file is not None:
         return _read(key_file)
     return None
+
+
+def warn_if_key_file_exposed(key_file: Path | None) -> None:
+    """Log one WARNING when the given digest key file is open to others (see
+    `warn_if_exposed`); a mounted secret is left as it is."""
+    if key_file is not None:
+        warn_if_exposed(key_file, "the digest key file")
 
 
 def refuse_generated_key(store_url: str, key: bytes | None) -> None:

@@ -20,7 +20,6 @@ from agentskit_chat.storage import (
     StoreError,
     default_store_url,
     open_store,
-    redact_url,
     state_dir_from_env,
 )
 from agentskit_chat.telemetry import (
@@ -36,7 +35,7 @@ from agentskit_chat.transport.web import HttpSettings
 from . import _workers
 from ._definitions import gather
 from ._http import add_http_arguments, http_from
-from ._keys import load_or_create_key
+from ._keys import load_or_create_key, warn_if_key_file_exposed
 from ._mesh import MeshSettings, add_mesh_arguments, mesh_from
 from ._reload import Reloader
 from ._security import (
@@ -46,7 +45,13 @@ from ._security import (
     build_security,
     security_from,
 )
-from ._store import add_store_arguments, store_password
+from ._store import (
+    add_durability_arguments,
+    add_store_arguments,
+    describe_store,
+    sqlite_synchronous,
+    store_password,
+)
 
 log = logging.getLogger("agentskit_chat.serve")
 
@@ -61,7 +66,8 @@ def _env(name: str, default: str | None = None) -> str | None:
 ENVIRONMENT = """environment variables (flags win):
   AGENTSKIT_CHAT_LISTEN, AGENTSKIT_CHAT_DEFINITIONS, AGENTSKIT_CHAT_DEFINITIONS_MODULES
   (comma-separated), AGENTSKIT_CHAT_STATE_DIR, AGENTSKIT_CHAT_STORE,
-  AGENTSKIT_CHAT_STORE_PASSWORD_FILE, AGENTSKIT_CHAT_STORE_PASSWORD, AGENTSKIT_CHAT_GRACE,
+  AGENTSKIT_CHAT_STORE_PASSWORD_FILE, AGENTSKIT_CHAT_STORE_PASSWORD,
+  AGENTSKIT_CHAT_SQLITE_SYNCHRONOUS (normal or full), AGENTSKIT_CHAT_GRACE,
   AGENTSKIT_CHAT_TURN_TIMEOUT, AGENTSKIT_CHAT_LOG_FORMAT (json or console),
   AGENTSKIT_CHAT_AUTH_TOKENS, AGENTSKIT_CHAT_TLS_CERT, AGENTSKIT_CHAT_TLS_KEY,
   AGENTSKIT_CHAT_TLS_CLIENT_CA, AGENTSKIT_CHAT_METRICS_LISTEN, AGENTSKIT_CHAT_DRAIN_DELAY,
@@ -107,6 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="directory of the SQLite store and the digest key [./var]",
     )
     add_store_arguments(parser)
+    add_durability_arguments(parser)
     parser.add_argument(
         "--migrate",
         action="store_true",
@@ -185,6 +192,8 @@ class ServeSettings:
     """Apply missing PostgreSQL schema migrations before serving."""
     http: HttpSettings | None = None
     """The HTTP listener for browsers; None when off."""
+    sqlite_synchronous: str = "normal"
+    """SQLite's durability: `normal` or `full` (see `SqliteStore`)."""
 
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:
@@ -216,6 +225,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         store_password=store_password(args),
         migrate=args.migrate,
         http=http_from(args),
+        sqlite_synchronous=sqlite_synchronous(args),
     )
 
 
@@ -229,6 +239,8 @@ def run(args: argparse.Namespace) -> int:
     worker = _workers.WorkerLink.from_args(args)
     fields = worker.log_fields() if worker else None
     configure_logging(args.log_level.upper(), json=settings.log_json, fields=fields)
+    if worker is None:
+        warn_if_key_file_exposed(args.digest_key_file)
     if args.workers != 1:
         if settings.telemetry.prometheus_listen is not None:
             print(
@@ -274,7 +286,10 @@ async def serve(
         security = build_security(settings.security)
         definitions = gather(settings.definitions, settings.modules, adapters)
         store = await open_store(
-            settings.store_url, password=settings.store_password, migrate=settings.migrate
+            settings.store_url,
+            password=settings.store_password,
+            migrate=settings.migrate,
+            sqlite_synchronous=settings.sqlite_synchronous,
         )
     except (TokenFileError, TlsFileError) as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
@@ -330,7 +345,8 @@ async def serve(
 
     loop.add_signal_handler(signal.SIGHUP, reload)
     description = (
-        f"{len(definitions)} definitions, store {redact_url(settings.store_url)}, "
+        f"{len(definitions)} definitions,"
+        f" store {describe_store(settings.store_url, settings.sqlite_synchronous)}, "
         f"{security.describe()}"
     )
     if running.http is not None and settings.http is not None and worker is None:

@@ -7,9 +7,17 @@ import os
 from pathlib import Path
 from typing import Final
 
+from agentskit_chat.storage import (
+    DEFAULT_SYNCHRONOUS,
+    SYNCHRONOUS_MODES,
+    is_postgresql_url,
+    redact_url,
+)
+
 STORE_ENV: Final = "AGENTSKIT_CHAT_STORE"
 PASSWORD_ENV: Final = "AGENTSKIT_CHAT_STORE_PASSWORD"
 PASSWORD_FILE_ENV: Final = "AGENTSKIT_CHAT_STORE_PASSWORD_FILE"
+SYNCHRONOUS_ENV: Final = "AGENTSKIT_CHAT_SQLITE_SYNCHRONOUS"
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,3 +55,34 @@ def store_password(args: argparse.Namespace) -> str | None:
             raise ValueError(f"the store password file {path} is empty")
         return password
     return os.environ.get(PASSWORD_ENV) or None
+
+
+def add_durability_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--sqlite-synchronous`: whether a SQLite commit waits for the disk."""
+    parser.add_argument(
+        "--sqlite-synchronous",
+        choices=SYNCHRONOUS_MODES,
+        default=os.environ.get(SYNCHRONOUS_ENV) or DEFAULT_SYNCHRONOUS,
+        help="SQLite store durability: normal keeps acknowledged turns across a killed"
+        " process, full also across power loss (a disk sync per write) [%(default)s]",
+    )
+
+
+def sqlite_synchronous(args: argparse.Namespace) -> str:
+    """The `--sqlite-synchronous` choice; ValueError for a bad environment value (argparse
+    checks only the flag)."""
+    value: str = args.sqlite_synchronous
+    if value not in SYNCHRONOUS_MODES:
+        raise ValueError(
+            f"{SYNCHRONOUS_ENV} must be one of {', '.join(SYNCHRONOUS_MODES)}, not {value!r}"
+        )
+    return value
+
+
+def describe_store(url: str, synchronous: str) -> str:
+    """The store as the startup line names it: its URL without secrets and, for SQLite,
+    its durability."""
+    text = redact_url(url)
+    if is_postgresql_url(url) or url.lower().startswith("memory:"):
+        return text
+    return f"{text} (synchronous {synchronous})"

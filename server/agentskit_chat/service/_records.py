@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -134,15 +134,38 @@ class Records:
         """The verified stored record of `session_id`; raises ServiceError when unusable."""
         principal = current_principal()
         tenant = principal.tenant
-        stored = await _guard(self.store.load(session_id, tenant=tenant))
+        stored, history = await self._read(session_id, tenant)
         if stored is None or not principal.may_use(stored.definition_id):
             self._cache.pop(session_id, tenant)
             raise ServiceError(Reason.SESSION_NOT_FOUND, "no session has this id")
         try:
-            return self._verify(session_id, stored)
+            loaded = self._verify(session_id, stored)
         except ServiceError:
             self._cache.pop(session_id, tenant)
             raise
+        entry = self._cache.get(session_id, tenant)
+        if history is not None and entry is not None and entry.loaded is loaded:
+            self._cache.attach(entry, tuple(_message(m) for m in history))
+        return loaded
+
+    async def _read(
+        self, session_id: str, tenant: str
+    ) -> tuple[StoredSession | None, Sequence[StoredMessage] | None]:
+        """The stored session and, unless the cache holds the history of these very bytes,
+        its messages read in the same snapshot: a turn committing between two separate
+        reads would make an intact history look short or long (`messages`)."""
+        entry = self._cache.get(session_id, tenant)
+        if entry is not None and (
+            entry.messages is not None or entry.loaded.history_mode == HistoryMode.CLIENT
+        ):
+            stored = await _guard(self.store.load(session_id, tenant=tenant))
+            if stored is None or stored.history_mode == HistoryMode.CLIENT:
+                return stored, None
+            entry = self._cache.get(session_id, tenant)  # as it is now, after the read
+            if entry is not None and entry.messages is not None and stored.record == entry.data:
+                return stored, None
+        found = await _guard(self.store.load_with_messages(session_id, tenant=tenant))
+        return (None, None) if found is None else found
 
     def _verify(self, session_id: str, stored: StoredSession) -> Loaded:
         tenant = stored.tenant
@@ -255,20 +278,28 @@ class Records:
     async def messages(self, loaded: Loaded) -> tuple[Message, ...]:
         """The server-held history that goes with `loaded`; SESSION_CORRUPT when the store
         holds another number of messages than the record counts (rows removed or added
-        behind the service)."""
+        behind the service), CONFLICT when the session changed since `loaded` was read
+        and its history was not read with it."""
         session_id, tenant = loaded.record.session_id, loaded.tenant
         entry = self._cache.get(session_id, tenant)
-        if entry is not None and entry.loaded is loaded and entry.messages is not None:
-            return entry.messages
-        stored = await _guard(self.store.list_messages(session_id, tenant=tenant))
         expected = loaded.record.messages
+        if entry is not None and entry.loaded is loaded and entry.messages is not None:
+            if expected is None or len(entry.messages) == expected:
+                return entry.messages
+            self._cache.pop(session_id, tenant)  # read again once the rows are repaired
+            raise _history_mismatch()
+        # Not held (`load` attaches the history it read with the record): read both again
+        # in one snapshot, so the count is compared with the record it goes with.
+        found = await _guard(self.store.load_with_messages(session_id, tenant=tenant))
+        if found is None or (found[0].cursor, found[0].incarnation) != (
+            loaded.cursor,
+            loaded.incarnation,
+        ):
+            raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
+        stored = found[1]
         if expected is not None and len(stored) != expected:
-            raise ServiceError(
-                Reason.SESSION_CORRUPT,
-                "the stored history does not hold the messages the session record counts",
-                code="history_mismatch",
-            )
-        messages = tuple(Message(m.message_id, Role(m.role), m.content) for m in stored)
+            raise _history_mismatch()
+        messages = tuple(_message(m) for m in stored)
         entry = self._cache.get(session_id, tenant)
         if entry is not None and entry.loaded is loaded:
             self._cache.attach(entry, messages)
@@ -291,6 +322,18 @@ class Records:
 
     def _remember(self, entry: Entry) -> None:
         self._cache.put(entry)
+
+
+def _history_mismatch() -> ServiceError:
+    return ServiceError(
+        Reason.SESSION_CORRUPT,
+        "the stored history does not hold the messages the session record counts",
+        code="history_mismatch",
+    )
+
+
+def _message(stored: StoredMessage) -> Message:
+    return Message(stored.message_id, Role(stored.role), stored.content)
 
 
 def to_stored(message: Message) -> StoredMessage:

@@ -9,6 +9,7 @@ Typical use::
         await store.close()
 """
 
+from ._files import create_private_file, private_dir, warn_if_exposed
 from ._ports import (
     DEFAULT_TENANT,
     HistoryChange,
@@ -36,15 +37,24 @@ from ._url import (
 )
 from .memory import MemoryStore
 from .postgresql import PostgresqlStore, open_postgresql_store
-from .sqlite import DEFAULT_BUSY_TIMEOUT_MS, SCHEMA_VERSION, SqliteStore, open_sqlite_store
+from .sqlite import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    DEFAULT_SYNCHRONOUS,
+    SCHEMA_VERSION,
+    SYNCHRONOUS_MODES,
+    SqliteStore,
+    open_sqlite_store,
+)
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
     "DEFAULT_STATE_DIR",
+    "DEFAULT_SYNCHRONOUS",
     "DEFAULT_TENANT",
     "SCHEMA_VERSION",
     "SQLITE_SUFFIXES",
     "STATE_DIR_ENV",
+    "SYNCHRONOUS_MODES",
     "HistoryChange",
     "HistoryMode",
     "MemoryStore",
@@ -59,12 +69,15 @@ __all__ = [
     "StoreUnavailableError",
     "StoredMessage",
     "StoredSession",
+    "create_private_file",
     "default_store_url",
     "is_postgresql_url",
     "open_postgresql_store",
     "open_sqlite_store",
     "open_store",
+    "private_dir",
     "redact_url",
     "sqlite_path",
     "state_dir_from_env",
+    "warn_if_exposed",
 ]

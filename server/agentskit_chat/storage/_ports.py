@@ -126,6 +126,14 @@ class SessionStore(Protocol):
 class MessageStore(Protocol):
     """Server-held history, written only through `SessionStore.compare_and_set`."""
 
+    async def load_with_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+        """The tenant's stored session and its messages (oldest first) as of one moment:
+        no commit falls between the two reads, so the record's message count can be
+        compared with them. None when the session does not exist."""
+        ...
+
     async def list_messages(
         self, session_id: str, *, tenant: str = DEFAULT_TENANT
     ) -> Sequence[StoredMessage]:

@@ -12,7 +12,7 @@ from urllib.parse import quote, unquote, urlsplit
 from ._ports import Store
 from .memory import MemoryStore
 from .postgresql import open_postgresql_store
-from .sqlite import open_sqlite_store
+from .sqlite import DEFAULT_SYNCHRONOUS, open_sqlite_store
 
 STATE_DIR_ENV: Final = "AGENTSKIT_CHAT_STATE_DIR"
 DEFAULT_STATE_DIR: Final = Path("var")
@@ -25,18 +25,25 @@ _ACCEPTED: Final = (
 _SCHEME: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
-async def open_store(url: str, *, password: str | None = None, migrate: bool = False) -> Store:
+async def open_store(
+    url: str,
+    *,
+    password: str | None = None,
+    migrate: bool = False,
+    sqlite_synchronous: str = DEFAULT_SYNCHRONOUS,
+) -> Store:
     """Open the store that `url` names; ValueError when the URL is not supported.
 
     `password` and `migrate` apply to PostgreSQL only: the password goes to the server
     beside the URL, and `migrate` applies missing schema migrations before use (SQLite
-    migrates its file on open).
+    migrates its file on open). `sqlite_synchronous` applies to SQLite only: `normal` or
+    `full` (see `SqliteStore`).
     """
     if _is_memory(url):
         return MemoryStore()
     if is_postgresql_url(url):
         return await open_postgresql_store(url, password=password, migrate=migrate)
-    return await open_sqlite_store(sqlite_path(url))
+    return await open_sqlite_store(sqlite_path(url), synchronous=sqlite_synchronous)
 
 
 def is_postgresql_url(url: str) -> bool:

@@ -101,6 +101,15 @@ class MemoryStore:
         self._check_open()
         return self._messages.get((tenant, session_id), ())
 
+    async def load_with_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+        """The tenant's session and its messages, as of one moment; None when missing."""
+        self._check_open()
+        key = (tenant, session_id)
+        stored = self._sessions.get(key)
+        return None if stored is None else (stored, self._messages.get(key, ()))
+
     async def close(self) -> None:
         """Drop all data; later calls raise StoreUnavailableError. Idempotent."""
         self._closed = True

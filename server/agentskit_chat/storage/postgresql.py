@@ -142,6 +142,16 @@ _DELETE_SESSION: Final = "DELETE FROM sessions WHERE tenant = %s AND session_id 
 _DELETE_SESSION_AT: Final = (
     "DELETE FROM sessions WHERE tenant = %s AND session_id = %s AND cursor = %s"
 )
+_SELECT_SESSION_WITH_MESSAGES: Final = (
+    "SELECT s.session_id, s.definition_id, s.revision, s.history_mode, s.cursor, s.record,"
+    " s.updated_at_ms, s.incarnation, s.tenant, m.ids, m.roles, m.contents FROM sessions s"
+    " LEFT JOIN LATERAL (SELECT array_agg(message_id ORDER BY position) AS ids,"
+    " array_agg(role ORDER BY position) AS roles,"
+    " array_agg(content ORDER BY position) AS contents FROM messages"
+    " WHERE tenant = s.tenant AND session_id = s.session_id) m ON true"
+    " WHERE s.tenant = %s AND s.session_id = %s"
+)
+"""The session and its messages in one statement, so in one snapshot."""
 _SELECT_MESSAGES: Final = (
     "SELECT message_id, role, content FROM messages"
     " WHERE tenant = %s AND session_id = %s ORDER BY position"
@@ -332,6 +342,28 @@ class PostgresqlStore:
             return tuple(StoredMessage(row[0], row[1], bytes(row[2]).decode()) for row in rows)
         except UnicodeDecodeError:
             raise StoreCorruptError("a stored message is not valid UTF-8") from None
+
+    async def load_with_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+        """The tenant's session and its messages, read by one statement (one snapshot,
+        whatever commits meanwhile); None when missing."""
+        async with self._connection("load_with_messages") as db:
+            found = (tenant, session_id)
+            row = await (await db.execute(_SELECT_SESSION_WITH_MESSAGES, found)).fetchone()
+        if row is None:
+            return None
+        ids, roles, contents = row[9] or (), row[10] or (), row[11] or ()
+        if not len(ids) == len(roles) == len(contents):
+            raise StoreCorruptError("stored messages cannot be read back")
+        try:
+            messages = tuple(
+                StoredMessage(i, r, bytes(c).decode())
+                for i, r, c in zip(ids, roles, contents, strict=True)
+            )
+        except UnicodeDecodeError:
+            raise StoreCorruptError("a stored message is not valid UTF-8") from None
+        return _session(row), messages
 
     async def close(self) -> None:
         """Close every connection. Idempotent; later calls raise StoreUnavailableError."""

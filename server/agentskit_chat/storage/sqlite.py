@@ -1,13 +1,23 @@
-"""SQLite backend: statements on the event loop, waits and checkpoints on a worker thread.
+"""SQLite backend: statements on the event loop, waits and disk syncs on a worker thread.
 
-A WAL commit with `synchronous=NORMAL` does not sync to disk and takes tens of
-microseconds, less than handing work to a thread and back. So each port method first runs
-on the event loop's own connection, which never waits for a lock (`busy_timeout` 0). When
-another connection holds the write lock, the method runs again on the store's worker
-thread, whose connection waits up to `busy_timeout_ms`. Checkpoints (the only disk syncs)
-also run on the worker thread every CHECKPOINT_EVERY writes: passive ones that never block
-a writer, and every RESTART_EVERY-th in RESTART mode so the log starts over (writes arriving
-meanwhile find the database busy and queue behind it on the worker thread).
+Durability is chosen with `synchronous` (SYNCHRONOUS_MODES):
+
+- `normal` (the default): a WAL commit does not sync to disk and takes tens of
+  microseconds, less than handing work to a thread and back. A committed write survives
+  the process being killed (it is in the operating system's cache); after a power loss
+  or an operating system crash the database is intact but the last commits before the
+  latest checkpoint may be gone.
+- `full`: every commit syncs the write-ahead log to disk before it returns, so a committed
+  write also survives power loss. Each write then runs on the worker thread, so that the
+  sync never blocks the event loop; reads stay on the event loop.
+
+Each port method otherwise first runs on the event loop's own connection, which never
+waits for a lock (`busy_timeout` 0). When another connection holds the write lock, the
+method runs again on the store's worker thread, whose connection waits up to
+`busy_timeout_ms`. Checkpoints (the only disk syncs with `normal`) also run on the worker
+thread every CHECKPOINT_EVERY writes: passive ones that never block a writer, and every
+RESTART_EVERY-th in RESTART mode so the log starts over (writes arriving meanwhile find the
+database busy and queue behind it on the worker thread).
 
 The schema version lives in `PRAGMA user_version`; a database written by a newer version
 is refused, and one of version 1 (before tenants) is migrated in place, its sessions moving
@@ -29,6 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Final, TypeVar
 
+from ._files import create_private_file, private_dir, warn_if_exposed
 from ._ports import (
     DEFAULT_TENANT,
     HistoryChange,
@@ -42,6 +53,9 @@ from ._ports import (
 from .memory import _check_compare_and_set
 
 SCHEMA_VERSION: Final = 2
+SYNCHRONOUS_MODES: Final = ("normal", "full")
+"""SQLite's `PRAGMA synchronous` settings a store may use (see the module's docstring)."""
+DEFAULT_SYNCHRONOUS: Final = "normal"
 DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
 CHECKPOINT_EVERY: Final = 256
 RESTART_EVERY: Final = 4
@@ -127,7 +141,7 @@ _SELECT_MESSAGES: Final = (
 
 
 class SqliteStore:
-    """A `Store` in one SQLite file (WAL journal, `synchronous=NORMAL`, foreign keys on).
+    """A `Store` in one SQLite file (WAL journal, `synchronous` NORMAL or FULL, foreign keys).
 
     Connections are opened, and the schema created or checked, on first use or by
     `open()`; `open_sqlite_store` does both steps. Failures of SQLite, including a busy
@@ -137,12 +151,21 @@ class SqliteStore:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        synchronous: str = DEFAULT_SYNCHRONOUS,
     ) -> None:
         if busy_timeout_ms < 0:
             raise ValueError("busy_timeout_ms must not be negative")
+        if synchronous not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
         self._path = Path(path)
         self._busy_timeout_ms = busy_timeout_ms
+        self._synchronous = synchronous
+        self._writes_on_worker = synchronous != "normal"
+        """Commits that sync to disk run on the worker thread, never on the event loop."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
         self._db: sqlite3.Connection | None = None
         """The worker thread's connection."""
@@ -157,8 +180,15 @@ class SqliteStore:
         """The database file."""
         return self._path
 
+    @property
+    def synchronous(self) -> str:
+        """The durability of a commit: `normal` or `full` (SYNCHRONOUS_MODES)."""
+        return self._synchronous
+
     async def open(self) -> None:
         """Open the connections and create or check the schema, if not done yet."""
+        if self._writes_on_worker:
+            await self._run("open", _nothing, write=True, counted=False)  # migrates there
         await self._run("open", _nothing)
 
     async def create(self, session: StoredSession) -> None:
@@ -209,6 +239,14 @@ class SqliteStore:
         """The session's messages, oldest first, as a tuple; empty when there are none."""
         return await self._run("list_messages", partial(_list_messages, tenant, session_id))
 
+    async def load_with_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+        """The tenant's session and its messages, read in one transaction (one snapshot
+        of the write-ahead log); None when missing."""
+        read = partial(_load_with_messages, tenant, session_id)
+        return await self._run("load_with_messages", read)
+
     async def close(self) -> None:
         """Close both connections and stop the worker thread. Idempotent."""
         if self._closed:
@@ -229,11 +267,18 @@ class SqliteStore:
             self._executor.shutdown(wait=True)
 
     async def _run(
-        self, operation: str, work: Callable[[sqlite3.Connection], T], *, write: bool = False
+        self,
+        operation: str,
+        work: Callable[[sqlite3.Connection], T],
+        *,
+        write: bool = False,
+        counted: bool = True,
     ) -> T:
         if self._closed:
             raise StoreUnavailableError("the sqlite store is closed")
         try:
+            if write and self._writes_on_worker:
+                raise _BusyError  # a commit that syncs to disk: on the worker thread
             result = self._attempt(operation, work)
         except _BusyError:
             loop = asyncio.get_running_loop()
@@ -241,7 +286,7 @@ class SqliteStore:
             # Once submitted, the statement runs even if the caller is cancelled: it happens
             # whole or not at all, never dropped from the queue half-way through a turn.
             result = await asyncio.shield(waiting)
-        if write:
+        if write and counted:
             self._count_write()
         return result
 
@@ -304,12 +349,15 @@ class SqliteStore:
 
     def _open_connection(self, *, busy_timeout_ms: int) -> sqlite3.Connection:
         try:
-            self._path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            created = private_dir(self._path.parent)
             _create_owner_only(self._path)
         except OSError as exc:
             raise StoreUnavailableError(
                 f"cannot create the sqlite store's file: {exc.strerror}"
             ) from exc
+        if not created:
+            warn_if_exposed(self._path.parent, "the sqlite store's directory")
+        warn_if_exposed(self._path, "the sqlite store's file")
         db = sqlite3.connect(
             self._path,
             timeout=busy_timeout_ms / 1000,
@@ -325,7 +373,7 @@ class SqliteStore:
                 raise StoreUnavailableError(
                     f"the sqlite store could not enable WAL journal mode (got {mode!s})"
                 )
-            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
             _migrate(db)
         except BaseException:
             _rollback(db)
@@ -344,14 +392,18 @@ class SqliteStore:
 
 
 async def open_sqlite_store(
-    path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+    path: str | os.PathLike[str],
+    *,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    synchronous: str = DEFAULT_SYNCHRONOUS,
 ) -> SqliteStore:
     """A SqliteStore at `path`, connected, with its schema created or checked.
 
     Raises StoreUnavailableError, leaving nothing open, when the file is not a usable
-    store (not SQLite, a newer schema version, unreadable).
+    store (not SQLite, a newer schema version, unreadable); ValueError for a `synchronous`
+    not in SYNCHRONOUS_MODES.
     """
-    store = SqliteStore(path, busy_timeout_ms=busy_timeout_ms)
+    store = SqliteStore(path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
     try:
         await store.open()
     except BaseException:
@@ -394,11 +446,7 @@ def _create_owner_only(path: Path) -> None:
     other stores off a file created here until its descriptor is closed.
     """
     with _CREATING:
-        try:
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return
-        os.close(descriptor)
+        create_private_file(path)
 
 
 def _user_version(db: sqlite3.Connection) -> int:
@@ -522,6 +570,16 @@ def _list_messages(
         return tuple(StoredMessage(row[0], row[1], bytes(row[2]).decode("utf-8")) for row in rows)
     except UnicodeDecodeError:
         raise StoreCorruptError("a stored message is not valid UTF-8") from None
+
+
+def _load_with_messages(
+    tenant: str, session_id: str, db: sqlite3.Connection
+) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+    db.execute("BEGIN")  # deferred: one read snapshot for both statements, no write lock
+    stored = _load(tenant, session_id, db)
+    messages = () if stored is None else _list_messages(tenant, session_id, db)
+    db.execute("COMMIT")
+    return None if stored is None else (stored, messages)
 
 
 def _rollback(db: sqlite3.Connection) -> None:
