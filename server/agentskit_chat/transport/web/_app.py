@@ -26,6 +26,7 @@ from agentskit_chat.transport._rpcs import ChatRpcs
 from ._asgi import App, Message, Receive, Scope, Send, respond
 from ._codecs import CODECS
 from ._cors import Cors
+from ._screen import Screen
 from ._service import Authentication, ConnectChatService
 from ._static import StaticFiles
 
@@ -137,4 +138,4 @@ def web_app(
         codecs=CODECS,
     )
     app = WebApp(connect, health, static, connect.path + "/", max_request_bytes)
-    return Cors(app, cors_origins)
+    return Cors(Screen(app, connect.path + "/"), cors_origins)
