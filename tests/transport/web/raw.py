@@ -168,8 +168,11 @@ class H2:
 
     def flush(self) -> None:
         data = self.conn.data_to_send()
-        if data:
-            self.sock.sendall(data)
+        if data and not self.result.closed:
+            try:
+                self.sock.sendall(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.result.closed = True
 
     def headers(
         self,

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from agentskit_chat.transport import Authenticator, token_digest
-from agentskit_chat.transport.web import _logbound
+from agentskit_chat.transport.web import _logbound, _screen
 from tests.transport.conftest import run
 
 from .conftest import WebLive, web_live
@@ -181,11 +182,47 @@ def test_a_malformed_http2_settings_upgrade_costs_one_short_line(tmp_path: Path)
     run(scenario())
 
 
-def test_data_after_an_early_answer_costs_one_short_line(tmp_path: Path) -> None:
-    """Over HTTP/2, a POST to a path that takes none is answered 405 at once; DATA the
-    client still sends for that stream makes Hypercorn fail the connection (KeyError)."""
+def test_an_early_answer_waits_for_the_body_and_keeps_the_http2_connection(
+    tmp_path: Path,
+) -> None:
+    """A POST to a path that takes none is answered 405 once its body has been read, so
+    its DATA reaches an open stream and the connection goes on serving."""
 
-    def early_answer(port: int) -> tuple[int, bool]:
+    def early_answer(port: int) -> tuple[int, int]:
+        client = H2(port)
+        stream = client.headers(b"POST", b"/" + CANARY.encode(), [JSON])
+        for _ in range(3):
+            client.conn.send_data(stream, CANARY.encode() * 10)
+            client.flush()
+        client.conn.end_stream(stream)
+        client.flush()
+        result = client.read(until=stream)
+        health = client.headers(b"GET", b"/healthz", end=True)
+        result = client.read(until=health)
+        client.close()
+        return result.statuses[stream], result.statuses[health]
+
+    async def scenario() -> None:
+        with captured() as log:
+            async with web_live(tmp_path) as web:
+                log.mark()
+                assert await asyncio.to_thread(early_answer, _port(web)) == (405, 200)
+                await asyncio.sleep(0.3)
+                assert log.warnings() == []
+                log.assert_bounded(CANARY)
+
+    run(scenario())
+
+
+def test_data_after_the_drain_bound_costs_one_short_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body that does not end within the drain's bound gets its 405 anyway; DATA it sends
+    after that makes Hypercorn fail the connection (a KeyError in its HTTP/2 code), which
+    the listener logs as one short line."""
+    monkeypatch.setattr(_screen, "DRAIN_SECONDS", 0.3)
+
+    def late_data(port: int) -> tuple[int, bool]:
         client = H2(port)
         stream = client.headers(b"POST", b"/" + CANARY.encode(), [JSON])
         result = client.read(until=stream)
@@ -199,11 +236,27 @@ def test_data_after_an_early_answer_costs_one_short_line(tmp_path: Path) -> None
         with captured() as log:
             async with web_live(tmp_path) as web:
                 log.mark()
-                status, closed = await asyncio.to_thread(early_answer, _port(web))
-                assert (status, closed) == (405, True)
+                assert await asyncio.to_thread(late_data, _port(web)) == (405, True)
                 await _settle(log)
                 assert len(log.warnings()) == 1, log.text()
                 log.assert_bounded(CANARY)
+
+    run(scenario())
+
+
+def test_grpc_over_http1_is_refused_with_415(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        with captured() as log:
+            async with web_live(tmp_path) as web:
+                log.mark()
+                grpc = [(b"content-type", b"application/grpc")]
+                answer = await asyncio.to_thread(
+                    http1, _port(web), request(b"POST", LIST, grpc, envelope(b""))
+                )
+                assert statuses(answer) == [415], answer
+                await _settle(log)
+                assert len(log.warnings()) == 1, log.text()
+                log.assert_bounded()
 
     run(scenario())
 
