@@ -143,8 +143,8 @@ def _utf8(data: bytes) -> bool:
 
 def _masked(key: bytes, value: bytes) -> bytes:
     rule = _REPLACEMENTS.get(key.lower())
-    if rule is None:
-        return value
+    if rule is None or not value.strip():
+        return value  # connectrpc takes an empty value as an absent one
     accepted, word = rule
     if isinstance(accepted, frozenset):
         return value if value.strip().lower() in accepted else word
