@@ -334,6 +334,25 @@ def test_connect_errors_do_not_echo_header_values(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_empty_and_valid_encoding_and_timeout_headers_still_work(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            for headers in (
+                {"content-encoding": "", "connect-timeout-ms": ""},
+                {"content-encoding": "identity", "connect-timeout-ms": "30000"},
+                {"connect-protocol-version": "1"},
+            ):
+                response = await web.http.post(
+                    SERVICE + "ListDefinitions",
+                    content=b"{}",
+                    headers={"content-type": "application/json", **headers},
+                )
+                assert response.status_code == 200, (headers, response.content)
+                assert response.json()["definitions"]
+
+    run(scenario())
+
+
 def _grpc_status(response: httpx.Response) -> str:
     if "grpc-status" in response.headers:
         return response.headers["grpc-status"]
