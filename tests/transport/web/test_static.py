@@ -7,6 +7,7 @@ from pathlib import Path
 from tests.transport.conftest import run
 
 from .conftest import web_live
+from .raw import captured
 
 
 def _site(tmp_path: Path) -> Path:
@@ -54,6 +55,36 @@ def test_nothing_outside_the_root_or_hidden_is_served(tmp_path: Path) -> None:
                 assert "SECRET" not in response.text
             post = await web.http.post("/index.html", content=b"x")
             assert post.status_code == 405
+
+    run(scenario())
+
+
+def test_links_to_hidden_files_or_folders_and_overlong_names_are_404(tmp_path: Path) -> None:
+    root = _site(tmp_path)
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("SECRET=git", encoding="utf-8")
+    (root / "env.txt").symlink_to(root / ".env")
+    (root / "repo").symlink_to(root / ".git")
+    (root / "config.txt").symlink_to(root / ".git" / "config")
+    (root / "ok.js").symlink_to(root / "assets" / "app.js")
+
+    async def scenario() -> None:
+        with captured() as log:
+            async with web_live(tmp_path, web_root=root) as web:
+                log.mark()
+                for path in ("/env.txt", "/repo/config", "/config.txt", "/repo/"):
+                    response = await web.http.get(path)
+                    assert response.status_code == 404, path
+                    assert "SECRET" not in response.text
+                long = "a" * 300
+                for path in (f"/{long}", f"/assets/{long}.js", "/" + "b" * 14_000):
+                    response = await web.http.get(path)
+                    assert response.status_code == 404, path
+                    head = await web.http.head(path)
+                    assert head.status_code == 404, path
+                assert (await web.http.get("/ok.js")).text == "console.log(1)"
+                assert log.warnings() == []
+                log.assert_bounded("aaaa", "bbbb")
 
     run(scenario())
 

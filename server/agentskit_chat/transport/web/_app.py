@@ -39,6 +39,7 @@ from agentskit_chat.transport._status import error_details
 from ._asgi import App, Message, Receive, Scope, Send, header, respond
 from ._codecs import CODECS
 from ._cors import Cors
+from ._screen import Screen
 from ._service import Authentication, ConnectChatService
 from ._static import StaticFiles
 
@@ -254,4 +255,4 @@ def web_app(
         drain_seconds=drain_seconds,
         streaming={prefix + m.name: m.server_streaming for m in service.methods},
     )
-    return Cors(app, cors_origins)
+    return Cors(Screen(app, prefix), cors_origins)

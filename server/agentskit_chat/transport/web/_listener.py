@@ -24,6 +24,7 @@ from agentskit_chat.transport._tls import TlsFiles
 from ._app import DRAIN_SECONDS
 from ._asgi import App
 from ._connections import serve_connections
+from ._logbound import bounded_errorlog
 
 log = logging.getLogger("agentskit_chat.transport")
 
@@ -92,7 +93,7 @@ def _config(sock: socket.socket, limits: ConnectionLimits, tls: TlsFiles | None)
     config = Config()
     config.bind = [f"fd://{sock.detach()}"]
     config.accesslog = None
-    config.errorlog = logging.getLogger("agentskit_chat.transport.http")
+    config.errorlog = bounded_errorlog()
     config.include_server_header = False
     config.keep_alive_timeout = limits.max_idle_seconds
     config.h2_max_concurrent_streams = limits.max_streams_per_connection
