@@ -39,14 +39,11 @@ from agentskit_chat.transport._status import error_details
 from ._asgi import App, Message, Receive, Scope, Send, header, respond
 from ._codecs import CODECS
 from ._cors import Cors
-from ._screen import Screen
+from ._screen import DRAIN_SECONDS, Screen
 from ._service import Authentication, ConnectChatService
 from ._static import StaticFiles
 
 HEALTH_PATH: Final = "/healthz"
-DRAIN_SECONDS: Final = 10.0
-"""How long an answer given before its request's body was read (a refusal) waits for the
-rest of that body; then it is sent anyway and the connection closed."""
 OPEN_METHODS: Final = ("GET", "HEAD")
 _GRPC_TYPES: Final = frozenset(
     f"application/{kind}{codec}"

@@ -32,7 +32,9 @@ from ._asgi import App, Headers, Message, Receive, Scope, Send, header, respond
 from ._logbound import refused
 
 DRAIN_BYTES: Final = 1024 * 1024
-DRAIN_SECONDS: Final = 5.0
+DRAIN_SECONDS: Final = 10.0
+"""How long any answer given before its request's body was read (a refusal, a static file)
+waits for the rest of that body; then it is sent anyway and the connection closed."""
 UNDECODABLE: Final = json.dumps(
     {"code": "invalid_argument", "message": "a request header is not valid UTF-8"}
 ).encode()
