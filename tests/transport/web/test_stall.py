@@ -25,7 +25,7 @@ from tests.transport.conftest import Probe, once_released, run
 from tests.transport.test_limits import MiB
 
 from .conftest import web_live
-from .wire import END_STREAM, SERVICE, TRAILERS, envelope, frames
+from .wire import END_STREAM, SERVICE, TRAILERS, envelope, frames, stream
 
 STALL_LIMITS = Limits(
     turn_timeout=1.0,
@@ -281,5 +281,24 @@ def test_an_unread_http1_stream_waits_then_its_connection_is_closed(tmp_path: Pa
                 assert poll.poll(0), "the connection stayed open"
             finally:
                 sock.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("http2", [True, False])
+def test_a_client_that_reads_gets_the_whole_stream(tmp_path: Path, http2: bool) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path, limits=PATIENT_LIMITS, http2=http2) as web:
+            sid = (await web.env.client.create_session("probe")).session_id
+            result = await stream(
+                web.http,
+                "StreamTurn",
+                {"sessionId": sid, "turnId": "read", "submit": {"content": "/flood 60000"}},
+            )
+            deltas = sum(len(m["delta"]["text"]) for m in result.messages if "delta" in m)
+            # The turn ran to its output limit (the chunk past it is not streamed).
+            assert web.env.probe.flooded - 60000 <= deltas < web.env.probe.flooded
+            assert result.messages[-1]["failed"]["code"] == "output_limit"
+            assert result.error is None
 
     run(scenario())
