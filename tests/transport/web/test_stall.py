@@ -126,6 +126,40 @@ class RawH2:
         self.writer.write(self.connection.data_to_send())
         await self.watch(acknowledge=True)
 
+    async def list_definitions(self) -> int:
+        """A unary Connect call on another stream of the connection; its HTTP status."""
+        stream_id = self.connection.get_next_available_stream_id()
+        self.connection.send_headers(
+            stream_id,
+            [
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":path", SERVICE + "ListDefinitions"),
+                (":authority", "test"),
+                ("content-type", "application/json"),
+            ],
+        )
+        self.connection.send_data(stream_id, b"{}", end_stream=True)
+        self.writer.write(self.connection.data_to_send())
+        status = 0
+        async with asyncio.timeout(30):
+            while True:
+                chunk = await self.reader.read(65536)
+                assert chunk, "the connection was closed"
+                for event in self.connection.receive_data(chunk):
+                    if getattr(event, "stream_id", None) != stream_id:
+                        self._take(event, acknowledge=False)
+                        continue
+                    if isinstance(event, h2.events.ResponseReceived):
+                        status = int(dict(event.headers)[b":status"])
+                    elif isinstance(event, h2.events.DataReceived):
+                        self.connection.acknowledge_received_data(
+                            event.flow_controlled_length, stream_id
+                        )
+                    elif isinstance(event, h2.events.StreamEnded):
+                        return status
+                self.writer.write(self.connection.data_to_send())
+
     def close(self) -> None:
         self.writer.close()
 
@@ -169,12 +203,16 @@ def test_an_unread_http2_stream_waits_for_its_client_then_is_reset(
             try:
                 streamed = await held(web.env.probe)
                 assert streamed <= BUFFERED, "the stream did not wait for its client"
+                # The stream's wait holds up no other stream of its connection.
+                assert await call.list_definitions() == 200
                 # The turn is given up at its timeout: the session is free again.
                 assert (await once_released(web.env.client, sid, "hello")).text == "model answer"
                 await call.watch()
                 assert call.reset == h2.errors.ErrorCodes.CANCEL, call
                 assert len(call.data) <= WINDOW, "the client's window was not respected"
                 assert web.env.probe.flooded == streamed
+                # Only the stream was reset: its connection still serves calls.
+                assert await call.list_definitions() == 200
             finally:
                 call.close()
 

@@ -104,7 +104,13 @@ class Flow:
 
     def _ended(self) -> None:
         log.warning("a call did not end in time: its client is not reading; ending it")
-        self._ending = asyncio.ensure_future(self._wire.end())
+        self._ending = asyncio.ensure_future(self._end_wire())
+
+    async def _end_wire(self) -> None:
+        try:
+            await self._wire.end()
+        except Exception as exc:  # The connection is going anyway: nothing left to end.
+            log.debug("ending a call on the wire failed: %s", type(exc).__name__)
 
 
 class Flows:
