@@ -42,6 +42,7 @@ from ._cors import Cors
 from ._screen import DRAIN_SECONDS, Screen
 from ._service import Authentication, ConnectChatService
 from ._static import StaticFiles
+from ._streams import Ends, Flows
 
 HEALTH_PATH: Final = "/healthz"
 OPEN_METHODS: Final = ("GET", "HEAD")
@@ -236,7 +237,7 @@ def web_app(
     """The listener's whole application."""
     connect = ChatServiceASGIApplication(
         ConnectChatService(rpcs),
-        interceptors=(*interceptors, Authentication(authenticator)),
+        interceptors=(*interceptors, Authentication(authenticator), Ends()),
         read_max_bytes=max_request_bytes,
         codecs=CODECS,
     )
@@ -252,4 +253,4 @@ def web_app(
         drain_seconds=drain_seconds,
         streaming={prefix + m.name: m.server_streaming for m in service.methods},
     )
-    return Cors(Screen(app, prefix), cors_origins)
+    return Flows(Cors(Screen(app, prefix), cors_origins))

@@ -22,6 +22,7 @@ from agentskit_chat.transport._guard import UNAUTHENTICATED
 from agentskit_chat.transport._rpcs import ChatRpcs
 
 from ._errors import connect_error, internal_error
+from ._streams import current_flow
 
 log = logging.getLogger("agentskit_chat.transport")
 T = TypeVar("T")
@@ -105,9 +106,13 @@ class ConnectChatService:
         self, request: pb.StreamTurnRequest, ctx: Context, /
     ) -> AsyncIterator[pb.StreamTurnResponse]:
         """Run one turn and stream its events; a browser that goes away cancels the turn
-        (the Connect application cancels this call), which releases its lease."""
+        (the Connect application cancels this call), which releases its lease. A client
+        that stops reading loses the turn at its deadline and the call ends on the wire
+        (see `Flow`)."""
+        flow = current_flow()
+        stalled = None if flow is None else flow.stall
         try:
-            async with aclosing(self.rpcs.stream_turn(request)) as events:
+            async with aclosing(self.rpcs.stream_turn(request, stalled)) as events:
                 async for event in events:
                     yield event
         except ServiceError as error:
