@@ -1,7 +1,11 @@
 # syntax=docker/dockerfile:1
 
 # Build: docker build -t agentskit-chat .
-# Run:   docker run -p 50051:50051 -v agentskit-chat-state:/var/lib/agentskit-chat agentskit-chat
+# Run, with tokens.yaml holding the SHA-256 digests of the clients' bearer tokens (README.md,
+# "Container", shows how to make one; it must be readable by uid 10001):
+#   docker run -p 50051:50051 -v agentskit-chat-state:/var/lib/agentskit-chat \
+#     -v "$PWD/tokens.yaml:/etc/agentskit-chat/tokens.yaml:ro" \
+#     -e AGENTSKIT_CHAT_AUTH_TOKENS=/etc/agentskit-chat/tokens.yaml agentskit-chat
 
 FROM python:3.11-slim AS builder
 
@@ -43,8 +47,9 @@ WORKDIR /app
 COPY examples/definitions /app/definitions
 
 # Listening beyond loopback needs tokens: mount a tokens file and set
-# AGENTSKIT_CHAT_AUTH_TOKENS to its path (see SECURITY.md), or run `serve --insecure-no-auth`
-# only behind something that authenticates callers. Without either, serve refuses to start.
+# AGENTSKIT_CHAT_AUTH_TOKENS to its path (the run line above; see SECURITY.md). Without
+# them, serve refuses to start; `serve --insecure-no-auth` is only for a server that
+# something in front authenticates callers for (a mesh with mTLS and authorization).
 ENV AGENTSKIT_CHAT_LISTEN=0.0.0.0:50051 \
     AGENTSKIT_CHAT_DEFINITIONS=/app/definitions \
     AGENTSKIT_CHAT_STATE_DIR=/var/lib/agentskit-chat

@@ -1,19 +1,28 @@
 """The Dockerfile lints clean with hadolint and keeps the image's contract.
 
-No Docker engine is needed: the file is linted and its instructions read as text.
+No Docker engine is needed: the file is linted and its instructions read as text, and its
+documented run line is replayed against a local `serve` given the image's environment, the
+run line's variables and its mounts mapped to local paths.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import json
+import re
 import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import pytest
+
+from agentskit_chat_client import ChatClient, ChatError
+from tests.cli.fixtures.serving import Server, base_env
+from tests.readme import marked
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -280,3 +289,158 @@ def test_dockerignore_keeps_copied_sources(stages: list[Stage]) -> None:
                 assert not _ignored(source, patterns), f"line {copy.line}: {source} is ignored"
     for kept in ("server/agentskit_chat/healthcheck.py", "client/python/pyproject.toml"):
         assert not _ignored(kept, patterns), kept
+
+
+def dockerfile_run_line() -> list[str]:
+    """The `docker run` command of the Dockerfile's header comment, continuations joined."""
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    found = re.search(r"^#\s+(docker run .*?[^\\])$", text, re.M | re.S)
+    assert found is not None, "the Dockerfile's header lost its run line"
+    joined = re.sub(r"\\\n#\s*", " ", found.group(1))
+    return shlex.split(joined)
+
+
+def readme_docker_block() -> list[str]:
+    (block,) = (b for b in marked("commands") if b.name == "docker")
+    return block.code.splitlines()
+
+
+@dataclass
+class Emulated:
+    """What `docker run` would run, on this host: argv and environment."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
+def emulate(run: list[str], runtime: Stage, workdir: Path) -> Emulated:
+    """The image's ENV, then `-e`; paths inside the container mapped to what is mounted or
+    copied there (`$PWD` is `workdir`; a named volume a fresh directory); the image's
+    command unless the run line gives one; the listening port 0 (the host stays)."""
+    assert run[:2] == ["docker", "run"], run
+    env = runtime.env()
+    mounts: dict[str, Path] = {}
+    for copy in runtime.all("COPY"):
+        *sources, target = (w for w in copy.args.split() if not w.startswith("--"))
+        if len(sources) == 1 and (ROOT / sources[0]).is_dir():
+            mounts[target.rstrip("/")] = ROOT / sources[0]
+    args = run[2:]
+    while args and args[0].startswith("-"):
+        flag, value, args = args[0], args[1], args[2:]
+        if flag == "-e":
+            name, _, setting = value.partition("=")
+            env[name] = setting
+        elif flag == "-v":
+            source, target = value.split(":")[:2]
+            if "/" in source:
+                mounts[target] = Path(source.replace("$PWD", str(workdir)))
+            else:
+                mounts[target] = workdir / "volumes" / source
+                mounts[target].mkdir(parents=True, exist_ok=True, mode=0o700)
+        else:
+            assert flag == "-p", f"the replay does not know {flag}"
+    image, *command = args
+    assert image == "agentskit-chat"
+    local = {}
+    for name, value in env.items():
+        for inside, outside in sorted(mounts.items(), key=lambda m: -len(m[0])):
+            if value == inside or value.startswith(inside + "/"):
+                value = str(outside) + value[len(inside) :]
+                break
+        local[name] = value
+    host, _, _ = local["AGENTSKIT_CHAT_LISTEN"].rpartition(":")
+    local["AGENTSKIT_CHAT_LISTEN"] = f"{host}:0"
+    entry = exec_form(runtime.last("ENTRYPOINT"))
+    assert entry == ["agentskit-chat"]
+    argv = [
+        sys.executable,
+        "-m",
+        "agentskit_chat.cli",
+        *(command or exec_form(runtime.last("CMD"))),
+    ]
+    return Emulated(argv, local)
+
+
+def test_the_readme_and_the_dockerfile_give_the_same_run_line() -> None:
+    (readme_run,) = (line for line in readme_docker_block() if line.startswith("docker run "))
+    assert shlex.split(readme_run) == dockerfile_run_line()
+
+
+def test_the_documented_run_line_serves_with_tokens(runtime: Stage, tmp_path: Path) -> None:
+    """The README's token recipe, then the run line: `serve` starts on 0.0.0.0 (the image's
+    address), its health check answers, the token is accepted and a call without it is
+    not."""
+    recipe = [line for line in readme_docker_block() if not line.startswith("docker ")]
+    made = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", "\n".join(recipe)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    found = re.search(r"AGENTSKIT_CHAT_TOKEN=(\S+)", made.stdout)
+    assert found is not None, made.stdout
+    token = found.group(1)
+    container = emulate(dockerfile_run_line(), runtime, tmp_path)
+    server = start(container, tmp_path)
+    try:
+        server.wait_output("agentskit-chat listening on 0.0.0.0:")
+        port = re.search(r"listening on 0\.0\.0\.0:(\d+)", server.stdout)
+        assert port is not None, server.stdout
+        health = subprocess.run(
+            [sys.executable, "-m", "agentskit_chat.healthcheck", "--timeout", "3"],
+            env=base_env({**container.env, "AGENTSKIT_CHAT_LISTEN": f"0.0.0.0:{port.group(1)}"}),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert health.returncode == 0, health.stdout + health.stderr
+        target = f"127.0.0.1:{port.group(1)}"
+        assert asyncio.run(_create(target, token)) == "idle"
+        with pytest.raises(ChatError) as refused:
+            asyncio.run(_create(target, None))
+        assert refused.value.code == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        server.close()
+
+
+def test_without_the_tokens_the_run_line_is_refused(runtime: Stage, tmp_path: Path) -> None:
+    """What the run line used to be: the image's address without tokens does not serve."""
+    run = dockerfile_run_line()
+    bare = [
+        word
+        for index, word in enumerate(run)
+        if "tokens.yaml" not in word and "tokens.yaml" not in run[min(index + 1, len(run) - 1)]
+    ]
+    assert "AGENTSKIT_CHAT_AUTH_TOKENS" not in " ".join(bare)
+    container = emulate(bare, runtime, tmp_path)
+    server = start(container, tmp_path)
+    try:
+        assert server.process.wait(timeout=60) == 2
+        assert "--insecure-no-auth" in server.stderr
+    finally:
+        server.close()
+
+
+def start(container: Emulated, workdir: Path) -> Server:
+    stderr_path = workdir / "serve.stderr"
+    stderr = stderr_path.open("wb")
+    process = subprocess.Popen(
+        container.argv,
+        cwd=workdir,
+        env=base_env(container.env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        bufsize=0,
+    )
+    return Server(process, stderr, stderr_path)
+
+
+async def _create(target: str, token: str | None) -> str:
+    async with ChatClient(target, token=token, timeout=30) as client:
+        session = await client.create_session("support")
+    return session.snapshot.state

@@ -167,6 +167,24 @@ async def _messages(target: str, session_id: str) -> list[tuple[str, str]]:
     return [(message.role, message.content) for message in history.messages]
 
 
+@pytest.mark.parametrize(
+    "snippet",
+    [block for block in SNIPPETS if block.name == "python"],
+    ids=lambda block: f"{block.name}-line{block.line}",
+)
+def test_a_refusal_without_a_reason_prints_the_code_and_message(
+    snippet: Block, tmp_path: Path
+) -> None:
+    """No server listens on port 1: the refusal comes from the network and has no ErrorInfo
+    reason, so the program must not print one (it once printed `UNAVAILABLE None: ...`)."""
+    env = base_env({"AGENTSKIT_CHAT_TARGET": "127.0.0.1:1"})
+    refused = run_python(snippet, tmp_path, env)
+    assert refused.returncode == 1, refused.stdout
+    assert refused.stderr.startswith("UNAVAILABLE: "), refused.stderr
+    assert "None" not in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 def test_the_readme_has_a_snippet_in_every_language_and_a_runner_for_each() -> None:
     assert {block.name for block in SNIPPETS} == {"python", "typescript", "go"}
     for block in SNIPPETS:

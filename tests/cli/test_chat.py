@@ -263,6 +263,9 @@ def test_an_unknown_definition_or_unreachable_server_exits_1() -> None:
     )
     assert unknown.returncode == 1
     assert unknown.stdout.startswith("error: NOT_FOUND ERROR_REASON_DEFINITION_NOT_FOUND: ")
+    assert unknown.stdout.splitlines()[-1] == (
+        "the private server over --definitions offers: orders r1, support r1"
+    )
     down = subprocess.run(
         [
             sys.executable,
@@ -284,3 +287,63 @@ def test_an_unknown_definition_or_unreachable_server_exits_1() -> None:
     )
     assert down.returncode == 1
     assert down.stdout.startswith("error: UNAVAILABLE")
+
+
+def test_without_a_definition_a_terminal_is_offered_the_list(
+    launch: Launcher, terminals: list[pexpect.spawn[str]]
+) -> None:
+    server = launch(None, "--store", "memory://")
+    child = spawn(terminals, "--target", server.target)
+    child.expect_exact(f"the server at {server.target} offers:")
+    child.expect(r"1\. orders r1 +Walks a customer through returning an order")
+    child.expect(r"2\. support r1 +Collects a name")
+    child.expect_exact("definition (1-2 or id): ")
+    child.sendline("3")
+    child.expect_exact("no definition '3' here; type a number or an id from the list")
+    child.expect_exact("definition (1-2 or id): ")
+    child.send("sup\t")  # Tab completes the offered ids
+    child.expect_exact("port")
+    child.sendline("")
+    child.expect(r"support r1 \| session s-\S+ \(new session\)")
+    child.expect_exact("> ")
+    child.sendline("/quit")
+    child.expect(r"resume with: agentskit-chat chat --target \S+ --definition support --session")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    by_number = spawn(terminals, "--target", server.target)
+    by_number.expect_exact("definition (1-2 or id): ")
+    by_number.sendline("1")
+    by_number.expect(r"orders r1 \| session s-\S+ \(new session\)")
+    by_number.expect_exact("> ")
+    by_number.sendline("/quit")
+    by_number.expect(pexpect.EOF)
+    ended = spawn(terminals, "--target", server.target)
+    ended.expect_exact("definition (1-2 or id): ")
+    ended.sendeof()  # no choice: nothing is created
+    ended.expect(pexpect.EOF)
+    ended.close()
+    assert ended.exitstatus == 2
+
+
+def test_without_a_definition_a_pipe_gets_the_list_and_status_2(launch: Launcher) -> None:
+    server = launch(None, "--store", "memory://")
+    done = subprocess.run(
+        command("chat", "--target", server.target),
+        input="/start\n",
+        cwd=REPO,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""  # the input was not taken for a choice
+    assert done.stderr.splitlines() == [
+        f"chat: name the chat with --definition ID; the server at {server.target} offers:",
+        "  1. orders r1   Walks a customer through returning an order; typos and dead ends have "
+        "routes too.",
+        "  2. support r1  Collects a name with two known commands; everything else goes to the "
+        "model.",
+    ]

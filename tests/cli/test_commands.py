@@ -1,14 +1,24 @@
-"""`validate`, `demo`, and `serve` refusing a broken configuration."""
+"""`validate`, `demo`, and `serve` refusing a broken configuration; every command that
+prints stopping quietly when its reader leaves."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cli.fixtures.serving import EXAMPLES, FIXTURES, SLOW_MODULE, run_cli
+from tests.cli.fixtures.serving import (
+    EXAMPLES,
+    FIXTURES,
+    REPO,
+    SLOW_MODULE,
+    base_env,
+    command,
+    run_cli,
+)
 
 BROKEN = FIXTURES / "broken"
 UNKNOWN_ADAPTER = FIXTURES / "unknown_adapter"
@@ -67,6 +77,44 @@ def test_validate_reports_an_unknown_adapter_beside_other_errors(tmp_path: Path)
     for file, path, code in BROKEN_ERRORS:
         assert_reported(result.stderr, tmp_path, file, path, code)
     assert_reported(result.stderr, tmp_path, *ADAPTER_ERROR)
+
+
+def test_validate_takes_one_file_as_graph_and_test_do() -> None:
+    result = run_cli("validate", str(EXAMPLES / "support.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert re.findall(r"^ok  (\S+) r1:", result.stdout, re.M) == ["support"]
+    assert result.stderr == ""
+    broken = run_cli("validate", str(BROKEN / "bad_initial.yaml"))
+    assert broken.returncode == 1
+    assert "not a directory" not in broken.stderr
+    assert "1 definition error:" in broken.stderr
+    assert_reported(broken.stderr, BROKEN, *BROKEN_ERRORS[0])
+    adapter = run_cli("validate", str(UNKNOWN_ADAPTER / ADAPTER_ERROR[0]))
+    assert adapter.returncode == 1
+    assert_reported(adapter.stderr, UNKNOWN_ADAPTER, *ADAPTER_ERROR)
+
+
+def test_validate_checks_a_file_and_modules_together(tmp_path: Path) -> None:
+    with_module = run_cli(
+        "validate", str(EXAMPLES / "orders.yaml"), "--definitions-module", SLOW_MODULE
+    )
+    assert with_module.returncode == 0, with_module.stderr
+    assert re.findall(r"^ok  (\S+) r1:", with_module.stdout, re.M) == ["orders", "slow"]
+    clash = tmp_path / "clash.yaml"
+    clash.write_text(
+        (EXAMPLES / "support.yaml").read_text(encoding="utf-8").replace("id: support", "id: slow")
+    )
+    duplicate = run_cli("validate", str(clash), "--definitions-module", SLOW_MODULE)
+    assert duplicate.returncode == 1
+    assert "definition id 'slow' is also defined in" in duplicate.stderr
+    assert "[duplicate_definition]" in duplicate.stderr
+
+
+def test_validate_names_a_missing_path() -> None:
+    result = run_cli("validate", "no-such-definitions.yaml")
+    assert result.returncode == 1
+    assert "no-such-definitions.yaml: cannot read file" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_serve_refuses_broken_definitions_without_starting(tmp_path: Path) -> None:
@@ -138,3 +186,33 @@ def test_demo_walks_the_scripted_conversation() -> None:
         position = found.end()
     assert out.count("(replayed:") == 1
     assert "failed:" not in out
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin"),
+    [
+        (("chat", "--definition", "support", "--definitions", str(EXAMPLES)), "/start\n"),
+        (("graph", str(EXAMPLES / "orders.yaml")), ""),
+        (("validate", str(EXAMPLES)), ""),
+        (("test", str(EXAMPLES)), ""),
+    ],
+    ids=["chat", "graph", "validate", "test"],
+)
+def test_a_closed_stdout_ends_the_command_quietly(args: tuple[str, ...], stdin: str) -> None:
+    """`agentskit-chat ... | head -0`: the reader is gone before the first line is written,
+    so the first write fails with EPIPE; the command exits 141 (128 + SIGPIPE, what a shell
+    shows for a program SIGPIPE ended) without a traceback."""
+    process = subprocess.Popen(
+        command(*args),
+        cwd=REPO,
+        env=base_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # the only read end: every write to the pipe now fails
+    _, stderr = process.communicate(stdin, timeout=60)
+    assert process.returncode == 141, stderr
+    assert stderr == ""

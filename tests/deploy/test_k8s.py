@@ -20,6 +20,8 @@ from tests.deploy.schemas import KUBERNETES_VERSIONS, schema_location, write_sch
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "k8s"
+HTTP_OVERLAY = ROOT / "deploy" / "overlays" / "http"
+DEPLOY_README = ROOT / "deploy" / "README.md"
 KUSTOMIZE = ROOT / "build" / "bin" / "kustomize"
 KUBECONFORM = ROOT / "build" / "bin" / "kubeconform"
 DOCKERFILE = ROOT / "Dockerfile"
@@ -48,16 +50,24 @@ def tool(path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The base rendered by kustomize, as one YAML stream in a file."""
-    out = tmp_path_factory.mktemp("k8s") / "rendered.yaml"
+def render(directory: Path, out: Path) -> Path:
+    """`kustomize build DIRECTORY` written to `out`."""
     result = subprocess.run(
-        [tool(KUSTOMIZE), "build", BASE], capture_output=True, text=True, timeout=300, check=False
+        [tool(KUSTOMIZE), "build", directory],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     out.write_text(result.stdout, encoding="utf-8")
     return out
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The base rendered by kustomize, as one YAML stream in a file."""
+    return render(BASE, tmp_path_factory.mktemp("k8s") / "rendered.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -150,9 +160,54 @@ def test_the_service_speaks_grpc_on_the_named_port(manifests: list[Manifest]) ->
     (port,) = one(manifests, "Service")["spec"]["ports"]
     assert (port["name"], port["appProtocol"], port["targetPort"]) == ("grpc", "grpc", "grpc")
     (container,) = pod_spec(manifests)["containers"]
-    (named,) = container["ports"]
-    assert named["name"] == "grpc"
-    assert env_of(container)["AGENTSKIT_CHAT_LISTEN"] == f"0.0.0.0:{named['containerPort']}"
+    named = container_ports(container)
+    assert set(named) == {"grpc", "metrics"}  # the HTTP listener is an overlay's
+    assert env_of(container)["AGENTSKIT_CHAT_LISTEN"] == f"0.0.0.0:{named['grpc']}"
+    assert "AGENTSKIT_CHAT_HTTP_LISTEN" not in env_of(container)
+
+
+def container_ports(container: Manifest) -> dict[str, int]:
+    return {p["name"]: p["containerPort"] for p in container["ports"]}
+
+
+def test_the_pods_serve_metrics_where_prometheus_is_told_to_scrape(
+    manifests: list[Manifest],
+) -> None:
+    (container,) = pod_spec(manifests)["containers"]
+    port = container_ports(container)["metrics"]
+    assert env_of(container)["AGENTSKIT_CHAT_METRICS_LISTEN"] == f"0.0.0.0:{port}"
+    assert env_of(container)["AGENTSKIT_CHAT_WORKERS"] == "1"  # serve refuses metrics with more
+    annotations = one(manifests, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(port),
+        "prometheus.io/path": "/metrics",
+    }
+    # deploy/README.md's scrape job targets the same port.
+    scrape = DEPLOY_README.read_text(encoding="utf-8")
+    assert f"--metrics-listen 0.0.0.0:{port}" in scrape
+    assert f'"chat-1:{port}"' in scrape
+
+
+def test_the_http_overlay_adds_the_listener_to_pods_and_service(
+    tmp_path: Path, schemas: Path
+) -> None:
+    out = render(HTTP_OVERLAY, tmp_path / "http.yaml")
+    for version in KUBERNETES_VERSIONS:
+        report = kubeconform(schemas, version, out)
+        assert report["returncode"] == 0, report
+        assert report["summary"]["invalid"] == report["summary"]["errors"] == 0
+    manifests = [m for m in yaml.safe_load_all(out.read_text(encoding="utf-8")) if m]
+    (container,) = pod_spec(manifests)["containers"]
+    ports = container_ports(container)
+    assert set(ports) == {"grpc", "metrics", "http"}
+    env = env_of(container)
+    assert env["AGENTSKIT_CHAT_HTTP_LISTEN"] == f"0.0.0.0:{ports['http']}"
+    assert env["AGENTSKIT_CHAT_AUTH_TOKENS"]  # beyond loopback, serve needs tokens for it too
+    service = {p["name"]: p for p in one(manifests, "Service")["spec"]["ports"]}
+    assert set(service) == {"grpc", "http"}
+    assert service["http"]["targetPort"] == "http"
+    assert service["grpc"]["appProtocol"] == "grpc"
 
 
 def test_selectors_pick_the_server_pods_only(manifests: list[Manifest]) -> None:
@@ -234,6 +289,31 @@ def test_store_and_digest_key_come_from_the_secret(manifests: list[Manifest]) ->
     env = env_of(server)
     assert files[env["AGENTSKIT_CHAT_DIGEST_KEY_FILE"]] == "digest-key"
     assert files[env["AGENTSKIT_CHAT_AUTH_TOKENS"]] == "auth-tokens.yaml"
+    assert files[env["AGENTSKIT_CHAT_STORE_PASSWORD_FILE"]] == "store-password"
+
+
+def test_the_store_password_is_a_file_not_part_of_the_url(manifests: list[Manifest]) -> None:
+    secret = one(manifests, "Secret")
+    url = secret["stringData"]["store-url"]
+    assert "@" in url
+    assert ":" not in url.removeprefix("postgresql://").split("@")[0], url  # no user:password
+    assert secret["stringData"]["store-password"]
+    for kind in ("Deployment", "Job"):
+        pod = pod_spec(manifests, kind)
+        (container,) = pod["containers"]
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        files = {
+            f"{mounts[volume['name']]}/{item['path']}": item["key"]
+            for volume in pod["volumes"]
+            if volume.get("secret", {}).get("secretName") == secret["metadata"]["name"]
+            for item in volume["secret"]["items"]
+        }
+        path = env_of(container)["AGENTSKIT_CHAT_STORE_PASSWORD_FILE"]
+        assert files[path] == "store-password", kind
+        # The files are mode 0440 and the pod runs as another user: its group must read them.
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"], kind
+    (job,) = pod_spec(manifests, "Job")["containers"]
+    assert set(env_of(job)) == {"AGENTSKIT_CHAT_STORE", "AGENTSKIT_CHAT_STORE_PASSWORD_FILE"}
 
 
 def test_the_migration_job_runs_migrate_with_the_servers_image(manifests: list[Manifest]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -56,5 +57,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if logging.getLevelName(args.log_level.upper()) != logging.DEBUG:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per model call is noise
-    status: int = args.run(args)
+    try:
+        status: int = args.run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_closed()
     return status
+
+
+BROKEN_PIPE = 141
+"""The status of a command whose output was closed early (`| head`): 128 + SIGPIPE, as a
+shell reports a program that SIGPIPE ended."""
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout left: stop quietly. What is still buffered goes to /dev/null,
+    so the flush at exit does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return BROKEN_PIPE

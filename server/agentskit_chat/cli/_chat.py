@@ -9,6 +9,10 @@ other line goes to the chat, and `//` sends a line starting with one `/` as it i
 Without `--target`, a server on a free loopback port hosts `--definitions` (memory store,
 the definitions' own model adapters) for the length of the conversation.
 
+Without `--definition`, the definitions the server offers are listed (id, revision,
+description): on a terminal `chat` asks which one to talk to; in a pipe, where input is the
+conversation, it prints the list and exits 2. An unknown `--definition` lists them too.
+
 On a terminal, input has line editing and history, and Tab completes the offered
 commands (the standard library's readline; nothing else earns a dependency here). In a
 pipe, each input line is echoed after `> ` so the output reads as a transcript.
@@ -38,6 +42,7 @@ from agentskit_chat.transport import RunningServer, start_server
 from agentskit_chat_client import (
     ChatClient,
     ChatError,
+    Definition,
     Edit,
     Regenerate,
     Retry,
@@ -53,7 +58,15 @@ from agentskit_chat_client import (
     command_hints,
 )
 
-from ._chat_view import HELP, LOCAL_COMMANDS, View, badge, history_lines, state_line
+from ._chat_view import (
+    HELP,
+    LOCAL_COMMANDS,
+    View,
+    badge,
+    definition_lines,
+    history_lines,
+    state_line,
+)
 from ._connection import add_connection_arguments, client_options
 from ._definitions import gather
 
@@ -65,7 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target", metavar="HOST:PORT", help="a live server [a private one over --definitions]"
     )
-    parser.add_argument("--definition", required=True, metavar="ID", help="the chat to talk to")
+    parser.add_argument(
+        "--definition",
+        metavar="ID",
+        help="the chat to talk to [asked on a terminal; in a pipe, the offered ones are listed]",
+    )
     parser.add_argument(
         "--session", metavar="ID", help="resume this session (created with this id if new)"
     )
@@ -105,7 +122,10 @@ def _talk(args: argparse.Namespace) -> int:
             return 2
         try:
             conversation = _Conversation(loop, connection, view)
-            status = conversation.open(args.definition, args.session)
+            chosen = args.definition or conversation.choose(interactive)
+            if chosen is None:
+                return 2 if conversation.offered else 1
+            status = conversation.open(chosen, args.session)
             if status == 0:
                 _Repl(conversation, view, interactive).run()
         finally:
@@ -182,11 +202,41 @@ class _Conversation:
         self.definition_id = ""
         self.routes: Sequence[RouteInfo] = ()
         self.snapshot = Snapshot(state="")
+        self.offered: Sequence[Definition] = ()
+        self.host = (
+            "the private server over --definitions"
+            if self.private
+            else f"the server at {self.target}"
+        )
 
     @property
     def buttons(self) -> list[str]:
         """The commands the chat offers in the current state."""
         return command_hints(self.routes, self.snapshot)
+
+    def choose(self, interactive: bool) -> str | None:
+        """The definition to talk to when none was named: listed, then asked on a terminal;
+        None after printing why not (`offered` is then what the server offers)."""
+        try:
+            self.offered = self.loop.run(self.client.list_definitions(timeout=30))
+        except ChatError as exc:
+            self.view.line(f"error: {exc}", "error")
+            return None
+        if not self.offered:
+            self.view.line(f"error: {self.host} offers no definitions", "error")
+            return None
+        if not interactive:
+            print(
+                f"chat: name the chat with --definition ID; {self.host} offers:",
+                *definition_lines(self.offered),
+                sep="\n",
+                file=sys.stderr,
+            )
+            return None
+        self.view.line(f"{self.host} offers:")
+        for line in definition_lines(self.offered):
+            self.view.line(line)
+        return _ask(self.offered)
 
     def open(self, definition_id: str, session_id: str | None) -> int:
         """Resume or start the session; 0, or 1 with the reason printed."""
@@ -194,7 +244,18 @@ class _Conversation:
             return self.loop.run(self._open(definition_id, session_id))
         except ChatError as exc:
             self.view.line(f"error: {exc}", "error")
+            if exc.code == grpc.StatusCode.NOT_FOUND and not self.offered:
+                self._list_offered()
             return 1
+
+    def _list_offered(self) -> None:
+        """After an unknown definition: what the server offers, when it says."""
+        try:
+            self.offered = self.loop.run(self.client.list_definitions(timeout=30))
+        except ChatError:
+            return
+        offered = ", ".join(f"{d.id} r{d.revision}" for d in self.offered) or "none"
+        self.view.line(f"{self.host} offers: {offered}", "error")
 
     async def _open(self, definition_id: str, session_id: str | None) -> int:
         definition = await self.client.get_definition(definition_id, timeout=30)
@@ -390,6 +451,25 @@ class _Repl:
             raise EOFError
         self.view.line(f"> {line.rstrip()}", "you")
         return line
+
+
+def _ask(offered: Sequence[Definition]) -> str | None:
+    """Ask on the terminal until a number from the list or an offered id is typed; None at
+    the end of input."""
+    ids = [d.id for d in offered]
+    _completion(lambda: ids)
+    while True:
+        try:
+            answer = input(f"definition (1-{len(ids)} or id): ").strip()
+        except EOFError:
+            print()
+            return None
+        if answer in ids:
+            return answer
+        if answer.isdigit() and 1 <= int(answer) <= len(ids):
+            return ids[int(answer) - 1]
+        if answer:
+            print(f"no definition {answer!r} here; type a number or an id from the list")
 
 
 def _completion(candidates: Callable[[], Sequence[str]]) -> None:

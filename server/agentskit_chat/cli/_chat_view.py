@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from agentskit_chat_client import AnswerOrigin, Message, Snapshot, TurnDecision
+from agentskit_chat_client import AnswerOrigin, Definition, Message, Snapshot, TurnDecision
 
 LOCAL_COMMANDS = ("/retry", "/edit", "/regenerate", "/truncate", "/state", "/quit")
 HELP = (
@@ -77,4 +77,15 @@ def history_lines(messages: Sequence[Message], last: int = 6) -> list[str]:
         author = "you" if message.role == "user" else message.role
         origin = "" if message.origin is None else f" {badge(message.origin)}"
         lines.append(f"{author}: {' '.join(message.content.split())}{origin}")
+    return lines
+
+
+def definition_lines(definitions: Sequence[Definition]) -> list[str]:
+    """One numbered line per definition: `  1. ID rREVISION  DESCRIPTION`."""
+    width = max((len(f"{d.id} r{d.revision}") for d in definitions), default=0)
+    lines = []
+    for number, definition in enumerate(definitions, start=1):
+        name = f"{definition.id} r{definition.revision}"
+        description = " ".join(definition.description.split())
+        lines.append(f"{number:3}. {name:<{width}}  {description}".rstrip())
     return lines

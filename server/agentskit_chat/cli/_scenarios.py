@@ -86,10 +86,10 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 2
-    sys.stdout.write(text_report(results))
-    if args.junit is not None:
+    if args.junit is not None:  # first: the report is written even if stdout is closed early
         args.junit.parent.mkdir(parents=True, exist_ok=True)
         args.junit.write_bytes(junit_xml(results))
+    sys.stdout.write(text_report(results))
     _, failed, errors = totals(results)
     return 1 if failed or errors else 0
 
