@@ -32,10 +32,10 @@ TERMINAL_SEND_SECONDS: Final = 5.0
 
 class StallWatch:
     """Watches one turn stream's sends and closes its events; use as an async context
-    manager around the stream, which must not touch `events` after the watch stalled:
+    manager around the stream, which reads the events only through it:
 
         async with StallWatch(events, deadline, stalled) as watch:
-            async for event in events:
+            async for event in watch.events:
                 watch.sending(terminal=...)
                 yield event
                 await watch.sent()
