@@ -4,6 +4,7 @@ on it without a sync; both keep what they acknowledged when the process is kille
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -27,6 +28,34 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_an_unknown_setting_is_refused() -> None:
     with pytest.raises(ValueError, match="synchronous must be one of normal, full"):
         SqliteStore("unused.db", synchronous="off")
+
+
+def _synchronous_level(db: sqlite3.Connection) -> int:
+    (level,) = db.execute("PRAGMA synchronous").fetchone()
+    return int(level)
+
+
+@pytest.mark.parametrize(("synchronous", "level"), [("normal", 1), ("full", 2)])
+def test_each_connection_commits_at_the_chosen_level(
+    tmp_path: Path, synchronous: str, level: int
+) -> None:
+    """`PRAGMA synchronous` belongs to a connection: it is read on the event loop's
+    connection and on the worker thread's one (NORMAL is 1, FULL 2). The store offers no
+    way to ask, so this reaches for the connections the store itself runs statements on."""
+
+    async def body() -> tuple[int, int]:
+        store = await open_sqlite_store(tmp_path / "store.db", synchronous=synchronous)
+        try:
+            await store.create(session())  # a write: on the worker thread with `full`
+            on_loop = store._attempt("probe", _synchronous_level)
+            worker = asyncio.get_running_loop().run_in_executor(
+                store._executor, store._on_worker, "probe", _synchronous_level
+            )
+            return on_loop, await worker
+        finally:
+            await store.close()
+
+    assert run(body()) == (level, level)
 
 
 @pytest.mark.parametrize("synchronous", SYNCHRONOUS_MODES)

@@ -4,6 +4,8 @@ stream whose client stops reading ends with a status the client sees."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import sqlite3
 import struct
 import subprocess
 import time
@@ -165,6 +167,45 @@ def test_a_client_that_reads_again_after_a_stall_gets_a_status_not_a_hang(
                 await channel.close()
 
     run(scenario())
+
+
+def test_a_client_that_reads_again_while_its_stalled_turn_closes_gets_a_status(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client reads again while the stalled turn still releases its lease (another
+    writer holds the database): it gets its events and DEADLINE_EXCEEDED, and the server
+    logs no error."""
+
+    async def scenario() -> None:
+        async with live(tmp_path, limits=STALL_LIMITS) as env:
+            sid = (await env.client.create_session("probe")).session_id
+            channel, call = await stalled_turn(env.target, sid)
+            writer = sqlite3.connect(env.db_path, isolation_level=None)
+            try:
+                while env.probe.flooded == 0:
+                    await asyncio.sleep(0.01)
+                writer.execute("BEGIN IMMEDIATE")  # the turn's release will wait for it
+                async with asyncio.timeout(20):
+                    while "turn stream stalled" not in caplog.text:
+                        await asyncio.sleep(0.01)
+                await asyncio.sleep(0.3)  # the turn is closing: its release waits on the lock
+                responses: list[pb.StreamTurnResponse] = []
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await asyncio.wait_for(read_all(call, responses), 20)
+                assert responses, "the events sent before the stall were lost"
+                assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                assert "not reading" in (caught.value.details() or "")
+                writer.execute("COMMIT")
+                assert (await once_released(env.client, sid, "hello")).text == "model answer"
+            finally:
+                writer.close()
+                call.cancel()
+                await channel.close()
+        errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+        assert errors == []
+
+    with caplog.at_level(logging.WARNING):
+        run(scenario())
 
 
 @dataclass

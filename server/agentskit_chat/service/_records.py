@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -131,41 +131,70 @@ class Records:
         return loaded
 
     async def load(self, session_id: str) -> Loaded:
-        """The verified stored record of `session_id`; raises ServiceError when unusable."""
-        principal = current_principal()
-        tenant = principal.tenant
-        stored, history = await self._read(session_id, tenant)
-        if stored is None or not principal.may_use(stored.definition_id):
+        """The verified stored record of `session_id`, without its history (one small read);
+        raises ServiceError when unusable."""
+        tenant = current_principal().tenant
+        stored = await _guard(self.store.load(session_id, tenant=tenant))
+        return self._accept(session_id, tenant, stored)
+
+    async def load_with_messages(self, session_id: str) -> tuple[Loaded, tuple[Message, ...]]:
+        """The verified stored record of `session_id` and the server-held history that goes
+        with it (empty for a client-held history), both as of one moment.
+
+        The history is read in the same snapshot as the record unless the cache holds the
+        history of these very bytes: a turn committing between two separate reads would make
+        an intact history look short or long. SESSION_CORRUPT when the store holds another
+        number of messages than the record counts (rows removed or added behind the service).
+        """
+        tenant = current_principal().tenant
+        stored, messages = await self._read(session_id, tenant)
+        loaded = self._accept(session_id, tenant, stored)
+        if loaded.history_mode != HistoryMode.SERVER:
+            return loaded, ()
+        expected = loaded.record.messages
+        if expected is not None and len(messages) != expected:
+            self._cache.pop(session_id, tenant)  # read again once the rows are repaired
+            raise _history_mismatch()
+        entry = self._cache.get(session_id, tenant)
+        if entry is not None and entry.loaded is loaded:
+            self._cache.attach(entry, messages)
+        return loaded, messages
+
+    def _accept(self, session_id: str, tenant: str, stored: StoredSession | None) -> Loaded:
+        """`stored` verified, or ServiceError (NOT_FOUND for what the principal may not use)."""
+        if stored is None or not current_principal().may_use(stored.definition_id):
             self._cache.pop(session_id, tenant)
             raise ServiceError(Reason.SESSION_NOT_FOUND, "no session has this id")
         try:
-            loaded = self._verify(session_id, stored)
+            return self._verify(session_id, stored)
         except ServiceError:
             self._cache.pop(session_id, tenant)
             raise
-        entry = self._cache.get(session_id, tenant)
-        if history is not None and entry is not None and entry.loaded is loaded:
-            self._cache.attach(entry, tuple(_message(m) for m in history))
-        return loaded
 
     async def _read(
         self, session_id: str, tenant: str
-    ) -> tuple[StoredSession | None, Sequence[StoredMessage] | None]:
-        """The stored session and, unless the cache holds the history of these very bytes,
-        its messages read in the same snapshot: a turn committing between two separate
-        reads would make an intact history look short or long (`messages`)."""
+    ) -> tuple[StoredSession | None, tuple[Message, ...]]:
+        """The stored session and its server-held history as of one moment: the cached
+        history when the stored bytes are the cached ones, else both read in one snapshot."""
         entry = self._cache.get(session_id, tenant)
         if entry is not None and (
             entry.messages is not None or entry.loaded.history_mode == HistoryMode.CLIENT
         ):
             stored = await _guard(self.store.load(session_id, tenant=tenant))
             if stored is None or stored.history_mode == HistoryMode.CLIENT:
-                return stored, None
+                return stored, ()
             entry = self._cache.get(session_id, tenant)  # as it is now, after the read
-            if entry is not None and entry.messages is not None and stored.record == entry.data:
-                return stored, None
+            if (
+                entry is not None
+                and entry.messages is not None
+                and stored.record == entry.data
+                and stored.incarnation == entry.loaded.incarnation
+            ):
+                return stored, entry.messages
         found = await _guard(self.store.load_with_messages(session_id, tenant=tenant))
-        return (None, None) if found is None else found
+        if found is None:
+            return None, ()
+        return found[0], tuple(_message(m) for m in found[1])
 
     def _verify(self, session_id: str, stored: StoredSession) -> Loaded:
         tenant = stored.tenant
@@ -274,36 +303,6 @@ class Records:
         if stored is None:
             return False
         raise conflict(stored.cursor)
-
-    async def messages(self, loaded: Loaded) -> tuple[Message, ...]:
-        """The server-held history that goes with `loaded`; SESSION_CORRUPT when the store
-        holds another number of messages than the record counts (rows removed or added
-        behind the service), CONFLICT when the session changed since `loaded` was read
-        and its history was not read with it."""
-        session_id, tenant = loaded.record.session_id, loaded.tenant
-        entry = self._cache.get(session_id, tenant)
-        expected = loaded.record.messages
-        if entry is not None and entry.loaded is loaded and entry.messages is not None:
-            if expected is None or len(entry.messages) == expected:
-                return entry.messages
-            self._cache.pop(session_id, tenant)  # read again once the rows are repaired
-            raise _history_mismatch()
-        # Not held (`load` attaches the history it read with the record): read both again
-        # in one snapshot, so the count is compared with the record it goes with.
-        found = await _guard(self.store.load_with_messages(session_id, tenant=tenant))
-        if found is None or (found[0].cursor, found[0].incarnation) != (
-            loaded.cursor,
-            loaded.incarnation,
-        ):
-            raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
-        stored = found[1]
-        if expected is not None and len(stored) != expected:
-            raise _history_mismatch()
-        messages = tuple(_message(m) for m in stored)
-        entry = self._cache.get(session_id, tenant)
-        if entry is not None and entry.loaded is loaded:
-            self._cache.attach(entry, messages)
-        return messages
 
     def _stored(
         self, loaded: Loaded, record: SessionRecord, encoder: RecordEncoder

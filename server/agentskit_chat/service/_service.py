@@ -126,10 +126,8 @@ class ChatService:
 
     async def get_session(self, session_id: str) -> SessionHistory:
         """The session and, for server-held history, its messages with their origins."""
-        loaded = await self._records.load(self.limits.check_id("session_id", session_id))
-        messages: tuple[Message, ...] = ()
-        if loaded.history_mode == HistoryMode.SERVER:
-            messages = await self._records.messages(loaded)
+        session_id = self.limits.check_id("session_id", session_id)
+        loaded, messages = await self._records.load_with_messages(session_id)
         return _history(loaded, messages)
 
     async def delete_session(self, session_id: str, expected_cursor: int | None = None) -> None:
@@ -160,7 +158,8 @@ class ChatService:
         expected_cursor: int | None = None,
     ) -> SessionHistory:
         """Drop the messages after `last_kept_message_id` (all when None); no transition."""
-        loaded = await self._records.load(self.limits.check_id("session_id", session_id))
+        session_id = self.limits.check_id("session_id", session_id)
+        loaded, messages = await self._records.load_with_messages(session_id)
         check_expected_cursor(loaded, expected_cursor)
         if loaded.history_mode != HistoryMode.SERVER:
             raise ServiceError(
@@ -170,7 +169,6 @@ class ChatService:
                 history_mode=str(loaded.history_mode),
             )
         refuse_if_leased(loaded, now_ms())
-        messages = await self._records.messages(loaded)
         keep = 0
         if last_kept_message_id is not None:
             ids = [m.id for m in messages]

@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Final
 
-from agentskit_chat.conversation import ROUTE_FAILED, FailureOutcome, TerminalTurn, TurnKind
+from agentskit_chat.conversation import (
+    ROUTE_FAILED,
+    FailureOutcome,
+    Message,
+    TerminalTurn,
+    TurnKind,
+)
 from agentskit_chat.storage import HistoryMode
 
-from ._records import Loaded, Records, now_ms
+from ._records import Loaded, now_ms
 from ._types import Completed, Decided, Delta, Failed, Started, TurnEvent, TurnRequest, Usage
 
 DEADLINE_EXCEEDED: Final = "deadline_exceeded"
@@ -117,10 +123,18 @@ def recorded_failure(turn: TerminalTurn) -> Failed:
 
 
 async def repeat(
-    records: Records, loaded: Loaded, turn: TerminalTurn
+    loaded: Loaded, history: tuple[Message, ...], turn: TerminalTurn
 ) -> AsyncGenerator[TurnEvent, None]:
     """The recorded outcome of a finished turn, without running anything: the events its
-    stream sent, except the deltas of a failed turn (their text was never committed)."""
+    stream sent, except the deltas of a failed turn (their text was never committed).
+
+    `history` is the server-held history read with `loaded`: the answer is looked up before
+    the first event goes out, so turns that commit while the consumer sends the events
+    change nothing of what is repeated.
+    """
+    content = ""
+    if turn.assistant_message_id and loaded.history_mode == HistoryMode.SERVER:
+        content = next((m.content for m in history if m.id == turn.assistant_message_id), "")
     yield Started(turn.operation, turn.user_message_id, duplicate=True)
     if turn.outcome == "failed":
         if turn.decided:
@@ -128,10 +142,6 @@ async def repeat(
         yield recorded_failure(turn)
         return
     yield recorded_decision(turn, loaded.record.state)
-    content = ""
-    if turn.assistant_message_id and loaded.history_mode == HistoryMode.SERVER:
-        messages = await records.messages(loaded)
-        content = next((m.content for m in messages if m.id == turn.assistant_message_id), "")
     if content:
         yield Delta(content)
     yield Completed(

@@ -203,17 +203,19 @@ class TurnRunner:
         # The stored record is read on every turn, even when this process holds it: the bytes
         # are compared with the cached ones (no decoding when they match), so a record
         # changed or damaged behind the cache is noticed instead of being written over.
-        loaded = await self._records.load(request.session_id)
+        # The history is read with the record, in one snapshot: a repeat and a claim both
+        # use it, and nothing committed since the record was read can make it disagree.
+        loaded, history = await self._records.load_with_messages(request.session_id)
         progress.definition = loaded.definition
         _check_mode(loaded.history_mode, request)
         finished = loaded.record.find_turn(request.turn_id)
         if finished is not None:
-            async with aclosing(repeat(self._records, loaded, finished)) as repeated:
+            async with aclosing(repeat(loaded, history, finished)) as repeated:
                 async for event in repeated:
                     yield event
             return
         check_expected_cursor(loaded, request.expected_cursor)
-        turn = await self._claim(request, loaded, progress)
+        turn = await self._claim(request, loaded, history, progress)
         if turn is None:
             raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
         self._in_flight += 1
@@ -228,16 +230,16 @@ class TurnRunner:
                 self._idle.set()
 
     async def _claim(
-        self, request: TurnRequest, loaded: Loaded, progress: TurnProgress
+        self,
+        request: TurnRequest,
+        loaded: Loaded,
+        history: tuple[Message, ...],
+        progress: TurnProgress,
     ) -> _Turn | None:
-        """Plan the turn and claim the session lease; None when the compare-and-set lost."""
+        """Plan the turn on `history` (read with `loaded`) and claim the session lease; None
+        when the compare-and-set lost."""
         at = now_ms()
         refuse_if_leased(loaded, at, request.turn_id)
-        history = (
-            await self._records.messages(loaded)
-            if loaded.history_mode == HistoryMode.SERVER
-            else ()
-        )
         plan = plan_turn(request.operation, history, self._limits, new_id)
         lease = Lease(
             request.turn_id,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.service import ChatService, Completed, Failed, TurnRequest
@@ -96,12 +95,11 @@ class ChatRpcs:
             convert.operation(request),
             _expected_cursor(request),
         )
-        async with aclosing(self.service.run_turn(turn)) as events:
-            with StallWatch(events, deadline, stalled) as watch:
-                async for event in events:
-                    watch.sending(terminal=isinstance(event, Completed | Failed))
-                    yield stamp(event)
-                    watch.sent()
+        async with StallWatch(self.service.run_turn(turn), deadline, stalled) as watch:
+            async for event in watch.events:
+                watch.sending(terminal=isinstance(event, Completed | Failed))
+                yield stamp(event)
+                await watch.sent()
 
 
 def _expected_cursor(

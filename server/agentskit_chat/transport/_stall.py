@@ -20,7 +20,6 @@ client within its own grace (see `transport.web._streams`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable
 from types import TracebackType
@@ -32,7 +31,20 @@ TERMINAL_SEND_SECONDS: Final = 5.0
 
 
 class StallWatch:
-    """Watches one turn stream's sends; use as a context manager around the stream."""
+    """Watches one turn stream's sends and closes its events; use as an async context
+    manager around the stream, which reads the events only through it:
+
+        async with StallWatch(events, deadline, stalled) as watch:
+            async for event in watch.events:
+                watch.sending(terminal=...)
+                yield event
+                await watch.sent()
+
+    Once the watch stalled, the events are closed by a task of its own (the call may be
+    waiting on its client meanwhile): `sent` and the exit wait for that close instead of
+    reading or closing the events themselves, so a client that reads again while the turn
+    still releases its lease never resumes a generator that is closing.
+    """
 
     def __init__(
         self,
@@ -48,27 +60,42 @@ class StallWatch:
         self._timer: asyncio.TimerHandle | None = None
         self._ending: asyncio.Task[None] | None = None
 
+    @property
+    def events(self) -> AsyncGenerator[Any, None]:
+        """The watched events."""
+        return self._events
+
     def sending(self, *, terminal: bool) -> None:
         """An event is about to wait for the client."""
         at = self._loop.time() + TERMINAL_SEND_SECONDS if terminal else self._deadline
         self._timer = self._loop.call_at(at, self._stalled)
 
-    def sent(self) -> None:
-        """The event left."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    async def sent(self) -> None:
+        """The event left. When the watch stalled meanwhile, wait until the events are
+        closed (the call is then cancelled): they must not be read again."""
+        self._disarm()
+        if self._ending is not None:
+            await asyncio.shield(self._ending)
 
-    def __enter__(self) -> Self:
+    async def __aenter__(self) -> Self:
         return self
 
-    def __exit__(
+    async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.sent()
+        self._disarm()
+        if self._ending is not None:
+            await asyncio.shield(self._ending)  # closing them a second time would fail
+        else:
+            await self._events.aclose()
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _stalled(self) -> None:
         self._timer = None
@@ -78,7 +105,12 @@ class StallWatch:
         self._ending = asyncio.ensure_future(self._end())
 
     async def _end(self) -> None:
-        with contextlib.suppress(RuntimeError):  # Already running again: cancelling ends it.
+        # The stream waits on its client (the timer only runs then) and reads nothing more
+        # once `_ending` is set: the events are suspended, and only this closes them.
+        try:
             await self._events.aclose()
-        if self._call is not None:
-            self._call.cancel()
+        except Exception as exc:  # The turn's own cleanup failed: the call ends all the same.
+            log.warning("closing a stalled turn failed: %s", type(exc).__name__)
+        finally:
+            if self._call is not None:
+                self._call.cancel()
