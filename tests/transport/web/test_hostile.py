@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from agentskit_chat.transport import Authenticator, token_digest
-from agentskit_chat.transport.web import _logbound, _screen
+from agentskit_chat.transport.web import _logbound
 from tests.transport.conftest import run
 
 from .conftest import WebLive, web_live
@@ -214,13 +213,10 @@ def test_an_early_answer_waits_for_the_body_and_keeps_the_http2_connection(
     run(scenario())
 
 
-def test_data_after_the_drain_bound_costs_one_short_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_data_after_the_drain_bound_costs_one_short_line(tmp_path: Path) -> None:
     """A body that does not end within the drain's bound gets its 405 anyway; DATA it sends
     after that makes Hypercorn fail the connection (a KeyError in its HTTP/2 code), which
     the listener logs as one short line."""
-    monkeypatch.setattr(_screen, "DRAIN_SECONDS", 0.3)
 
     def late_data(port: int) -> tuple[int, bool]:
         client = H2(port)
@@ -234,7 +230,7 @@ def test_data_after_the_drain_bound_costs_one_short_line(
 
     async def scenario() -> None:
         with captured() as log:
-            async with web_live(tmp_path) as web:
+            async with web_live(tmp_path, drain_seconds=0.3) as web:
                 log.mark()
                 assert await asyncio.to_thread(late_data, _port(web)) == (405, True)
                 await _settle(log)
