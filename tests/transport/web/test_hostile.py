@@ -330,6 +330,39 @@ def test_connect_errors_do_not_echo_header_values(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_case_variants_of_known_values_are_masked_too(tmp_path: Path) -> None:
+    """connectrpc names compressions exactly as it spells them: `GZIP` or `Identity` is
+    unknown to it and would be quoted back, so the listener masks it like any other."""
+    variants = ["GZIP", "Gzip", "Identity", "ZSTD"]
+    cases: list[tuple[dict[str, str], bytes, Callable[[httpx.Response], Any], str]] = []
+    for variant in variants:
+        unary = {"content-type": "application/json", "content-encoding": variant}
+        stream = {"content-type": "application/connect+json", "connect-content-encoding": variant}
+        grpc = {
+            "content-type": "application/grpc-web+proto",
+            "x-grpc-web": "1",
+            "grpc-encoding": variant,
+        }
+        cases += [
+            (unary, b"{}", lambda r: r.json()["code"], "unimplemented"),
+            (stream, envelope(b"{}"), _stream_code, "unimplemented"),
+            (grpc, envelope(b""), _grpc_status, "12"),
+        ]
+
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            for headers, body, code, want in cases:
+                streaming = "connect+json" in headers["content-type"]
+                method = "StreamTurn" if streaming else "ListDefinitions"
+                response = await web.http.post(SERVICE + method, content=body, headers=headers)
+                raw = response.content + str(response.headers).encode()
+                variant = next(v for k, v in headers.items() if k.endswith("encoding"))
+                assert variant.encode() not in raw, headers
+                assert code(response) == want, (headers, response.content)
+
+    run(scenario())
+
+
 def test_empty_and_valid_encoding_and_timeout_headers_still_work(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with web_live(tmp_path) as web:
@@ -347,6 +380,10 @@ def test_empty_and_valid_encoding_and_timeout_headers_still_work(tmp_path: Path)
                 assert response.json()["definitions"]
 
     run(scenario())
+
+
+def _stream_code(response: httpx.Response) -> str:
+    return str(json.loads(response.content[5:])["error"]["code"])
 
 
 def _grpc_status(response: httpx.Response) -> str:

@@ -172,9 +172,10 @@ def _utf8(data: bytes) -> bool:
 
 def _masked(key: bytes, value: bytes) -> bytes:
     rule = _REPLACEMENTS.get(key.lower())
-    if rule is None or not value.strip():
+    if rule is None or not value:
         return value  # connectrpc takes an empty value as an absent one
     accepted, word = rule
     if isinstance(accepted, frozenset):
-        return value if value.strip().lower() in accepted else word
+        # Exactly: connectrpc looks names up as they are, so `GZIP` is unknown to it too.
+        return value if value in accepted else word
     return value if accepted.fullmatch(value.strip()) else word
