@@ -7,8 +7,10 @@
   health service reports the server as a whole; it needs no token.
 - Anything else: the static files under `--web-root` when one is given, else 404.
 
-Everything passes through `Cors` first, so preflights stay open. When tokens are required,
-a request without a valid bearer token is refused before anything else looks at it, unless
+Everything passes through `Cors` first, so preflights stay open, then `Screen`, which
+refuses what nothing here could read (a websocket upgrade; under the RPC prefix, a header
+that is not UTF-8 or gRPC over HTTP/1.1) whatever the path, and drains bodies. When tokens
+are required, a request without a valid bearer token is refused before anything else, unless
 it is a `GET`/`HEAD` outside the RPC path (health, static files): a `POST` of a real method
 in a content type its protocol speaks goes on to the Connect application, whose
 authentication refuses it in the caller's protocol (Connect, gRPC-Web or gRPC); anything

@@ -8,8 +8,9 @@ the request cost the client. So:
 
 - `refused()` writes one WARNING line of fixed text, at most `MAX_EVENT_CHARS` long.
 - `bounded_errorlog()` is the logger the listener hands Hypercorn (`config.errorlog`); a
-  filter on it, and one on the `asyncio` logger (where an exception that ends a Hypercorn
-  connection surfaces, as "Unhandled exception in client_connected_cb"), replace every
+  filter on it, and one on the `asyncio` logger (where an exception raised in a Hypercorn
+  task the listener does not await may surface; one that ends a connection is caught by
+  the listener and written with `refused` itself), replace every
   record carrying an exception raised through Hypercorn by one such line naming only the
   exception's type and the innermost frame's file and line, never its message.
 - All of these lines share one token bucket (`BURST` lines, then one per `REFILL_SECONDS`);
