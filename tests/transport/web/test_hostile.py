@@ -235,6 +235,7 @@ def test_data_after_the_drain_bound_costs_one_short_line(tmp_path: Path) -> None
                 assert await asyncio.to_thread(late_data, _port(web)) == (405, True)
                 await _settle(log)
                 assert len(log.warnings()) == 1, log.text()
+                assert "protocol error: KeyError at " in log.warnings()[0]["event"]
                 log.assert_bounded(CANARY)
 
     run(scenario())

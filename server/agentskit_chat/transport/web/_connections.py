@@ -43,7 +43,7 @@ from hypercorn.config import Config
 from agentskit_chat.transport._server import ConnectionLimits
 
 from ._asgi import App
-from ._logbound import refused, summary
+from ._logbound import connection_failed
 
 
 class _Requests:
@@ -112,7 +112,7 @@ async def serve_connections(
             _close(writer, raw)  # A failed or expired handshake, a reset.
         except Exception as exc:  # A connection's failure stays its own.
             _close(writer, raw)
-            refused(f"connection closed on an error: {summary(exc)}")
+            connection_failed(exc)
         finally:
             if deadline is not None:
                 deadline.cancel()

@@ -90,6 +90,13 @@ def refused(what: str, *, level: int = logging.WARNING) -> None:
     log.log(level, "%s", _clip(event))
 
 
+def connection_failed(exc: BaseException) -> None:
+    """The line for a connection that ended on `exc`: a protocol error when it was raised
+    through Hypercorn or h2, any other error otherwise."""
+    kind = "a protocol error" if _through_hypercorn(exc) else "an error"
+    refused(f"connection closed on {kind}: {summary(exc)}")
+
+
 def _clip(text: str) -> str:
     text = text.replace("\n", " ").replace("\r", " ")
     return text if len(text) <= MAX_EVENT_CHARS else text[: MAX_EVENT_CHARS - 3] + "..."
@@ -162,7 +169,7 @@ class _Bound(logging.Filter):
         elif record.name == LOGGER_NAME:
             refused(f"request failed: {summary(exc)}")
         else:
-            refused(f"connection closed on a protocol error: {summary(exc)}")
+            connection_failed(exc)
         return False
 
 
