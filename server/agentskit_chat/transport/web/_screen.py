@@ -19,7 +19,9 @@
   the body then reads the answer rather than a reset, and an HTTP/2 client still sending
   DATA does not make Hypercorn drop the whole connection. A body that does not fit is left
   unread; the server then closes the HTTP/1.1 connection after the answer. This is the only
-  place that drains: the application below answers and never waits for a body itself.
+  place that drains: the application below answers and never waits for a body itself. (The
+  service has no client-streaming method, so an answer that starts before its request's
+  body has ended never needs the rest of that body.)
 
 Each refusal here writes one rate-limited WARNING line (see `_logbound`).
 """
