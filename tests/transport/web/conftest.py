@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from agentskit_chat.transport.web import HttpSettings
+from agentskit_chat.transport.web._screen import DRAIN_SECONDS
 from tests.transport.conftest import Live, live
 
 
@@ -34,10 +35,12 @@ async def web_live(
     cors: frozenset[str] = frozenset(),
     web_root: Path | None = None,
     http2: bool = False,
+    drain_seconds: float = DRAIN_SECONDS,
     **options: Any,
 ) -> AsyncIterator[WebLive]:
     """`live` with `--http-listen 127.0.0.1:0`; `http2` speaks h2c with prior knowledge."""
-    settings = HttpSettings("127.0.0.1:0", cors, None if web_root is None else str(web_root))
+    root = None if web_root is None else str(web_root)
+    settings = HttpSettings("127.0.0.1:0", cors, root, drain_seconds)
     async with live(tmp_path, http=settings, **options) as env:
         assert env.server.http is not None
         base = f"http://127.0.0.1:{env.server.http.port}"

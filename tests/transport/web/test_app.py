@@ -107,12 +107,24 @@ def test_without_a_token_anything_but_open_paths_is_refused_before_routing(
     run(scenario())
 
 
-def stalled_post(port: int, declared: int) -> tuple[bytes, bool]:
-    """POST a call declaring a `declared`-byte body and send none of it: the answer's
-    status line, and whether the server then closed the connection (within 20 s)."""
+CALL = b"/agentskit.chat.v1.ChatService/ListDefinitions"
+STALLED = [
+    (CALL, None, b"401"),
+    (b"/other.v1.Service/Method", None, b"401"),  # refused outside the RPC path
+    (b"/healthz", None, b"401"),
+    (b"/healthz", TOKEN, b"405"),  # answered by routing, with a token
+]
+"""Path, token and the status of a POST whose body does not come."""
+
+
+def stalled_post(port: int, declared: int, path: bytes = CALL, token: str | None = None) -> bytes:
+    """POST `path` declaring a `declared`-byte body and send none of it: the answer's status
+    line, once the server has closed the connection; an AssertionError when it does not close
+    within 5 s (every drain here is bounded well below that)."""
+    auth = b"" if token is None else b"Authorization: Bearer %s\r\n" % token.encode()
     head = (
-        b"POST /agentskit.chat.v1.ChatService/ListDefinitions HTTP/1.1\r\nHost: chat\r\n"
-        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % declared
+        b"POST %s HTTP/1.1\r\nHost: chat\r\nContent-Type: application/json\r\n"
+        b"%sContent-Length: %d\r\n\r\n" % (path, auth, declared)
     )
     with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
         sock.sendall(head)
@@ -121,13 +133,15 @@ def stalled_post(port: int, declared: int) -> tuple[bytes, bool]:
             chunk = sock.recv(65_536)
             assert chunk, f"closed without an answer after {answer!r}"
             answer += chunk
-        return answer.split(b"\r\n", 1)[0], closed_by_peer(sock, 20)
+        assert closed_by_peer(sock, 5), (path, declared)
+        return answer.split(b"\r\n", 1)[0]
 
 
 def test_a_refusal_waits_for_its_body_only_so_long(tmp_path: Path) -> None:
-    """A refused call whose body does not come is answered after the drain's time bound,
-    and one declaring more than the drain's byte bound at once; either connection then
-    closes, so a stalled upload holds nothing."""
+    """An answer given before a body that does not come (a refused call, a refusal outside
+    the RPC path, a 405) waits the drain's time bound once, and one declaring more than the
+    drain's byte bound not at all; either connection then closes, so a stalled upload holds
+    nothing."""
 
     async def scenario() -> None:
         settings = HttpSettings("127.0.0.1:0", drain_seconds=0.5)
@@ -136,17 +150,17 @@ def test_a_refusal_waits_for_its_body_only_so_long(tmp_path: Path) -> None:
         ) as env:
             assert env.server.http is not None
             port = env.server.http.port
-            for declared in (3_000_000, 60_000):
-                status, closed = await asyncio.to_thread(stalled_post, port, declared)
-                assert status == b"HTTP/1.1 401 ", declared
-                assert closed, declared
+            for path, token, status in STALLED:
+                for declared in (3_000_000, 60_000):
+                    line = await asyncio.to_thread(stalled_post, port, declared, path, token)
+                    assert line == b"HTTP/1.1 " + status + b" ", (path, declared)
 
     run(scenario())
 
 
 def test_a_body_over_the_drain_bound_is_not_waited_for(tmp_path: Path) -> None:
-    """A declared body larger than the drain reads is refused at once, whatever the drain's
-    time bound."""
+    """A declared body larger than the drain reads is answered at once, whatever the
+    drain's time bound and wherever it was sent."""
 
     async def scenario() -> None:
         settings = HttpSettings("127.0.0.1:0", drain_seconds=600)
@@ -154,7 +168,9 @@ def test_a_body_over_the_drain_bound_is_not_waited_for(tmp_path: Path) -> None:
             tmp_path, http=settings, authenticator=_tokens(tmp_path), max_request_bytes=65_536
         ) as env:
             assert env.server.http is not None
-            status, closed = await asyncio.to_thread(stalled_post, env.server.http.port, 70_000)
-            assert (status, closed) == (b"HTTP/1.1 401 ", True)
+            port = env.server.http.port
+            for path, token, status in STALLED:
+                line = await asyncio.to_thread(stalled_post, port, 70_000, path, token)
+                assert line == b"HTTP/1.1 " + status + b" ", path
 
     run(scenario())

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from agentskit_chat.transport import Authenticator, token_digest
-from agentskit_chat.transport.web import _logbound, _screen
+from agentskit_chat.transport.web import _logbound
 from tests.transport.conftest import run
 
 from .conftest import WebLive, web_live
@@ -214,13 +213,10 @@ def test_an_early_answer_waits_for_the_body_and_keeps_the_http2_connection(
     run(scenario())
 
 
-def test_data_after_the_drain_bound_costs_one_short_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_data_after_the_drain_bound_costs_one_short_line(tmp_path: Path) -> None:
     """A body that does not end within the drain's bound gets its 405 anyway; DATA it sends
     after that makes Hypercorn fail the connection (a KeyError in its HTTP/2 code), which
     the listener logs as one short line."""
-    monkeypatch.setattr(_screen, "DRAIN_SECONDS", 0.3)
 
     def late_data(port: int) -> tuple[int, bool]:
         client = H2(port)
@@ -234,11 +230,12 @@ def test_data_after_the_drain_bound_costs_one_short_line(
 
     async def scenario() -> None:
         with captured() as log:
-            async with web_live(tmp_path) as web:
+            async with web_live(tmp_path, drain_seconds=0.3) as web:
                 log.mark()
                 assert await asyncio.to_thread(late_data, _port(web)) == (405, True)
                 await _settle(log)
                 assert len(log.warnings()) == 1, log.text()
+                assert "protocol error: KeyError at " in log.warnings()[0]["event"]
                 log.assert_bounded(CANARY)
 
     run(scenario())
@@ -334,6 +331,39 @@ def test_connect_errors_do_not_echo_header_values(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_case_variants_of_known_values_are_masked_too(tmp_path: Path) -> None:
+    """connectrpc names compressions exactly as it spells them: `GZIP` or `Identity` is
+    unknown to it and would be quoted back, so the listener masks it like any other."""
+    variants = ["GZIP", "Gzip", "Identity", "ZSTD"]
+    cases: list[tuple[dict[str, str], bytes, Callable[[httpx.Response], Any], str]] = []
+    for variant in variants:
+        unary = {"content-type": "application/json", "content-encoding": variant}
+        stream = {"content-type": "application/connect+json", "connect-content-encoding": variant}
+        grpc = {
+            "content-type": "application/grpc-web+proto",
+            "x-grpc-web": "1",
+            "grpc-encoding": variant,
+        }
+        cases += [
+            (unary, b"{}", lambda r: r.json()["code"], "unimplemented"),
+            (stream, envelope(b"{}"), _stream_code, "unimplemented"),
+            (grpc, envelope(b""), _grpc_status, "12"),
+        ]
+
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            for headers, body, code, want in cases:
+                streaming = "connect+json" in headers["content-type"]
+                method = "StreamTurn" if streaming else "ListDefinitions"
+                response = await web.http.post(SERVICE + method, content=body, headers=headers)
+                raw = response.content + str(response.headers).encode()
+                variant = next(v for k, v in headers.items() if k.endswith("encoding"))
+                assert variant.encode() not in raw, headers
+                assert code(response) == want, (headers, response.content)
+
+    run(scenario())
+
+
 def test_empty_and_valid_encoding_and_timeout_headers_still_work(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with web_live(tmp_path) as web:
@@ -351,6 +381,10 @@ def test_empty_and_valid_encoding_and_timeout_headers_still_work(tmp_path: Path)
                 assert response.json()["definitions"]
 
     run(scenario())
+
+
+def _stream_code(response: httpx.Response) -> str:
+    return str(json.loads(response.content[5:])["error"]["code"])
 
 
 def _grpc_status(response: httpx.Response) -> str:

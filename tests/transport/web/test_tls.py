@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import gc
+import socket
 import ssl
+import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from agentskit_chat.transport import ServerTls, TlsFiles
+from agentskit_chat.transport import ConnectionLimits, ServerTls, TlsFiles
 from agentskit_chat.transport.web import HttpSettings
 from tests.transport.certs import Authority
 from tests.transport.conftest import live, run
+from tests.transport.test_limits import closed_by_peer
+
+from .raw import captured
 
 LIST = "/agentskit.chat.v1.ChatService/ListDefinitions"
 
@@ -70,3 +79,72 @@ def test_with_a_client_ca_every_client_needs_a_certificate(tmp_path: Path) -> No
                     await anonymous.get("/healthz")
 
     run(scenario())
+
+
+def _client_hello(ca: Path) -> bytes:
+    """The first bytes a TLS client sends (its ClientHello), made by a real handshake."""
+    hello = ssl.MemoryBIO()
+    connection = _context(ca).wrap_bio(ssl.MemoryBIO(), hello, server_hostname="127.0.0.1")
+    with contextlib.suppress(ssl.SSLWantReadError):
+        connection.do_handshake()
+    return hello.read()
+
+
+def _handshaken_then_silent(port: int, ca: Path) -> bool:
+    """Finish the TLS handshake, send no request; whether the server then closes."""
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=20) as raw,
+        _context(ca).wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.settimeout(20)
+        try:
+            return tls.recv(1) == b""
+        except (ConnectionResetError, ssl.SSLError):
+            return True
+        except TimeoutError:
+            return False
+
+
+def test_silent_and_unfinished_handshakes_are_closed_without_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sockets that send nothing, half a handshake, or a whole handshake and no request are
+    all closed at the handshake timeout, as over plain TCP, and cost no ERROR, traceback or
+    finaliser failure; a real client is served afterwards."""
+    ca = Authority(tmp_path)
+    server = ca.issue("server", server=True)
+    tls = ServerTls(TlsFiles(server.cert, server.key))
+    hello = _client_hello(ca.cert)
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+
+    async def scenario() -> None:
+        connections = ConnectionLimits(max_connections=8, handshake_seconds=0.5)
+        with captured() as log:
+            async with live(
+                tmp_path, tls=tls, http=HttpSettings("127.0.0.1:0"), connections=connections
+            ) as env:
+                assert env.server.http is not None
+                port = env.server.http.port
+                log.mark()
+                silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+                half = socket.create_connection(("127.0.0.1", port))
+                half.sendall(hello[: len(hello) // 2])
+                unfinished = socket.create_connection(("127.0.0.1", port))
+                unfinished.sendall(hello)  # and never answers the server's reply
+                for sock in [*silent, half, unfinished]:
+                    with sock:
+                        assert await asyncio.to_thread(closed_by_peer, sock, 20)
+                assert await asyncio.to_thread(_handshaken_then_silent, port, ca.cert)
+                async with httpx.AsyncClient(
+                    base_url=f"https://127.0.0.1:{port}", verify=_context(ca.cert), timeout=30
+                ) as http:
+                    assert (await http.get("/healthz")).status_code == 200
+                await asyncio.sleep(0.2)
+                assert log.warnings() == [], log.text()
+                log.assert_bounded()
+
+    run(scenario())
+    caplog.clear()  # pytest's records would keep the connections' objects alive
+    gc.collect()
+    assert unraisable == []  # no connection's writer failed to finalise (stderr stays clean)

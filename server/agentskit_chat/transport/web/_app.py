@@ -7,8 +7,10 @@
   health service reports the server as a whole; it needs no token.
 - Anything else: the static files under `--web-root` when one is given, else 404.
 
-Everything passes through `Cors` first, so preflights stay open. When tokens are required,
-a request without a valid bearer token is refused before anything else looks at it, unless
+Everything passes through `Cors` first, so preflights stay open, then `Screen`, which
+refuses what nothing here could read (a websocket upgrade; under the RPC prefix, a header
+that is not UTF-8 or gRPC over HTTP/1.1) whatever the path, and drains bodies. When tokens
+are required, a request without a valid bearer token is refused before anything else, unless
 it is a `GET`/`HEAD` outside the RPC path (health, static files): a `POST` of a real method
 in a content type its protocol speaks goes on to the Connect application, whose
 authentication refuses it in the caller's protocol (Connect, gRPC-Web or gRPC); anything
@@ -19,7 +21,6 @@ unknown method: nothing tells what exists.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from collections.abc import Mapping, Sequence
@@ -36,7 +37,7 @@ from agentskit_chat.transport._health import HealthService
 from agentskit_chat.transport._rpcs import ChatRpcs
 from agentskit_chat.transport._status import error_details
 
-from ._asgi import App, Message, Receive, Scope, Send, header, respond
+from ._asgi import App, Receive, Scope, Send, header, respond
 from ._codecs import CODECS
 from ._cors import Cors
 from ._screen import DRAIN_SECONDS, Screen
@@ -82,18 +83,14 @@ class WebApp:
         health: HealthService,
         static: StaticFiles | None,
         rpc_prefix: str,
-        max_drain_bytes: int,
         authenticator: Authenticator | None = None,
-        drain_seconds: float = DRAIN_SECONDS,
         streaming: Mapping[str, bool] | None = None,
     ) -> None:
         self.connect = connect
         self.health = health
         self.static = static
         self.rpc_prefix = rpc_prefix
-        self.max_drain_bytes = max_drain_bytes
         self.authenticator = authenticator
-        self.drain_seconds = drain_seconds
         self.streaming = streaming or {}
         """Whether each method (its path) streams; paths not in it are unknown."""
 
@@ -109,11 +106,11 @@ class WebApp:
         rpc = path.startswith(self.rpc_prefix)
         if (rpc or method not in OPEN_METHODS) and not self._authenticated(scope):
             if self._speaks(scope):
-                await self._rpc(scope, receive, send)  # refused by Connect, in its protocol
+                await self.connect(scope, receive, send)  # refused by Connect, in its protocol
             else:
-                await self._refuse(scope, receive, send)
+                await self._refuse(scope, send)
         elif rpc:
-            await self._rpc(scope, receive, send)
+            await self.connect(scope, receive, send)
         elif method not in OPEN_METHODS:
             await respond(send, 405, b"method not allowed\n", headers=[(b"allow", b"GET, HEAD")])
         elif path == HEALTH_PATH:
@@ -144,9 +141,8 @@ class WebApp:
         content_type = (header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
         return content_type in (STREAM_TYPES if streaming else UNARY_TYPES)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """UNAUTHENTICATED, once the request's body is read (within the drain's bounds)."""
-        await self._drain(scope, _Body(receive))
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        """UNAUTHENTICATED (held by `Screen` until the body is read, within its bounds)."""
         await respond(
             send,
             401,
@@ -154,63 +150,6 @@ class WebApp:
             content_type="application/json",
             head=scope["method"] == "HEAD",
         )
-
-    async def _drain(self, scope: Scope, body: _Body) -> None:
-        """Read and drop the rest of the body: at most `max_drain_bytes` (none when the
-        declared length is larger) for at most `drain_seconds`. A body that does not fit is
-        left unread; the server then closes the connection after the answer."""
-        declared = header(scope, b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_drain_bytes:
-            return
-        left = self.max_drain_bytes
-        try:
-            async with asyncio.timeout(self.drain_seconds):
-                while not body.finished and left > 0:
-                    left -= len((await body()).get("body", b""))
-        except TimeoutError:
-            pass
-
-    async def _rpc(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """One call, its answer held back until its body has been read.
-
-        A call can be answered before its body is read (a refused token is, on purpose),
-        and an HTTP/1.1 server closes the connection once it has answered a request whose
-        body it did not read, while the client may still be writing it: the browser then
-        sees a reset instead of the answer. So an answer that ends before the body does
-        waits while the rest of the body is read and dropped, within the bounds of
-        `_drain`. Calls that read their body first, as every accepted call does, pass
-        straight on.
-        """
-        body = _Body(receive)
-        held: list[Message] = []
-
-        async def answer(message: Message) -> None:
-            if body.finished:
-                await send(message)
-                return
-            held.append(message)
-            if message["type"] != "http.response.body" or message.get("more_body", False):
-                return
-            await self._drain(scope, body)
-            for message in held:
-                await send(message)
-            held.clear()
-
-        await self.connect(scope, body, answer)
-
-
-class _Body:
-    """A request's `receive`, noting when its body has ended."""
-
-    def __init__(self, receive: Receive) -> None:
-        self.receive = receive
-        self.finished = False
-
-    async def __call__(self) -> Message:
-        message = await self.receive()
-        if message["type"] == "http.disconnect" or not message.get("more_body", False):
-            self.finished = True
-        return message
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -248,9 +187,8 @@ def web_app(
         health,
         static,
         prefix,
-        max_request_bytes,
         authenticator=authenticator,
-        drain_seconds=drain_seconds,
         streaming={prefix + m.name: m.server_streaming for m in service.methods},
     )
-    return Flows(Cors(Screen(app, prefix), cors_origins))
+    screen = Screen(app, prefix, max_drain_bytes=max_request_bytes, drain_seconds=drain_seconds)
+    return Flows(Cors(screen, cors_origins))

@@ -15,8 +15,13 @@ HTTP/1.1, h2c and HTTP/2 and honours Hypercorn's graceful shutdown. Around it,
   done here (`start_tls`) rather than before the connection is handed over;
 - closes a connection whose first request's headers have not all arrived
   `handshake_seconds` after it was accepted: TLS, the HTTP/2 preface and the headers
-  together. Later requests on the connection start while it is idle, and an idle
-  connection is closed after `max_idle_seconds`, as Hypercorn does;
+  together. The TLS handshake is ended by its own timeout (the same `handshake_seconds`),
+  never by closing its transport under it, which leaves asyncio's `start_tls` without a
+  transport to return; the request head then has what is left of the time. Later
+  requests on the connection start while it is idle, and an idle connection is closed
+  after `max_idle_seconds`, as Hypercorn does;
+- keeps a connection's failure its own: an exception that ends one is logged as one
+  bounded line (`refused`), never as asyncio's traceback of its connection callback;
 - ends a connection as soon as its client has closed it (Hypercorn 0.18 keeps an HTTP/1.1
   connection closed while idle until its idle timer runs out, which would hold a place).
 
@@ -38,6 +43,7 @@ from hypercorn.config import Config
 from agentskit_chat.transport._server import ConnectionLimits
 
 from ._asgi import App
+from ._logbound import connection_failed
 
 
 class _Requests:
@@ -81,25 +87,35 @@ async def serve_connections(
     connections: set[asyncio.Task[None]] = set()
 
     async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened = loop.time()
+        raw = writer.transport
         if len(connections) >= limits.max_connections:
-            writer.transport.abort()
+            raw.abort()
             return
         task = asyncio.current_task()
         assert task is not None
         connections.add(task)
         task.add_done_callback(connections.discard)
         started = asyncio.Event()
-        deadline = loop.call_later(limits.handshake_seconds, _expire, writer, started)
+        deadline: asyncio.TimerHandle | None = None
         try:
             if tls is not None:
+                # The handshake's own timeout ends it; nothing else may close the transport
+                # meanwhile (asyncio's start_tls then returns no transport at all).
                 await writer.start_tls(tls, ssl_handshake_timeout=limits.handshake_seconds)
+            # What is left of `handshake_seconds` is for the first request's head.
+            deadline = loop.call_at(opened + limits.handshake_seconds, _expire, writer, started)
             requests = _Requests(app, started)
             state: dict[str, Any] = {}  # No lifespan state: the application keeps none.
             await _Connection(requests, loop, config, context, state, reader, writer)
         except (OSError, ssl.SSLError):
-            writer.transport.abort()  # A failed or expired handshake, a reset.
+            _close(writer, raw)  # A failed or expired handshake, a reset.
+        except Exception as exc:  # A connection's failure stays its own.
+            _close(writer, raw)
+            connection_failed(exc)
         finally:
-            deadline.cancel()
+            if deadline is not None:
+                deadline.cancel()
 
     servers = [
         await asyncio.start_server(accepted, sock=sock, backlog=config.backlog) for sock in sockets
@@ -116,6 +132,16 @@ async def serve_connections(
         finally:
             for task in set(connections):
                 task.cancel()  # Past the grace; the connection closes as the task ends.
+
+
+def _close(writer: asyncio.StreamWriter, raw: asyncio.WriteTransport) -> None:
+    """Abort a connection that failed, whatever state its TLS upgrade left the writer in."""
+    if writer.transport is None:
+        # A TLS upgrade whose connection closed during the handshake leaves the writer with
+        # no transport, and its finaliser would then fail: give it back the closed one.
+        setattr(writer, "_transport", raw)  # noqa: B010
+    writer.transport.abort()
+    raw.abort()
 
 
 def _expire(writer: asyncio.StreamWriter, started: asyncio.Event) -> None:

@@ -8,8 +8,9 @@ the request cost the client. So:
 
 - `refused()` writes one WARNING line of fixed text, at most `MAX_EVENT_CHARS` long.
 - `bounded_errorlog()` is the logger the listener hands Hypercorn (`config.errorlog`); a
-  filter on it, and one on the `asyncio` logger (where an exception that ends a Hypercorn
-  connection surfaces, as "Unhandled exception in client_connected_cb"), replace every
+  filter on it, and one on the `asyncio` logger (where an exception raised in a Hypercorn
+  task the listener does not await may surface; one that ends a connection is caught by
+  the listener and written with `refused` itself), replace every
   record carrying an exception raised through Hypercorn by one such line naming only the
   exception's type and the innermost frame's file and line, never its message.
 - All of these lines share one token bucket (`BURST` lines, then one per `REFILL_SECONDS`);
@@ -89,6 +90,13 @@ def refused(what: str, *, level: int = logging.WARNING) -> None:
     log.log(level, "%s", _clip(event))
 
 
+def connection_failed(exc: BaseException) -> None:
+    """The line for a connection that ended on `exc`: a protocol error when it was raised
+    through Hypercorn or h2, any other error otherwise."""
+    kind = "a protocol error" if _through_hypercorn(exc) else "an error"
+    refused(f"connection closed on {kind}: {summary(exc)}")
+
+
 def _clip(text: str) -> str:
     text = text.replace("\n", " ").replace("\r", " ")
     return text if len(text) <= MAX_EVENT_CHARS else text[: MAX_EVENT_CHARS - 3] + "..."
@@ -161,7 +169,7 @@ class _Bound(logging.Filter):
         elif record.name == LOGGER_NAME:
             refused(f"request failed: {summary(exc)}")
         else:
-            refused(f"connection closed on a protocol error: {summary(exc)}")
+            connection_failed(exc)
         return False
 
 

@@ -12,11 +12,16 @@
   `Content-Encoding`, a malformed `Connect-Timeout-Ms`). A value connectrpc would refuse is
   replaced by a fixed word before the call reaches it, so the refusal keeps its code and
   protocol framing but echoes nothing the client sent.
-- An answer given here or by a route that does not read the request body (static files,
-  health, 404, 405) ends only once that body has been read and dropped (up to `DRAIN_BYTES`
-  or `DRAIN_SECONDS`): an HTTP/1.1 client still writing it then reads the answer rather
-  than a reset, and an HTTP/2 client still sending DATA does not make Hypercorn drop the
-  whole connection. Calls keep their own handling of this (`WebApp._rpc`).
+- Any answer given before its request's body has been read (a refusal here, a token
+  refused by the application, static files, health, 404, 405) is held until that body has
+  been read and dropped: at most `max_drain_bytes` (none at all when the declared length is
+  larger) for at most `drain_seconds`, once per request. An HTTP/1.1 client still writing
+  the body then reads the answer rather than a reset, and an HTTP/2 client still sending
+  DATA does not make Hypercorn drop the whole connection. A body that does not fit is left
+  unread; the server then closes the HTTP/1.1 connection after the answer. This is the only
+  place that drains: the application below answers and never waits for a body itself. (The
+  service has no client-streaming method, so an answer that starts before its request's
+  body has ended never needs the rest of that body.)
 
 Each refusal here writes one rate-limited WARNING line (see `_logbound`).
 """
@@ -31,10 +36,9 @@ from typing import Final
 from ._asgi import App, Headers, Message, Receive, Scope, Send, header, respond
 from ._logbound import refused
 
-DRAIN_BYTES: Final = 1024 * 1024
 DRAIN_SECONDS: Final = 10.0
-"""How long any answer given before its request's body was read (a refusal, a static file)
-waits for the rest of that body; then it is sent anyway and the connection closed."""
+"""How long, by default, an answer given before its request's body was read (a refusal, a
+static file) waits for the rest of that body; then it is sent anyway."""
 UNDECODABLE: Final = json.dumps(
     {"code": "invalid_argument", "message": "a request header is not valid UTF-8"}
 ).encode()
@@ -55,11 +59,20 @@ _REPLACEMENTS: Final[dict[bytes, tuple[re.Pattern[bytes] | frozenset[bytes], byt
 
 class Screen:
     """ASGI middleware: refuses websockets and calls it cannot pass on; masks echoed
-    headers; holds early answers until the request body is read."""
+    headers; holds early answers until the request body is read (within its bounds)."""
 
-    def __init__(self, app: App, rpc_prefix: str) -> None:
+    def __init__(
+        self,
+        app: App,
+        rpc_prefix: str,
+        *,
+        max_drain_bytes: int,
+        drain_seconds: float = DRAIN_SECONDS,
+    ) -> None:
         self.app = app
         self.rpc_prefix = rpc_prefix
+        self.max_drain_bytes = max_drain_bytes
+        self.drain_seconds = drain_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse, or pass the request on (a call with its echoed headers masked)."""
@@ -70,34 +83,39 @@ class Screen:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        body = _Body(receive)
+        body = _Body(receive, _declared(scope), self.max_drain_bytes, self.drain_seconds)
+        send = body.after_body(send)
         if not str(scope["path"]).startswith(self.rpc_prefix):
-            await self.app(scope, body.receive, body.after_body(send))
+            await self.app(scope, body.receive, send)
             return
         headers: Headers = [(bytes(k), bytes(v)) for k, v in scope.get("headers", ())]
         if not all(_utf8(key) and _utf8(value) for key, value in headers):
             refused("call refused: a header is not UTF-8 (400)")
-            await body.drain()
             await respond(send, 400, UNDECODABLE, content_type="application/json")
             return
         if _grpc_without_trailers(scope):
             refused("call refused: gRPC over HTTP/1.1 (415)")
-            await body.drain()
             await respond(send, 415, GRPC_NEEDS_HTTP2)
             return
         masked = [(key, _masked(key, value)) for key, value in headers]
         if masked != headers:
             scope = dict(scope)
             scope["headers"] = masked
-        await self.app(scope, receive, send)
+        await self.app(scope, body.receive, send)
 
 
 class _Body:
-    """The request body as the application reads it, and what is left of it to drop."""
+    """The request body as the application reads it, and its one bounded drain."""
 
-    def __init__(self, receive: Receive) -> None:
+    def __init__(
+        self, receive: Receive, declared: int | None, max_bytes: int, seconds: float
+    ) -> None:
         self._receive = receive
+        self._declared = declared
+        self._max_bytes = max_bytes
+        self._seconds = seconds
         self.finished = False
+        self._drained = False
 
     async def receive(self) -> Message:
         message = await self._receive()
@@ -106,25 +124,36 @@ class _Body:
         return message
 
     async def drain(self) -> None:
-        """Read and drop the rest of the body, within `DRAIN_BYTES` and `DRAIN_SECONDS`."""
-        left = DRAIN_BYTES
+        """Read and drop the rest of the body: at most `max_bytes` (none when the declared
+        length is larger), for at most `seconds`; only the first time it is asked."""
+        if self.finished or self._drained:
+            return
+        self._drained = True
+        if self._declared is not None and self._declared > self._max_bytes:
+            return
+        left = self._max_bytes
         try:
-            async with asyncio.timeout(DRAIN_SECONDS):
+            async with asyncio.timeout(self._seconds):
                 while not self.finished and left > 0:
                     left -= len((await self.receive()).get("body", b""))
         except TimeoutError:
             return
 
     def after_body(self, send: Send) -> Send:
-        """`send`, with the answer's last message held until the body is drained."""
+        """`send`, with an answer that starts before the body has ended held back until
+        the body is drained (an answer is not buffered: the drain comes first)."""
 
         async def held(message: Message) -> None:
-            last = message["type"] == "http.response.body" and not message.get("more_body")
-            if last and not self.finished:
-                await self.drain()
+            await self.drain()
             await send(message)
 
         return held
+
+
+def _declared(scope: Scope) -> int | None:
+    """The request's declared body length, when it declares one."""
+    value = (header(scope, b"content-length") or "").strip()
+    return int(value) if value.isdigit() else None
 
 
 def _grpc_without_trailers(scope: Scope) -> bool:
@@ -145,9 +174,10 @@ def _utf8(data: bytes) -> bool:
 
 def _masked(key: bytes, value: bytes) -> bytes:
     rule = _REPLACEMENTS.get(key.lower())
-    if rule is None or not value.strip():
+    if rule is None or not value:
         return value  # connectrpc takes an empty value as an absent one
     accepted, word = rule
     if isinstance(accepted, frozenset):
-        return value if value.strip().lower() in accepted else word
+        # Exactly: connectrpc looks names up as they are, so `GZIP` is unknown to it too.
+        return value if value in accepted else word
     return value if accepted.fullmatch(value.strip()) else word
