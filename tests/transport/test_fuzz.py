@@ -6,10 +6,7 @@ request leaves the stored state byte-identical.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -21,6 +18,7 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.conversation import ConfigError, load_definition, load_definitions
 from agentskit_chat_client import HistoryMode
 
+from .background import Background
 from .conftest import EXAMPLES, Live, live
 from .rpcs import RPCS, Rpc
 
@@ -71,52 +69,18 @@ SEEDS: dict[str, list[bytes]] = {
 }
 
 
-class Background:
-    """A live server on its own event loop thread, for synchronous hypothesis tests."""
-
-    def __init__(self, directory: Path) -> None:
-        self._directory = directory
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self.env: Live | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        finally:
-            self._ready.set()  # also when it failed to start
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        definitions = list(load_definitions(EXAMPLES).values())
-        async with live(self._directory, definitions=definitions) as env:
-            await env.client.create_session("support", session_id="fz-server")
-            await env.client.create_session(
-                "support", session_id="fz-client", history_mode=HistoryMode.CLIENT
-            )
-            self.env = env
-            self._ready.set()
-            await self._stop.wait()
-
-    def __enter__(self) -> Live:
-        self._thread.start()
-        self._ready.wait(60)
-        assert self.env is not None, "the server did not start"
-        return self.env
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(60)
+async def _sessions(env: Live) -> None:
+    await env.client.create_session("support", session_id="fz-server")
+    await env.client.create_session(
+        "support", session_id="fz-client", history_mode=HistoryMode.CLIENT
+    )
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Live, grpc.Channel]]:
-    with Background(tmp_path_factory.mktemp("fuzz")) as env:
+    directory = tmp_path_factory.mktemp("fuzz")
+    definitions = list(load_definitions(EXAMPLES).values())
+    with Background(lambda: live(directory, definitions=definitions), _sessions) as env:
         channel = grpc.insecure_channel(env.target)
         try:
             yield env, channel

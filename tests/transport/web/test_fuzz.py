@@ -11,11 +11,9 @@ refused call leaves the stored state byte-identical.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +25,7 @@ from hypothesis import strategies as st
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.conversation import load_definitions
 from agentskit_chat.transport.web import HttpSettings, _logbound
+from tests.transport.background import Background
 from tests.transport.conftest import EXAMPLES, Live, live
 
 from .raw import H2, Log, captured, request, statuses
@@ -112,46 +111,8 @@ class Served:
     log: Log
 
 
-class Background:
-    """A live server with its HTTP listener on its own event loop thread."""
-
-    def __init__(self, directory: Path, root: Path) -> None:
-        self._directory = directory
-        self._root = root
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self.env: Live | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        finally:
-            self._ready.set()
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        definitions = list(load_definitions(EXAMPLES).values())
-        http = HttpSettings("127.0.0.1:0", frozenset({"https://app.example"}), str(self._root))
-        async with live(self._directory, definitions=definitions, http=http) as env:
-            await env.client.create_session("support", session_id="fz")
-            self.env = env
-            self._ready.set()
-            await self._stop.wait()
-
-    def __enter__(self) -> Live:
-        self._thread.start()
-        self._ready.wait(60)
-        assert self.env is not None, "the server did not start"
-        return self.env
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(60)
+async def _session(env: Live) -> None:
+    await env.client.create_session("support", session_id="fz")
 
 
 def _site(directory: Path) -> Path:
@@ -169,10 +130,12 @@ def _site(directory: Path) -> Path:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     directory = tmp_path_factory.mktemp("http-fuzz")
+    definitions = list(load_definitions(EXAMPLES).values())
+    http = HttpSettings("127.0.0.1:0", frozenset({"https://app.example"}), str(_site(directory)))
     # Every line is let through, so the test sees each one a request causes.
     with (
         captured(_logbound.RateLimit(burst=10**9)) as log,
-        Background(directory, _site(directory)) as env,
+        Background(lambda: live(directory, definitions=definitions, http=http), _session) as env,
     ):
         assert env.server.http is not None
         yield Served(env, env.server.http.port, log)
