@@ -12,7 +12,6 @@ from agentskit_chat.conversation import RouteContext, command_route, define_chat
 from agentskit_chat.service import Catalog, ChatService, Completed, Submit, TurnRequest
 from agentskit_chat.storage import (
     DEFAULT_TENANT,
-    HistoryChange,
     HistoryMode,
     MemoryStore,
     Store,
@@ -20,6 +19,7 @@ from agentskit_chat.storage import (
     StoredSession,
     open_sqlite_store,
 )
+from tests.service.forwarding import Forwarding
 
 KEY = b"records-test-key-32-bytes-long!!"
 LONG = "x" * 64 * 1024
@@ -39,45 +39,24 @@ CHAT = define_chat(
 )
 
 
-class Counted:
+class Counted(Forwarding):
     """A real store, and how many times the history was read through it."""
 
     def __init__(self, store: Store) -> None:
-        self.store = store
+        super().__init__(store)
         self.history_reads = 0
-
-    async def create(self, session: StoredSession) -> None:
-        await self.store.create(session)
-
-    async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
-        return await self.store.load(session_id, tenant=tenant)
-
-    async def compare_and_set(
-        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
-    ) -> bool:
-        return await self.store.compare_and_set(
-            session, expected_cursor=expected_cursor, history=history
-        )
-
-    async def delete(
-        self, session_id: str, *, tenant: str = DEFAULT_TENANT, expected_cursor: int | None = None
-    ) -> bool:
-        return await self.store.delete(session_id, tenant=tenant, expected_cursor=expected_cursor)
 
     async def load_with_messages(
         self, session_id: str, *, tenant: str = DEFAULT_TENANT
     ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
         self.history_reads += 1
-        return await self.store.load_with_messages(session_id, tenant=tenant)
+        return await super().load_with_messages(session_id, tenant=tenant)
 
     async def list_messages(
         self, session_id: str, *, tenant: str = DEFAULT_TENANT
     ) -> Sequence[StoredMessage]:
         self.history_reads += 1
-        return await self.store.list_messages(session_id, tenant=tenant)
-
-    async def close(self) -> None:
-        await self.store.close()
+        return await super().list_messages(session_id, tenant=tenant)
 
 
 async def _open(kind: str, directory: Path) -> Store:

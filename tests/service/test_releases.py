@@ -5,8 +5,6 @@ same faults for real with SQLite.)"""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import pytest
 
@@ -25,63 +23,34 @@ from agentskit_chat.service import (
     TurnRequest,
 )
 from agentskit_chat.storage import (
-    DEFAULT_TENANT,
     HistoryChange,
     HistoryMode,
     MemoryStore,
-    StoredMessage,
     StoredSession,
     StoreUnavailableError,
 )
+from tests.service.forwarding import Forwarding
 
 LEASE_SECONDS = 600.0
 
 
-@dataclass
-class Flaky:
+class Flaky(Forwarding):
     """A memory store whose writes fail while `down` is set."""
 
-    store: MemoryStore = field(default_factory=MemoryStore)
-    down: bool = False
-    refused: int = 0
-
-    async def create(self, session: StoredSession) -> None:
-        await self.store.create(session)
-
-    async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
-        return await self.store.load(session_id, tenant=tenant)
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+        self.down = False
+        self.refused = 0
 
     async def compare_and_set(
-        self,
-        session: StoredSession,
-        *,
-        expected_cursor: int,
-        history: HistoryChange | None = None,
+        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
     ) -> bool:
         if self.down:
             self.refused += 1
             raise StoreUnavailableError("the store is down")
-        return await self.store.compare_and_set(
+        return await super().compare_and_set(
             session, expected_cursor=expected_cursor, history=history
         )
-
-    async def delete(
-        self, session_id: str, *, tenant: str = DEFAULT_TENANT, expected_cursor: int | None = None
-    ) -> bool:
-        return await self.store.delete(session_id, tenant=tenant, expected_cursor=expected_cursor)
-
-    async def load_with_messages(
-        self, session_id: str, *, tenant: str = DEFAULT_TENANT
-    ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
-        return await self.store.load_with_messages(session_id, tenant=tenant)
-
-    async def list_messages(
-        self, session_id: str, *, tenant: str = DEFAULT_TENANT
-    ) -> Sequence[StoredMessage]:
-        return await self.store.list_messages(session_id, tenant=tenant)
-
-    async def close(self) -> None:
-        await self.store.close()
 
 
 def gated_service(store: Flaky, gate: asyncio.Event) -> ChatService:

@@ -1,0 +1,51 @@
+"""A store that hands every call to a real one; tests override the calls they watch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentskit_chat.storage import (
+    DEFAULT_TENANT,
+    HistoryChange,
+    Store,
+    StoredMessage,
+    StoredSession,
+)
+
+
+class Forwarding:
+    """Every `Store` call, passed on to `store`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def create(self, session: StoredSession) -> None:
+        await self.store.create(session)
+
+    async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
+        return await self.store.load(session_id, tenant=tenant)
+
+    async def compare_and_set(
+        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
+    ) -> bool:
+        return await self.store.compare_and_set(
+            session, expected_cursor=expected_cursor, history=history
+        )
+
+    async def delete(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT, expected_cursor: int | None = None
+    ) -> bool:
+        return await self.store.delete(session_id, tenant=tenant, expected_cursor=expected_cursor)
+
+    async def load_with_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+        return await self.store.load_with_messages(session_id, tenant=tenant)
+
+    async def list_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> Sequence[StoredMessage]:
+        return await self.store.list_messages(session_id, tenant=tenant)
+
+    async def close(self) -> None:
+        await self.store.close()
