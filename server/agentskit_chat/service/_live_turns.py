@@ -1,0 +1,91 @@
+"""Turns that run in a task of their own, publishing into their event log.
+
+The stream that starts a turn is the log's first reader, from the start. It leads the
+turn: the turn runs at most `PACE_EVENTS` events ahead of it (so a client that stops
+reading stops the model stream, as the stream's flow control did when the turn ran inside
+it), and closing it cancels the turn exactly as closing the turn's own events did: the
+lease is released and nothing more is committed; the close returns once the turn ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Final
+
+from ._event_log import EventLogs, LogFullError, LogKey, MemoryEventLog
+from ._limits import Limits
+from ._tenancy import current_principal
+from ._terminal import OUTPUT_LIMIT, failure
+from ._types import TurnEvent, TurnRequest
+
+PACE_EVENTS: Final = 8
+"""Events a turn may run ahead of the stream that started it."""
+TEXT_SLACK: Final = 64 * 1024
+"""Text bytes a log holds beyond twice the output limit (the deltas and the answer)."""
+
+
+class LiveTurns:
+    """Starts turns in tasks of their own; each publishes into a log kept in `logs`."""
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self.logs = EventLogs()
+
+    def start(
+        self, request: TurnRequest, events: AsyncGenerator[TurnEvent, None]
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        """Run the turn `events` (of `request`) in a task of its own, created here so it
+        runs in the caller's context (its principal and its span); (sequence, event) for
+        each of its events, read from its log."""
+        key = (current_principal().tenant, request.session_id, request.turn_id)
+        max_bytes = 2 * self._limits.max_output_bytes + TEXT_SLACK
+        log, kept = self.logs.open(key, max_bytes)
+        task = asyncio.ensure_future(self._publish(events, log, key if kept else None))
+        return _lead(log, task)
+
+    async def _publish(
+        self,
+        events: AsyncGenerator[TurnEvent, None],
+        log: MemoryEventLog,
+        key: LogKey | None,
+    ) -> None:
+        error: BaseException | None = None
+        full = False
+        try:
+            async with aclosing(events) as turn:
+                async for event in turn:
+                    try:
+                        sequence = log.append(event)
+                    except LogFullError:
+                        full = True  # Leaving closes the turn: nothing more is committed.
+                        break
+                    if sequence - log.taken > PACE_EVENTS:
+                        await log.wait_taken(sequence - PACE_EVENTS)
+            if full:
+                log.append(failure(OUTPUT_LIMIT))
+        except asyncio.CancelledError as cancelled:
+            error = cancelled
+            raise
+        except Exception as exc:  # The readers get it: a refusal before the turn ran.
+            error = exc
+        finally:
+            log.end(error)
+            if key is not None:
+                self.logs.ended(key, keep=error is None)
+
+
+async def _lead(
+    log: MemoryEventLog, task: asyncio.Future[None]
+) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+    try:
+        async with aclosing(log.read()) as events:
+            async for item in events:
+                yield item
+    finally:
+        if not task.done():
+            task.cancel()
+        await asyncio.wait((task,))
+        if not task.cancelled():
+            task.exception()  # Retrieved: the readers got it.
