@@ -96,8 +96,10 @@ class MemoryEventLog:
         self._ended = False
         self._error: BaseException | None = None
         self._changed = asyncio.Event()
+        self._sizes: list[int] = []
+        """Text bytes up to and including each event."""
         self.taken = 0
-        """The highest sequence any reader has taken (see `wait_taken`)."""
+        """The highest sequence a reader is done with: it asked for the next one."""
         self._taking: asyncio.Event | None = None
 
     @property
@@ -121,6 +123,7 @@ class MemoryEventLog:
             raise LogFullError
         self._events.append(event)
         self._size += size
+        self._sizes.append(self._size)
         self._changed.set()
         self._changed.clear()
         return len(self._events)
@@ -140,19 +143,24 @@ class MemoryEventLog:
         while True:
             while position < len(events):
                 position += 1
-                if position > self.taken:
+                yield position, events[position - 1]
+                if position > self.taken:  # The reader asked for the next event.
                     self.taken = position
                     if self._taking is not None:
                         self._taking.set()
-                yield position, events[position - 1]
             if self._ended:
                 if self._error is not None:
                     raise self._error
                 return
             await self._changed.wait()
 
+    def ahead(self) -> tuple[int, int]:
+        """Events and text bytes appended after the last event a reader is done with."""
+        taken = self.taken
+        return len(self._events) - taken, self._size - (self._sizes[taken - 1] if taken else 0)
+
     async def wait_taken(self, sequence: int) -> None:
-        """Return once a reader has taken the event at `sequence` (a publisher paces
+        """Return once a reader is done with the event at `sequence` (a publisher paces
         itself by its readers with this)."""
         while self.taken < sequence:
             if self._taking is None:

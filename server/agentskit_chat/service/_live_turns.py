@@ -1,9 +1,9 @@
 """Turns that run in a task of their own, publishing into their event log.
 
-The stream that starts a turn is the log's first reader, from the start. It leads the
-turn: the turn runs at most `PACE_EVENTS` events ahead of it (so a client that stops
-reading stops the model stream, as the stream's flow control did when the turn ran inside
-it), and closing it cancels the turn exactly as closing the turn's own events did: the
+The stream that starts a turn is the log's first reader, from the start. It paces the
+turn: past `PACE_EVENTS` events or `PACE_BYTES` of text that the stream has not asked past,
+the turn waits until the stream asks for the next event (so a client that stops reading
+stops the model stream, as the stream's flow control did when the turn ran inside it), and closing it cancels the turn exactly as closing the turn's own events did: the
 lease is released and nothing more is committed; the close returns once the turn ended.
 """
 
@@ -22,6 +22,9 @@ from ._types import TurnEvent, TurnRequest
 
 PACE_EVENTS: Final = 8
 """Events a turn may run ahead of the stream that started it."""
+PACE_BYTES: Final = 16 * 1024
+"""Text bytes a turn may run ahead of the stream that started it: a larger event waits until
+the stream asks for the next one, as when the turn ran inside the stream."""
 TEXT_SLACK: Final = 64 * 1024
 """Text bytes a log holds beyond twice the output limit (the deltas and the answer)."""
 
@@ -61,8 +64,9 @@ class LiveTurns:
                     except LogFullError:
                         full = True  # Leaving closes the turn: nothing more is committed.
                         break
-                    if sequence - log.taken > PACE_EVENTS:
-                        await log.wait_taken(sequence - PACE_EVENTS)
+                    count, size = log.ahead()
+                    if count > PACE_EVENTS or size > PACE_BYTES:
+                        await log.wait_taken(sequence)
             if full:
                 log.append(failure(OUTPUT_LIMIT))
         except asyncio.CancelledError as cancelled:
