@@ -187,3 +187,19 @@ def test_ended_logs_past_the_count_or_bytes_bound_go_oldest_first() -> None:
     log.end()
     logs.ended(keys[3])
     assert [logs.find(key) is not None for key in keys] == [False, False, False, True]
+
+
+def test_a_reader_cancelled_while_it_waits_leaves_the_others_reading() -> None:
+    async def scenario() -> None:
+        log = MemoryEventLog(max_bytes=1024)
+        cancelled = asyncio.ensure_future(read_all(log))
+        other = asyncio.ensure_future(read_all(log))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        log.append(STARTED)
+        log.end()
+        assert await other == [(1, STARTED)]
+        assert cancelled.cancelled()
+
+    run(scenario())

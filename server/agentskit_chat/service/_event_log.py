@@ -95,7 +95,8 @@ class MemoryEventLog:
         self._max_events = max_events
         self._ended = False
         self._error: BaseException | None = None
-        self._changed = asyncio.Event()
+        self._waiting: list[asyncio.Future[None]] = []
+        """Readers waiting for the next event."""
         self._sizes: list[int] = []
         """Text bytes up to and including each event."""
         self.taken = 0
@@ -124,16 +125,22 @@ class MemoryEventLog:
         self._events.append(event)
         self._size += size
         self._sizes.append(self._size)
-        self._changed.set()
-        self._changed.clear()
+        if self._waiting:
+            self._wake()
         return len(self._events)
+
+    def _wake(self) -> None:
+        for waiter in self._waiting:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiting.clear()
 
     def end(self, error: BaseException | None = None) -> None:
         if self._ended:
             return
         self._ended = True
         self._error = error
-        self._changed.set()
+        self._wake()
 
     async def read(self, after: int = 0) -> AsyncGenerator[tuple[int, TurnEvent], None]:
         if not 0 <= after <= len(self._events):
@@ -152,7 +159,9 @@ class MemoryEventLog:
                 if self._error is not None:
                     raise self._error
                 return
-            await self._changed.wait()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            await waiter  # Cancelling it cancels this reader only: each has its own.
 
     def ahead(self) -> tuple[int, int]:
         """Events and text bytes appended after the last event a reader is done with."""

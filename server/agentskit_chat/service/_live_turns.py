@@ -90,6 +90,6 @@ async def _lead(
     finally:
         if not task.done():
             task.cancel()
-        await asyncio.wait((task,))
+            await asyncio.wait((task,))
         if not task.cancelled():
             task.exception()  # Retrieved: the readers got it.
