@@ -3,8 +3,9 @@
 The stream that starts a turn is the log's first reader, from the start. It paces the
 turn: past `PACE_EVENTS` events or `PACE_BYTES` of text that the stream has not asked past,
 the turn waits until the stream asks for the next event (so a client that stops reading
-stops the model stream, as the stream's flow control did when the turn ran inside it), and closing it cancels the turn exactly as closing the turn's own events did: the
-lease is released and nothing more is committed; the close returns once the turn ended.
+stops the model stream, as the stream's flow control did when the turn ran inside it).
+Closing it cancels the turn exactly as closing the turn's own events did: the lease is
+released and nothing more is committed; the close returns once the turn ended.
 """
 
 from __future__ import annotations
