@@ -85,7 +85,8 @@ def test_a_sequence_past_the_log_is_refused() -> None:
 
 def test_a_log_holds_at_most_its_events_and_bytes_but_the_terminal_event_always_fits() -> None:
     log = MemoryEventLog(max_bytes=1 << 20, max_events=4)
-    for event in [STARTED, DECIDED, Delta("a"), Delta("b")]:
+    events: list[TurnEvent] = [STARTED, DECIDED, Delta("a"), Delta("b")]
+    for event in events:
         log.append(event)
     with pytest.raises(LogFullError):
         log.append(Delta("c"))
