@@ -11,6 +11,7 @@ import pytest
 
 from agentskit_chat.service import Completed, Decided, Delta, Failed, Started, TurnEvent
 from agentskit_chat.service._event_log import (
+    EVENT_BYTES,
     EventLog,
     EventLogs,
     LogFullError,
@@ -93,13 +94,13 @@ def test_a_log_holds_at_most_its_events_and_bytes_but_the_terminal_event_always_
     assert log.last == 4
     assert log.append(Completed("a-1", "ab")) == 5
 
-    sized = MemoryEventLog(max_bytes=10)
+    sized = MemoryEventLog(max_bytes=2 * EVENT_BYTES + 10)
     sized.append(Delta("ééééé"))  # 10 bytes of UTF-8
     with pytest.raises(LogFullError):
         sized.append(Delta("x"))
     with pytest.raises(LogFullError):
         sized.append(Completed("a-1", "ééééé"))
-    assert sized.size == 10
+    assert sized.size == EVENT_BYTES + 10
     sized.append(Failed("output_limit", "too long", False))
     assert sized.last == 2
 
@@ -173,7 +174,8 @@ def test_a_refused_turns_log_is_not_kept() -> None:
 
 def test_ended_logs_past_the_count_or_bytes_bound_go_oldest_first() -> None:
     clock = Clock()
-    logs = EventLogs(retention=60.0, max_kept=2, max_kept_bytes=10, clock=clock)
+    bound = 2 * (EVENT_BYTES + 3) + 7  # two logs of three bytes of text each
+    logs = EventLogs(retention=60.0, max_kept=2, max_kept_bytes=bound, clock=clock)
     keys = [("default", "s-1", f"t-{n}") for n in range(4)]
     for key in keys[:3]:
         log, _ = logs.open(key, 1024)
@@ -182,7 +184,7 @@ def test_ended_logs_past_the_count_or_bytes_bound_go_oldest_first() -> None:
         logs.ended(key)
     assert [logs.find(key) is not None for key in keys[:3]] == [False, True, True]
     log, _ = logs.open(keys[3], 1024)
-    log.append(Delta("0123456789"))  # 10 bytes: with the others, past max_kept_bytes
+    log.append(Delta("0123456789ab"))  # with one of the others, past max_kept_bytes
     log.end()
     logs.ended(keys[3])
     assert [logs.find(key) is not None for key in keys] == [False, False, False, True]

@@ -6,11 +6,13 @@ sequence N gets every later event exactly once and in order: first those already
 appended, then live ones as they come, then the end (the terminal event was the last one
 appended; a turn refused before it ran ends with its error instead).
 
-`EventLog` is the port; `MemoryEventLog` keeps the events in this process. A log holds at
-most `max_events` events and `max_bytes` bytes of text (deltas and the completed answer):
-the output limit already bounds a turn's text, so a log is full only for a turn streaming
-far more chunks than any model sends. Readers only hold a position in the log, so a slow
-reader never makes it hold more. `EventLogs` keeps each turn's log while the turn runs and
+`EventLog` is the port; `MemoryEventLog` keeps the events in this process (a log in the
+store, for other workers and replicas, is another implementation of it). A log holds at
+most `max_events` events before its terminal one, and `max_bytes` bytes, counted as the
+UTF-8 text of its deltas and completed answer plus `EVENT_BYTES` per event: the output
+limit already bounds a turn's text, so a log is full only for a turn streaming far more
+chunks than any model sends. Readers only hold a position in the log, so a slow reader
+never makes it hold more. `EventLogs` keeps each turn's log while the turn runs and
 `RETENTION_SECONDS` after it ended, within `MAX_KEPT_LOGS` and `MAX_KEPT_BYTES` for the
 ended ones (the oldest go first).
 """
@@ -34,7 +36,10 @@ RETENTION_SECONDS: Final = 60.0
 MAX_KEPT_LOGS: Final = 4096
 """Ended logs kept at once; past it the oldest is dropped before its time."""
 MAX_KEPT_BYTES: Final = 64 * 1024 * 1024
-"""Text bytes of the ended logs kept at once; past it the oldest are dropped before their time."""
+"""Bytes (as a log counts them) of the ended logs kept at once; past it the oldest are
+dropped before their time."""
+EVENT_BYTES: Final = 128
+"""What a log counts for one event besides its text: the event object and its place."""
 
 LogKey = tuple[str, str, str]
 """(tenant, session id, turn id)."""
@@ -59,7 +64,7 @@ class EventLog(Protocol):
 
     @property
     def size(self) -> int:
-        """Text bytes held."""
+        """Bytes held: the events' text and `EVENT_BYTES` for each."""
         ...
 
     def append(self, event: TurnEvent) -> int:
@@ -76,13 +81,13 @@ class EventLog(Protocol):
         ...
 
 
-def text_size(event: TurnEvent) -> int:
-    """The text bytes of `event` a log counts against its bound."""
+def event_size(event: TurnEvent) -> int:
+    """The bytes a log counts for `event` against its bound."""
     if isinstance(event, Delta):
-        return utf8_size(event.text)
+        return EVENT_BYTES + utf8_size(event.text)
     if isinstance(event, Completed):
-        return utf8_size(event.content)
-    return 0
+        return EVENT_BYTES + utf8_size(event.content)
+    return EVENT_BYTES
 
 
 class MemoryEventLog:
@@ -98,7 +103,7 @@ class MemoryEventLog:
         self._waiting: list[asyncio.Future[None]] = []
         """Readers waiting for the next event."""
         self._sizes: list[int] = []
-        """Text bytes up to and including each event."""
+        """Bytes up to and including each event."""
         self.taken = 0
         """The highest sequence a reader is done with: it asked for the next one."""
         self._taking: asyncio.Event | None = None
@@ -118,7 +123,7 @@ class MemoryEventLog:
     def append(self, event: TurnEvent) -> int:
         if self._ended:
             raise RuntimeError("the log has ended")
-        size = text_size(event)
+        size = event_size(event)
         full = len(self._events) >= self._max_events and not isinstance(event, Completed | Failed)
         if full or self._size + size > self._max_bytes:
             raise LogFullError
@@ -164,7 +169,7 @@ class MemoryEventLog:
             await waiter  # Cancelling it cancels this reader only: each has its own.
 
     def ahead(self) -> tuple[int, int]:
-        """Events and text bytes appended after the last event a reader is done with."""
+        """Events and bytes appended after the last event a reader is done with."""
         taken = self.taken
         return len(self._events) - taken, self._size - (self._sizes[taken - 1] if taken else 0)
 

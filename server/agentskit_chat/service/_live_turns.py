@@ -1,7 +1,7 @@
 """Turns that run in a task of their own, publishing into their event log.
 
 The stream that starts a turn is the log's first reader, from the start. It paces the
-turn: past `PACE_EVENTS` events or `PACE_BYTES` of text that the stream has not asked past,
+turn: past `PACE_EVENTS` events or `PACE_BYTES` that the stream has not asked past,
 the turn waits until the stream asks for the next event (so a client that stops reading
 stops the model stream, as the stream's flow control did when the turn ran inside it).
 Closing it cancels the turn exactly as closing the turn's own events did: the lease is
@@ -15,7 +15,14 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Final
 
-from ._event_log import EventLogs, LogFullError, LogKey, MemoryEventLog
+from ._event_log import (
+    EVENT_BYTES,
+    MAX_EVENTS,
+    EventLogs,
+    LogFullError,
+    LogKey,
+    MemoryEventLog,
+)
 from ._limits import Limits
 from ._tenancy import current_principal
 from ._terminal import OUTPUT_LIMIT, failure
@@ -24,10 +31,12 @@ from ._types import TurnEvent, TurnRequest
 PACE_EVENTS: Final = 8
 """Events a turn may run ahead of the stream that started it."""
 PACE_BYTES: Final = 16 * 1024
-"""Text bytes a turn may run ahead of the stream that started it: a larger event waits until
-the stream asks for the next one, as when the turn ran inside the stream."""
+"""Bytes (as its log counts them) a turn may run ahead of the stream that started it: a
+larger event waits until the stream asks for the next one, as when the turn ran inside the
+stream."""
 TEXT_SLACK: Final = 64 * 1024
-"""Text bytes a log holds beyond twice the output limit (the deltas and the answer)."""
+"""Bytes a log holds beyond twice the output limit (the deltas and the answer) and
+`EVENT_BYTES` for each of its events."""
 
 
 class LiveTurns:
@@ -44,7 +53,7 @@ class LiveTurns:
         runs in the caller's context (its principal and its span); (sequence, event) for
         each of its events, read from its log."""
         key = (current_principal().tenant, request.session_id, request.turn_id)
-        max_bytes = 2 * self._limits.max_output_bytes + TEXT_SLACK
+        max_bytes = 2 * self._limits.max_output_bytes + (MAX_EVENTS + 1) * EVENT_BYTES + TEXT_SLACK
         log, kept = self.logs.open(key, max_bytes)
         task = asyncio.ensure_future(self._publish(events, log, key if kept else None))
         return _lead(log, task)
