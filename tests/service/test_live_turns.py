@@ -22,7 +22,9 @@ from agentskit_chat.service import (
     TurnEvent,
     TurnRequest,
 )
+from agentskit_chat.service._event_log import MAX_EVENTS
 from agentskit_chat.service._live_turns import PACE_EVENTS, LiveTurns
+from agentskit_chat.service._terminal import OUTPUT_LIMIT, failure
 from agentskit_chat.storage import DEFAULT_TENANT, HistoryMode, MemoryStore
 
 KEY = b"live-turns-test-key-32-bytes-ok!"
@@ -106,5 +108,19 @@ def test_a_refused_turn_raises_to_its_stream_and_keeps_no_log() -> None:
         assert refused.value.reason.name == "SESSION_NOT_FOUND"
         assert chat.live.logs.find((DEFAULT_TENANT, "s-none", "t-1")) is None
         await chat.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_turn_past_its_logs_bound_is_closed_and_fails_with_output_limit() -> None:
+    async def scenario() -> None:
+        turn = Endless()
+        live = LiveTurns(Limits())
+        async with aclosing(live.start(REQUEST, turn.events())) as stream:
+            events = [event async for _, event in stream]
+        assert len(events) == MAX_EVENTS + 1
+        assert events[-1] == failure(OUTPUT_LIMIT)
+        assert turn.closed.is_set()  # closed before the terminal event: nothing committed
+        assert live.logs.find((DEFAULT_TENANT, "s-1", "t-1")) is not None
 
     asyncio.run(scenario())
