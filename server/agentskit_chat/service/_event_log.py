@@ -75,19 +75,35 @@ class EventLog(Protocol):
         """Nothing more follows; readers get `error` (when given) after the last event."""
         ...
 
-    def read(self, after: int = 0) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+    def read(
+        self, after: int = 0, *, publisher: asyncio.Future[None] | None = None
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
         """(sequence, event) for every event after sequence `after`, live ones included,
-        until the end."""
+        until the end. A reader given the task that `publisher`s into the log leads it:
+        closing the reader before the end cancels that task and returns once it ended."""
         ...
 
 
 def event_size(event: TurnEvent) -> int:
     """The bytes a log counts for `event` against its bound."""
     if isinstance(event, Delta):
-        return EVENT_BYTES + utf8_size(event.text)
+        return EVENT_BYTES + _text_size(event.text)
     if isinstance(event, Completed):
-        return EVENT_BYTES + utf8_size(event.content)
+        return EVENT_BYTES + _text_size(event.content)
     return EVENT_BYTES
+
+
+def _text_size(text: str) -> int:
+    return len(text) if text.isascii() else utf8_size(text)
+
+
+async def _closed(publisher: asyncio.Future[None]) -> None:
+    """Cancel `publisher` unless it is done, and wait for its end."""
+    if not publisher.done():
+        publisher.cancel()
+        await asyncio.wait((publisher,))
+    if not publisher.cancelled():
+        publisher.exception()  # Retrieved: its readers got it.
 
 
 class MemoryEventLog:
@@ -147,26 +163,34 @@ class MemoryEventLog:
         self._error = error
         self._wake()
 
-    async def read(self, after: int = 0) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+    async def read(
+        self, after: int = 0, *, publisher: asyncio.Future[None] | None = None
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        """See `EventLog.read`. A reader given the task that `publisher`s into the log leads
+        it: closing the reader before the end cancels that task and returns once it ended."""
         if not 0 <= after <= len(self._events):
             raise ValueError(f"no sequence {after} in this log")
         events = self._events
         position = after
-        while True:
-            while position < len(events):
-                position += 1
-                yield position, events[position - 1]
-                if position > self.taken:  # The reader asked for the next event.
-                    self.taken = position
-                    if self._taking is not None:
-                        self._taking.set()
-            if self._ended:
-                if self._error is not None:
-                    raise self._error
-                return
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiting.append(waiter)
-            await waiter  # Cancelling it cancels this reader only: each has its own.
+        try:
+            while True:
+                while position < len(events):
+                    position += 1
+                    yield position, events[position - 1]
+                    if position > self.taken:  # The reader asked for the next event.
+                        self.taken = position
+                        if self._taking is not None:
+                            self._taking.set()
+                if self._ended:
+                    if self._error is not None:
+                        raise self._error
+                    return
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiting.append(waiter)
+                await waiter  # Cancelling it cancels this reader only: each has its own.
+        finally:
+            if publisher is not None:
+                await _closed(publisher)
 
     def ahead(self) -> tuple[int, int]:
         """Events and bytes appended after the last event a reader is done with."""
@@ -206,7 +230,8 @@ class EventLogs:
     def open(self, key: LogKey, max_bytes: int) -> tuple[MemoryEventLog, bool]:
         """A new log for the turn `key` and whether it is kept under that key: a key whose
         log is still kept gets a log of its own that nobody else finds."""
-        self._prune()
+        if key in self._kept:
+            self._prune()
         log = MemoryEventLog(max_bytes)
         if key in self._running or key in self._kept:
             return log, False

@@ -56,7 +56,7 @@ class LiveTurns:
         max_bytes = 2 * self._limits.max_output_bytes + (MAX_EVENTS + 1) * EVENT_BYTES + TEXT_SLACK
         log, kept = self.logs.open(key, max_bytes)
         task = asyncio.ensure_future(self._publish(events, log, key if kept else None))
-        return _lead(log, task)
+        return log.read(publisher=task)
 
     async def _publish(
         self,
@@ -88,18 +88,3 @@ class LiveTurns:
             log.end(error)
             if key is not None:
                 self.logs.ended(key, keep=error is None)
-
-
-async def _lead(
-    log: MemoryEventLog, task: asyncio.Future[None]
-) -> AsyncGenerator[tuple[int, TurnEvent], None]:
-    try:
-        async with aclosing(log.read()) as events:
-            async for item in events:
-                yield item
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.wait((task,))
-        if not task.cancelled():
-            task.exception()  # Retrieved: the readers got it.
