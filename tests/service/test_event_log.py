@@ -144,8 +144,8 @@ def test_a_log_is_kept_while_its_turn_runs_and_for_its_retention_after() -> None
     clock = Clock()
     logs = EventLogs(retention=60.0, clock=clock)
     key = ("default", "s-1", "t-1")
-    log, kept = logs.open(key, 1024)
-    assert kept
+    log = MemoryEventLog(1024)
+    assert logs.open(key, log)
     assert logs.find(key) is log
     clock.now = 1000.0  # a running turn's log is never dropped
     assert logs.find(key) is log
@@ -153,9 +153,7 @@ def test_a_log_is_kept_while_its_turn_runs_and_for_its_retention_after() -> None
     logs.ended(key)
     clock.now = 1059.0
     assert logs.find(key) is log
-    again, kept = logs.open(key, 1024)  # the same turn id while its log is kept
-    assert not kept
-    assert again is not log
+    assert not logs.open(key, MemoryEventLog(1024))  # the same turn id while it is kept
     assert logs.find(key) is log
     clock.now = 1060.5
     assert logs.find(key) is None
@@ -165,11 +163,12 @@ def test_a_log_is_kept_while_its_turn_runs_and_for_its_retention_after() -> None
 def test_a_refused_turns_log_is_not_kept() -> None:
     logs = EventLogs(clock=Clock())
     key = ("default", "s-1", "t-1")
-    log, _ = logs.open(key, 1024)
+    log = MemoryEventLog(1024)
+    logs.open(key, log)
     log.end(RuntimeError("refused"))
     logs.ended(key, keep=False)
     assert logs.find(key) is None
-    assert logs.open(key, 1024)[1]
+    assert logs.open(key, MemoryEventLog(1024))
 
 
 def test_ended_logs_past_the_count_or_bytes_bound_go_oldest_first() -> None:
@@ -178,12 +177,14 @@ def test_ended_logs_past_the_count_or_bytes_bound_go_oldest_first() -> None:
     logs = EventLogs(retention=60.0, max_kept=2, max_kept_bytes=bound, clock=clock)
     keys = [("default", "s-1", f"t-{n}") for n in range(4)]
     for key in keys[:3]:
-        log, _ = logs.open(key, 1024)
+        log = MemoryEventLog(1024)
+        logs.open(key, log)
         log.append(Delta("abc"))
         log.end()
         logs.ended(key)
     assert [logs.find(key) is not None for key in keys[:3]] == [False, True, True]
-    log, _ = logs.open(keys[3], 1024)
+    log = MemoryEventLog(1024)
+    logs.open(keys[3], log)
     log.append(Delta("0123456789ab"))  # with one of the others, past max_kept_bytes
     log.end()
     logs.ended(keys[3])

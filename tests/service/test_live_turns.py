@@ -124,3 +124,16 @@ def test_a_turn_past_its_logs_bound_is_closed_and_fails_with_output_limit() -> N
         assert live.logs.find((DEFAULT_TENANT, "s-1", "t-1")) is not None
 
     asyncio.run(scenario())
+
+
+def test_a_stream_closed_before_its_first_step_runs_nothing() -> None:
+    async def scenario() -> None:
+        turn = Endless()
+        live = LiveTurns(Limits())
+        stream = live.start(REQUEST, turn.events())
+        await stream.aclose()
+        await asyncio.sleep(0.05)
+        assert turn.produced == 0
+        assert live.logs.kept == 0
+
+    asyncio.run(scenario())

@@ -76,11 +76,12 @@ class EventLog(Protocol):
         ...
 
     def read(
-        self, after: int = 0, *, publisher: asyncio.Future[None] | None = None
+        self, after: int = 0, *, publish: Callable[[], asyncio.Future[None]] | None = None
     ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
         """(sequence, event) for every event after sequence `after`, live ones included,
-        until the end. A reader given the task that `publisher`s into the log leads it:
-        closing the reader before the end cancels that task and returns once it ended."""
+        until the end. A reader given `publish` leads the log: it starts the task that
+        publishes into it at its first step, and closing the reader before the end cancels
+        that task and returns once it ended."""
         ...
 
 
@@ -164,14 +165,14 @@ class MemoryEventLog:
         self._wake()
 
     async def read(
-        self, after: int = 0, *, publisher: asyncio.Future[None] | None = None
+        self, after: int = 0, *, publish: Callable[[], asyncio.Future[None]] | None = None
     ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
-        """See `EventLog.read`. A reader given the task that `publisher`s into the log leads
-        it: closing the reader before the end cancels that task and returns once it ended."""
+        """See `EventLog.read`."""
         if not 0 <= after <= len(self._events):
             raise ValueError(f"no sequence {after} in this log")
         events = self._events
         position = after
+        publisher = None if publish is None else publish()  # in the reader's context
         try:
             while True:
                 while position < len(events):
@@ -227,16 +228,15 @@ class EventLogs:
         self._kept: OrderedDict[LogKey, tuple[float, MemoryEventLog]] = OrderedDict()
         self._kept_bytes = 0
 
-    def open(self, key: LogKey, max_bytes: int) -> tuple[MemoryEventLog, bool]:
-        """A new log for the turn `key` and whether it is kept under that key: a key whose
-        log is still kept gets a log of its own that nobody else finds."""
+    def open(self, key: LogKey, log: MemoryEventLog) -> bool:
+        """Keep `log` as the turn `key`'s log, unless a log is kept for it already (then
+        nobody else finds `log`); whether it is kept."""
         if key in self._kept:
             self._prune()
-        log = MemoryEventLog(max_bytes)
         if key in self._running or key in self._kept:
-            return log, False
+            return False
         self._running[key] = log
-        return log, True
+        return True
 
     def find(self, key: LogKey) -> MemoryEventLog | None:
         """The kept log of the turn `key`, running or ended less than `retention` ago."""

@@ -49,21 +49,22 @@ class LiveTurns:
     def start(
         self, request: TurnRequest, events: AsyncGenerator[TurnEvent, None]
     ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
-        """Run the turn `events` (of `request`) in a task of its own, created here so it
-        runs in the caller's context (its principal and its span); (sequence, event) for
-        each of its events, read from its log."""
+        """(sequence, event) for each event of the turn `events` (of `request`), read from
+        its log. The turn runs in a task of its own, started by the first step of the
+        returned stream, in the caller's context (its principal and its span): a stream
+        closed before it started runs nothing."""
         key = (current_principal().tenant, request.session_id, request.turn_id)
         max_bytes = 2 * self._limits.max_output_bytes + (MAX_EVENTS + 1) * EVENT_BYTES + TEXT_SLACK
-        log, kept = self.logs.open(key, max_bytes)
-        task = asyncio.ensure_future(self._publish(events, log, key if kept else None))
-        return log.read(publisher=task)
+        log = MemoryEventLog(max_bytes)
+        return log.read(publish=lambda: asyncio.ensure_future(self._publish(events, log, key)))
 
     async def _publish(
         self,
         events: AsyncGenerator[TurnEvent, None],
         log: MemoryEventLog,
-        key: LogKey | None,
+        key: LogKey,
     ) -> None:
+        kept = self.logs.open(key, log)
         error: BaseException | None = None
         full = False
         try:
@@ -86,5 +87,5 @@ class LiveTurns:
             error = exc
         finally:
             log.end(error)
-            if key is not None:
+            if kept:
                 self.logs.ended(key, keep=error is None)
