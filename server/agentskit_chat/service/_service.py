@@ -7,6 +7,7 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 from agentskit_chat.conversation import (
     DEFAULT_CALLBACK_TIMEOUT,
@@ -21,6 +22,7 @@ from agentskit_chat.storage import HistoryChange, HistoryMode, Store
 from ._catalog import Catalog, CatalogChanges
 from ._errors import Reason, ServiceError, invalid
 from ._limits import Limits
+from ._live_turns import LiveTurns
 from ._observer import TurnObserver
 from ._page_tokens import PageTokens
 from ._rates import Rated, RateLimiter, RateLimits
@@ -65,6 +67,7 @@ class ChatService:
             callback_timeout=callback_timeout,
             observer=observer,
         )
+        self.live = LiveTurns(self.limits)
 
     def replace_definitions(self, catalog: Catalog) -> CatalogChanges:
         """Serve `catalog` from now on; turns in flight finish on the definitions they began.
@@ -183,13 +186,19 @@ class ChatService:
         return _history(saved, messages[:keep])
 
     def run_turn(self, request: TurnRequest) -> AsyncGenerator[TurnEvent, None]:
-        """The events of one turn; see TurnRunner.run.
+        """The events of one turn; see `stream_turn`."""
+        return _events(self.stream_turn(request))
+
+    def stream_turn(self, request: TurnRequest) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        """Start one turn (see TurnRunner.run) in a task of its own: (sequence, event) for
+        each of its events, numbered by the turn from 1. Closing the stream before its end
+        cancels the turn; the close returns once the turn ended.
 
         The turn fails with `deadline_exceeded` after `limits.turn_timeout`. A shorter
         deadline of the client's ends the call instead, like a cancellation.
         """
         self.rates.check(Rated.TURNS)
-        return self.turns.run(request)
+        return self.live.start(request, self.turns.run(request))
 
     def begin_drain(self) -> None:
         """Refuse new turns from now on; turns in flight continue."""
@@ -222,3 +231,11 @@ def _view(loaded: Loaded) -> SessionView:
         snapshot=loaded.definition.snapshot(record.state),
         cursor=record.cursor,
     )
+
+
+async def _events(
+    stream: AsyncGenerator[tuple[int, TurnEvent], None],
+) -> AsyncGenerator[TurnEvent, None]:
+    async with aclosing(stream) as events:
+        async for _, event in events:
+            yield event

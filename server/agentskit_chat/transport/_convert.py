@@ -198,21 +198,19 @@ def definition(value: ChatDefinition) -> pb.Definition:
 
 
 class EventStamper:
-    """Numbers the events of one turn from 1 and stamps each with the time."""
+    """Stamps the events of one turn with their sequence in the turn and the time."""
 
     def __init__(self, session_id: str, turn_id: str) -> None:
         self._session_id = session_id
         self._turn_id = turn_id
-        self._sequence = 0
 
-    def __call__(self, event: TurnEvent) -> pb.StreamTurnResponse:
-        self._sequence += 1
+    def __call__(self, sequence: int, event: TurnEvent) -> pb.StreamTurnResponse:
         stamp = Timestamp()
         stamp.FromNanoseconds(time.time_ns())
         response = pb.StreamTurnResponse(
             session_id=self._session_id,
             turn_id=self._turn_id,
-            sequence=self._sequence,
+            sequence=sequence,
             time=stamp,
         )
         _fill(response, event)

@@ -95,10 +95,10 @@ class ChatRpcs:
             convert.operation(request),
             _expected_cursor(request),
         )
-        async with StallWatch(self.service.run_turn(turn), deadline, stalled) as watch:
-            async for event in watch.events:
+        async with StallWatch(self.service.stream_turn(turn), deadline, stalled) as watch:
+            async for sequence, event in watch.events:
                 watch.sending(terminal=isinstance(event, Completed | Failed))
-                yield stamp(event)
+                yield stamp(sequence, event)
                 await watch.sent()
 
 
