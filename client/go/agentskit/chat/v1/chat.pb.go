@@ -70,6 +70,9 @@ const (
 	// The tenant's rate of turns or session creations is over its limit (RESOURCE_EXHAUSTED);
 	// retry after metadata `retry_after_ms` (also sent as RetryInfo); metadata `limit` names it.
 	ErrorReason_ERROR_REASON_RATE_LIMITED ErrorReason = 17
+	// A watch fell further behind than the server keeps events for (ABORTED); watch again
+	// after metadata `cursor` (WatchSession) or `sequence` (WatchTurn), the last one sent.
+	ErrorReason_ERROR_REASON_WATCH_BEHIND ErrorReason = 18
 )
 
 // Enum value maps for ErrorReason.
@@ -93,6 +96,7 @@ var (
 		15: "ERROR_REASON_TURN_NOT_FOUND",
 		16: "ERROR_REASON_UNAUTHENTICATED",
 		17: "ERROR_REASON_RATE_LIMITED",
+		18: "ERROR_REASON_WATCH_BEHIND",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -113,6 +117,7 @@ var (
 		"ERROR_REASON_TURN_NOT_FOUND":       15,
 		"ERROR_REASON_UNAUTHENTICATED":      16,
 		"ERROR_REASON_RATE_LIMITED":         17,
+		"ERROR_REASON_WATCH_BEHIND":         18,
 	}
 )
 
@@ -141,6 +146,62 @@ func (x ErrorReason) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorReason.Descriptor instead.
 func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{0}
+}
+
+// DisconnectMode says what happens to a turn when the stream that started it ends before
+// the turn does (the client cancelled, its deadline passed, or the connection broke).
+type DisconnectMode int32
+
+const (
+	// Treated as DISCONNECT_MODE_CANCEL.
+	DisconnectMode_DISCONNECT_MODE_UNSPECIFIED DisconnectMode = 0
+	// The turn is cancelled: nothing is committed, the lease is released and the turn id may
+	// run again.
+	DisconnectMode_DISCONNECT_MODE_CANCEL DisconnectMode = 1
+	// The turn runs to its end without the stream (within the server's turn timeout) and
+	// commits as usual; WatchTurn reattaches to it and GetTurn reports it.
+	DisconnectMode_DISCONNECT_MODE_CONTINUE DisconnectMode = 2
+)
+
+// Enum value maps for DisconnectMode.
+var (
+	DisconnectMode_name = map[int32]string{
+		0: "DISCONNECT_MODE_UNSPECIFIED",
+		1: "DISCONNECT_MODE_CANCEL",
+		2: "DISCONNECT_MODE_CONTINUE",
+	}
+	DisconnectMode_value = map[string]int32{
+		"DISCONNECT_MODE_UNSPECIFIED": 0,
+		"DISCONNECT_MODE_CANCEL":      1,
+		"DISCONNECT_MODE_CONTINUE":    2,
+	}
+)
+
+func (x DisconnectMode) Enum() *DisconnectMode {
+	p := new(DisconnectMode)
+	*p = x
+	return p
+}
+
+func (x DisconnectMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DisconnectMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentskit_chat_v1_chat_proto_enumTypes[1].Descriptor()
+}
+
+func (DisconnectMode) Type() protoreflect.EnumType {
+	return &file_agentskit_chat_v1_chat_proto_enumTypes[1]
+}
+
+func (x DisconnectMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DisconnectMode.Descriptor instead.
+func (DisconnectMode) EnumDescriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{1}
 }
 
 // HistoryMode says who keeps a session's messages.
@@ -181,11 +242,11 @@ func (x HistoryMode) String() string {
 }
 
 func (HistoryMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentskit_chat_v1_chat_proto_enumTypes[1].Descriptor()
+	return file_agentskit_chat_v1_chat_proto_enumTypes[2].Descriptor()
 }
 
 func (HistoryMode) Type() protoreflect.EnumType {
-	return &file_agentskit_chat_v1_chat_proto_enumTypes[1]
+	return &file_agentskit_chat_v1_chat_proto_enumTypes[2]
 }
 
 func (x HistoryMode) Number() protoreflect.EnumNumber {
@@ -194,7 +255,7 @@ func (x HistoryMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HistoryMode.Descriptor instead.
 func (HistoryMode) EnumDescriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{1}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{2}
 }
 
 // Role is the author of a message.
@@ -242,11 +303,11 @@ func (x Role) String() string {
 }
 
 func (Role) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentskit_chat_v1_chat_proto_enumTypes[2].Descriptor()
+	return file_agentskit_chat_v1_chat_proto_enumTypes[3].Descriptor()
 }
 
 func (Role) Type() protoreflect.EnumType {
-	return &file_agentskit_chat_v1_chat_proto_enumTypes[2]
+	return &file_agentskit_chat_v1_chat_proto_enumTypes[3]
 }
 
 func (x Role) Number() protoreflect.EnumNumber {
@@ -255,7 +316,7 @@ func (x Role) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Role.Descriptor instead.
 func (Role) EnumDescriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{2}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{3}
 }
 
 // TurnKind classifies how a turn was answered.
@@ -303,11 +364,11 @@ func (x TurnKind) String() string {
 }
 
 func (TurnKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentskit_chat_v1_chat_proto_enumTypes[3].Descriptor()
+	return file_agentskit_chat_v1_chat_proto_enumTypes[4].Descriptor()
 }
 
 func (TurnKind) Type() protoreflect.EnumType {
-	return &file_agentskit_chat_v1_chat_proto_enumTypes[3]
+	return &file_agentskit_chat_v1_chat_proto_enumTypes[4]
 }
 
 func (x TurnKind) Number() protoreflect.EnumNumber {
@@ -316,7 +377,7 @@ func (x TurnKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TurnKind.Descriptor instead.
 func (TurnKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{3}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{4}
 }
 
 // Operation names what a turn does to the history before it is resolved.
@@ -368,11 +429,11 @@ func (x Operation) String() string {
 }
 
 func (Operation) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentskit_chat_v1_chat_proto_enumTypes[4].Descriptor()
+	return file_agentskit_chat_v1_chat_proto_enumTypes[5].Descriptor()
 }
 
 func (Operation) Type() protoreflect.EnumType {
-	return &file_agentskit_chat_v1_chat_proto_enumTypes[4]
+	return &file_agentskit_chat_v1_chat_proto_enumTypes[5]
 }
 
 func (x Operation) Number() protoreflect.EnumNumber {
@@ -381,7 +442,7 @@ func (x Operation) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Operation.Descriptor instead.
 func (Operation) EnumDescriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{4}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{5}
 }
 
 // TurnOutcome is where a turn stands.
@@ -425,11 +486,11 @@ func (x TurnOutcome) String() string {
 }
 
 func (TurnOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentskit_chat_v1_chat_proto_enumTypes[5].Descriptor()
+	return file_agentskit_chat_v1_chat_proto_enumTypes[6].Descriptor()
 }
 
 func (TurnOutcome) Type() protoreflect.EnumType {
-	return &file_agentskit_chat_v1_chat_proto_enumTypes[5]
+	return &file_agentskit_chat_v1_chat_proto_enumTypes[6]
 }
 
 func (x TurnOutcome) Number() protoreflect.EnumNumber {
@@ -438,7 +499,7 @@ func (x TurnOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TurnOutcome.Descriptor instead.
 func (TurnOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{5}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{6}
 }
 
 // Message is one entry of a conversation history.
@@ -1834,8 +1895,10 @@ type StreamTurnRequest struct {
 	// current cursor, and nothing changes. A repeated finished turn id repeats its recorded
 	// outcome whatever this value is.
 	ExpectedCursor *int64 `protobuf:"varint,8,opt,name=expected_cursor,json=expectedCursor,proto3,oneof" json:"expected_cursor,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What a disconnect of this stream does to the turn; cancel when unspecified.
+	OnDisconnect  DisconnectMode `protobuf:"varint,9,opt,name=on_disconnect,json=onDisconnect,proto3,enum=agentskit.chat.v1.DisconnectMode" json:"on_disconnect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamTurnRequest) Reset() {
@@ -1939,6 +2002,13 @@ func (x *StreamTurnRequest) GetExpectedCursor() int64 {
 		return *x.ExpectedCursor
 	}
 	return 0
+}
+
+func (x *StreamTurnRequest) GetOnDisconnect() DisconnectMode {
+	if x != nil {
+		return x.OnDisconnect
+	}
+	return DisconnectMode_DISCONNECT_MODE_UNSPECIFIED
 }
 
 type isStreamTurnRequest_Operation interface {
@@ -2315,9 +2385,14 @@ func (x *TurnCompleted) GetUsage() *Usage {
 
 // TurnFailed is the last event of a turn that committed nothing. Deltas streamed before it
 // were not committed: a renderer must discard them.
+//
+// Two codes end a turn without recording it, so the same turn id may run again (both are
+// retryable): "cancelled" (CancelTurn stopped it) and "interrupted" (the server running it
+// stopped, e.g. it was killed, before the turn ended; sent once the turn's lease lapsed).
 type TurnFailed struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Stable code, e.g. "route_failed", "model_failed", "deadline_exceeded".
+	// Stable code, e.g. "route_failed", "model_failed", "deadline_exceeded", "cancelled",
+	// "interrupted".
 	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	// A safe, human-readable message that never repeats content.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
@@ -2395,7 +2470,10 @@ type StreamTurnResponse struct {
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The turn id of the request.
 	TurnId string `protobuf:"bytes,2,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
-	// Starts at 1 and increases by one with every event of the turn.
+	// Starts at 1 and increases by one with every event of the turn. Numbers belong to the
+	// turn, not to the stream: every stream of one run of a turn (StreamTurn, WatchTurn,
+	// WatchSession) gives the same event the same number. A stream that repeats a recorded
+	// outcome (TurnStarted.duplicate) numbers its own events.
 	Sequence uint64 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// When the server produced the event.
 	Time *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
@@ -3071,6 +3149,399 @@ func (x *ListTurnsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// WatchTurnRequest names a turn to follow and the last event the caller has.
+type WatchTurnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Turn id: a running turn, or one the session retains.
+	TurnId string `protobuf:"bytes,2,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	// The sequence of the last event the caller received; 0 for all of them. Events are kept
+	// while the turn runs and for a while after it ended (a minute by default); a finished
+	// turn whose events are no longer kept answers with its recorded outcome instead, as a
+	// repeated StreamTurn does (TurnStarted.duplicate set, numbered from after_sequence + 1):
+	// a renderer then replaces what it showed of the turn. A turn neither running nor
+	// retained is NOT_FOUND (ERROR_REASON_TURN_NOT_FOUND). A value past the turn's last
+	// event is INVALID_ARGUMENT; the last event's own sequence ends the stream at once.
+	AfterSequence uint64 `protobuf:"varint,3,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTurnRequest) Reset() {
+	*x = WatchTurnRequest{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTurnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTurnRequest) ProtoMessage() {}
+
+func (x *WatchTurnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTurnRequest.ProtoReflect.Descriptor instead.
+func (*WatchTurnRequest) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *WatchTurnRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WatchTurnRequest) GetTurnId() string {
+	if x != nil {
+		return x.TurnId
+	}
+	return ""
+}
+
+func (x *WatchTurnRequest) GetAfterSequence() uint64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
+
+// CancelTurnRequest names a turn to stop.
+type CancelTurnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Turn id.
+	TurnId        string `protobuf:"bytes,2,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTurnRequest) Reset() {
+	*x = CancelTurnRequest{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTurnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTurnRequest) ProtoMessage() {}
+
+func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTurnRequest.ProtoReflect.Descriptor instead.
+func (*CancelTurnRequest) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CancelTurnRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CancelTurnRequest) GetTurnId() string {
+	if x != nil {
+		return x.TurnId
+	}
+	return ""
+}
+
+// CancelTurnResponse says what the cancel did.
+type CancelTurnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the turn was running and this call stopped it: its streams end with a
+	// failed event of code "cancelled". False when no turn with this id was running (it
+	// finished, was cancelled already, or never ran); nothing changed then.
+	Cancelled bool `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// The retained turn, when the turn id finished before; absent otherwise.
+	Turn          *TurnRecord `protobuf:"bytes,2,opt,name=turn,proto3" json:"turn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTurnResponse) Reset() {
+	*x = CancelTurnResponse{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTurnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTurnResponse) ProtoMessage() {}
+
+func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTurnResponse.ProtoReflect.Descriptor instead.
+func (*CancelTurnResponse) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CancelTurnResponse) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
+}
+
+func (x *CancelTurnResponse) GetTurn() *TurnRecord {
+	if x != nil {
+		return x.Turn
+	}
+	return nil
+}
+
+// WatchSessionRequest names a session to follow.
+type WatchSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The cursor of the last session the caller received, to resume a watch. The stream
+	// always begins with the session as it is now; when its cursor is past this value the
+	// caller missed stored changes and reloads the history (GetSession).
+	AfterCursor   *int64 `protobuf:"varint,2,opt,name=after_cursor,json=afterCursor,proto3,oneof" json:"after_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionRequest) Reset() {
+	*x = WatchSessionRequest{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionRequest) ProtoMessage() {}
+
+func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
+func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *WatchSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WatchSessionRequest) GetAfterCursor() int64 {
+	if x != nil && x.AfterCursor != nil {
+		return *x.AfterCursor
+	}
+	return 0
+}
+
+// WatchHeartbeat keeps an idle watch stream alive through proxies that close streams
+// without data; sent every 15 seconds without other messages.
+type WatchHeartbeat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the server sent it.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchHeartbeat) Reset() {
+	*x = WatchHeartbeat{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchHeartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchHeartbeat) ProtoMessage() {}
+
+func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
+func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *WatchHeartbeat) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+// WatchSessionResponse is one message of a session watch.
+type WatchSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message.
+	//
+	// Types that are valid to be assigned to Item:
+	//
+	//	*WatchSessionResponse_Session
+	//	*WatchSessionResponse_Event
+	//	*WatchSessionResponse_Heartbeat
+	Item          isWatchSessionResponse_Item `protobuf_oneof:"item"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionResponse) Reset() {
+	*x = WatchSessionResponse{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionResponse) ProtoMessage() {}
+
+func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
+func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *WatchSessionResponse) GetItem() isWatchSessionResponse_Item {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+func (x *WatchSessionResponse) GetSession() *Session {
+	if x != nil {
+		if x, ok := x.Item.(*WatchSessionResponse_Session); ok {
+			return x.Session
+		}
+	}
+	return nil
+}
+
+func (x *WatchSessionResponse) GetEvent() *StreamTurnResponse {
+	if x != nil {
+		if x, ok := x.Item.(*WatchSessionResponse_Event); ok {
+			return x.Event
+		}
+	}
+	return nil
+}
+
+func (x *WatchSessionResponse) GetHeartbeat() *WatchHeartbeat {
+	if x != nil {
+		if x, ok := x.Item.(*WatchSessionResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isWatchSessionResponse_Item interface {
+	isWatchSessionResponse_Item()
+}
+
+type WatchSessionResponse_Session struct {
+	// The session: first, and after every stored change (a committed turn, a truncation,
+	// a turn claiming or releasing the lease).
+	Session *Session `protobuf:"bytes,1,opt,name=session,proto3,oneof"`
+}
+
+type WatchSessionResponse_Event struct {
+	// An event of a turn of the session, whoever started it: events of a turn arrive in
+	// order and exactly once, from the first the server still keeps; turns arrive one
+	// after the other, in the order they ran.
+	Event *StreamTurnResponse `protobuf:"bytes,2,opt,name=event,proto3,oneof"`
+}
+
+type WatchSessionResponse_Heartbeat struct {
+	// Nothing happened for a while.
+	Heartbeat *WatchHeartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*WatchSessionResponse_Session) isWatchSessionResponse_Item() {}
+
+func (*WatchSessionResponse_Event) isWatchSessionResponse_Item() {}
+
+func (*WatchSessionResponse_Heartbeat) isWatchSessionResponse_Item() {}
+
 var File_agentskit_chat_v1_chat_proto protoreflect.FileDescriptor
 
 const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
@@ -3169,7 +3640,7 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\"K\n" +
 	"\x11DispatchOperation\x126\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1a.agentskit.chat.v1.MessageR\bmessages\"\xd9\x03\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1a.agentskit.chat.v1.MessageR\bmessages\"\xa1\x04\n" +
 	"\x11StreamTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -3181,7 +3652,8 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"regenerate\x18\x06 \x01(\v2&.agentskit.chat.v1.RegenerateOperationH\x00R\n" +
 	"regenerate\x12B\n" +
 	"\bdispatch\x18\a \x01(\v2$.agentskit.chat.v1.DispatchOperationH\x00R\bdispatch\x12,\n" +
-	"\x0fexpected_cursor\x18\b \x01(\x03H\x01R\x0eexpectedCursor\x88\x01\x01B\v\n" +
+	"\x0fexpected_cursor\x18\b \x01(\x03H\x01R\x0eexpectedCursor\x88\x01\x01\x12F\n" +
+	"\ron_disconnect\x18\t \x01(\x0e2!.agentskit.chat.v1.DisconnectModeR\fonDisconnectB\v\n" +
 	"\toperationB\x12\n" +
 	"\x10_expected_cursor\"\x8f\x01\n" +
 	"\vTurnStarted\x12:\n" +
@@ -3266,7 +3738,31 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"p\n" +
 	"\x11ListTurnsResponse\x123\n" +
 	"\x05turns\x18\x01 \x03(\v2\x1d.agentskit.chat.v1.TurnRecordR\x05turns\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xeb\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"q\n" +
+	"\x10WatchTurnRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\aturn_id\x18\x02 \x01(\tR\x06turnId\x12%\n" +
+	"\x0eafter_sequence\x18\x03 \x01(\x04R\rafterSequence\"K\n" +
+	"\x11CancelTurnRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\aturn_id\x18\x02 \x01(\tR\x06turnId\"e\n" +
+	"\x12CancelTurnResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\bR\tcancelled\x121\n" +
+	"\x04turn\x18\x02 \x01(\v2\x1d.agentskit.chat.v1.TurnRecordR\x04turn\"m\n" +
+	"\x13WatchSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12&\n" +
+	"\fafter_cursor\x18\x02 \x01(\x03H\x00R\vafterCursor\x88\x01\x01B\x0f\n" +
+	"\r_after_cursor\"@\n" +
+	"\x0eWatchHeartbeat\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xd8\x01\n" +
+	"\x14WatchSessionResponse\x126\n" +
+	"\asession\x18\x01 \x01(\v2\x1a.agentskit.chat.v1.SessionH\x00R\asession\x12=\n" +
+	"\x05event\x18\x02 \x01(\v2%.agentskit.chat.v1.StreamTurnResponseH\x00R\x05event\x12A\n" +
+	"\theartbeat\x18\x03 \x01(\v2!.agentskit.chat.v1.WatchHeartbeatH\x00R\theartbeatB\x06\n" +
+	"\x04item*\x8a\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x01\x12%\n" +
@@ -3286,7 +3782,12 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x1eERROR_REASON_DEADLINE_EXCEEDED\x10\x0e\x12\x1f\n" +
 	"\x1bERROR_REASON_TURN_NOT_FOUND\x10\x0f\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x10\x12\x1d\n" +
-	"\x19ERROR_REASON_RATE_LIMITED\x10\x11*]\n" +
+	"\x19ERROR_REASON_RATE_LIMITED\x10\x11\x12\x1d\n" +
+	"\x19ERROR_REASON_WATCH_BEHIND\x10\x12*k\n" +
+	"\x0eDisconnectMode\x12\x1f\n" +
+	"\x1bDISCONNECT_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16DISCONNECT_MODE_CANCEL\x10\x01\x12\x1c\n" +
+	"\x18DISCONNECT_MODE_CONTINUE\x10\x02*]\n" +
 	"\vHistoryMode\x12\x1c\n" +
 	"\x18HISTORY_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13HISTORY_MODE_SERVER\x10\x01\x12\x17\n" +
@@ -3314,7 +3815,7 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x18TURN_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TURN_OUTCOME_RUNNING\x10\x01\x12\x1a\n" +
 	"\x16TURN_OUTCOME_COMPLETED\x10\x02\x12\x17\n" +
-	"\x13TURN_OUTCOME_FAILED\x10\x032\xef\x06\n" +
+	"\x13TURN_OUTCOME_FAILED\x10\x032\x88\t\n" +
 	"\vChatService\x12h\n" +
 	"\x0fListDefinitions\x12).agentskit.chat.v1.ListDefinitionsRequest\x1a*.agentskit.chat.v1.ListDefinitionsResponse\x12b\n" +
 	"\rGetDefinition\x12'.agentskit.chat.v1.GetDefinitionRequest\x1a(.agentskit.chat.v1.GetDefinitionResponse\x12b\n" +
@@ -3326,7 +3827,11 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"StreamTurn\x12$.agentskit.chat.v1.StreamTurnRequest\x1a%.agentskit.chat.v1.StreamTurnResponse0\x01\x12h\n" +
 	"\x0fTruncateHistory\x12).agentskit.chat.v1.TruncateHistoryRequest\x1a*.agentskit.chat.v1.TruncateHistoryResponse\x12P\n" +
 	"\aGetTurn\x12!.agentskit.chat.v1.GetTurnRequest\x1a\".agentskit.chat.v1.GetTurnResponse\x12V\n" +
-	"\tListTurns\x12#.agentskit.chat.v1.ListTurnsRequest\x1a$.agentskit.chat.v1.ListTurnsResponseB\xa5\x01\n" +
+	"\tListTurns\x12#.agentskit.chat.v1.ListTurnsRequest\x1a$.agentskit.chat.v1.ListTurnsResponse\x12Y\n" +
+	"\tWatchTurn\x12#.agentskit.chat.v1.WatchTurnRequest\x1a%.agentskit.chat.v1.StreamTurnResponse0\x01\x12Y\n" +
+	"\n" +
+	"CancelTurn\x12$.agentskit.chat.v1.CancelTurnRequest\x1a%.agentskit.chat.v1.CancelTurnResponse\x12a\n" +
+	"\fWatchSession\x12&.agentskit.chat.v1.WatchSessionRequest\x1a'.agentskit.chat.v1.WatchSessionResponse0\x01B\xa5\x01\n" +
 	"\x15dev.agentskit.chat.v1B\tChatProtoP\x01Z5agentskit.dev/chat/client/go/agentskit/chat/v1;chatv1\xa2\x02\x03ACX\xaa\x02\x11AgentsKit.Chat.V1\xba\x02\x03ACX\xca\x02\x11AgentsKit\\Chat\\V1\xea\x02\x13AgentsKit::Chat::V1b\x06proto3"
 
 var (
@@ -3341,121 +3846,140 @@ func file_agentskit_chat_v1_chat_proto_rawDescGZIP() []byte {
 	return file_agentskit_chat_v1_chat_proto_rawDescData
 }
 
-var file_agentskit_chat_v1_chat_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_agentskit_chat_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_agentskit_chat_v1_chat_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_agentskit_chat_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_agentskit_chat_v1_chat_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: agentskit.chat.v1.ErrorReason
-	(HistoryMode)(0),                // 1: agentskit.chat.v1.HistoryMode
-	(Role)(0),                       // 2: agentskit.chat.v1.Role
-	(TurnKind)(0),                   // 3: agentskit.chat.v1.TurnKind
-	(Operation)(0),                  // 4: agentskit.chat.v1.Operation
-	(TurnOutcome)(0),                // 5: agentskit.chat.v1.TurnOutcome
-	(*Message)(nil),                 // 6: agentskit.chat.v1.Message
-	(*AnswerOrigin)(nil),            // 7: agentskit.chat.v1.AnswerOrigin
-	(*Snapshot)(nil),                // 8: agentskit.chat.v1.Snapshot
-	(*Transition)(nil),              // 9: agentskit.chat.v1.Transition
-	(*StateInfo)(nil),               // 10: agentskit.chat.v1.StateInfo
-	(*RouteInfo)(nil),               // 11: agentskit.chat.v1.RouteInfo
-	(*Definition)(nil),              // 12: agentskit.chat.v1.Definition
-	(*Session)(nil),                 // 13: agentskit.chat.v1.Session
-	(*ListDefinitionsRequest)(nil),  // 14: agentskit.chat.v1.ListDefinitionsRequest
-	(*ListDefinitionsResponse)(nil), // 15: agentskit.chat.v1.ListDefinitionsResponse
-	(*GetDefinitionRequest)(nil),    // 16: agentskit.chat.v1.GetDefinitionRequest
-	(*GetDefinitionResponse)(nil),   // 17: agentskit.chat.v1.GetDefinitionResponse
-	(*CreateSessionRequest)(nil),    // 18: agentskit.chat.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),   // 19: agentskit.chat.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),       // 20: agentskit.chat.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 21: agentskit.chat.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),    // 22: agentskit.chat.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),   // 23: agentskit.chat.v1.DeleteSessionResponse
-	(*SubmitOperation)(nil),         // 24: agentskit.chat.v1.SubmitOperation
-	(*RetryOperation)(nil),          // 25: agentskit.chat.v1.RetryOperation
-	(*EditOperation)(nil),           // 26: agentskit.chat.v1.EditOperation
-	(*RegenerateOperation)(nil),     // 27: agentskit.chat.v1.RegenerateOperation
-	(*DispatchOperation)(nil),       // 28: agentskit.chat.v1.DispatchOperation
-	(*StreamTurnRequest)(nil),       // 29: agentskit.chat.v1.StreamTurnRequest
-	(*TurnStarted)(nil),             // 30: agentskit.chat.v1.TurnStarted
-	(*TurnDecision)(nil),            // 31: agentskit.chat.v1.TurnDecision
-	(*TextDelta)(nil),               // 32: agentskit.chat.v1.TextDelta
-	(*Usage)(nil),                   // 33: agentskit.chat.v1.Usage
-	(*TurnCompleted)(nil),           // 34: agentskit.chat.v1.TurnCompleted
-	(*TurnFailed)(nil),              // 35: agentskit.chat.v1.TurnFailed
-	(*StreamTurnResponse)(nil),      // 36: agentskit.chat.v1.StreamTurnResponse
-	(*TruncateHistoryRequest)(nil),  // 37: agentskit.chat.v1.TruncateHistoryRequest
-	(*TruncateHistoryResponse)(nil), // 38: agentskit.chat.v1.TruncateHistoryResponse
-	(*TurnRecord)(nil),              // 39: agentskit.chat.v1.TurnRecord
-	(*GetTurnRequest)(nil),          // 40: agentskit.chat.v1.GetTurnRequest
-	(*GetTurnResponse)(nil),         // 41: agentskit.chat.v1.GetTurnResponse
-	(*ListTurnsRequest)(nil),        // 42: agentskit.chat.v1.ListTurnsRequest
-	(*ListTurnsResponse)(nil),       // 43: agentskit.chat.v1.ListTurnsResponse
-	(*timestamppb.Timestamp)(nil),   // 44: google.protobuf.Timestamp
+	(DisconnectMode)(0),             // 1: agentskit.chat.v1.DisconnectMode
+	(HistoryMode)(0),                // 2: agentskit.chat.v1.HistoryMode
+	(Role)(0),                       // 3: agentskit.chat.v1.Role
+	(TurnKind)(0),                   // 4: agentskit.chat.v1.TurnKind
+	(Operation)(0),                  // 5: agentskit.chat.v1.Operation
+	(TurnOutcome)(0),                // 6: agentskit.chat.v1.TurnOutcome
+	(*Message)(nil),                 // 7: agentskit.chat.v1.Message
+	(*AnswerOrigin)(nil),            // 8: agentskit.chat.v1.AnswerOrigin
+	(*Snapshot)(nil),                // 9: agentskit.chat.v1.Snapshot
+	(*Transition)(nil),              // 10: agentskit.chat.v1.Transition
+	(*StateInfo)(nil),               // 11: agentskit.chat.v1.StateInfo
+	(*RouteInfo)(nil),               // 12: agentskit.chat.v1.RouteInfo
+	(*Definition)(nil),              // 13: agentskit.chat.v1.Definition
+	(*Session)(nil),                 // 14: agentskit.chat.v1.Session
+	(*ListDefinitionsRequest)(nil),  // 15: agentskit.chat.v1.ListDefinitionsRequest
+	(*ListDefinitionsResponse)(nil), // 16: agentskit.chat.v1.ListDefinitionsResponse
+	(*GetDefinitionRequest)(nil),    // 17: agentskit.chat.v1.GetDefinitionRequest
+	(*GetDefinitionResponse)(nil),   // 18: agentskit.chat.v1.GetDefinitionResponse
+	(*CreateSessionRequest)(nil),    // 19: agentskit.chat.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),   // 20: agentskit.chat.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),       // 21: agentskit.chat.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 22: agentskit.chat.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),    // 23: agentskit.chat.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),   // 24: agentskit.chat.v1.DeleteSessionResponse
+	(*SubmitOperation)(nil),         // 25: agentskit.chat.v1.SubmitOperation
+	(*RetryOperation)(nil),          // 26: agentskit.chat.v1.RetryOperation
+	(*EditOperation)(nil),           // 27: agentskit.chat.v1.EditOperation
+	(*RegenerateOperation)(nil),     // 28: agentskit.chat.v1.RegenerateOperation
+	(*DispatchOperation)(nil),       // 29: agentskit.chat.v1.DispatchOperation
+	(*StreamTurnRequest)(nil),       // 30: agentskit.chat.v1.StreamTurnRequest
+	(*TurnStarted)(nil),             // 31: agentskit.chat.v1.TurnStarted
+	(*TurnDecision)(nil),            // 32: agentskit.chat.v1.TurnDecision
+	(*TextDelta)(nil),               // 33: agentskit.chat.v1.TextDelta
+	(*Usage)(nil),                   // 34: agentskit.chat.v1.Usage
+	(*TurnCompleted)(nil),           // 35: agentskit.chat.v1.TurnCompleted
+	(*TurnFailed)(nil),              // 36: agentskit.chat.v1.TurnFailed
+	(*StreamTurnResponse)(nil),      // 37: agentskit.chat.v1.StreamTurnResponse
+	(*TruncateHistoryRequest)(nil),  // 38: agentskit.chat.v1.TruncateHistoryRequest
+	(*TruncateHistoryResponse)(nil), // 39: agentskit.chat.v1.TruncateHistoryResponse
+	(*TurnRecord)(nil),              // 40: agentskit.chat.v1.TurnRecord
+	(*GetTurnRequest)(nil),          // 41: agentskit.chat.v1.GetTurnRequest
+	(*GetTurnResponse)(nil),         // 42: agentskit.chat.v1.GetTurnResponse
+	(*ListTurnsRequest)(nil),        // 43: agentskit.chat.v1.ListTurnsRequest
+	(*ListTurnsResponse)(nil),       // 44: agentskit.chat.v1.ListTurnsResponse
+	(*WatchTurnRequest)(nil),        // 45: agentskit.chat.v1.WatchTurnRequest
+	(*CancelTurnRequest)(nil),       // 46: agentskit.chat.v1.CancelTurnRequest
+	(*CancelTurnResponse)(nil),      // 47: agentskit.chat.v1.CancelTurnResponse
+	(*WatchSessionRequest)(nil),     // 48: agentskit.chat.v1.WatchSessionRequest
+	(*WatchHeartbeat)(nil),          // 49: agentskit.chat.v1.WatchHeartbeat
+	(*WatchSessionResponse)(nil),    // 50: agentskit.chat.v1.WatchSessionResponse
+	(*timestamppb.Timestamp)(nil),   // 51: google.protobuf.Timestamp
 }
 var file_agentskit_chat_v1_chat_proto_depIdxs = []int32{
-	2,  // 0: agentskit.chat.v1.Message.role:type_name -> agentskit.chat.v1.Role
-	7,  // 1: agentskit.chat.v1.Message.origin:type_name -> agentskit.chat.v1.AnswerOrigin
-	3,  // 2: agentskit.chat.v1.AnswerOrigin.kind:type_name -> agentskit.chat.v1.TurnKind
-	9,  // 3: agentskit.chat.v1.StateInfo.transitions:type_name -> agentskit.chat.v1.Transition
-	3,  // 4: agentskit.chat.v1.RouteInfo.kind:type_name -> agentskit.chat.v1.TurnKind
-	10, // 5: agentskit.chat.v1.Definition.states:type_name -> agentskit.chat.v1.StateInfo
-	11, // 6: agentskit.chat.v1.Definition.routes:type_name -> agentskit.chat.v1.RouteInfo
-	1,  // 7: agentskit.chat.v1.Session.history_mode:type_name -> agentskit.chat.v1.HistoryMode
-	8,  // 8: agentskit.chat.v1.Session.snapshot:type_name -> agentskit.chat.v1.Snapshot
-	12, // 9: agentskit.chat.v1.ListDefinitionsResponse.definitions:type_name -> agentskit.chat.v1.Definition
-	12, // 10: agentskit.chat.v1.GetDefinitionResponse.definition:type_name -> agentskit.chat.v1.Definition
-	1,  // 11: agentskit.chat.v1.CreateSessionRequest.history_mode:type_name -> agentskit.chat.v1.HistoryMode
-	13, // 12: agentskit.chat.v1.CreateSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	13, // 13: agentskit.chat.v1.GetSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	6,  // 14: agentskit.chat.v1.GetSessionResponse.messages:type_name -> agentskit.chat.v1.Message
-	6,  // 15: agentskit.chat.v1.DispatchOperation.messages:type_name -> agentskit.chat.v1.Message
-	24, // 16: agentskit.chat.v1.StreamTurnRequest.submit:type_name -> agentskit.chat.v1.SubmitOperation
-	25, // 17: agentskit.chat.v1.StreamTurnRequest.retry:type_name -> agentskit.chat.v1.RetryOperation
-	26, // 18: agentskit.chat.v1.StreamTurnRequest.edit:type_name -> agentskit.chat.v1.EditOperation
-	27, // 19: agentskit.chat.v1.StreamTurnRequest.regenerate:type_name -> agentskit.chat.v1.RegenerateOperation
-	28, // 20: agentskit.chat.v1.StreamTurnRequest.dispatch:type_name -> agentskit.chat.v1.DispatchOperation
-	4,  // 21: agentskit.chat.v1.TurnStarted.operation:type_name -> agentskit.chat.v1.Operation
-	3,  // 22: agentskit.chat.v1.TurnDecision.kind:type_name -> agentskit.chat.v1.TurnKind
-	8,  // 23: agentskit.chat.v1.TurnCompleted.snapshot:type_name -> agentskit.chat.v1.Snapshot
-	33, // 24: agentskit.chat.v1.TurnCompleted.usage:type_name -> agentskit.chat.v1.Usage
-	44, // 25: agentskit.chat.v1.StreamTurnResponse.time:type_name -> google.protobuf.Timestamp
-	30, // 26: agentskit.chat.v1.StreamTurnResponse.started:type_name -> agentskit.chat.v1.TurnStarted
-	31, // 27: agentskit.chat.v1.StreamTurnResponse.decision:type_name -> agentskit.chat.v1.TurnDecision
-	32, // 28: agentskit.chat.v1.StreamTurnResponse.delta:type_name -> agentskit.chat.v1.TextDelta
-	34, // 29: agentskit.chat.v1.StreamTurnResponse.completed:type_name -> agentskit.chat.v1.TurnCompleted
-	35, // 30: agentskit.chat.v1.StreamTurnResponse.failed:type_name -> agentskit.chat.v1.TurnFailed
-	13, // 31: agentskit.chat.v1.TruncateHistoryResponse.session:type_name -> agentskit.chat.v1.Session
-	6,  // 32: agentskit.chat.v1.TruncateHistoryResponse.messages:type_name -> agentskit.chat.v1.Message
-	4,  // 33: agentskit.chat.v1.TurnRecord.operation:type_name -> agentskit.chat.v1.Operation
-	5,  // 34: agentskit.chat.v1.TurnRecord.outcome:type_name -> agentskit.chat.v1.TurnOutcome
-	3,  // 35: agentskit.chat.v1.TurnRecord.kind:type_name -> agentskit.chat.v1.TurnKind
-	35, // 36: agentskit.chat.v1.TurnRecord.failure:type_name -> agentskit.chat.v1.TurnFailed
-	44, // 37: agentskit.chat.v1.TurnRecord.start_time:type_name -> google.protobuf.Timestamp
-	44, // 38: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
-	33, // 39: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
-	39, // 40: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	39, // 41: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
-	14, // 42: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
-	16, // 43: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
-	18, // 44: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
-	20, // 45: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
-	22, // 46: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
-	29, // 47: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
-	37, // 48: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
-	40, // 49: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
-	42, // 50: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
-	15, // 51: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
-	17, // 52: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
-	19, // 53: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
-	21, // 54: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
-	23, // 55: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
-	36, // 56: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	38, // 57: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
-	41, // 58: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
-	43, // 59: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
-	51, // [51:60] is the sub-list for method output_type
-	42, // [42:51] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	3,  // 0: agentskit.chat.v1.Message.role:type_name -> agentskit.chat.v1.Role
+	8,  // 1: agentskit.chat.v1.Message.origin:type_name -> agentskit.chat.v1.AnswerOrigin
+	4,  // 2: agentskit.chat.v1.AnswerOrigin.kind:type_name -> agentskit.chat.v1.TurnKind
+	10, // 3: agentskit.chat.v1.StateInfo.transitions:type_name -> agentskit.chat.v1.Transition
+	4,  // 4: agentskit.chat.v1.RouteInfo.kind:type_name -> agentskit.chat.v1.TurnKind
+	11, // 5: agentskit.chat.v1.Definition.states:type_name -> agentskit.chat.v1.StateInfo
+	12, // 6: agentskit.chat.v1.Definition.routes:type_name -> agentskit.chat.v1.RouteInfo
+	2,  // 7: agentskit.chat.v1.Session.history_mode:type_name -> agentskit.chat.v1.HistoryMode
+	9,  // 8: agentskit.chat.v1.Session.snapshot:type_name -> agentskit.chat.v1.Snapshot
+	13, // 9: agentskit.chat.v1.ListDefinitionsResponse.definitions:type_name -> agentskit.chat.v1.Definition
+	13, // 10: agentskit.chat.v1.GetDefinitionResponse.definition:type_name -> agentskit.chat.v1.Definition
+	2,  // 11: agentskit.chat.v1.CreateSessionRequest.history_mode:type_name -> agentskit.chat.v1.HistoryMode
+	14, // 12: agentskit.chat.v1.CreateSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	14, // 13: agentskit.chat.v1.GetSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	7,  // 14: agentskit.chat.v1.GetSessionResponse.messages:type_name -> agentskit.chat.v1.Message
+	7,  // 15: agentskit.chat.v1.DispatchOperation.messages:type_name -> agentskit.chat.v1.Message
+	25, // 16: agentskit.chat.v1.StreamTurnRequest.submit:type_name -> agentskit.chat.v1.SubmitOperation
+	26, // 17: agentskit.chat.v1.StreamTurnRequest.retry:type_name -> agentskit.chat.v1.RetryOperation
+	27, // 18: agentskit.chat.v1.StreamTurnRequest.edit:type_name -> agentskit.chat.v1.EditOperation
+	28, // 19: agentskit.chat.v1.StreamTurnRequest.regenerate:type_name -> agentskit.chat.v1.RegenerateOperation
+	29, // 20: agentskit.chat.v1.StreamTurnRequest.dispatch:type_name -> agentskit.chat.v1.DispatchOperation
+	1,  // 21: agentskit.chat.v1.StreamTurnRequest.on_disconnect:type_name -> agentskit.chat.v1.DisconnectMode
+	5,  // 22: agentskit.chat.v1.TurnStarted.operation:type_name -> agentskit.chat.v1.Operation
+	4,  // 23: agentskit.chat.v1.TurnDecision.kind:type_name -> agentskit.chat.v1.TurnKind
+	9,  // 24: agentskit.chat.v1.TurnCompleted.snapshot:type_name -> agentskit.chat.v1.Snapshot
+	34, // 25: agentskit.chat.v1.TurnCompleted.usage:type_name -> agentskit.chat.v1.Usage
+	51, // 26: agentskit.chat.v1.StreamTurnResponse.time:type_name -> google.protobuf.Timestamp
+	31, // 27: agentskit.chat.v1.StreamTurnResponse.started:type_name -> agentskit.chat.v1.TurnStarted
+	32, // 28: agentskit.chat.v1.StreamTurnResponse.decision:type_name -> agentskit.chat.v1.TurnDecision
+	33, // 29: agentskit.chat.v1.StreamTurnResponse.delta:type_name -> agentskit.chat.v1.TextDelta
+	35, // 30: agentskit.chat.v1.StreamTurnResponse.completed:type_name -> agentskit.chat.v1.TurnCompleted
+	36, // 31: agentskit.chat.v1.StreamTurnResponse.failed:type_name -> agentskit.chat.v1.TurnFailed
+	14, // 32: agentskit.chat.v1.TruncateHistoryResponse.session:type_name -> agentskit.chat.v1.Session
+	7,  // 33: agentskit.chat.v1.TruncateHistoryResponse.messages:type_name -> agentskit.chat.v1.Message
+	5,  // 34: agentskit.chat.v1.TurnRecord.operation:type_name -> agentskit.chat.v1.Operation
+	6,  // 35: agentskit.chat.v1.TurnRecord.outcome:type_name -> agentskit.chat.v1.TurnOutcome
+	4,  // 36: agentskit.chat.v1.TurnRecord.kind:type_name -> agentskit.chat.v1.TurnKind
+	36, // 37: agentskit.chat.v1.TurnRecord.failure:type_name -> agentskit.chat.v1.TurnFailed
+	51, // 38: agentskit.chat.v1.TurnRecord.start_time:type_name -> google.protobuf.Timestamp
+	51, // 39: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
+	34, // 40: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
+	40, // 41: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	40, // 42: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
+	40, // 43: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	51, // 44: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	14, // 45: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	37, // 46: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
+	49, // 47: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
+	15, // 48: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
+	17, // 49: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
+	19, // 50: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
+	21, // 51: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
+	23, // 52: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
+	30, // 53: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
+	38, // 54: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
+	41, // 55: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
+	43, // 56: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
+	45, // 57: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
+	46, // 58: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
+	48, // 59: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
+	16, // 60: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
+	18, // 61: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
+	20, // 62: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
+	22, // 63: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
+	24, // 64: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
+	37, // 65: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	39, // 66: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
+	42, // 67: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
+	44, // 68: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
+	37, // 69: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	47, // 70: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
+	50, // 71: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
+	60, // [60:72] is the sub-list for method output_type
+	48, // [48:60] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_agentskit_chat_v1_chat_proto_init() }
@@ -3479,13 +4003,19 @@ func file_agentskit_chat_v1_chat_proto_init() {
 		(*StreamTurnResponse_Failed)(nil),
 	}
 	file_agentskit_chat_v1_chat_proto_msgTypes[31].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[41].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[43].OneofWrappers = []any{
+		(*WatchSessionResponse_Session)(nil),
+		(*WatchSessionResponse_Event)(nil),
+		(*WatchSessionResponse_Heartbeat)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentskit_chat_v1_chat_proto_rawDesc), len(file_agentskit_chat_v1_chat_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   38,
+			NumEnums:      7,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,9 @@ const (
 	ChatService_TruncateHistory_FullMethodName = "/agentskit.chat.v1.ChatService/TruncateHistory"
 	ChatService_GetTurn_FullMethodName         = "/agentskit.chat.v1.ChatService/GetTurn"
 	ChatService_ListTurns_FullMethodName       = "/agentskit.chat.v1.ChatService/ListTurns"
+	ChatService_WatchTurn_FullMethodName       = "/agentskit.chat.v1.ChatService/WatchTurn"
+	ChatService_CancelTurn_FullMethodName      = "/agentskit.chat.v1.ChatService/CancelTurn"
+	ChatService_WatchSession_FullMethodName    = "/agentskit.chat.v1.ChatService/WatchSession"
 )
 
 // ChatServiceClient is the client API for ChatService service.
@@ -64,6 +67,7 @@ type ChatServiceClient interface {
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 	// StreamTurn runs one turn and streams its events: started, decision, deltas, then
 	// exactly one of completed or failed.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	StreamTurn(ctx context.Context, in *StreamTurnRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamTurnResponse], error)
 	// TruncateHistory drops the newest messages of a server-held history without running a
 	// turn; the state is reconciled on the next turn.
@@ -73,6 +77,22 @@ type ChatServiceClient interface {
 	GetTurn(ctx context.Context, in *GetTurnRequest, opts ...grpc.CallOption) (*GetTurnResponse, error)
 	// ListTurns lists the turns the session retains, newest first, one page at a time.
 	ListTurns(ctx context.Context, in *ListTurnsRequest, opts ...grpc.CallOption) (*ListTurnsResponse, error)
+	// WatchTurn streams the events of one turn after a sequence the caller already has:
+	// first the events it missed, then live ones, then the terminal event, each exactly once
+	// and numbered as the turn numbered them. It never starts, changes or extends a turn.
+	// A client whose turn stream broke reattaches with it, on any server of the deployment.
+	// It answers with StreamTurn's own message, so one handler renders both.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	WatchTurn(ctx context.Context, in *WatchTurnRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamTurnResponse], error)
+	// CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
+	// is committed, the model stream is closed, the lease is released and the turn id may
+	// run again. Cancelling a turn that is not running changes nothing.
+	CancelTurn(ctx context.Context, in *CancelTurnRequest, opts ...grpc.CallOption) (*CancelTurnResponse, error)
+	// WatchSession streams the session's turns as they happen, whoever started them: the
+	// session first, then the events of each turn (tagged with its turn id) and the session
+	// after every stored change, and stays open for the next turn.
+	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
 }
 
 type chatServiceClient struct {
@@ -182,6 +202,54 @@ func (c *chatServiceClient) ListTurns(ctx context.Context, in *ListTurnsRequest,
 	return out, nil
 }
 
+func (c *chatServiceClient) WatchTurn(ctx context.Context, in *WatchTurnRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamTurnResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ChatService_ServiceDesc.Streams[1], ChatService_WatchTurn_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchTurnRequest, StreamTurnResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ChatService_WatchTurnClient = grpc.ServerStreamingClient[StreamTurnResponse]
+
+func (c *chatServiceClient) CancelTurn(ctx context.Context, in *CancelTurnRequest, opts ...grpc.CallOption) (*CancelTurnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelTurnResponse)
+	err := c.cc.Invoke(ctx, ChatService_CancelTurn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *chatServiceClient) WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ChatService_ServiceDesc.Streams[2], ChatService_WatchSession_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSessionRequest, WatchSessionResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ChatService_WatchSessionClient = grpc.ServerStreamingClient[WatchSessionResponse]
+
 // ChatServiceServer is the server API for ChatService service.
 // All implementations must embed UnimplementedChatServiceServer
 // for forward compatibility.
@@ -209,6 +277,7 @@ type ChatServiceServer interface {
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	// StreamTurn runs one turn and streams its events: started, decision, deltas, then
 	// exactly one of completed or failed.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	StreamTurn(*StreamTurnRequest, grpc.ServerStreamingServer[StreamTurnResponse]) error
 	// TruncateHistory drops the newest messages of a server-held history without running a
 	// turn; the state is reconciled on the next turn.
@@ -218,6 +287,22 @@ type ChatServiceServer interface {
 	GetTurn(context.Context, *GetTurnRequest) (*GetTurnResponse, error)
 	// ListTurns lists the turns the session retains, newest first, one page at a time.
 	ListTurns(context.Context, *ListTurnsRequest) (*ListTurnsResponse, error)
+	// WatchTurn streams the events of one turn after a sequence the caller already has:
+	// first the events it missed, then live ones, then the terminal event, each exactly once
+	// and numbered as the turn numbered them. It never starts, changes or extends a turn.
+	// A client whose turn stream broke reattaches with it, on any server of the deployment.
+	// It answers with StreamTurn's own message, so one handler renders both.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	WatchTurn(*WatchTurnRequest, grpc.ServerStreamingServer[StreamTurnResponse]) error
+	// CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
+	// is committed, the model stream is closed, the lease is released and the turn id may
+	// run again. Cancelling a turn that is not running changes nothing.
+	CancelTurn(context.Context, *CancelTurnRequest) (*CancelTurnResponse, error)
+	// WatchSession streams the session's turns as they happen, whoever started them: the
+	// session first, then the events of each turn (tagged with its turn id) and the session
+	// after every stored change, and stays open for the next turn.
+	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
 	mustEmbedUnimplementedChatServiceServer()
 }
 
@@ -254,6 +339,15 @@ func (UnimplementedChatServiceServer) GetTurn(context.Context, *GetTurnRequest) 
 }
 func (UnimplementedChatServiceServer) ListTurns(context.Context, *ListTurnsRequest) (*ListTurnsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTurns not implemented")
+}
+func (UnimplementedChatServiceServer) WatchTurn(*WatchTurnRequest, grpc.ServerStreamingServer[StreamTurnResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchTurn not implemented")
+}
+func (UnimplementedChatServiceServer) CancelTurn(context.Context, *CancelTurnRequest) (*CancelTurnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelTurn not implemented")
+}
+func (UnimplementedChatServiceServer) WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchSession not implemented")
 }
 func (UnimplementedChatServiceServer) mustEmbedUnimplementedChatServiceServer() {}
 func (UnimplementedChatServiceServer) testEmbeddedByValue()                     {}
@@ -431,6 +525,46 @@ func _ChatService_ListTurns_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ChatService_WatchTurn_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchTurnRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ChatServiceServer).WatchTurn(m, &grpc.GenericServerStream[WatchTurnRequest, StreamTurnResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ChatService_WatchTurnServer = grpc.ServerStreamingServer[StreamTurnResponse]
+
+func _ChatService_CancelTurn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelTurnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChatServiceServer).CancelTurn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChatService_CancelTurn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChatServiceServer).CancelTurn(ctx, req.(*CancelTurnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ChatService_WatchSession_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSessionRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ChatServiceServer).WatchSession(m, &grpc.GenericServerStream[WatchSessionRequest, WatchSessionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ChatService_WatchSessionServer = grpc.ServerStreamingServer[WatchSessionResponse]
+
 // ChatService_ServiceDesc is the grpc.ServiceDesc for ChatService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -470,11 +604,25 @@ var ChatService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListTurns",
 			Handler:    _ChatService_ListTurns_Handler,
 		},
+		{
+			MethodName: "CancelTurn",
+			Handler:    _ChatService_CancelTurn_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "StreamTurn",
 			Handler:       _ChatService_StreamTurn_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchTurn",
+			Handler:       _ChatService_WatchTurn_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchSession",
+			Handler:       _ChatService_WatchSession_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint
 from pyqwest import Client
 
-from .chat_pb2 import CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest, DeleteSessionResponse, GetDefinitionRequest, GetDefinitionResponse, GetSessionRequest, GetSessionResponse, GetTurnRequest, GetTurnResponse, ListDefinitionsRequest, ListDefinitionsResponse, ListTurnsRequest, ListTurnsResponse, StreamTurnRequest, StreamTurnResponse, TruncateHistoryRequest, TruncateHistoryResponse
+from .chat_pb2 import CancelTurnRequest, CancelTurnResponse, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest, DeleteSessionResponse, GetDefinitionRequest, GetDefinitionResponse, GetSessionRequest, GetSessionResponse, GetTurnRequest, GetTurnResponse, ListDefinitionsRequest, ListDefinitionsResponse, ListTurnsRequest, ListTurnsResponse, StreamTurnRequest, StreamTurnResponse, TruncateHistoryRequest, TruncateHistoryResponse, WatchSessionRequest, WatchSessionResponse, WatchTurnRequest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
@@ -84,6 +84,7 @@ class ChatService(Protocol):
         """
         StreamTurn runs one turn and streams its events: started, decision, deltas, then
         exactly one of completed or failed.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -104,6 +105,34 @@ class ChatService(Protocol):
     async def list_turns(self, request: ListTurnsRequest, ctx: RequestContext[ListTurnsRequest, ListTurnsResponse], /) -> ListTurnsResponse:
         """
         ListTurns lists the turns the session retains, newest first, one page at a time.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_turn(self, request: WatchTurnRequest, ctx: RequestContext[WatchTurnRequest, StreamTurnResponse], /) -> AsyncIterator[StreamTurnResponse]:
+        """
+        WatchTurn streams the events of one turn after a sequence the caller already has:
+        first the events it missed, then live ones, then the terminal event, each exactly once
+        and numbered as the turn numbered them. It never starts, changes or extends a turn.
+        A client whose turn stream broke reattaches with it, on any server of the deployment.
+        It answers with StreamTurn's own message, so one handler renders both.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def cancel_turn(self, request: CancelTurnRequest, ctx: RequestContext[CancelTurnRequest, CancelTurnResponse], /) -> CancelTurnResponse:
+        """
+        CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
+        is committed, the model stream is closed, the lease is released and the turn id may
+        run again. Cancelling a turn that is not running changes nothing.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_session(self, request: WatchSessionRequest, ctx: RequestContext[WatchSessionRequest, WatchSessionResponse], /) -> AsyncIterator[WatchSessionResponse]:
+        """
+        WatchSession streams the session's turns as they happen, whoever started them: the
+        session first, then the events of each turn (tagged with its turn id) and the session
+        after every stored change, and stays open for the next turn.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -219,6 +248,39 @@ class ChatServiceASGIApplication(ConnectASGIApplication[ChatService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.list_turns,
+                ),
+                "/agentskit.chat.v1.ChatService/WatchTurn": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="WatchTurn",
+                        service_name="agentskit.chat.v1.ChatService",
+                        input=WatchTurnRequest,
+                        output=StreamTurnResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.watch_turn,
+                ),
+                "/agentskit.chat.v1.ChatService/CancelTurn": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CancelTurn",
+                        service_name="agentskit.chat.v1.ChatService",
+                        input=CancelTurnRequest,
+                        output=CancelTurnResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.cancel_turn,
+                ),
+                "/agentskit.chat.v1.ChatService/WatchSession": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="WatchSession",
+                        service_name="agentskit.chat.v1.ChatService",
+                        input=WatchSessionRequest,
+                        output=WatchSessionResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.watch_session,
                 ),
             },
             interceptors=interceptors,
@@ -395,6 +457,7 @@ class ChatServiceClient(ConnectClient):
         """
         StreamTurn runs one turn and streams its events: started, decision, deltas, then
         exactly one of completed or failed.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         return self.execute_server_stream(
             request=request,
@@ -476,6 +539,85 @@ class ChatServiceClient(ConnectClient):
                 output=ListTurnsResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def watch_turn(
+        self,
+        request: WatchTurnRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[StreamTurnResponse]:
+        """
+        WatchTurn streams the events of one turn after a sequence the caller already has:
+        first the events it missed, then live ones, then the terminal event, each exactly once
+        and numbered as the turn numbered them. It never starts, changes or extends a turn.
+        A client whose turn stream broke reattaches with it, on any server of the deployment.
+        It answers with StreamTurn's own message, so one handler renders both.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchTurn",
+                service_name="agentskit.chat.v1.ChatService",
+                input=WatchTurnRequest,
+                output=StreamTurnResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def cancel_turn(
+        self,
+        request: CancelTurnRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CancelTurnResponse:
+        """
+        CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
+        is committed, the model stream is closed, the lease is released and the turn id may
+        run again. Cancelling a turn that is not running changes nothing.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CancelTurn",
+                service_name="agentskit.chat.v1.ChatService",
+                input=CancelTurnRequest,
+                output=CancelTurnResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def watch_session(
+        self,
+        request: WatchSessionRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[WatchSessionResponse]:
+        """
+        WatchSession streams the session's turns as they happen, whoever started them: the
+        session first, then the events of each turn (tagged with its turn id) and the session
+        after every stored change, and stays open for the next turn.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchSession",
+                service_name="agentskit.chat.v1.ChatService",
+                input=WatchSessionRequest,
+                output=WatchSessionResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
             ),
             headers=headers,
             timeout_ms=timeout_ms,

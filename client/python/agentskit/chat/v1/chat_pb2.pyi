@@ -70,6 +70,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The tenant's rate of turns or session creations is over its limit (RESOURCE_EXHAUSTED);
     retry after metadata `retry_after_ms` (also sent as RetryInfo); metadata `limit` names it.
     """
+    ERROR_REASON_WATCH_BEHIND: _ErrorReason.ValueType  # 18
+    """A watch fell further behind than the server keeps events for (ABORTED); watch again
+    after metadata `cursor` (WatchSession) or `sequence` (WatchTurn), the last one sent.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason lists the `reason` values of the google.rpc.ErrorInfo attached to errors."""
@@ -112,7 +116,45 @@ ERROR_REASON_RATE_LIMITED: ErrorReason.ValueType  # 17
 """The tenant's rate of turns or session creations is over its limit (RESOURCE_EXHAUSTED);
 retry after metadata `retry_after_ms` (also sent as RetryInfo); metadata `limit` names it.
 """
+ERROR_REASON_WATCH_BEHIND: ErrorReason.ValueType  # 18
+"""A watch fell further behind than the server keeps events for (ABORTED); watch again
+after metadata `cursor` (WatchSession) or `sequence` (WatchTurn), the last one sent.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
+
+class _DisconnectMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DisconnectModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DisconnectMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DISCONNECT_MODE_UNSPECIFIED: _DisconnectMode.ValueType  # 0
+    """Treated as DISCONNECT_MODE_CANCEL."""
+    DISCONNECT_MODE_CANCEL: _DisconnectMode.ValueType  # 1
+    """The turn is cancelled: nothing is committed, the lease is released and the turn id may
+    run again.
+    """
+    DISCONNECT_MODE_CONTINUE: _DisconnectMode.ValueType  # 2
+    """The turn runs to its end without the stream (within the server's turn timeout) and
+    commits as usual; WatchTurn reattaches to it and GetTurn reports it.
+    """
+
+class DisconnectMode(_DisconnectMode, metaclass=_DisconnectModeEnumTypeWrapper):
+    """DisconnectMode says what happens to a turn when the stream that started it ends before
+    the turn does (the client cancelled, its deadline passed, or the connection broke).
+    """
+
+DISCONNECT_MODE_UNSPECIFIED: DisconnectMode.ValueType  # 0
+"""Treated as DISCONNECT_MODE_CANCEL."""
+DISCONNECT_MODE_CANCEL: DisconnectMode.ValueType  # 1
+"""The turn is cancelled: nothing is committed, the lease is released and the turn id may
+run again.
+"""
+DISCONNECT_MODE_CONTINUE: DisconnectMode.ValueType  # 2
+"""The turn runs to its end without the stream (within the server's turn timeout) and
+commits as usual; WatchTurn reattaches to it and GetTurn reports it.
+"""
+Global___DisconnectMode: _TypeAlias = DisconnectMode  # noqa: Y015
 
 class _HistoryMode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -975,6 +1017,7 @@ class StreamTurnRequest(_message.Message):
     REGENERATE_FIELD_NUMBER: _builtins.int
     DISPATCH_FIELD_NUMBER: _builtins.int
     EXPECTED_CURSOR_FIELD_NUMBER: _builtins.int
+    ON_DISCONNECT_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Session id."""
     turn_id: _builtins.str
@@ -989,6 +1032,8 @@ class StreamTurnRequest(_message.Message):
     current cursor, and nothing changes. A repeated finished turn id repeats its recorded
     outcome whatever this value is.
     """
+    on_disconnect: Global___DisconnectMode.ValueType
+    """What a disconnect of this stream does to the turn; cancel when unspecified."""
     @_builtins.property
     def submit(self) -> Global___SubmitOperation:
         """Append a user message and resolve it."""
@@ -1020,10 +1065,11 @@ class StreamTurnRequest(_message.Message):
         regenerate: Global___RegenerateOperation | None = ...,
         dispatch: Global___DispatchOperation | None = ...,
         expected_cursor: _builtins.int | None = ...,
+        on_disconnect: Global___DisconnectMode.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "dispatch", b"dispatch", "edit", b"edit", "expected_cursor", b"expected_cursor", "operation", b"operation", "regenerate", b"regenerate", "retry", b"retry", "submit", b"submit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "dispatch", b"dispatch", "edit", b"edit", "expected_cursor", b"expected_cursor", "operation", b"operation", "regenerate", b"regenerate", "retry", b"retry", "session_id", b"session_id", "submit", b"submit", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "dispatch", b"dispatch", "edit", b"edit", "expected_cursor", b"expected_cursor", "on_disconnect", b"on_disconnect", "operation", b"operation", "regenerate", b"regenerate", "retry", b"retry", "session_id", b"session_id", "submit", b"submit", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_cursor: _TypeAlias = _typing.Literal["expected_cursor"]  # noqa: Y015
     _WhichOneofArgType__expected_cursor: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor"]  # noqa: Y015
@@ -1204,6 +1250,10 @@ Global___TurnCompleted: _TypeAlias = TurnCompleted  # noqa: Y015
 class TurnFailed(_message.Message):
     """TurnFailed is the last event of a turn that committed nothing. Deltas streamed before it
     were not committed: a renderer must discard them.
+
+    Two codes end a turn without recording it, so the same turn id may run again (both are
+    retryable): "cancelled" (CancelTurn stopped it) and "interrupted" (the server running it
+    stopped, e.g. it was killed, before the turn ended; sent once the turn's lease lapsed).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -1213,7 +1263,9 @@ class TurnFailed(_message.Message):
     RETRYABLE_FIELD_NUMBER: _builtins.int
     ROUTE_ID_FIELD_NUMBER: _builtins.int
     code: _builtins.str
-    """Stable code, e.g. "route_failed", "model_failed", "deadline_exceeded"."""
+    """Stable code, e.g. "route_failed", "model_failed", "deadline_exceeded", "cancelled",
+    "interrupted".
+    """
     message: _builtins.str
     """A safe, human-readable message that never repeats content."""
     retryable: _builtins.bool
@@ -1258,7 +1310,11 @@ class StreamTurnResponse(_message.Message):
     turn_id: _builtins.str
     """The turn id of the request."""
     sequence: _builtins.int
-    """Starts at 1 and increases by one with every event of the turn."""
+    """Starts at 1 and increases by one with every event of the turn. Numbers belong to the
+    turn, not to the stream: every stream of one run of a turn (StreamTurn, WatchTurn,
+    WatchSession) gives the same event the same number. A stream that repeats a recorded
+    outcome (TurnStarted.duplicate) numbers its own events.
+    """
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp:
         """When the server produced the event."""
@@ -1570,3 +1626,197 @@ class ListTurnsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListTurnsResponse: _TypeAlias = ListTurnsResponse  # noqa: Y015
+
+@_typing.final
+class WatchTurnRequest(_message.Message):
+    """WatchTurnRequest names a turn to follow and the last event the caller has."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    AFTER_SEQUENCE_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Session id."""
+    turn_id: _builtins.str
+    """Turn id: a running turn, or one the session retains."""
+    after_sequence: _builtins.int
+    """The sequence of the last event the caller received; 0 for all of them. Events are kept
+    while the turn runs and for a while after it ended (a minute by default); a finished
+    turn whose events are no longer kept answers with its recorded outcome instead, as a
+    repeated StreamTurn does (TurnStarted.duplicate set, numbered from after_sequence + 1):
+    a renderer then replaces what it showed of the turn. A turn neither running nor
+    retained is NOT_FOUND (ERROR_REASON_TURN_NOT_FOUND). A value past the turn's last
+    event is INVALID_ARGUMENT; the last event's own sequence ends the stream at once.
+    """
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        turn_id: _builtins.str = ...,
+        after_sequence: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_sequence", b"after_sequence", "session_id", b"session_id", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchTurnRequest: _TypeAlias = WatchTurnRequest  # noqa: Y015
+
+@_typing.final
+class CancelTurnRequest(_message.Message):
+    """CancelTurnRequest names a turn to stop."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Session id."""
+    turn_id: _builtins.str
+    """Turn id."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        turn_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelTurnRequest: _TypeAlias = CancelTurnRequest  # noqa: Y015
+
+@_typing.final
+class CancelTurnResponse(_message.Message):
+    """CancelTurnResponse says what the cancel did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CANCELLED_FIELD_NUMBER: _builtins.int
+    TURN_FIELD_NUMBER: _builtins.int
+    cancelled: _builtins.bool
+    """True when the turn was running and this call stopped it: its streams end with a
+    failed event of code "cancelled". False when no turn with this id was running (it
+    finished, was cancelled already, or never ran); nothing changed then.
+    """
+    @_builtins.property
+    def turn(self) -> Global___TurnRecord:
+        """The retained turn, when the turn id finished before; absent otherwise."""
+
+    def __init__(
+        self,
+        *,
+        cancelled: _builtins.bool = ...,
+        turn: Global___TurnRecord | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "turn", b"turn"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelTurnResponse: _TypeAlias = CancelTurnResponse  # noqa: Y015
+
+@_typing.final
+class WatchSessionRequest(_message.Message):
+    """WatchSessionRequest names a session to follow."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    AFTER_CURSOR_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Session id."""
+    after_cursor: _builtins.int
+    """The cursor of the last session the caller received, to resume a watch. The stream
+    always begins with the session as it is now; when its cursor is past this value the
+    caller missed stored changes and reloads the history (GetSession).
+    """
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        after_cursor: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after_cursor", b"_after_cursor", "after_cursor", b"after_cursor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_cursor", b"_after_cursor", "after_cursor", b"after_cursor", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__after_cursor: _TypeAlias = _typing.Literal["after_cursor"]  # noqa: Y015
+    _WhichOneofArgType__after_cursor: _TypeAlias = _typing.Literal["_after_cursor", b"_after_cursor"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__after_cursor) -> _WhichOneofReturnType__after_cursor | None: ...
+
+Global___WatchSessionRequest: _TypeAlias = WatchSessionRequest  # noqa: Y015
+
+@_typing.final
+class WatchHeartbeat(_message.Message):
+    """WatchHeartbeat keeps an idle watch stream alive through proxies that close streams
+    without data; sent every 15 seconds without other messages.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TIME_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """When the server sent it."""
+
+    def __init__(
+        self,
+        *,
+        time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchHeartbeat: _TypeAlias = WatchHeartbeat  # noqa: Y015
+
+@_typing.final
+class WatchSessionResponse(_message.Message):
+    """WatchSessionResponse is one message of a session watch."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    EVENT_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def session(self) -> Global___Session:
+        """The session: first, and after every stored change (a committed turn, a truncation,
+        a turn claiming or releasing the lease).
+        """
+
+    @_builtins.property
+    def event(self) -> Global___StreamTurnResponse:
+        """An event of a turn of the session, whoever started it: events of a turn arrive in
+        order and exactly once, from the first the server still keeps; turns arrive one
+        after the other, in the order they ran.
+        """
+
+    @_builtins.property
+    def heartbeat(self) -> Global___WatchHeartbeat:
+        """Nothing happened for a while."""
+
+    def __init__(
+        self,
+        *,
+        session: Global___Session | None = ...,
+        event: Global___StreamTurnResponse | None = ...,
+        heartbeat: Global___WatchHeartbeat | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "heartbeat", b"heartbeat", "item", b"item", "session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "heartbeat", b"heartbeat", "item", b"item", "session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["session", "event", "heartbeat"]  # noqa: Y015
+    _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
+
+Global___WatchSessionResponse: _TypeAlias = WatchSessionResponse  # noqa: Y015

@@ -89,6 +89,21 @@ class ChatServiceStub:
                 request_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsRequest.SerializeToString,
                 response_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsResponse.FromString,
                 _registered_method=True)
+        self.WatchTurn = channel.unary_stream(
+                '/agentskit.chat.v1.ChatService/WatchTurn',
+                request_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.WatchTurnRequest.SerializeToString,
+                response_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.StreamTurnResponse.FromString,
+                _registered_method=True)
+        self.CancelTurn = channel.unary_unary(
+                '/agentskit.chat.v1.ChatService/CancelTurn',
+                request_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.CancelTurnRequest.SerializeToString,
+                response_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.CancelTurnResponse.FromString,
+                _registered_method=True)
+        self.WatchSession = channel.unary_stream(
+                '/agentskit.chat.v1.ChatService/WatchSession',
+                request_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.WatchSessionRequest.SerializeToString,
+                response_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.WatchSessionResponse.FromString,
+                _registered_method=True)
 
 
 class ChatServiceServicer:
@@ -142,6 +157,7 @@ class ChatServiceServicer:
     def StreamTurn(self, request, context):
         """StreamTurn runs one turn and streams its events: started, decision, deltas, then
         exactly one of completed or failed.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -165,6 +181,37 @@ class ChatServiceServicer:
 
     def ListTurns(self, request, context):
         """ListTurns lists the turns the session retains, newest first, one page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchTurn(self, request, context):
+        """WatchTurn streams the events of one turn after a sequence the caller already has:
+        first the events it missed, then live ones, then the terminal event, each exactly once
+        and numbered as the turn numbered them. It never starts, changes or extends a turn.
+        A client whose turn stream broke reattaches with it, on any server of the deployment.
+        It answers with StreamTurn's own message, so one handler renders both.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelTurn(self, request, context):
+        """CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
+        is committed, the model stream is closed, the lease is released and the turn id may
+        run again. Cancelling a turn that is not running changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchSession(self, request, context):
+        """WatchSession streams the session's turns as they happen, whoever started them: the
+        session first, then the events of each turn (tagged with its turn id) and the session
+        after every stored change, and stays open for the next turn.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -217,6 +264,21 @@ def add_ChatServiceServicer_to_server(servicer, server):
                     servicer.ListTurns,
                     request_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsRequest.FromString,
                     response_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsResponse.SerializeToString,
+            ),
+            'WatchTurn': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTurn,
+                    request_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.WatchTurnRequest.FromString,
+                    response_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.StreamTurnResponse.SerializeToString,
+            ),
+            'CancelTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelTurn,
+                    request_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.CancelTurnRequest.FromString,
+                    response_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.CancelTurnResponse.SerializeToString,
+            ),
+            'WatchSession': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchSession,
+                    request_deserializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.WatchSessionRequest.FromString,
+                    response_serializer=agentskit_dot_chat_dot_v1_dot_chat__pb2.WatchSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -472,6 +534,87 @@ class ChatService:
             '/agentskit.chat.v1.ChatService/ListTurns',
             agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsRequest.SerializeToString,
             agentskit_dot_chat_dot_v1_dot_chat__pb2.ListTurnsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentskit.chat.v1.ChatService/WatchTurn',
+            agentskit_dot_chat_dot_v1_dot_chat__pb2.WatchTurnRequest.SerializeToString,
+            agentskit_dot_chat_dot_v1_dot_chat__pb2.StreamTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentskit.chat.v1.ChatService/CancelTurn',
+            agentskit_dot_chat_dot_v1_dot_chat__pb2.CancelTurnRequest.SerializeToString,
+            agentskit_dot_chat_dot_v1_dot_chat__pb2.CancelTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentskit.chat.v1.ChatService/WatchSession',
+            agentskit_dot_chat_dot_v1_dot_chat__pb2.WatchSessionRequest.SerializeToString,
+            agentskit_dot_chat_dot_v1_dot_chat__pb2.WatchSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -62,6 +62,7 @@ class ChatServiceStub:
     StreamTurn: _grpc.UnaryStreamMultiCallable[_chat_pb2.StreamTurnRequest, _chat_pb2.StreamTurnResponse]
     """StreamTurn runs one turn and streams its events: started, decision, deltas, then
     exactly one of completed or failed.
+    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
     """
     TruncateHistory: _grpc.UnaryUnaryMultiCallable[_chat_pb2.TruncateHistoryRequest, _chat_pb2.TruncateHistoryResponse]
     """TruncateHistory drops the newest messages of a server-held history without running a
@@ -73,6 +74,25 @@ class ChatServiceStub:
     """
     ListTurns: _grpc.UnaryUnaryMultiCallable[_chat_pb2.ListTurnsRequest, _chat_pb2.ListTurnsResponse]
     """ListTurns lists the turns the session retains, newest first, one page at a time."""
+    WatchTurn: _grpc.UnaryStreamMultiCallable[_chat_pb2.WatchTurnRequest, _chat_pb2.StreamTurnResponse]
+    """WatchTurn streams the events of one turn after a sequence the caller already has:
+    first the events it missed, then live ones, then the terminal event, each exactly once
+    and numbered as the turn numbered them. It never starts, changes or extends a turn.
+    A client whose turn stream broke reattaches with it, on any server of the deployment.
+    It answers with StreamTurn's own message, so one handler renders both.
+    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+    """
+    CancelTurn: _grpc.UnaryUnaryMultiCallable[_chat_pb2.CancelTurnRequest, _chat_pb2.CancelTurnResponse]
+    """CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
+    is committed, the model stream is closed, the lease is released and the turn id may
+    run again. Cancelling a turn that is not running changes nothing.
+    """
+    WatchSession: _grpc.UnaryStreamMultiCallable[_chat_pb2.WatchSessionRequest, _chat_pb2.WatchSessionResponse]
+    """WatchSession streams the session's turns as they happen, whoever started them: the
+    session first, then the events of each turn (tagged with its turn id) and the session
+    after every stored change, and stays open for the next turn.
+    """
 
 @_typing.type_check_only
 class ChatServiceAsyncStub(ChatServiceStub):
@@ -102,6 +122,7 @@ class ChatServiceAsyncStub(ChatServiceStub):
     StreamTurn: _aio.UnaryStreamMultiCallable[_chat_pb2.StreamTurnRequest, _chat_pb2.StreamTurnResponse]  # type: ignore[assignment]
     """StreamTurn runs one turn and streams its events: started, decision, deltas, then
     exactly one of completed or failed.
+    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
     """
     TruncateHistory: _aio.UnaryUnaryMultiCallable[_chat_pb2.TruncateHistoryRequest, _chat_pb2.TruncateHistoryResponse]  # type: ignore[assignment]
     """TruncateHistory drops the newest messages of a server-held history without running a
@@ -113,6 +134,25 @@ class ChatServiceAsyncStub(ChatServiceStub):
     """
     ListTurns: _aio.UnaryUnaryMultiCallable[_chat_pb2.ListTurnsRequest, _chat_pb2.ListTurnsResponse]  # type: ignore[assignment]
     """ListTurns lists the turns the session retains, newest first, one page at a time."""
+    WatchTurn: _aio.UnaryStreamMultiCallable[_chat_pb2.WatchTurnRequest, _chat_pb2.StreamTurnResponse]  # type: ignore[assignment]
+    """WatchTurn streams the events of one turn after a sequence the caller already has:
+    first the events it missed, then live ones, then the terminal event, each exactly once
+    and numbered as the turn numbered them. It never starts, changes or extends a turn.
+    A client whose turn stream broke reattaches with it, on any server of the deployment.
+    It answers with StreamTurn's own message, so one handler renders both.
+    buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+    buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+    """
+    CancelTurn: _aio.UnaryUnaryMultiCallable[_chat_pb2.CancelTurnRequest, _chat_pb2.CancelTurnResponse]  # type: ignore[assignment]
+    """CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
+    is committed, the model stream is closed, the lease is released and the turn id may
+    run again. Cancelling a turn that is not running changes nothing.
+    """
+    WatchSession: _aio.UnaryStreamMultiCallable[_chat_pb2.WatchSessionRequest, _chat_pb2.WatchSessionResponse]  # type: ignore[assignment]
+    """WatchSession streams the session's turns as they happen, whoever started them: the
+    session first, then the events of each turn (tagged with its turn id) and the session
+    after every stored change, and stays open for the next turn.
+    """
 
 class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
     """ChatService hosts chat definitions and the sessions that run them.
@@ -175,6 +215,7 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_chat_pb2.StreamTurnResponse], _abc.AsyncIterator[_chat_pb2.StreamTurnResponse]]:
         """StreamTurn runs one turn and streams its events: started, decision, deltas, then
         exactly one of completed or failed.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
 
     @_abc_1.abstractmethod
@@ -204,5 +245,42 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_chat_pb2.ListTurnsResponse, _abc.Awaitable[_chat_pb2.ListTurnsResponse]]:
         """ListTurns lists the turns the session retains, newest first, one page at a time."""
+
+    @_abc_1.abstractmethod
+    def WatchTurn(
+        self,
+        request: _chat_pb2.WatchTurnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_chat_pb2.StreamTurnResponse], _abc.AsyncIterator[_chat_pb2.StreamTurnResponse]]:
+        """WatchTurn streams the events of one turn after a sequence the caller already has:
+        first the events it missed, then live ones, then the terminal event, each exactly once
+        and numbered as the turn numbered them. It never starts, changes or extends a turn.
+        A client whose turn stream broke reattaches with it, on any server of the deployment.
+        It answers with StreamTurn's own message, so one handler renders both.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+        """
+
+    @_abc_1.abstractmethod
+    def CancelTurn(
+        self,
+        request: _chat_pb2.CancelTurnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_chat_pb2.CancelTurnResponse, _abc.Awaitable[_chat_pb2.CancelTurnResponse]]:
+        """CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
+        is committed, the model stream is closed, the lease is released and the turn id may
+        run again. Cancelling a turn that is not running changes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchSession(
+        self,
+        request: _chat_pb2.WatchSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_chat_pb2.WatchSessionResponse], _abc.AsyncIterator[_chat_pb2.WatchSessionResponse]]:
+        """WatchSession streams the session's turns as they happen, whoever started them: the
+        session first, then the events of each turn (tagged with its turn id) and the session
+        after every stored change, and stays open for the next turn.
+        """
 
 def add_ChatServiceServicer_to_server(servicer: ChatServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -19,7 +19,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file agentskit/chat/v1/chat.proto.
  */
 export const file_agentskit_chat_v1_chat: GenFile = /*@__PURE__*/
-  fileDesc("ChxhZ2VudHNraXQvY2hhdC92MS9jaGF0LnByb3RvEhFhZ2VudHNraXQuY2hhdC52MSJ+CgdNZXNzYWdlEgoKAmlkGAEgASgJEiUKBHJvbGUYAiABKA4yFy5hZ2VudHNraXQuY2hhdC52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSLwoGb3JpZ2luGAQgASgLMh8uYWdlbnRza2l0LmNoYXQudjEuQW5zd2VyT3JpZ2luIpQBCgxBbnN3ZXJPcmlnaW4SKQoEa2luZBgBIAEoDjIbLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5LaW5kEhAKCHJvdXRlX2lkGAIgASgJEhIKCmZyb21fc3RhdGUYAyABKAkSEAoIdG9fc3RhdGUYBCABKAkSEAoIcmVwbGF5ZWQYBSABKAgSDwoHdHVybl9pZBgGIAEoCSJCCghTbmFwc2hvdBINCgVzdGF0ZRgBIAEoCRIWCg5hbGxvd2VkX2V2ZW50cxgCIAMoCRIPCgdhY3Rpb25zGAMgAygJIisKClRyYW5zaXRpb24SDQoFZXZlbnQYASABKAkSDgoGdGFyZ2V0GAIgASgJIl4KCVN0YXRlSW5mbxIMCgRuYW1lGAEgASgJEjIKC3RyYW5zaXRpb25zGAIgAygLMh0uYWdlbnRza2l0LmNoYXQudjEuVHJhbnNpdGlvbhIPCgdhY3Rpb25zGAMgAygJIoYBCglSb3V0ZUluZm8SCgoCaWQYASABKAkSDQoFZXZlbnQYAiABKAkSDgoGc3RhdGVzGAMgAygJEikKBGtpbmQYBCABKA4yGy5hZ2VudHNraXQuY2hhdC52MS5UdXJuS2luZBIPCgdtYXRjaGVyGAUgASgJEhIKCmlucHV0X3RleHQYBiABKAkiyQEKCkRlZmluaXRpb24SCgoCaWQYASABKAkSEAoIcmV2aXNpb24YAiABKAMSEwoLZGVzY3JpcHRpb24YAyABKAkSFQoNaW5pdGlhbF9zdGF0ZRgEIAEoCRIsCgZzdGF0ZXMYBSADKAsyHC5hZ2VudHNraXQuY2hhdC52MS5TdGF0ZUluZm8SLAoGcm91dGVzGAYgAygLMhwuYWdlbnRza2l0LmNoYXQudjEuUm91dGVJbmZvEhUKDW1vZGVsX2FkYXB0ZXIYByABKAkixgEKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCg1kZWZpbml0aW9uX2lkGAIgASgJEhsKE2RlZmluaXRpb25fcmV2aXNpb24YAyABKAMSNAoMaGlzdG9yeV9tb2RlGAQgASgOMh4uYWdlbnRza2l0LmNoYXQudjEuSGlzdG9yeU1vZGUSLQoIc25hcHNob3QYBSABKAsyGy5hZ2VudHNraXQuY2hhdC52MS5TbmFwc2hvdBIOCgZjdXJzb3IYBiABKAMiGAoWTGlzdERlZmluaXRpb25zUmVxdWVzdCJNChdMaXN0RGVmaW5pdGlvbnNSZXNwb25zZRIyCgtkZWZpbml0aW9ucxgBIAMoCzIdLmFnZW50c2tpdC5jaGF0LnYxLkRlZmluaXRpb24iLQoUR2V0RGVmaW5pdGlvblJlcXVlc3QSFQoNZGVmaW5pdGlvbl9pZBgBIAEoCSJKChVHZXREZWZpbml0aW9uUmVzcG9uc2USMQoKZGVmaW5pdGlvbhgBIAEoCzIdLmFnZW50c2tpdC5jaGF0LnYxLkRlZmluaXRpb24idwoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSFQoNZGVmaW5pdGlvbl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEjQKDGhpc3RvcnlfbW9kZRgDIAEoDjIeLmFnZW50c2tpdC5jaGF0LnYxLkhpc3RvcnlNb2RlIkQKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIrCgdzZXNzaW9uGAEgASgLMhouYWdlbnRza2l0LmNoYXQudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIm8KEkdldFNlc3Npb25SZXNwb25zZRIrCgdzZXNzaW9uGAEgASgLMhouYWdlbnRza2l0LmNoYXQudjEuU2Vzc2lvbhIsCghtZXNzYWdlcxgCIAMoCzIaLmFnZW50c2tpdC5jaGF0LnYxLk1lc3NhZ2UiXAoURGVsZXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIcCg9leHBlY3RlZF9jdXJzb3IYAiABKANIAIgBAUISChBfZXhwZWN0ZWRfY3Vyc29yIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSI2Cg9TdWJtaXRPcGVyYXRpb24SDwoHY29udGVudBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJIiQKDlJldHJ5T3BlcmF0aW9uEhIKCm1lc3NhZ2VfaWQYASABKAkiNAoNRWRpdE9wZXJhdGlvbhISCgptZXNzYWdlX2lkGAEgASgJEg8KB2NvbnRlbnQYAiABKAkiKQoTUmVnZW5lcmF0ZU9wZXJhdGlvbhISCgptZXNzYWdlX2lkGAEgASgJIkEKEURpc3BhdGNoT3BlcmF0aW9uEiwKCG1lc3NhZ2VzGAEgAygLMhouYWdlbnRza2l0LmNoYXQudjEuTWVzc2FnZSKLAwoRU3RyZWFtVHVyblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd0dXJuX2lkGAIgASgJEjQKBnN1Ym1pdBgDIAEoCzIiLmFnZW50c2tpdC5jaGF0LnYxLlN1Ym1pdE9wZXJhdGlvbkgAEjIKBXJldHJ5GAQgASgLMiEuYWdlbnRza2l0LmNoYXQudjEuUmV0cnlPcGVyYXRpb25IABIwCgRlZGl0GAUgASgLMiAuYWdlbnRza2l0LmNoYXQudjEuRWRpdE9wZXJhdGlvbkgAEjwKCnJlZ2VuZXJhdGUYBiABKAsyJi5hZ2VudHNraXQuY2hhdC52MS5SZWdlbmVyYXRlT3BlcmF0aW9uSAASOAoIZGlzcGF0Y2gYByABKAsyJC5hZ2VudHNraXQuY2hhdC52MS5EaXNwYXRjaE9wZXJhdGlvbkgAEhwKD2V4cGVjdGVkX2N1cnNvchgIIAEoA0gBiAEBQgsKCW9wZXJhdGlvbkISChBfZXhwZWN0ZWRfY3Vyc29yImoKC1R1cm5TdGFydGVkEi8KCW9wZXJhdGlvbhgBIAEoDjIcLmFnZW50c2tpdC5jaGF0LnYxLk9wZXJhdGlvbhIXCg91c2VyX21lc3NhZ2VfaWQYAiABKAkSEQoJZHVwbGljYXRlGAMgASgIIoMBCgxUdXJuRGVjaXNpb24SKQoEa2luZBgBIAEoDjIbLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5LaW5kEhAKCHJvdXRlX2lkGAIgASgJEhIKCmZyb21fc3RhdGUYAyABKAkSEAoIdG9fc3RhdGUYBCABKAkSEAoIcmVwbGF5ZWQYBSABKAgiGQoJVGV4dERlbHRhEgwKBHRleHQYASABKAkiNAoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMipgEKDVR1cm5Db21wbGV0ZWQSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYASABKAkSDwoHY29udGVudBgCIAEoCRItCghzbmFwc2hvdBgDIAEoCzIbLmFnZW50c2tpdC5jaGF0LnYxLlNuYXBzaG90Eg4KBmN1cnNvchgEIAEoAxInCgV1c2FnZRgFIAEoCzIYLmFnZW50c2tpdC5jaGF0LnYxLlVzYWdlIlAKClR1cm5GYWlsZWQSDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEhEKCXJldHJ5YWJsZRgDIAEoCBIQCghyb3V0ZV9pZBgEIAEoCSL9AgoSU3RyZWFtVHVyblJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSDwoHdHVybl9pZBgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBBIoCgR0aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCgdzdGFydGVkGAUgASgLMh4uYWdlbnRza2l0LmNoYXQudjEuVHVyblN0YXJ0ZWRIABIzCghkZWNpc2lvbhgGIAEoCzIfLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5EZWNpc2lvbkgAEi0KBWRlbHRhGAcgASgLMhwuYWdlbnRza2l0LmNoYXQudjEuVGV4dERlbHRhSAASNQoJY29tcGxldGVkGAggASgLMiAuYWdlbnRza2l0LmNoYXQudjEuVHVybkNvbXBsZXRlZEgAEi8KBmZhaWxlZBgJIAEoCzIdLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5GYWlsZWRIAEIHCgVldmVudCJ8ChZUcnVuY2F0ZUhpc3RvcnlSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSHAoUbGFzdF9rZXB0X21lc3NhZ2VfaWQYAiABKAkSHAoPZXhwZWN0ZWRfY3Vyc29yGAMgASgDSACIAQFCEgoQX2V4cGVjdGVkX2N1cnNvciJ0ChdUcnVuY2F0ZUhpc3RvcnlSZXNwb25zZRIrCgdzZXNzaW9uGAEgASgLMhouYWdlbnRza2l0LmNoYXQudjEuU2Vzc2lvbhIsCghtZXNzYWdlcxgCIAMoCzIaLmFnZW50c2tpdC5jaGF0LnYxLk1lc3NhZ2Ui4gMKClR1cm5SZWNvcmQSDwoHdHVybl9pZBgBIAEoCRIvCglvcGVyYXRpb24YAiABKA4yHC5hZ2VudHNraXQuY2hhdC52MS5PcGVyYXRpb24SLwoHb3V0Y29tZRgDIAEoDjIeLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5PdXRjb21lEhcKD3VzZXJfbWVzc2FnZV9pZBgEIAEoCRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgFIAEoCRIpCgRraW5kGAYgASgOMhsuYWdlbnRza2l0LmNoYXQudjEuVHVybktpbmQSEAoIcm91dGVfaWQYByABKAkSEgoKZnJvbV9zdGF0ZRgIIAEoCRIQCgh0b19zdGF0ZRgJIAEoCRIQCghyZXBsYXllZBgKIAEoCBIuCgdmYWlsdXJlGAsgASgLMh0uYWdlbnRza2l0LmNoYXQudjEuVHVybkZhaWxlZBIuCgpzdGFydF90aW1lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRfdGltZRgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoFdXNhZ2UYDiABKAsyGC5hZ2VudHNraXQuY2hhdC52MS5Vc2FnZSI1Cg5HZXRUdXJuUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3R1cm5faWQYAiABKAkiPgoPR2V0VHVyblJlc3BvbnNlEisKBHR1cm4YASABKAsyHS5hZ2VudHNraXQuY2hhdC52MS5UdXJuUmVjb3JkIk0KEExpc3RUdXJuc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJaChFMaXN0VHVybnNSZXNwb25zZRIsCgV0dXJucxgBIAMoCzIdLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5SZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKusECgtFcnJvclJlYXNvbhIcChhFUlJPUl9SRUFTT05fVU5TUEVDSUZJRUQQABIhCh1FUlJPUl9SRUFTT05fSU5WQUxJRF9BUkdVTUVOVBABEiUKIUVSUk9SX1JFQVNPTl9ERUZJTklUSU9OX05PVF9GT1VORBACEiIKHkVSUk9SX1JFQVNPTl9TRVNTSU9OX05PVF9GT1VORBADEh8KG0VSUk9SX1JFQVNPTl9TRVNTSU9OX0VYSVNUUxAEEh0KGUVSUk9SX1JFQVNPTl9TRVNTSU9OX0JVU1kQBRIhCh1FUlJPUl9SRUFTT05fVFVSTl9JTl9QUk9HUkVTUxAGEhkKFUVSUk9SX1JFQVNPTl9DT05GTElDVBAHEiIKHkVSUk9SX1JFQVNPTl9SRVZJU0lPTl9NSVNNQVRDSBAIEiAKHEVSUk9SX1JFQVNPTl9TRVNTSU9OX0NPUlJVUFQQCRIhCh1FUlJPUl9SRUFTT05fSElTVE9SWV9NSVNNQVRDSBAKEh8KG0VSUk9SX1JFQVNPTl9MSU1JVF9FWENFRURFRBALEh4KGkVSUk9SX1JFQVNPTl9TSFVUVElOR19ET1dOEAwSIgoeRVJST1JfUkVBU09OX1NUT1JFX1VOQVZBSUxBQkxFEA0SIgoeRVJST1JfUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEA4SHwobRVJST1JfUkVBU09OX1RVUk5fTk9UX0ZPVU5EEA8SIAocRVJST1JfUkVBU09OX1VOQVVUSEVOVElDQVRFRBAQEh0KGUVSUk9SX1JFQVNPTl9SQVRFX0xJTUlURUQQESpdCgtIaXN0b3J5TW9kZRIcChhISVNUT1JZX01PREVfVU5TUEVDSUZJRUQQABIXChNISVNUT1JZX01PREVfU0VSVkVSEAESFwoTSElTVE9SWV9NT0RFX0NMSUVOVBACKl8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAxINCglST0xFX1RPT0wQBCqJAQoIVHVybktpbmQSGQoVVFVSTl9LSU5EX1VOU1BFQ0lGSUVEEAASGwoXVFVSTl9LSU5EX0RFVEVSTUlOSVNUSUMQARIVChFUVVJOX0tJTkRfQUdFTlRJQxACEhYKElRVUk5fS0lORF9SRVBBSVJFRBADEhYKElRVUk5fS0lORF9GQUxMQkFDSxAEKpcBCglPcGVyYXRpb24SGQoVT1BFUkFUSU9OX1VOU1BFQ0lGSUVEEAASFAoQT1BFUkFUSU9OX1NVQk1JVBABEhMKD09QRVJBVElPTl9SRVRSWRACEhIKDk9QRVJBVElPTl9FRElUEAMSGAoUT1BFUkFUSU9OX1JFR0VORVJBVEUQBBIWChJPUEVSQVRJT05fRElTUEFUQ0gQBSp6CgtUdXJuT3V0Y29tZRIcChhUVVJOX09VVENPTUVfVU5TUEVDSUZJRUQQABIYChRUVVJOX09VVENPTUVfUlVOTklORxABEhoKFlRVUk5fT1VUQ09NRV9DT01QTEVURUQQAhIXChNUVVJOX09VVENPTUVfRkFJTEVEEAMy7wYKC0NoYXRTZXJ2aWNlEmgKD0xpc3REZWZpbml0aW9ucxIpLmFnZW50c2tpdC5jaGF0LnYxLkxpc3REZWZpbml0aW9uc1JlcXVlc3QaKi5hZ2VudHNraXQuY2hhdC52MS5MaXN0RGVmaW5pdGlvbnNSZXNwb25zZRJiCg1HZXREZWZpbml0aW9uEicuYWdlbnRza2l0LmNoYXQudjEuR2V0RGVmaW5pdGlvblJlcXVlc3QaKC5hZ2VudHNraXQuY2hhdC52MS5HZXREZWZpbml0aW9uUmVzcG9uc2USYgoNQ3JlYXRlU2Vzc2lvbhInLmFnZW50c2tpdC5jaGF0LnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiguYWdlbnRza2l0LmNoYXQudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElkKCkdldFNlc3Npb24SJC5hZ2VudHNraXQuY2hhdC52MS5HZXRTZXNzaW9uUmVxdWVzdBolLmFnZW50c2tpdC5jaGF0LnYxLkdldFNlc3Npb25SZXNwb25zZRJiCg1EZWxldGVTZXNzaW9uEicuYWdlbnRza2l0LmNoYXQudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaKC5hZ2VudHNraXQuY2hhdC52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USWwoKU3RyZWFtVHVybhIkLmFnZW50c2tpdC5jaGF0LnYxLlN0cmVhbVR1cm5SZXF1ZXN0GiUuYWdlbnRza2l0LmNoYXQudjEuU3RyZWFtVHVyblJlc3BvbnNlMAESaAoPVHJ1bmNhdGVIaXN0b3J5EikuYWdlbnRza2l0LmNoYXQudjEuVHJ1bmNhdGVIaXN0b3J5UmVxdWVzdBoqLmFnZW50c2tpdC5jaGF0LnYxLlRydW5jYXRlSGlzdG9yeVJlc3BvbnNlElAKB0dldFR1cm4SIS5hZ2VudHNraXQuY2hhdC52MS5HZXRUdXJuUmVxdWVzdBoiLmFnZW50c2tpdC5jaGF0LnYxLkdldFR1cm5SZXNwb25zZRJWCglMaXN0VHVybnMSIy5hZ2VudHNraXQuY2hhdC52MS5MaXN0VHVybnNSZXF1ZXN0GiQuYWdlbnRza2l0LmNoYXQudjEuTGlzdFR1cm5zUmVzcG9uc2VCpQEKFWRldi5hZ2VudHNraXQuY2hhdC52MUIJQ2hhdFByb3RvUAFaNWFnZW50c2tpdC5kZXYvY2hhdC9jbGllbnQvZ28vYWdlbnRza2l0L2NoYXQvdjE7Y2hhdHYxogIDQUNYqgIRQWdlbnRzS2l0LkNoYXQuVjG6AgNBQ1jKAhFBZ2VudHNLaXRcQ2hhdFxWMeoCE0FnZW50c0tpdDo6Q2hhdDo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChxhZ2VudHNraXQvY2hhdC92MS9jaGF0LnByb3RvEhFhZ2VudHNraXQuY2hhdC52MSJ+CgdNZXNzYWdlEgoKAmlkGAEgASgJEiUKBHJvbGUYAiABKA4yFy5hZ2VudHNraXQuY2hhdC52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSLwoGb3JpZ2luGAQgASgLMh8uYWdlbnRza2l0LmNoYXQudjEuQW5zd2VyT3JpZ2luIpQBCgxBbnN3ZXJPcmlnaW4SKQoEa2luZBgBIAEoDjIbLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5LaW5kEhAKCHJvdXRlX2lkGAIgASgJEhIKCmZyb21fc3RhdGUYAyABKAkSEAoIdG9fc3RhdGUYBCABKAkSEAoIcmVwbGF5ZWQYBSABKAgSDwoHdHVybl9pZBgGIAEoCSJCCghTbmFwc2hvdBINCgVzdGF0ZRgBIAEoCRIWCg5hbGxvd2VkX2V2ZW50cxgCIAMoCRIPCgdhY3Rpb25zGAMgAygJIisKClRyYW5zaXRpb24SDQoFZXZlbnQYASABKAkSDgoGdGFyZ2V0GAIgASgJIl4KCVN0YXRlSW5mbxIMCgRuYW1lGAEgASgJEjIKC3RyYW5zaXRpb25zGAIgAygLMh0uYWdlbnRza2l0LmNoYXQudjEuVHJhbnNpdGlvbhIPCgdhY3Rpb25zGAMgAygJIoYBCglSb3V0ZUluZm8SCgoCaWQYASABKAkSDQoFZXZlbnQYAiABKAkSDgoGc3RhdGVzGAMgAygJEikKBGtpbmQYBCABKA4yGy5hZ2VudHNraXQuY2hhdC52MS5UdXJuS2luZBIPCgdtYXRjaGVyGAUgASgJEhIKCmlucHV0X3RleHQYBiABKAkiyQEKCkRlZmluaXRpb24SCgoCaWQYASABKAkSEAoIcmV2aXNpb24YAiABKAMSEwoLZGVzY3JpcHRpb24YAyABKAkSFQoNaW5pdGlhbF9zdGF0ZRgEIAEoCRIsCgZzdGF0ZXMYBSADKAsyHC5hZ2VudHNraXQuY2hhdC52MS5TdGF0ZUluZm8SLAoGcm91dGVzGAYgAygLMhwuYWdlbnRza2l0LmNoYXQudjEuUm91dGVJbmZvEhUKDW1vZGVsX2FkYXB0ZXIYByABKAkixgEKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCg1kZWZpbml0aW9uX2lkGAIgASgJEhsKE2RlZmluaXRpb25fcmV2aXNpb24YAyABKAMSNAoMaGlzdG9yeV9tb2RlGAQgASgOMh4uYWdlbnRza2l0LmNoYXQudjEuSGlzdG9yeU1vZGUSLQoIc25hcHNob3QYBSABKAsyGy5hZ2VudHNraXQuY2hhdC52MS5TbmFwc2hvdBIOCgZjdXJzb3IYBiABKAMiGAoWTGlzdERlZmluaXRpb25zUmVxdWVzdCJNChdMaXN0RGVmaW5pdGlvbnNSZXNwb25zZRIyCgtkZWZpbml0aW9ucxgBIAMoCzIdLmFnZW50c2tpdC5jaGF0LnYxLkRlZmluaXRpb24iLQoUR2V0RGVmaW5pdGlvblJlcXVlc3QSFQoNZGVmaW5pdGlvbl9pZBgBIAEoCSJKChVHZXREZWZpbml0aW9uUmVzcG9uc2USMQoKZGVmaW5pdGlvbhgBIAEoCzIdLmFnZW50c2tpdC5jaGF0LnYxLkRlZmluaXRpb24idwoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSFQoNZGVmaW5pdGlvbl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEjQKDGhpc3RvcnlfbW9kZRgDIAEoDjIeLmFnZW50c2tpdC5jaGF0LnYxLkhpc3RvcnlNb2RlIkQKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIrCgdzZXNzaW9uGAEgASgLMhouYWdlbnRza2l0LmNoYXQudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIm8KEkdldFNlc3Npb25SZXNwb25zZRIrCgdzZXNzaW9uGAEgASgLMhouYWdlbnRza2l0LmNoYXQudjEuU2Vzc2lvbhIsCghtZXNzYWdlcxgCIAMoCzIaLmFnZW50c2tpdC5jaGF0LnYxLk1lc3NhZ2UiXAoURGVsZXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIcCg9leHBlY3RlZF9jdXJzb3IYAiABKANIAIgBAUISChBfZXhwZWN0ZWRfY3Vyc29yIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSI2Cg9TdWJtaXRPcGVyYXRpb24SDwoHY29udGVudBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJIiQKDlJldHJ5T3BlcmF0aW9uEhIKCm1lc3NhZ2VfaWQYASABKAkiNAoNRWRpdE9wZXJhdGlvbhISCgptZXNzYWdlX2lkGAEgASgJEg8KB2NvbnRlbnQYAiABKAkiKQoTUmVnZW5lcmF0ZU9wZXJhdGlvbhISCgptZXNzYWdlX2lkGAEgASgJIkEKEURpc3BhdGNoT3BlcmF0aW9uEiwKCG1lc3NhZ2VzGAEgAygLMhouYWdlbnRza2l0LmNoYXQudjEuTWVzc2FnZSLFAwoRU3RyZWFtVHVyblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd0dXJuX2lkGAIgASgJEjQKBnN1Ym1pdBgDIAEoCzIiLmFnZW50c2tpdC5jaGF0LnYxLlN1Ym1pdE9wZXJhdGlvbkgAEjIKBXJldHJ5GAQgASgLMiEuYWdlbnRza2l0LmNoYXQudjEuUmV0cnlPcGVyYXRpb25IABIwCgRlZGl0GAUgASgLMiAuYWdlbnRza2l0LmNoYXQudjEuRWRpdE9wZXJhdGlvbkgAEjwKCnJlZ2VuZXJhdGUYBiABKAsyJi5hZ2VudHNraXQuY2hhdC52MS5SZWdlbmVyYXRlT3BlcmF0aW9uSAASOAoIZGlzcGF0Y2gYByABKAsyJC5hZ2VudHNraXQuY2hhdC52MS5EaXNwYXRjaE9wZXJhdGlvbkgAEhwKD2V4cGVjdGVkX2N1cnNvchgIIAEoA0gBiAEBEjgKDW9uX2Rpc2Nvbm5lY3QYCSABKA4yIS5hZ2VudHNraXQuY2hhdC52MS5EaXNjb25uZWN0TW9kZUILCglvcGVyYXRpb25CEgoQX2V4cGVjdGVkX2N1cnNvciJqCgtUdXJuU3RhcnRlZBIvCglvcGVyYXRpb24YASABKA4yHC5hZ2VudHNraXQuY2hhdC52MS5PcGVyYXRpb24SFwoPdXNlcl9tZXNzYWdlX2lkGAIgASgJEhEKCWR1cGxpY2F0ZRgDIAEoCCKDAQoMVHVybkRlY2lzaW9uEikKBGtpbmQYASABKA4yGy5hZ2VudHNraXQuY2hhdC52MS5UdXJuS2luZBIQCghyb3V0ZV9pZBgCIAEoCRISCgpmcm9tX3N0YXRlGAMgASgJEhAKCHRvX3N0YXRlGAQgASgJEhAKCHJlcGxheWVkGAUgASgIIhkKCVRleHREZWx0YRIMCgR0ZXh0GAEgASgJIjQKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDIqYBCg1UdXJuQ29tcGxldGVkEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSLQoIc25hcHNob3QYAyABKAsyGy5hZ2VudHNraXQuY2hhdC52MS5TbmFwc2hvdBIOCgZjdXJzb3IYBCABKAMSJwoFdXNhZ2UYBSABKAsyGC5hZ2VudHNraXQuY2hhdC52MS5Vc2FnZSJQCgpUdXJuRmFpbGVkEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIRCglyZXRyeWFibGUYAyABKAgSEAoIcm91dGVfaWQYBCABKAki/QIKElN0cmVhbVR1cm5SZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3R1cm5faWQYAiABKAkSEAoIc2VxdWVuY2UYAyABKAQSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoHc3RhcnRlZBgFIAEoCzIeLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5TdGFydGVkSAASMwoIZGVjaXNpb24YBiABKAsyHy5hZ2VudHNraXQuY2hhdC52MS5UdXJuRGVjaXNpb25IABItCgVkZWx0YRgHIAEoCzIcLmFnZW50c2tpdC5jaGF0LnYxLlRleHREZWx0YUgAEjUKCWNvbXBsZXRlZBgIIAEoCzIgLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5Db21wbGV0ZWRIABIvCgZmYWlsZWQYCSABKAsyHS5hZ2VudHNraXQuY2hhdC52MS5UdXJuRmFpbGVkSABCBwoFZXZlbnQifAoWVHJ1bmNhdGVIaXN0b3J5UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhwKFGxhc3Rfa2VwdF9tZXNzYWdlX2lkGAIgASgJEhwKD2V4cGVjdGVkX2N1cnNvchgDIAEoA0gAiAEBQhIKEF9leHBlY3RlZF9jdXJzb3IidAoXVHJ1bmNhdGVIaXN0b3J5UmVzcG9uc2USKwoHc2Vzc2lvbhgBIAEoCzIaLmFnZW50c2tpdC5jaGF0LnYxLlNlc3Npb24SLAoIbWVzc2FnZXMYAiADKAsyGi5hZ2VudHNraXQuY2hhdC52MS5NZXNzYWdlIuIDCgpUdXJuUmVjb3JkEg8KB3R1cm5faWQYASABKAkSLwoJb3BlcmF0aW9uGAIgASgOMhwuYWdlbnRza2l0LmNoYXQudjEuT3BlcmF0aW9uEi8KB291dGNvbWUYAyABKA4yHi5hZ2VudHNraXQuY2hhdC52MS5UdXJuT3V0Y29tZRIXCg91c2VyX21lc3NhZ2VfaWQYBCABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYBSABKAkSKQoEa2luZBgGIAEoDjIbLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5LaW5kEhAKCHJvdXRlX2lkGAcgASgJEhIKCmZyb21fc3RhdGUYCCABKAkSEAoIdG9fc3RhdGUYCSABKAkSEAoIcmVwbGF5ZWQYCiABKAgSLgoHZmFpbHVyZRgLIAEoCzIdLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5GYWlsZWQSLgoKc3RhcnRfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKBXVzYWdlGA4gASgLMhguYWdlbnRza2l0LmNoYXQudjEuVXNhZ2UiNQoOR2V0VHVyblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd0dXJuX2lkGAIgASgJIj4KD0dldFR1cm5SZXNwb25zZRIrCgR0dXJuGAEgASgLMh0uYWdlbnRza2l0LmNoYXQudjEuVHVyblJlY29yZCJNChBMaXN0VHVybnNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWgoRTGlzdFR1cm5zUmVzcG9uc2USLAoFdHVybnMYASADKAsyHS5hZ2VudHNraXQuY2hhdC52MS5UdXJuUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChBXYXRjaFR1cm5SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoHdHVybl9pZBgCIAEoCRIWCg5hZnRlcl9zZXF1ZW5jZRgDIAEoBCI4ChFDYW5jZWxUdXJuUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3R1cm5faWQYAiABKAkiVAoSQ2FuY2VsVHVyblJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCBIrCgR0dXJuGAIgASgLMh0uYWdlbnRza2l0LmNoYXQudjEuVHVyblJlY29yZCJVChNXYXRjaFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciI6Cg5XYXRjaEhlYXJ0YmVhdBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK9AQoUV2F0Y2hTZXNzaW9uUmVzcG9uc2USLQoHc2Vzc2lvbhgBIAEoCzIaLmFnZW50c2tpdC5jaGF0LnYxLlNlc3Npb25IABI2CgVldmVudBgCIAEoCzIlLmFnZW50c2tpdC5jaGF0LnYxLlN0cmVhbVR1cm5SZXNwb25zZUgAEjYKCWhlYXJ0YmVhdBgDIAEoCzIhLmFnZW50c2tpdC5jaGF0LnYxLldhdGNoSGVhcnRiZWF0SABCBgoEaXRlbSqKBQoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASIQodRVJST1JfUkVBU09OX0lOVkFMSURfQVJHVU1FTlQQARIlCiFFUlJPUl9SRUFTT05fREVGSU5JVElPTl9OT1RfRk9VTkQQAhIiCh5FUlJPUl9SRUFTT05fU0VTU0lPTl9OT1RfRk9VTkQQAxIfChtFUlJPUl9SRUFTT05fU0VTU0lPTl9FWElTVFMQBBIdChlFUlJPUl9SRUFTT05fU0VTU0lPTl9CVVNZEAUSIQodRVJST1JfUkVBU09OX1RVUk5fSU5fUFJPR1JFU1MQBhIZChVFUlJPUl9SRUFTT05fQ09ORkxJQ1QQBxIiCh5FUlJPUl9SRUFTT05fUkVWSVNJT05fTUlTTUFUQ0gQCBIgChxFUlJPUl9SRUFTT05fU0VTU0lPTl9DT1JSVVBUEAkSIQodRVJST1JfUkVBU09OX0hJU1RPUllfTUlTTUFUQ0gQChIfChtFUlJPUl9SRUFTT05fTElNSVRfRVhDRUVERUQQCxIeChpFUlJPUl9SRUFTT05fU0hVVFRJTkdfRE9XThAMEiIKHkVSUk9SX1JFQVNPTl9TVE9SRV9VTkFWQUlMQUJMRRANEiIKHkVSUk9SX1JFQVNPTl9ERUFETElORV9FWENFRURFRBAOEh8KG0VSUk9SX1JFQVNPTl9UVVJOX05PVF9GT1VORBAPEiAKHEVSUk9SX1JFQVNPTl9VTkFVVEhFTlRJQ0FURUQQEBIdChlFUlJPUl9SRUFTT05fUkFURV9MSU1JVEVEEBESHQoZRVJST1JfUkVBU09OX1dBVENIX0JFSElORBASKmsKDkRpc2Nvbm5lY3RNb2RlEh8KG0RJU0NPTk5FQ1RfTU9ERV9VTlNQRUNJRklFRBAAEhoKFkRJU0NPTk5FQ1RfTU9ERV9DQU5DRUwQARIcChhESVNDT05ORUNUX01PREVfQ09OVElOVUUQAipdCgtIaXN0b3J5TW9kZRIcChhISVNUT1JZX01PREVfVU5TUEVDSUZJRUQQABIXChNISVNUT1JZX01PREVfU0VSVkVSEAESFwoTSElTVE9SWV9NT0RFX0NMSUVOVBACKl8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAxINCglST0xFX1RPT0wQBCqJAQoIVHVybktpbmQSGQoVVFVSTl9LSU5EX1VOU1BFQ0lGSUVEEAASGwoXVFVSTl9LSU5EX0RFVEVSTUlOSVNUSUMQARIVChFUVVJOX0tJTkRfQUdFTlRJQxACEhYKElRVUk5fS0lORF9SRVBBSVJFRBADEhYKElRVUk5fS0lORF9GQUxMQkFDSxAEKpcBCglPcGVyYXRpb24SGQoVT1BFUkFUSU9OX1VOU1BFQ0lGSUVEEAASFAoQT1BFUkFUSU9OX1NVQk1JVBABEhMKD09QRVJBVElPTl9SRVRSWRACEhIKDk9QRVJBVElPTl9FRElUEAMSGAoUT1BFUkFUSU9OX1JFR0VORVJBVEUQBBIWChJPUEVSQVRJT05fRElTUEFUQ0gQBSp6CgtUdXJuT3V0Y29tZRIcChhUVVJOX09VVENPTUVfVU5TUEVDSUZJRUQQABIYChRUVVJOX09VVENPTUVfUlVOTklORxABEhoKFlRVUk5fT1VUQ09NRV9DT01QTEVURUQQAhIXChNUVVJOX09VVENPTUVfRkFJTEVEEAMyiAkKC0NoYXRTZXJ2aWNlEmgKD0xpc3REZWZpbml0aW9ucxIpLmFnZW50c2tpdC5jaGF0LnYxLkxpc3REZWZpbml0aW9uc1JlcXVlc3QaKi5hZ2VudHNraXQuY2hhdC52MS5MaXN0RGVmaW5pdGlvbnNSZXNwb25zZRJiCg1HZXREZWZpbml0aW9uEicuYWdlbnRza2l0LmNoYXQudjEuR2V0RGVmaW5pdGlvblJlcXVlc3QaKC5hZ2VudHNraXQuY2hhdC52MS5HZXREZWZpbml0aW9uUmVzcG9uc2USYgoNQ3JlYXRlU2Vzc2lvbhInLmFnZW50c2tpdC5jaGF0LnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiguYWdlbnRza2l0LmNoYXQudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElkKCkdldFNlc3Npb24SJC5hZ2VudHNraXQuY2hhdC52MS5HZXRTZXNzaW9uUmVxdWVzdBolLmFnZW50c2tpdC5jaGF0LnYxLkdldFNlc3Npb25SZXNwb25zZRJiCg1EZWxldGVTZXNzaW9uEicuYWdlbnRza2l0LmNoYXQudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaKC5hZ2VudHNraXQuY2hhdC52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USWwoKU3RyZWFtVHVybhIkLmFnZW50c2tpdC5jaGF0LnYxLlN0cmVhbVR1cm5SZXF1ZXN0GiUuYWdlbnRza2l0LmNoYXQudjEuU3RyZWFtVHVyblJlc3BvbnNlMAESaAoPVHJ1bmNhdGVIaXN0b3J5EikuYWdlbnRza2l0LmNoYXQudjEuVHJ1bmNhdGVIaXN0b3J5UmVxdWVzdBoqLmFnZW50c2tpdC5jaGF0LnYxLlRydW5jYXRlSGlzdG9yeVJlc3BvbnNlElAKB0dldFR1cm4SIS5hZ2VudHNraXQuY2hhdC52MS5HZXRUdXJuUmVxdWVzdBoiLmFnZW50c2tpdC5jaGF0LnYxLkdldFR1cm5SZXNwb25zZRJWCglMaXN0VHVybnMSIy5hZ2VudHNraXQuY2hhdC52MS5MaXN0VHVybnNSZXF1ZXN0GiQuYWdlbnRza2l0LmNoYXQudjEuTGlzdFR1cm5zUmVzcG9uc2USWQoJV2F0Y2hUdXJuEiMuYWdlbnRza2l0LmNoYXQudjEuV2F0Y2hUdXJuUmVxdWVzdBolLmFnZW50c2tpdC5jaGF0LnYxLlN0cmVhbVR1cm5SZXNwb25zZTABElkKCkNhbmNlbFR1cm4SJC5hZ2VudHNraXQuY2hhdC52MS5DYW5jZWxUdXJuUmVxdWVzdBolLmFnZW50c2tpdC5jaGF0LnYxLkNhbmNlbFR1cm5SZXNwb25zZRJhCgxXYXRjaFNlc3Npb24SJi5hZ2VudHNraXQuY2hhdC52MS5XYXRjaFNlc3Npb25SZXF1ZXN0GicuYWdlbnRza2l0LmNoYXQudjEuV2F0Y2hTZXNzaW9uUmVzcG9uc2UwAUKlAQoVZGV2LmFnZW50c2tpdC5jaGF0LnYxQglDaGF0UHJvdG9QAVo1YWdlbnRza2l0LmRldi9jaGF0L2NsaWVudC9nby9hZ2VudHNraXQvY2hhdC92MTtjaGF0djGiAgNBQ1iqAhFBZ2VudHNLaXQuQ2hhdC5WMboCA0FDWMoCEUFnZW50c0tpdFxDaGF0XFYx6gITQWdlbnRzS2l0OjpDaGF0OjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Message is one entry of a conversation history.
@@ -829,6 +829,13 @@ export type StreamTurnRequest = Message$1<"agentskit.chat.v1.StreamTurnRequest">
    * @generated from field: optional int64 expected_cursor = 8;
    */
   expectedCursor?: bigint | undefined;
+
+  /**
+   * What a disconnect of this stream does to the turn; cancel when unspecified.
+   *
+   * @generated from field: agentskit.chat.v1.DisconnectMode on_disconnect = 9;
+   */
+  onDisconnect: DisconnectMode;
 };
 
 /**
@@ -1028,11 +1035,16 @@ export const TurnCompletedSchema: GenMessage<TurnCompleted> = /*@__PURE__*/
  * TurnFailed is the last event of a turn that committed nothing. Deltas streamed before it
  * were not committed: a renderer must discard them.
  *
+ * Two codes end a turn without recording it, so the same turn id may run again (both are
+ * retryable): "cancelled" (CancelTurn stopped it) and "interrupted" (the server running it
+ * stopped, e.g. it was killed, before the turn ended; sent once the turn's lease lapsed).
+ *
  * @generated from message agentskit.chat.v1.TurnFailed
  */
 export type TurnFailed = Message$1<"agentskit.chat.v1.TurnFailed"> & {
   /**
-   * Stable code, e.g. "route_failed", "model_failed", "deadline_exceeded".
+   * Stable code, e.g. "route_failed", "model_failed", "deadline_exceeded", "cancelled",
+   * "interrupted".
    *
    * @generated from field: string code = 1;
    */
@@ -1089,7 +1101,10 @@ export type StreamTurnResponse = Message$1<"agentskit.chat.v1.StreamTurnResponse
   turnId: string;
 
   /**
-   * Starts at 1 and increases by one with every event of the turn.
+   * Starts at 1 and increases by one with every event of the turn. Numbers belong to the
+   * turn, not to the stream: every stream of one run of a turn (StreamTurn, WatchTurn,
+   * WatchSession) gives the same event the same number. A stream that repeats a recorded
+   * outcome (TurnStarted.duplicate) numbers its own events.
    *
    * @generated from field: uint64 sequence = 3;
    */
@@ -1452,6 +1467,205 @@ export const ListTurnsResponseSchema: GenMessage<ListTurnsResponse> = /*@__PURE_
   messageDesc(file_agentskit_chat_v1_chat, 37);
 
 /**
+ * WatchTurnRequest names a turn to follow and the last event the caller has.
+ *
+ * @generated from message agentskit.chat.v1.WatchTurnRequest
+ */
+export type WatchTurnRequest = Message$1<"agentskit.chat.v1.WatchTurnRequest"> & {
+  /**
+   * Session id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Turn id: a running turn, or one the session retains.
+   *
+   * @generated from field: string turn_id = 2;
+   */
+  turnId: string;
+
+  /**
+   * The sequence of the last event the caller received; 0 for all of them. Events are kept
+   * while the turn runs and for a while after it ended (a minute by default); a finished
+   * turn whose events are no longer kept answers with its recorded outcome instead, as a
+   * repeated StreamTurn does (TurnStarted.duplicate set, numbered from after_sequence + 1):
+   * a renderer then replaces what it showed of the turn. A turn neither running nor
+   * retained is NOT_FOUND (ERROR_REASON_TURN_NOT_FOUND). A value past the turn's last
+   * event is INVALID_ARGUMENT; the last event's own sequence ends the stream at once.
+   *
+   * @generated from field: uint64 after_sequence = 3;
+   */
+  afterSequence: bigint;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.WatchTurnRequest.
+ * Use `create(WatchTurnRequestSchema)` to create a new message.
+ */
+export const WatchTurnRequestSchema: GenMessage<WatchTurnRequest> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 38);
+
+/**
+ * CancelTurnRequest names a turn to stop.
+ *
+ * @generated from message agentskit.chat.v1.CancelTurnRequest
+ */
+export type CancelTurnRequest = Message$1<"agentskit.chat.v1.CancelTurnRequest"> & {
+  /**
+   * Session id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Turn id.
+   *
+   * @generated from field: string turn_id = 2;
+   */
+  turnId: string;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.CancelTurnRequest.
+ * Use `create(CancelTurnRequestSchema)` to create a new message.
+ */
+export const CancelTurnRequestSchema: GenMessage<CancelTurnRequest> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 39);
+
+/**
+ * CancelTurnResponse says what the cancel did.
+ *
+ * @generated from message agentskit.chat.v1.CancelTurnResponse
+ */
+export type CancelTurnResponse = Message$1<"agentskit.chat.v1.CancelTurnResponse"> & {
+  /**
+   * True when the turn was running and this call stopped it: its streams end with a
+   * failed event of code "cancelled". False when no turn with this id was running (it
+   * finished, was cancelled already, or never ran); nothing changed then.
+   *
+   * @generated from field: bool cancelled = 1;
+   */
+  cancelled: boolean;
+
+  /**
+   * The retained turn, when the turn id finished before; absent otherwise.
+   *
+   * @generated from field: agentskit.chat.v1.TurnRecord turn = 2;
+   */
+  turn?: TurnRecord | undefined;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.CancelTurnResponse.
+ * Use `create(CancelTurnResponseSchema)` to create a new message.
+ */
+export const CancelTurnResponseSchema: GenMessage<CancelTurnResponse> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 40);
+
+/**
+ * WatchSessionRequest names a session to follow.
+ *
+ * @generated from message agentskit.chat.v1.WatchSessionRequest
+ */
+export type WatchSessionRequest = Message$1<"agentskit.chat.v1.WatchSessionRequest"> & {
+  /**
+   * Session id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The cursor of the last session the caller received, to resume a watch. The stream
+   * always begins with the session as it is now; when its cursor is past this value the
+   * caller missed stored changes and reloads the history (GetSession).
+   *
+   * @generated from field: optional int64 after_cursor = 2;
+   */
+  afterCursor?: bigint | undefined;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.WatchSessionRequest.
+ * Use `create(WatchSessionRequestSchema)` to create a new message.
+ */
+export const WatchSessionRequestSchema: GenMessage<WatchSessionRequest> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 41);
+
+/**
+ * WatchHeartbeat keeps an idle watch stream alive through proxies that close streams
+ * without data; sent every 15 seconds without other messages.
+ *
+ * @generated from message agentskit.chat.v1.WatchHeartbeat
+ */
+export type WatchHeartbeat = Message$1<"agentskit.chat.v1.WatchHeartbeat"> & {
+  /**
+   * When the server sent it.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 1;
+   */
+  time?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.WatchHeartbeat.
+ * Use `create(WatchHeartbeatSchema)` to create a new message.
+ */
+export const WatchHeartbeatSchema: GenMessage<WatchHeartbeat> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 42);
+
+/**
+ * WatchSessionResponse is one message of a session watch.
+ *
+ * @generated from message agentskit.chat.v1.WatchSessionResponse
+ */
+export type WatchSessionResponse = Message$1<"agentskit.chat.v1.WatchSessionResponse"> & {
+  /**
+   * The message.
+   *
+   * @generated from oneof agentskit.chat.v1.WatchSessionResponse.item
+   */
+  item: {
+    /**
+     * The session: first, and after every stored change (a committed turn, a truncation,
+     * a turn claiming or releasing the lease).
+     *
+     * @generated from field: agentskit.chat.v1.Session session = 1;
+     */
+    value: Session;
+    case: "session";
+  } | {
+    /**
+     * An event of a turn of the session, whoever started it: events of a turn arrive in
+     * order and exactly once, from the first the server still keeps; turns arrive one
+     * after the other, in the order they ran.
+     *
+     * @generated from field: agentskit.chat.v1.StreamTurnResponse event = 2;
+     */
+    value: StreamTurnResponse;
+    case: "event";
+  } | {
+    /**
+     * Nothing happened for a while.
+     *
+     * @generated from field: agentskit.chat.v1.WatchHeartbeat heartbeat = 3;
+     */
+    value: WatchHeartbeat;
+    case: "heartbeat";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentskit.chat.v1.WatchSessionResponse.
+ * Use `create(WatchSessionResponseSchema)` to create a new message.
+ */
+export const WatchSessionResponseSchema: GenMessage<WatchSessionResponse> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 43);
+
+/**
  * ErrorReason lists the `reason` values of the google.rpc.ErrorInfo attached to errors.
  *
  * @generated from enum agentskit.chat.v1.ErrorReason
@@ -1583,6 +1797,14 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_RATE_LIMITED = 17;
    */
   RATE_LIMITED = 17,
+
+  /**
+   * A watch fell further behind than the server keeps events for (ABORTED); watch again
+   * after metadata `cursor` (WatchSession) or `sequence` (WatchTurn), the last one sent.
+   *
+   * @generated from enum value: ERROR_REASON_WATCH_BEHIND = 18;
+   */
+  WATCH_BEHIND = 18,
 }
 
 /**
@@ -1590,6 +1812,43 @@ export enum ErrorReason {
  */
 export const ErrorReasonSchema: GenEnum<ErrorReason> = /*@__PURE__*/
   enumDesc(file_agentskit_chat_v1_chat, 0);
+
+/**
+ * DisconnectMode says what happens to a turn when the stream that started it ends before
+ * the turn does (the client cancelled, its deadline passed, or the connection broke).
+ *
+ * @generated from enum agentskit.chat.v1.DisconnectMode
+ */
+export enum DisconnectMode {
+  /**
+   * Treated as DISCONNECT_MODE_CANCEL.
+   *
+   * @generated from enum value: DISCONNECT_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The turn is cancelled: nothing is committed, the lease is released and the turn id may
+   * run again.
+   *
+   * @generated from enum value: DISCONNECT_MODE_CANCEL = 1;
+   */
+  CANCEL = 1,
+
+  /**
+   * The turn runs to its end without the stream (within the server's turn timeout) and
+   * commits as usual; WatchTurn reattaches to it and GetTurn reports it.
+   *
+   * @generated from enum value: DISCONNECT_MODE_CONTINUE = 2;
+   */
+  CONTINUE = 2,
+}
+
+/**
+ * Describes the enum agentskit.chat.v1.DisconnectMode.
+ */
+export const DisconnectModeSchema: GenEnum<DisconnectMode> = /*@__PURE__*/
+  enumDesc(file_agentskit_chat_v1_chat, 1);
 
 /**
  * HistoryMode says who keeps a session's messages.
@@ -1624,7 +1883,7 @@ export enum HistoryMode {
  * Describes the enum agentskit.chat.v1.HistoryMode.
  */
 export const HistoryModeSchema: GenEnum<HistoryMode> = /*@__PURE__*/
-  enumDesc(file_agentskit_chat_v1_chat, 1);
+  enumDesc(file_agentskit_chat_v1_chat, 2);
 
 /**
  * Role is the author of a message.
@@ -1672,7 +1931,7 @@ export enum Role {
  * Describes the enum agentskit.chat.v1.Role.
  */
 export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
-  enumDesc(file_agentskit_chat_v1_chat, 2);
+  enumDesc(file_agentskit_chat_v1_chat, 3);
 
 /**
  * TurnKind classifies how a turn was answered.
@@ -1720,7 +1979,7 @@ export enum TurnKind {
  * Describes the enum agentskit.chat.v1.TurnKind.
  */
 export const TurnKindSchema: GenEnum<TurnKind> = /*@__PURE__*/
-  enumDesc(file_agentskit_chat_v1_chat, 3);
+  enumDesc(file_agentskit_chat_v1_chat, 4);
 
 /**
  * Operation names what a turn does to the history before it is resolved.
@@ -1775,7 +2034,7 @@ export enum Operation {
  * Describes the enum agentskit.chat.v1.Operation.
  */
 export const OperationSchema: GenEnum<Operation> = /*@__PURE__*/
-  enumDesc(file_agentskit_chat_v1_chat, 4);
+  enumDesc(file_agentskit_chat_v1_chat, 5);
 
 /**
  * TurnOutcome is where a turn stands.
@@ -1816,7 +2075,7 @@ export enum TurnOutcome {
  * Describes the enum agentskit.chat.v1.TurnOutcome.
  */
 export const TurnOutcomeSchema: GenEnum<TurnOutcome> = /*@__PURE__*/
-  enumDesc(file_agentskit_chat_v1_chat, 5);
+  enumDesc(file_agentskit_chat_v1_chat, 6);
 
 /**
  * ChatService hosts chat definitions and the sessions that run them.
@@ -1886,6 +2145,7 @@ export const ChatService: GenService<{
   /**
    * StreamTurn runs one turn and streams its events: started, decision, deltas, then
    * exactly one of completed or failed.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    *
    * @generated from rpc agentskit.chat.v1.ChatService.StreamTurn
    */
@@ -1925,6 +2185,46 @@ export const ChatService: GenService<{
     methodKind: "unary";
     input: typeof ListTurnsRequestSchema;
     output: typeof ListTurnsResponseSchema;
+  },
+  /**
+   * WatchTurn streams the events of one turn after a sequence the caller already has:
+   * first the events it missed, then live ones, then the terminal event, each exactly once
+   * and numbered as the turn numbered them. It never starts, changes or extends a turn.
+   * A client whose turn stream broke reattaches with it, on any server of the deployment.
+   * It answers with StreamTurn's own message, so one handler renders both.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   *
+   * @generated from rpc agentskit.chat.v1.ChatService.WatchTurn
+   */
+  watchTurn: {
+    methodKind: "server_streaming";
+    input: typeof WatchTurnRequestSchema;
+    output: typeof StreamTurnResponseSchema;
+  },
+  /**
+   * CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
+   * is committed, the model stream is closed, the lease is released and the turn id may
+   * run again. Cancelling a turn that is not running changes nothing.
+   *
+   * @generated from rpc agentskit.chat.v1.ChatService.CancelTurn
+   */
+  cancelTurn: {
+    methodKind: "unary";
+    input: typeof CancelTurnRequestSchema;
+    output: typeof CancelTurnResponseSchema;
+  },
+  /**
+   * WatchSession streams the session's turns as they happen, whoever started them: the
+   * session first, then the events of each turn (tagged with its turn id) and the session
+   * after every stored change, and stays open for the next turn.
+   *
+   * @generated from rpc agentskit.chat.v1.ChatService.WatchSession
+   */
+  watchSession: {
+    methodKind: "server_streaming";
+    input: typeof WatchSessionRequestSchema;
+    output: typeof WatchSessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentskit_chat_v1_chat, 0);
