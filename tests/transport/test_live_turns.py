@@ -4,7 +4,7 @@ through a real server on loopback (one process: the log of the turn is in memory
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ TOKEN_A = "tenant-a-token-1111111111"
 TOKEN_B = "tenant-b-token-2222222222"
 
 
-def stub(env: Live, token: str | None = None) -> tuple[chat_pb2_grpc.ChatServiceStub, Any]:
+def stub(env: Live, token: str | None = None) -> tuple[Any, Any]:
     metadata = () if token is None else (("authorization", f"Bearer {token}"),)
     return chat_pb2_grpc.ChatServiceStub(env.client.channel), metadata
 
@@ -34,7 +34,7 @@ async def session(env: Live, metadata: Any = ()) -> str:
     created = await chat.CreateSession(
         pb.CreateSessionRequest(definition_id="probe"), metadata=metadata
     )
-    return created.session.session_id
+    return str(created.session.session_id)
 
 
 def turn(session_id: str, turn_id: str, text: str, *, keep: bool) -> pb.StreamTurnRequest:
@@ -67,8 +67,9 @@ async def until_outcome(env: Live, session_id: str, turn_id: str, outcome: int) 
     chat, _ = stub(env)
     for _ in range(500):
         found = await chat.GetTurn(pb.GetTurnRequest(session_id=session_id, turn_id=turn_id))
-        if found.turn.outcome == outcome:
-            return found.turn
+        record: pb.TurnRecord = found.turn
+        if record.outcome == outcome:
+            return record
         await asyncio.sleep(0.01)
     raise AssertionError("the turn never reached the outcome")
 
@@ -295,14 +296,15 @@ def test_another_tenants_turn_is_a_missing_session(tmp_path: Path) -> None:
             sid = await session(env, a)
             await collect(chat.StreamTurn(turn(sid, "t-a", "hello", keep=True), metadata=a))
             before = env.dump()
-            for call in (
+            calls: list[Callable[[str], Any]] = [
                 lambda s: chat.WatchTurn(
                     pb.WatchTurnRequest(session_id=s, turn_id="t-a"), metadata=b
                 ),
                 lambda s: chat.CancelTurn(
                     pb.CancelTurnRequest(session_id=s, turn_id="t-a"), metadata=b
                 ),
-            ):
+            ]
+            for call in calls:
                 other, missing = await error_of(call(sid)), await error_of(call("nobody"))
                 assert other.code == grpc.StatusCode.NOT_FOUND
                 assert other.reason == "ERROR_REASON_SESSION_NOT_FOUND"
