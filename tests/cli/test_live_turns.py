@@ -21,8 +21,10 @@ from agentskit_chat_client import ChatClient, Submit
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import Server, collect
 from tests.cli.test_model_turns import write_assistant
+from tests.cli.test_replicas import database
 from tests.cli.test_workers import clients, turn_pids, workers_of
 
+__all__ = ["database"]  # the PostgreSQL database fixture
 CHUNKS = tuple(f"part {n} " for n in range(40))
 CANARY = "canary-held-by-the-client-3c1d"
 SHORT_TURNS = ("--turn-timeout", "3", "--lease-ttl", "4")
@@ -280,3 +282,83 @@ def test_a_client_held_turns_text_never_reaches_the_store_in_the_clear(
     assert any(p.name.startswith("sessions") for p in files), files
     for path in files:
         assert CANARY.encode() not in path.read_bytes(), path
+
+
+def two_replicas(
+    launch: Launcher, tmp_path: Path, model: FakeModelServer, database: Any, *extra: str
+) -> list[Server]:
+    """Two `serve` processes on one PostgreSQL database, sharing the digest key."""
+    definitions = write_assistant(tmp_path / "definitions", model.url)
+    env = {
+        "AGENTSKIT_CHAT_STORE_PASSWORD_FILE": str(database.password_file),
+        "AGENTSKIT_CHAT_DIGEST_KEY": "5f" * 32,
+    }
+    started = [
+        launch(
+            tmp_path / f"replica-{n}",
+            "--definitions",
+            str(definitions),
+            "--store",
+            database.url,
+            *extra,
+            env=env,
+            wait=False,
+            log_level="INFO",
+        )
+        for n in range(2)
+    ]
+    for server in started:
+        server.wait_listening()
+    return started
+
+
+def test_replicas_on_postgresql_reattach_and_interrupt_across_each_other(
+    launch: Launcher, model: FakeModelServer, database: Any, tmp_path: Path
+) -> None:
+    doomed, survivor = two_replicas(launch, tmp_path, model, database, *SHORT_TURNS)
+    model.enqueue(Reply(chunks=CHUNKS, pause_after=2), Reply(chunks=CHUNKS, pause_after=3))
+
+    async def scenario() -> None:
+        async with (
+            ChatClient(doomed.target, timeout=30) as first,
+            ChatClient(survivor.target, timeout=30) as second,
+        ):
+            here, there = chat(first), chat(second)
+            sid = (await first.create_session("assistant")).session_id
+            # A continued turn cut on one replica is followed through the other.
+            seen = await read_until(here.StreamTurn(continued(sid, "t-1")), 1)
+            await asyncio.sleep(0.5)  # the turn goes on to its pause: events were missed
+            request = pb.WatchTurnRequest(
+                session_id=sid, turn_id="t-1", after_sequence=seen[-1].sequence
+            )
+            began = time.perf_counter()
+            call = there.WatchTurn(request)
+            got = [await anext(aiter(call))]
+            print(
+                "reconnect to first missed event, other replica (s):", time.perf_counter() - began
+            )
+            model.resume()
+            got += [event async for event in call]
+            assert_whole(got, seen[-1].sequence)
+            assert got[-1].completed.content == "".join(CHUNKS)
+            history = await second.get_session(sid)
+            assert [m.content for m in history.messages].count("".join(CHUNKS)) == 1
+
+            # Its replica killed, a continued turn ends interrupted once its lease lapses.
+            seen = await read_until(here.StreamTurn(continued(sid, "t-2")), 3)
+            request = pb.WatchTurnRequest(
+                session_id=sid, turn_id="t-2", after_sequence=seen[-1].sequence
+            )
+            watcher = asyncio.ensure_future(events(there.WatchTurn(request)))
+            await asyncio.sleep(0.3)
+            doomed.send(signal.SIGKILL)
+            got = await asyncio.wait_for(watcher, 30)
+            assert_whole(got, seen[-1].sequence)
+            assert (got[-1].failed.code, got[-1].failed.retryable) == ("interrupted", True)
+            model.enqueue(Reply(chunks=("again",)))
+            rerun = await once_free(there, continued(sid, "t-2"))
+            assert rerun[-1].completed.content == "again"
+
+    asyncio.run(scenario())
+    survivor.send(signal.SIGTERM)
+    assert survivor.wait() == 0
