@@ -323,3 +323,40 @@ def test_another_tenants_turn_is_a_missing_session(tmp_path: Path) -> None:
             assert env.dump() == before
 
     run(scenario())
+
+
+def test_a_drain_waits_for_continued_turns_within_its_grace(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = await session(env)
+            await cut_after_first_delta(env, turn(sid, "t-d", "/slow", keep=True))
+            await env.probe.entered.wait()
+            draining = asyncio.ensure_future(env.server.drain(10.0))
+            await asyncio.sleep(0.3)
+            assert not draining.done()  # the continued turn holds the drain
+            env.probe.gate.set()
+            await draining
+            assert env.raw("SELECT cursor FROM sessions WHERE session_id = ?", sid) == [(2,)]
+            contents = env.raw("SELECT content FROM messages WHERE session_id = ?", sid)
+            assert contents[-1] == ("model answer",)  # claimed, then committed
+
+    run(scenario())
+
+
+def test_a_continued_turn_past_the_grace_ends_interrupted_and_frees_its_lease(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = await session(env)
+            await cut_after_first_delta(env, turn(sid, "t-g", "/slow", keep=True))
+            await env.probe.entered.wait()
+            log = env.service.live.logs.find(("", sid, "t-g"))
+            assert log is not None
+            await env.server.drain(0.2)
+            assert env.probe.model_closed.is_set()
+            assert log.between(log.last - 1, log.last)[0].code == "interrupted"  # type: ignore[union-attr]
+            assert env.raw("SELECT cursor FROM sessions WHERE session_id = ?", sid) == [(2,)]
+            assert env.raw("SELECT content FROM messages WHERE session_id = ?", sid) == []
+
+    run(scenario())
