@@ -14,6 +14,7 @@ import pytest
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
+from agentskit_chat.service import Limits
 from agentskit_chat.service._event_log import EventLogs
 from agentskit_chat.transport import Authenticator, token_digest
 from agentskit_chat_client import ChatError
@@ -358,5 +359,41 @@ def test_a_continued_turn_past_the_grace_ends_interrupted_and_frees_its_lease(
             assert log.between(log.last - 1, log.last)[0].code == "interrupted"  # type: ignore[union-attr]
             assert env.raw("SELECT cursor FROM sessions WHERE session_id = ?", sid) == [(2,)]
             assert env.raw("SELECT content FROM messages WHERE session_id = ?", sid) == []
+
+    run(scenario())
+
+
+def test_watchers_past_the_bound_are_refused(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        limits = Limits(max_watchers_per_session=1, max_watchers_per_tenant=2)
+        async with live(tmp_path, limits=limits) as env:
+            chat, _ = stub(env)
+            sid, other = await session(env), await session(env)
+            await cut_after_first_delta(env, turn(sid, "t-1", "/slow", keep=True))
+            request = pb.WatchTurnRequest(session_id=sid, turn_id="t-1")
+            first = chat.WatchTurn(request)
+            await first.initial_metadata()
+            assert (await anext(aiter(first))).sequence == 1
+            refused = await error_of(chat.WatchTurn(request))
+            assert refused.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert refused.reason == "ERROR_REASON_LIMIT_EXCEEDED"
+            assert refused.metadata["limit"] == "watchers_per_session"
+            unknown = await error_of(
+                chat.WatchTurn(pb.WatchTurnRequest(session_id=other, turn_id="t-x"))
+            )
+            assert unknown.reason == "ERROR_REASON_TURN_NOT_FOUND"  # counted, then let go
+            first.cancel()  # a watcher that goes frees its place
+            for _ in range(100):
+                second = chat.WatchTurn(request)
+                try:
+                    assert (await anext(aiter(second))).sequence == 1
+                    break
+                except grpc.aio.AioRpcError as error:
+                    if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        raise
+                    await asyncio.sleep(0.02)
+            env.probe.gate.set()
+            events = [e async for e in second]
+            assert events[-1].WhichOneof("event") == "completed"
 
     run(scenario())
