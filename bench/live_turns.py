@@ -8,8 +8,10 @@ other, each in a session of its own, and reports the process CPU time per turn. 
 - `base`: the service as it was before turns could outlive their stream (the server code
   of `--baseline-ref`, main by default, extracted with `git archive`);
 - `cancel`: this code, a turn that neither continues nor is watched;
-- `continue`: this code, a turn started with DISCONNECT_MODE_CONTINUE (its events go to
-  the store in batches);
+- `continue`: this code, a turn started with DISCONNECT_MODE_CONTINUE, its stream read to
+  the end (nothing more is stored);
+- `detached`: `continue`, its stream closed after the first delta: the turn runs on
+  alone and its events go to the store in batches, for a reattach on any process;
 - `watched`: `continue`, followed to its end by a watcher on another service over the same
   store (the watcher's CPU included: both run in the child).
 
@@ -18,7 +20,7 @@ and the table gives the median per variant and the median of same-round ratios t
 The service-only figure overstates the share a real server sees (it leaves out gRPC and
 the network, which cost more than the service per turn), so it is the conservative one.
 
-For `continue`, the child also reports the store writes (batches) and bytes per turn, read
+For `detached`, the child also reports the store writes (batches) and bytes per turn, read
 back from the store after the turn.
 
     .venv/bin/python -m bench.live_turns                 # SQLite, 5 rounds
@@ -52,7 +54,7 @@ CHUNK_SECONDS: Final = 0.02
 CONCURRENT: Final = 25
 """Turns running at once (each in a session of its own)."""
 KEY: Final = b"live-turns-bench-digest-key-32by"
-VARIANTS: Final = ("base", "cancel", "continue", "watched")
+VARIANTS: Final = ("base", "cancel", "continue", "detached", "watched")
 
 
 class Scripted:
@@ -86,7 +88,7 @@ async def _child(variant: str, url: str, password: str | None, turns: int) -> di
     service = ChatService(Catalog([assisted]), store, digest_key=KEY, adapters=adapters)
     other = None
     extra: dict[str, Any] = {}
-    if variant in ("continue", "watched"):
+    if variant in ("continue", "detached", "watched"):
         from agentskit_chat.service import DisconnectMode
 
         extra["on_disconnect"] = DisconnectMode.CONTINUE
@@ -102,8 +104,9 @@ async def _child(variant: str, url: str, password: str | None, turns: int) -> di
         if other is not None:
             watching = asyncio.ensure_future(_drain(other.watch_turn(session.session_id, f"t-{n}")))
         async with aclosing(service.stream_turn(request)) as events:
-            async for _ in events:
-                pass
+            async for _, event in events:
+                if variant == "detached" and type(event).__name__ == "Delta":
+                    break
         if watching is not None:
             await _until_done(watching, other, session.session_id, f"t-{n}")
         return session.session_id, f"t-{n}"
@@ -112,15 +115,16 @@ async def _child(variant: str, url: str, password: str | None, turns: int) -> di
     started = time.process_time()
     for first in range(0, turns, CONCURRENT):
         done = await asyncio.gather(*(one(n) for n in range(first, min(turns, first + CONCURRENT))))
+        await service.turns.wait_idle()  # detached turns end, their last batches written
     last = done[-1]
     cpu = (time.process_time() - started) / turns
     result: dict[str, Any] = {"cpu_ms": cpu * 1000}
-    if variant == "continue":
+    if variant == "detached":
         from agentskit_chat.storage import TurnKey
 
         view = await service.get_turn(*last)
         key = TurnKey("", last[0], f"{last[1]}@{view.started_at_ms}")
-        batches = await store.read_events(key)  # type: ignore[attr-defined]
+        batches = await store.read_events(key)
         result["writes"] = len(batches)
         result["bytes"] = sum(len(b.body) for b in batches)
     await service.close()
@@ -209,7 +213,7 @@ def main() -> None:
                     cpu[variant].append(figures[variant]["cpu_ms"])
                 for variant in VARIANTS:
                     ratios[variant].append(figures[variant]["cpu_ms"] / figures["base"]["cpu_ms"])
-                written.append(figures["continue"])
+                written.append(figures["detached"])
             print(
                 f"\n{name}: {args.turns} turns of {CHUNKS} chunks per variant, {args.rounds} rounds"
             )
@@ -221,7 +225,7 @@ def main() -> None:
                 print(f"{variant:<10} {median:>12.3f} {extra:>+9.1%}   {rounds}")
             writes = statistics.median(w["writes"] for w in written)
             size = statistics.median(w["bytes"] for w in written)
-            print(f"store per continued turn: {writes:g} writes, {size:g} bytes")
+            print(f"store per detached turn: {writes:g} writes, {size:g} bytes")
 
 
 if __name__ == "__main__":

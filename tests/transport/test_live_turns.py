@@ -194,14 +194,14 @@ def test_a_finished_turn_past_its_retention_answers_with_its_recorded_outcome(
             chat, _ = stub(env)
             sid = await session(env)
             first = await collect(chat.StreamTurn(turn(sid, "t-old", "hello", keep=True)))
-            # Kept a while: here and in the store (any process reads it), deltas included.
+            # Kept a while (here; a stream cut before the end leaves them in the store too).
             kept = await collect(
                 chat.WatchTurn(pb.WatchTurnRequest(session_id=sid, turn_id="t-old"))
             )
             assert [e.sequence for e in kept] == [e.sequence for e in first]
             assert [e.WhichOneof("event") for e in kept] == [e.WhichOneof("event") for e in first]
             env.service.live.logs = EventLogs(retention=0.0)  # the retention is over
-            assert await env.store.expire(int(time.time() * 1000) + 3_600_000) >= 1
+            await env.store.expire(int(time.time() * 1000) + 3_600_000)
             again = await collect(
                 chat.WatchTurn(
                     pb.WatchTurnRequest(session_id=sid, turn_id="t-old", after_sequence=2)

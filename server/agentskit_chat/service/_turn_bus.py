@@ -2,12 +2,13 @@
 signals to the process running a turn, and the expiry of both.
 
 What is kept, and for how long: a turn's events are written (in batches, see
-`BatchWriter`) when it continues past its stream, or when a watcher on another process asks
-for them (a PUBLISH signal). A running turn's batches expire `turn_timeout` +
-`RETENTION_SECONDS` after they are written, the final one (holding the terminal event)
-`RETENTION_SECONDS` after the turn ended. A turn writes at most its log's bound (its events
-and text, which the output limit bounds). Batches of client-held sessions are sealed.
-Each process sweeps what expired every `SWEEP_SECONDS`.
+`BatchWriter`) when it continues past its stream (from the moment its stream is gone), or
+when a watcher on another process asks for them (a PUBLISH signal). A running turn's
+batches expire `turn_timeout` + `RETENTION_SECONDS` after they are written, the final one
+(holding the terminal event) `RETENTION_SECONDS` after the turn ended. A turn writes at
+most its log's bound (its events and text, which the output limit bounds), in one batch per
+`BATCH_SECONDS` at most. Batches of client-held sessions are sealed. Each process sweeps
+what expired every `SWEEP_SECONDS`.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def run_name(turn_id: str, started_at_ms: int) -> str:
 class BatchWriter:
     """Writes one running turn's log to the store: while one write is in flight, and for
     `BATCH_SECONDS` after it, the next events accumulate and go in the next batch; the
-    terminal event goes at once, in the `final` batch. A write the store refuses stops the writing (watchers elsewhere then see the
-    turn as interrupted once its lease is gone)."""
+    terminal event goes at once, in the `final` batch. A write the store refuses stops the
+    writing (watchers elsewhere then see the turn as interrupted once its lease is gone)."""
 
     def __init__(
         self,
