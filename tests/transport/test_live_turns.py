@@ -14,8 +14,8 @@ import pytest
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
-from agentskit_chat.service import Limits
 from agentskit_chat.service._event_log import EventLogs
+from agentskit_chat.service._watchers import Watchers
 from agentskit_chat.transport import Authenticator, token_digest
 from agentskit_chat_client import ChatError
 from agentskit_chat_client._errors import from_rpc_error
@@ -365,8 +365,8 @@ def test_a_continued_turn_past_the_grace_ends_interrupted_and_frees_its_lease(
 
 def test_watchers_past_the_bound_are_refused(tmp_path: Path) -> None:
     async def scenario() -> None:
-        limits = Limits(max_watchers_per_session=1, max_watchers_per_tenant=2)
-        async with live(tmp_path, limits=limits) as env:
+        async with live(tmp_path) as env:
+            env.service.watchers = Watchers(per_session=1, per_tenant=2)
             chat, _ = stub(env)
             sid, other = await session(env), await session(env)
             await cut_after_first_delta(env, turn(sid, "t-1", "/slow", keep=True))

@@ -147,19 +147,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="size of one answer; past it the turn fails with output_limit [%(default)s]",
     )
     parser.add_argument(
-        "--max-watchers-per-session",
-        type=int,
-        default=limits.max_watchers_per_session,
-        help="WatchTurn/WatchSession streams of one session open at once, per process "
-        "[%(default)s]",
-    )
-    parser.add_argument(
-        "--max-watchers-per-tenant",
-        type=int,
-        default=limits.max_watchers_per_tenant,
-        help="watch streams of one tenant open at once, per process [%(default)s]",
-    )
-    parser.add_argument(
         "--telemetry-console",
         action="store_true",
         help="also write spans and metrics to stderr, for local debugging",
@@ -227,8 +214,6 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
             max_output_bytes=args.max_output_bytes,
             turn_timeout=args.turn_timeout,
             lease_ttl=lease,
-            max_watchers_per_session=args.max_watchers_per_session,
-            max_watchers_per_tenant=args.max_watchers_per_tenant,
         ),
         max_request_bytes=args.max_request_bytes,
         telemetry=settings_from_env(

@@ -38,10 +38,6 @@ class Limits:
     """Seconds a turn may run, model stream included."""
     lease_ttl: float = 75.0
     """Seconds a turn's lease lasts; longer than `turn_timeout` so a live turn keeps it."""
-    max_watchers_per_session: int = 32
-    """Watch streams (WatchTurn, WatchSession) of one session open at once on one process."""
-    max_watchers_per_tenant: int = 1024
-    """Watch streams of one tenant open at once on one process."""
 
     def __post_init__(self) -> None:
         if self.turn_timeout <= 0 or self.lease_ttl <= self.turn_timeout:
@@ -52,8 +48,6 @@ class Limits:
             self.max_history_bytes,
             self.max_id_length,
             self.max_output_bytes,
-            self.max_watchers_per_session,
-            self.max_watchers_per_tenant,
         )
         if min(sizes) < 1:
             raise ValueError("every size limit must be at least 1")

@@ -89,10 +89,7 @@ class ChatService:
         )
         self.bus = TurnBus(event_port(store), self.turns.holder, self.limits, sealer)
         self.live = LiveTurns(self.limits, self.bus, self.turns.track)
-        self.watchers = watchers or Watchers(
-            per_session=self.limits.max_watchers_per_session,
-            per_tenant=self.limits.max_watchers_per_tenant,
-        )
+        self.watchers = watchers or Watchers()
         """Open watches of this process (turn watches here, session watches too)."""
         self._watch = TurnWatch(self._records, self.live, self.bus)
 
