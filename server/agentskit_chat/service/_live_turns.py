@@ -23,6 +23,7 @@ well when it publishes there, so every stream of it ends.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
@@ -185,8 +186,9 @@ class LiveTurns:
         if live.detached:
             self._publish_to_store(live)
         if self._signals is None or self._signals.done():
-            self._signals = asyncio.ensure_future(
-                bus.take(self._signal, lambda: bool(self._running))
+            # A context of its own: the loop outlives this turn, and is no part of its span.
+            self._signals = asyncio.get_running_loop().create_task(
+                bus.take(self._signal, lambda: bool(self._running)), context=contextvars.Context()
             )
 
     def _publish_to_store(self, live: LiveTurn) -> None:

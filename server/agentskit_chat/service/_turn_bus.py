@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, cast
@@ -161,7 +162,9 @@ class TurnBus:
         """Start this process's periodic expiry sweep (once)."""
         if self.port is None or self._sweeper is not None:
             return
-        self._sweeper = asyncio.ensure_future(self._sweep(self.port))
+        self._sweeper = asyncio.get_running_loop().create_task(
+            self._sweep(self.port), context=contextvars.Context()
+        )
 
     async def _sweep(self, port: TurnEventStore) -> None:
         while True:
