@@ -10,7 +10,8 @@ end does to the turn is the request's `on_disconnect`:
   released and nothing more is committed; the close returns once the turn ended.
 - CONTINUE: the turn runs to its end without pacing (its log's bound and the turn timeout
   bound it) and commits. Once its stream is closed before the end, the turn writes its
-  events to the store when it ends, so a reattach on any process finds them (`TurnBus`);
+  events so far to the store, and the rest when it ends, so a reattach on any process
+  finds them (`TurnBus`);
   while the stream reads, nothing is written but what every turn writes.
 
 Once a turn claims its lease its log is kept (`EventLogs`) where watchers of this process
@@ -154,8 +155,9 @@ class LiveTurns:
     ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
         """The stream of a continued turn: closing it leaves the turn running. While the
         stream reads, nobody needs the turn's events in the store; once it is closed before
-        it took the terminal event, the turn writes them there when it ends (or as they
-        come, once a watcher on another process asks), for a reattach on any process."""
+        it took the terminal event, those so far go there at once and the rest when the
+        turn ends (or as they come, once a watcher on another process asks), for a
+        reattach on any process."""
         task = publish()
         self._detached.add(task)
         task.add_done_callback(self._detached.discard)
@@ -204,7 +206,10 @@ class LiveTurns:
                 bus.port, key, codec, live.log, self._limits, self._track, eager=eager
             )
         live.writer.eager = live.writer.eager or eager
-        live.writer.poke()
+        if eager:
+            live.writer.poke()
+        else:
+            live.writer.snapshot()
 
     def _signal(self, signal: TurnSignal) -> None:
         live = self._by_store_key.get(signal.key)

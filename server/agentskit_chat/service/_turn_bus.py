@@ -2,8 +2,9 @@
 signals to the process running a turn, and the expiry of both.
 
 What is kept, and for how long: a turn that continues past its stream writes its events
-once, in one final batch, when it ends (a reattach shortly after the end, on any process,
-gets them); a turn a watcher on another process follows live (a PUBLISH signal) writes
+so far when the stream goes (a reattach elsewhere finds them at once), then the rest in
+one final batch when it ends (a reattach shortly after the end, on any process, gets
+them); a turn a watcher on another process follows live (a PUBLISH signal) writes
 them as they come, in batches (see `BatchWriter`). A running turn's
 batches expire `turn_timeout` + `RETENTION_SECONDS` after they are written, the final one
 (holding the terminal event) `RETENTION_SECONDS` after the turn ended. A turn writes at
@@ -72,8 +73,9 @@ class BatchWriter:
     """Writes one running turn's log to the store. An `eager` writer writes as events come:
     while one write is in flight, and for `BATCH_SECONDS` after it, the next events
     accumulate and go in the next batch; the terminal event goes at once, in the `final`
-    batch. A writer that is not eager writes nothing until the turn ends, then everything
-    in one final batch (until it is made eager: someone elsewhere reads the turn live). A
+    batch. A writer that is not eager writes when asked (`snapshot`) and when the turn ends,
+    then all it has not written in one final batch (until it is made eager: someone
+    elsewhere reads the turn live). A
     write the store refuses stops the writing (watchers elsewhere then see the turn as
     interrupted once its lease is gone)."""
 
@@ -114,6 +116,13 @@ class BatchWriter:
         if self._events.last > self.written:
             self._task = self._track(self._write())
 
+    def snapshot(self) -> None:
+        """Write the events so far now, eager or not (a reattach elsewhere is likely)."""
+        if self._failed or (self._task is not None and not self._task.done()):
+            return
+        if self._events.last > self.written:
+            self._task = self._track(self._write())
+
     async def flush(self) -> None:
         """Write what is left (the final batch) and wait for it."""
         self.poke()
@@ -122,7 +131,11 @@ class BatchWriter:
             self.poke()
 
     async def _write(self) -> None:
+        once = True  # a writer that is not eager goes on only with the final batch
         while not self._failed and self._events.last > self.written:
+            if not (once or self.eager or self._events.terminal):
+                return
+            once = False
             first, last = self.written + 1, self._events.last
             final = self._events.terminal
             body = self._codec.encode(first, self._events.between(self.written, last))

@@ -104,6 +104,10 @@ class TurnWatch:
         stored = False
         final_wait: float | None = None
         loop = asyncio.get_running_loop()
+        checked: float | None = None
+        """When the record was last read: wake-ups that bring nothing (another process's
+        write to anything wakes every waiter on SQLite) read it again at most every
+        WAIT_SECONDS."""
         while True:
             fresh = False
             if port is not None:
@@ -132,6 +136,11 @@ class TurnWatch:
                         return
             if fresh:
                 continue
+            since = None if checked is None else loop.time() - checked
+            if since is not None and since < WAIT_SECONDS:
+                await _wait(port, key, WAIT_SECONDS - since)
+                continue
+            checked = loop.time()
             # Nothing new: what does the record say of this run now?
             loaded = await self._records.load(session_id)
             now = _run_of(loaded.record, turn_id, now_ms())
@@ -189,8 +198,8 @@ async def _read(log: MemoryEventLog, after: int) -> AsyncGenerator[tuple[int, Tu
             yield item
 
 
-async def _wait(port: TurnEventStore | None, key: TurnKey) -> None:
+async def _wait(port: TurnEventStore | None, key: TurnKey, timeout: float = WAIT_SECONDS) -> None:
     if port is None:
-        await asyncio.sleep(WAIT_SECONDS)
+        await asyncio.sleep(timeout)
     else:
-        await port.wait((turn_topic(key),), WAIT_SECONDS)
+        await port.wait((turn_topic(key),), timeout)
