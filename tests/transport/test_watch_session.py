@@ -14,7 +14,16 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 from agentskit_chat.service._session_watch import WatchSettings
 from agentskit_chat.service._watchers import Watchers
-from agentskit_chat_client import ChatError, Dispatch, Message, Submit, TextDelta, TurnCompleted
+from agentskit_chat_client import (
+    ChatError,
+    Dispatch,
+    HistoryMode,
+    Message,
+    Submit,
+    TextDelta,
+    TurnCompleted,
+    TurnResult,
+)
 
 from .conftest import CANARY, live, run
 from .test_tenants import TOKEN_A, TOKEN_B, two_tenants
@@ -75,7 +84,7 @@ def test_turns_by_two_clients_both_arrive_in_the_order_they_ran(tmp_path: Path) 
                 first = await env.client.run_turn(sid, Submit("/start"), turn_id="one")
                 await watch.until(terminal_of("one"))
                 second = await other.run_turn(sid, Submit("/name Ada"), turn_id="two")
-                await watch.until(session_at(second.completed.cursor))
+                await watch.until(session_at(cursor_of(second)))
                 turns = [i.event.turn_id for i in watch.items if kind(i) == "event"]
                 assert list(dict.fromkeys(turns)) == ["one", "two"]
                 assert text(turn_events(watch.items, "one")) == first.text
@@ -86,7 +95,7 @@ def test_turns_by_two_clients_both_arrive_in_the_order_they_ran(tmp_path: Path) 
                     assert events[-1].WhichOneof("event") == "completed"
                 cursors = [i.session.cursor for i in watch.items if kind(i) == "session"]
                 assert cursors == sorted(set(cursors))  # each change once, in order
-                assert cursors[-1] == second.completed.cursor == 4
+                assert cursors[-1] == cursor_of(second) == 4
                 watch.cancel()
 
     run(scenario())
@@ -104,9 +113,9 @@ def test_a_watch_resumed_after_a_cursor_starts_with_the_session_now(tmp_path: Pa
                 again = Watch(channel, sid, after_cursor=seen)
                 now = await again.next()
                 assert kind(now) == "session"
-                assert now.session.cursor == missed.completed.cursor > seen  # reload history
+                assert now.session.cursor == cursor_of(missed) > seen  # reload history
                 later = await env.client.run_turn(sid, Submit("/name Ada"), turn_id="later")
-                await again.until(session_at(later.completed.cursor))
+                await again.until(session_at(cursor_of(later)))
                 assert text(turn_events(again.items, "later")) == later.text
                 assert {i.event.turn_id for i in again.items if kind(i) == "event"} == {"later"}
                 again.cancel()
@@ -245,13 +254,15 @@ def test_a_client_held_sessions_text_never_reaches_the_logs(
 
     async def scenario() -> None:
         async with live(tmp_path) as env:
-            sid = (await env.client.create_session("probe", history_mode="client")).session_id
+            sid = (
+                await env.client.create_session("probe", history_mode=HistoryMode.CLIENT)
+            ).session_id
             async with grpc.aio.insecure_channel(env.target) as channel:
                 watch = Watch(channel, sid)
                 await watch.next()
                 history = (Message("u1", "user", f"tell me {CANARY}"),)
                 done = await env.client.run_turn(sid, Dispatch(history), turn_id="held")
-                await watch.until(session_at(done.completed.cursor))
+                await watch.until(session_at(cursor_of(done)))
                 assert text(turn_events(watch.items, "held")) == done.text
                 watch.cancel()
                 await env.client.delete_session(sid)
@@ -285,6 +296,11 @@ async def admitted(channel: grpc.aio.Channel, session_id: str) -> Watch:
             assert set(codes) <= {grpc.StatusCode.RESOURCE_EXHAUSTED}
             return watch
     raise AssertionError("the ended watch never gave its slot back")
+
+
+def cursor_of(result: TurnResult) -> int:
+    assert result.completed is not None
+    return result.completed.cursor
 
 
 def bearer(token: str) -> tuple[str, str]:
