@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 
 from agentskit.chat.v1 import chat_pb2 as pb
@@ -28,6 +31,8 @@ from agentskit_chat_client import (
 from .conftest import CANARY, live, run
 from .test_tenants import TOKEN_A, TOKEN_B, two_tenants
 from .watching import Watch, event_kind, kind, session_at, terminal_of, text, turn_events
+from .web.conftest import web_live
+from .web.wire import END_STREAM, SERVICE, TRAILERS, envelope, reason, stream
 
 
 def test_a_second_client_sees_the_first_clients_turn_while_it_streams(tmp_path: Path) -> None:
@@ -305,3 +310,72 @@ def cursor_of(result: TurnResult) -> int:
 
 def bearer(token: str) -> tuple[str, str]:
     return ("authorization", f"Bearer {token}")
+
+
+HTTP_TYPES = {
+    "connect": {"content-type": "application/connect+proto"},
+    "grpc-web": {"content-type": "application/grpc-web+proto", "x-grpc-web": "1"},
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(HTTP_TYPES))
+def test_a_watch_over_the_http_listener_sees_a_grpc_clients_turn(
+    tmp_path: Path, protocol: str
+) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path, http2=protocol == "connect") as web:
+            env = web.env
+            env.service.watch_settings = WatchSettings(heartbeat=0.2)
+            sid = (await env.client.create_session("support")).session_id
+            request = pb.WatchSessionRequest(session_id=sid).SerializeToString()
+            async with web.http.stream(
+                "POST",
+                SERVICE + "WatchSession",
+                content=envelope(request),
+                headers=HTTP_TYPES[protocol],
+            ) as response:
+                assert response.status_code == 200
+                frames = http_items(response)
+                first = await anext(frames)
+                assert kind(first) == "session"
+                assert first.session.cursor == 0
+                done = await env.client.run_turn(sid, Submit("/start"), turn_id="web")
+                items = [first]
+                async for item in frames:
+                    items.append(item)
+                    if kind(item) == "session" and item.session.cursor == cursor_of(done):
+                        break
+                events = turn_events(items, "web")
+                assert [e.sequence for e in events] == [1, 2, 3, 4]
+                assert text(events) == done.text
+                assert kind(await anext(frames)) == "heartbeat"
+
+    run(scenario())
+
+
+def test_an_unknown_session_ends_a_connect_watch_with_not_found(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            result = await stream(web.http, "WatchSession", {"sessionId": "nobody"})
+            assert result.messages == []
+            assert result.error is not None
+            assert result.error["code"] == "not_found"
+            assert reason(result.error) == "ERROR_REASON_SESSION_NOT_FOUND"
+
+    run(scenario())
+
+
+async def http_items(response: httpx.Response) -> AsyncIterator[pb.WatchSessionResponse]:
+    """The messages of a binary Connect or gRPC-Web stream as they arrive; an end-of-stream
+    or trailers frame ends them."""
+    buffer = b""
+    async for chunk in response.aiter_bytes():
+        buffer += chunk
+        while len(buffer) >= 5:
+            flags, size = struct.unpack(">BI", buffer[:5])
+            if len(buffer) < 5 + size:
+                break
+            payload, buffer = buffer[5 : 5 + size], buffer[5 + size :]
+            if flags & (END_STREAM | TRAILERS):
+                raise AssertionError(f"the watch ended: {payload!r}")
+            yield pb.WatchSessionResponse.FromString(payload)
