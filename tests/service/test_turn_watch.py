@@ -195,7 +195,9 @@ def test_a_client_held_turns_text_is_stored_sealed() -> None:
         messages = (Message("u-1", Role.USER, "hello"),)
         request = TurnRequest(sid, "t-4", Dispatch(messages), on_disconnect=DisconnectMode.CONTINUE)
         pair.model.gate.set()
-        events = await take(pair.a.stream_turn(request))
+        await cut(pair.a, request, pair.model)  # the turn goes on: its events to the store
+        events = await take(pair.a.watch_turn(sid, "t-4", 0))
+        await pair.a.turns.wait_idle()
         assert CANARY in text(events)
         started = (await pair.a.get_turn(sid, "t-4")).started_at_ms
         stored = await pair.store.read_events(TurnKey("", sid, f"t-4@{started}"))
