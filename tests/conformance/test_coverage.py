@@ -52,7 +52,7 @@ SERVER_SIDE = {
     ),
     "ERROR_REASON_WATCH_BEHIND": (
         "needs a watcher slower than the server's bound",
-        "tests/service/test_watch_session.py",
+        "tests/service/test_session_watch.py",
     ),
     "ERROR_REASON_SHUTTING_DOWN": ("needs the server to be draining", "tests/cli/test_drain.py"),
     "ERROR_REASON_STORE_UNAVAILABLE": ("needs a failing store", "tests/cli/test_replicas.py"),
