@@ -155,6 +155,10 @@ def test_the_calls_that_outlive_a_stream_are_covered() -> None:
     checked somewhere: a cut stream (`cancel` of a continued turn) captured and reattached."""
     covers = {tag for scenario in SCENARIOS for tag in scenario.body["covers"]}
     assert covers >= {"watch_turn", "cancel_turn", "watch_session", "on_disconnect", "reattach"}
+    modes = {
+        step["stream_turn"].get("on_disconnect") for _, step in _steps() if "stream_turn" in step
+    }
+    assert modes >= {"continue", "cancel", None}
     expected = [step.get("expect", {}) for _, step in _steps()]
     for observed in ("sequences", "lastSequence", "gapless", "sessions", "turns"):
         assert any(observed in expect for expect in expected), observed
