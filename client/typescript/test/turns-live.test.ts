@@ -1,9 +1,9 @@
 // Turns that outlive their connection, against the live server: a continued turn whose
-// connection is cut (a TCP proxy in front of the server) reattaches by itself over gRPC
-// and Connect; watchTurn, cancelTurn and watchSession through the client.
+// connection is cut (a TCP proxy in front of the server) reattaches by itself over gRPC,
+// Connect and gRPC-Web; watchTurn, cancelTurn and watchSession through the client.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import {
   ChatClient,
   type ReattachAttempt,
@@ -18,6 +18,7 @@ import { CutProxy } from "./cut-proxy.js";
 const skip = SKIP_WITHOUT_SERVER;
 const HTTP_URL = process.env["AGENTSKIT_CHAT_CONFORMANCE_HTTP_URL"];
 const CONNECT_TOKEN = process.env["AGENTSKIT_CHAT_CONFORMANCE_CONNECT_TOKEN"];
+const GRPCWEB_TOKEN = process.env["AGENTSKIT_CHAT_CONFORMANCE_GRPCWEB_TOKEN"];
 // Model replies of the corpus: reattach-after-cut.yaml (4 chunks, 400 ms before each) and
 // cancel-turn.yaml (1.5 s before each chunk).
 const SLOW = "conformance: an answer that outlives its stream";
@@ -109,6 +110,17 @@ test("a continued turn whose Connect connection is cut reattaches and ends once"
     });
     const client = new ChatClient(transport, { token: CONNECT_TOKEN, timeoutMs: 20_000 });
     await cutTurn(client, proxy, "ts-cut-connect");
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("a continued turn whose gRPC-Web connection is cut reattaches and ends once", { skip }, async () => {
+  const proxy = await CutProxy.start(new URL(HTTP_URL ?? "http://127.0.0.1:1").host);
+  try {
+    const transport = createGrpcWebTransport({ baseUrl: proxy.url, httpVersion: "2" });
+    const client = new ChatClient(transport, { token: GRPCWEB_TOKEN, timeoutMs: 20_000 });
+    await cutTurn(client, proxy, "ts-cut-grpcweb");
   } finally {
     await proxy.close();
   }
