@@ -9,20 +9,41 @@ import {
 import {
   ChatService,
   type Definition,
+  DisconnectMode,
   type HistoryMode,
   type Message,
   type Session,
+  type StreamTurnResponse,
   type TurnRecord,
 } from "./gen/agentskit/chat/v1/chat_pb.js";
 import { ChatError } from "./chat-error.js";
-import { collectTurn, eventFromResponse, type TurnEvent, type TurnResult } from "./turn-event.js";
 import {
+  checkReattach,
+  isBroken,
+  pause,
+  type ReattachOptions,
+  type ReattachPolicy,
+  reattachPolicy,
+  backoffMs,
+} from "./reattach.js";
+import {
+  collectTurn,
+  eventFromResponse,
+  isTerminal,
+  itemFromResponse,
+  type TurnEvent,
+  type TurnResult,
+  type WatchSessionItem,
+} from "./turn-event.js";
+import {
+  type DisconnectModeName,
   type HistoryModeName,
   type Int64Input,
   type MessageInput,
   newTurnId,
   optionalInt64,
   toHistoryMode,
+  toInt64,
   toStreamTurnRequest,
   type TurnOperation,
   type TurnRequest,
@@ -39,6 +60,11 @@ export interface ChatClientOptions {
   readonly timeoutMs?: number | undefined;
   /** Headers sent with every call, before any per-call headers. */
   readonly headers?: HeadersInit | undefined;
+  /**
+   * How a continued turn's broken stream is followed again (see {@link ReattachOptions});
+   * the defaults when omitted, never when `false`. Each call may override it.
+   */
+  readonly reattach?: ReattachOptions | false | undefined;
 }
 
 /** Options every method takes as its last argument. */
@@ -69,10 +95,46 @@ export interface CursorOptions extends CallOptions {
   readonly expectedCursor?: Int64Input | undefined;
 }
 
+/** Options of calls that stream a turn's events and may reattach to it. */
+export interface StreamOptions extends CallOptions {
+  /**
+   * How this stream is followed again when it breaks (a turn started with
+   * `onDisconnect: "continue"`, or `watchTurn`); the client's when omitted, never when
+   * `false`. A turn that cancels on disconnect is never reattached.
+   */
+  readonly reattach?: ReattachOptions | false | undefined;
+}
+
 /** Options of the turn shortcuts (`submit`, `retry`, `edit`, `regenerate`, `dispatch`). */
-export interface TurnOptions extends CursorOptions {
+export interface TurnOptions extends CursorOptions, StreamOptions {
   /** The turn's idempotency key; a fresh one when omitted. */
   readonly turnId?: string | undefined;
+  /**
+   * `"continue"`: the turn runs to its end and commits even when its stream breaks, and
+   * the client reattaches to it by itself; `"cancel"`: a disconnect stops it. Not sent
+   * when omitted (the server then cancels).
+   */
+  readonly onDisconnect?: DisconnectMode | DisconnectModeName | undefined;
+}
+
+/** Options of `watchTurn`. */
+export interface WatchTurnOptions extends StreamOptions {
+  /** The sequence of the last event the caller has; 0 (every event) when omitted. */
+  readonly afterSequence?: Int64Input | undefined;
+}
+
+/** Options of `watchSession`. */
+export interface WatchSessionOptions extends CallOptions {
+  /** The cursor of the last session the caller has, to resume a watch. */
+  readonly afterCursor?: Int64Input | undefined;
+}
+
+/** What `cancelTurn` did. */
+export interface CancelTurnResult {
+  /** True when the turn was running and this call stopped it. */
+  readonly cancelled: boolean;
+  /** The retained turn, when the turn id finished before; undefined otherwise. */
+  readonly turn: TurnRecord | undefined;
 }
 
 /** Options of `submit`. */
@@ -129,6 +191,7 @@ export class ChatClient {
     if (options.token !== undefined && /\s/.test(options.token)) {
       throw new TypeError("token must be a string without whitespace");
     }
+    checkReattach(options.reattach);
     this.#rpc = createClient(ChatService, transport);
     this.#options = options;
     this.#authorization = options.token ? `Bearer ${options.token}` : undefined;
@@ -241,31 +304,173 @@ export class ChatClient {
    * not know is skipped. The iteration throws {@link ChatError} when the call fails, its
    * `turnId` being the turn's (generated when the request had none): pass it as `turnId`
    * to retry the same turn, which never runs twice.
+   *
+   * A turn started with `onDisconnect: "continue"` whose stream breaks (`UNAVAILABLE`, a
+   * reset, a network error) is followed again with `WatchTurn` from the last event
+   * received, as `options.reattach` says: the iteration goes on with the next event, each
+   * event once. Leaving the loop or aborting the signal still only closes the stream; use
+   * `cancelTurn` to stop such a turn.
    */
-  async *streamTurn(request: TurnRequest, options: CallOptions = {}): AsyncGenerator<TurnEvent> {
+  async *streamTurn(request: TurnRequest, options: StreamOptions = {}): AsyncGenerator<TurnEvent> {
     const turnId = request.turnId || newTurnId();
     const wire = toStreamTurnRequest(request, turnId);
+    const policy =
+      wire.onDisconnect === DisconnectMode.CONTINUE
+        ? reattachPolicy(options.reattach, this.#options.reattach)
+        : undefined;
+    yield* this.#follow(wire.sessionId, turnId, 0n, options, policy, (call) =>
+      this.#rpc.streamTurn(wire, call),
+    );
+  }
+
+  /**
+   * Follow a turn by id: the events after `options.afterSequence` (all when omitted),
+   * numbered as the turn numbered them, first those missed, then live ones, up to the
+   * terminal event. A finished turn whose events are no longer kept answers with its
+   * recorded outcome (`started.duplicate` set). Watching never starts, changes or extends
+   * the turn; leaving the loop only closes the stream. A broken stream is followed again
+   * as `options.reattach` says (`false`: never). An unknown turn throws `NOT_FOUND`
+   * (`ERROR_REASON_TURN_NOT_FOUND`).
+   */
+  async *watchTurn(
+    sessionId: string,
+    turnId: string,
+    options: WatchTurnOptions = {},
+  ): AsyncGenerator<TurnEvent> {
+    const after = toInt64(options.afterSequence ?? 0, "afterSequence");
+    if (after < 0n) {
+      throw new RangeError("afterSequence must not be negative");
+    }
+    const policy = reattachPolicy(options.reattach, this.#options.reattach);
+    yield* this.#follow(sessionId, turnId, after, options, policy, (call) =>
+      this.#rpc.watchTurn({ sessionId, turnId, afterSequence: after }, call),
+    );
+  }
+
+  /**
+   * Stop a running turn: nothing is committed and its streams (its starter's and every
+   * watcher's) end with a `failed` event of code `"cancelled"`; the turn id may run again.
+   * A turn that is not running is left as it is (`cancelled: false`).
+   */
+  async cancelTurn(
+    sessionId: string,
+    turnId: string,
+    options: CallOptions = {},
+  ): Promise<CancelTurnResult> {
+    const response = await this.#call(options, (call) =>
+      this.#rpc.cancelTurn({ sessionId, turnId }, call),
+    );
+    return { cancelled: response.cancelled, turn: response.turn };
+  }
+
+  /**
+   * Follow a session live: the session first, then every turn's events as they happen,
+   * whoever started them (each tagged with its `turnId`), the session again after every
+   * stored change, and a heartbeat after a silence. The stream stays open until the caller
+   * leaves the loop or aborts. A watcher that falls too far behind gets `ABORTED`
+   * (`ERROR_REASON_WATCH_BEHIND`, `metadata.cursor`): watch again with that `afterCursor`.
+   * A broken session watch is not resumed by itself.
+   */
+  async *watchSession(
+    sessionId: string,
+    options: WatchSessionOptions = {},
+  ): AsyncGenerator<WatchSessionItem> {
+    const afterCursor = optionalInt64(options.afterCursor, "afterCursor");
     const cancel = linkedAbort(options.signal);
     try {
-      const stream = this.#rpc.streamTurn(
-        wire,
+      const stream = this.#rpc.watchSession(
+        { sessionId, afterCursor },
         this.#callOptions({ ...options, signal: cancel.signal }),
       );
       for await (const response of stream) {
-        const event = eventFromResponse(response);
-        if (event !== undefined) {
-          yield event;
+        const item = itemFromResponse(response);
+        if (item !== undefined) {
+          yield item;
         }
       }
     } catch (error) {
-      throw ChatError.from(error, turnId);
+      throw ChatError.from(error);
     } finally {
-      cancel.abort(); // ends the call when the caller left the loop early
+      cancel.abort();
+    }
+  }
+
+  /**
+   * The events of `open`'s stream after `after`, then, while `policy` allows and the
+   * stream broke, those of `WatchTurn` from the last one received. The deadline covers
+   * every stream together.
+   */
+  async *#follow(
+    sessionId: string,
+    turnId: string,
+    after: bigint,
+    options: CallOptions,
+    policy: ReattachPolicy | undefined,
+    open: (call: ConnectCallOptions) => AsyncIterable<StreamTurnResponse>,
+  ): AsyncGenerator<TurnEvent> {
+    const timeoutMs = options.timeoutMs ?? this.#options.timeoutMs;
+    const deadline = timeoutMs !== undefined && timeoutMs > 0 ? Date.now() + timeoutMs : undefined;
+    let last = after;
+    let seen = false;
+    let ended = false;
+    let attempt = 0;
+    let broke: ChatError | undefined;
+    let stream = open;
+    for (;;) {
+      let failure: ChatError;
+      const cancel = linkedAbort(options.signal);
+      try {
+        const call = this.#callOptions({
+          ...options,
+          timeoutMs: remaining(deadline, turnId),
+          signal: cancel.signal,
+        });
+        for await (const response of stream(call)) {
+          if (response.sequence <= last && broke !== undefined) {
+            continue; // already yielded before the stream broke
+          }
+          last = response.sequence;
+          seen = true;
+          attempt = 0;
+          const event = eventFromResponse(response);
+          if (event !== undefined) {
+            ended ||= isTerminal(event);
+            yield event;
+          }
+        }
+        return; // the turn's terminal event, or a watch after it: the stream is complete
+      } catch (error) {
+        failure = ChatError.from(error, turnId);
+      } finally {
+        cancel.abort(); // ends the call when the caller left the loop early
+      }
+      if (ended && policy !== undefined) {
+        return; // the turn's last event arrived: what broke after it is of no matter
+      }
+      if (broke !== undefined && !seen && failure.reason === "ERROR_REASON_TURN_NOT_FOUND") {
+        throw broke; // the turn never started: the same turn id may be sent again
+      }
+      const aborted = options.signal?.aborted === true;
+      if (
+        policy === undefined ||
+        aborted ||
+        !isBroken(failure, aborted) ||
+        attempt >= policy.maxAttempts
+      ) {
+        throw failure;
+      }
+      broke ??= failure;
+      attempt += 1;
+      const delayMs = backoffMs(policy, attempt);
+      policy.onReattach?.({ turnId, attempt, delayMs, afterSequence: last, error: failure });
+      await pause(delayMs, options.signal, turnId);
+      const afterSequence = last;
+      stream = (call) => this.#rpc.watchTurn({ sessionId, turnId, afterSequence }, call);
     }
   }
 
   /** Run one turn to its end and collect its events; a `failed` event does not throw. */
-  runTurn(request: TurnRequest, options: CallOptions = {}): Promise<TurnResult> {
+  runTurn(request: TurnRequest, options: StreamOptions = {}): Promise<TurnResult> {
     const turnId = request.turnId || newTurnId();
     return collectTurn(turnId, this.streamTurn({ ...request, turnId }, options));
   }
@@ -328,8 +533,8 @@ export class ChatClient {
     operation: TurnOperation,
     options: TurnOptions,
   ): AsyncGenerator<TurnEvent> {
-    const { turnId, expectedCursor, ...call } = options;
-    return this.streamTurn({ sessionId, operation, turnId, expectedCursor }, call);
+    const { turnId, expectedCursor, onDisconnect, ...call } = options;
+    return this.streamTurn({ sessionId, operation, turnId, expectedCursor, onDisconnect }, call);
   }
 
   #callOptions(options: CallOptions): ConnectCallOptions {
@@ -339,7 +544,9 @@ export class ChatClient {
       headers.set("authorization", this.#authorization);
     }
     const timeoutMs = options.timeoutMs ?? this.#options.timeoutMs;
-    return { headers, timeoutMs, signal: options.signal };
+    // Connect ends a call at once on a timeout <= 0; here that means no deadline.
+    const deadline = timeoutMs !== undefined && timeoutMs > 0 ? timeoutMs : undefined;
+    return { headers, timeoutMs: deadline, signal: options.signal };
   }
 
   async #call<T>(
@@ -383,6 +590,25 @@ function linkedAbort(signal: AbortSignal | undefined): { signal: AbortSignal; ab
       controller.abort();
     },
   };
+}
+
+/**
+ * The time left before `deadline` for the next stream: 0 (none) without a deadline;
+ * `DEADLINE_EXCEEDED` when it passed while reattaching.
+ */
+function remaining(deadline: number | undefined, turnId: string): number {
+  if (deadline === undefined) {
+    return 0; // none
+  }
+  const left = deadline - Date.now();
+  if (left <= 0) {
+    throw new ChatError({
+      code: Code.DeadlineExceeded,
+      message: "the deadline passed before the turn ended",
+      turnId,
+    });
+  }
+  return left;
 }
 
 function required<T>(value: T | undefined, field: string): T {

@@ -6,23 +6,35 @@ export type { Transport } from "@connectrpc/connect";
 export { ChatClient, createChatClient } from "./chat-client.js";
 export type {
   CallOptions,
+  CancelTurnResult,
   ChatClientOptions,
   CreateSessionOptions,
   CursorOptions,
   ListTurnsOptions,
   SessionHistory,
+  StreamOptions,
   SubmitOptions,
   TruncateRequest,
   TurnOptions,
   TurnPage,
+  WatchSessionOptions,
+  WatchTurnOptions,
 } from "./chat-client.js";
+export type { ReattachAttempt, ReattachOptions } from "./reattach.js";
 export { ChatError, grpcCodeName } from "./chat-error.js";
 export type { ChatErrorInit } from "./chat-error.js";
 export { commandHints, eligibleRoutes } from "./hints.js";
 export type { EligibleRoute, OfferedRoute, SnapshotLike } from "./hints.js";
-export type { TurnEvent, TurnEventEnvelope, TurnEventKind, TurnResult } from "./turn-event.js";
+export type {
+  TurnEvent,
+  TurnEventEnvelope,
+  TurnEventKind,
+  TurnResult,
+  WatchSessionItem,
+} from "./turn-event.js";
 export { newTurnId } from "./turn-request.js";
 export type {
+  DisconnectModeName,
   HistoryModeName,
   Int64Input,
   MessageInput,
@@ -32,6 +44,7 @@ export type {
 } from "./turn-request.js";
 export {
   ChatService,
+  DisconnectMode,
   ErrorReason,
   HistoryMode,
   Operation,
@@ -55,4 +68,5 @@ export type {
   TurnRecord,
   TurnStarted,
   Usage,
+  WatchHeartbeat,
 } from "./gen/agentskit/chat/v1/chat_pb.js";

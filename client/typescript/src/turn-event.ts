@@ -1,12 +1,14 @@
 // The events of a turn stream, as a union narrowed by `kind`.
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type {
+  Session,
   StreamTurnResponse,
   TextDelta,
   TurnCompleted,
   TurnDecision,
   TurnFailed,
   TurnStarted,
+  WatchSessionResponse,
 } from "./gen/agentskit/chat/v1/chat_pb.js";
 
 /** What every event of a turn carries besides its kind and value. */
@@ -109,4 +111,36 @@ export async function collectTurn(
     }
   }
   return { turnId, started, decision, text: text.join(""), completed, failed, events: seen };
+}
+
+/** Whether an event ends its turn: `completed` or `failed`. */
+export function isTerminal(event: TurnEvent): boolean {
+  return event.kind === "completed" || event.kind === "failed";
+}
+
+/**
+ * One item of a session watch (`ChatClient.watchSession`), narrowed by `kind`: the session
+ * (first, then after every stored change), an event of one of its turns (each tagged with
+ * its `turnId`), or a heartbeat sent after a silence.
+ */
+export type WatchSessionItem =
+  | { readonly kind: "session"; readonly session: Session }
+  | { readonly kind: "event"; readonly event: TurnEvent }
+  | { readonly kind: "heartbeat"; readonly time: Timestamp | undefined };
+
+/** The item of a watch response, or undefined for an item or event this client does not know. */
+export function itemFromResponse(response: WatchSessionResponse): WatchSessionItem | undefined {
+  const item = response.item;
+  switch (item.case) {
+    case "session":
+      return { kind: "session", session: item.value };
+    case "event": {
+      const event = eventFromResponse(item.value);
+      return event === undefined ? undefined : { kind: "event", event };
+    }
+    case "heartbeat":
+      return { kind: "heartbeat", time: item.value.time };
+    default:
+      return undefined;
+  }
 }

@@ -1,6 +1,7 @@
 // Building a StreamTurnRequest: operations, turn ids, cursors and messages.
 import { create } from "@bufbuild/protobuf";
 import {
+  DisconnectMode,
   HistoryMode,
   type Message,
   MessageSchema,
@@ -17,6 +18,13 @@ export type RoleName = "user" | "assistant" | "system" | "tool";
 
 /** History modes by name: `"server"` keeps the messages, `"client"` sends them each turn. */
 export type HistoryModeName = "server" | "client";
+
+/**
+ * What a disconnect of the turn's stream does to the turn: `"cancel"` (the default) stops
+ * it and commits nothing; `"continue"` lets it run to its end and commit, and the client
+ * reattaches by itself when the stream breaks (see `ReattachOptions`).
+ */
+export type DisconnectModeName = "cancel" | "continue";
 
 /** A message of a client-held history, sent by `dispatch`. */
 export interface MessageInput {
@@ -53,6 +61,11 @@ export interface TurnRequest {
    * `metadata.cursor`.
    */
   readonly expectedCursor?: Int64Input | undefined;
+  /**
+   * What a disconnect of the stream does to the turn: a `DisconnectMode` value or its
+   * name; not sent when omitted (the server then cancels the turn).
+   */
+  readonly onDisconnect?: DisconnectMode | DisconnectModeName | undefined;
 }
 
 const ROLES: Readonly<Record<RoleName, Role>> = {
@@ -126,11 +139,31 @@ export function toHistoryMode(mode: HistoryMode | HistoryModeName | undefined): 
   }
 }
 
+/** A disconnect mode given by name or value as the contract's `DisconnectMode`. */
+export function toDisconnectMode(
+  mode: DisconnectMode | DisconnectModeName | undefined,
+): DisconnectMode {
+  switch (mode) {
+    case undefined:
+      return DisconnectMode.UNSPECIFIED;
+    case "cancel":
+      return DisconnectMode.CANCEL;
+    case "continue":
+      return DisconnectMode.CONTINUE;
+    default:
+      if (typeof mode !== "number" || DisconnectMode[mode] === undefined) {
+        throw new RangeError(`unknown disconnect mode: ${String(mode)}`);
+      }
+      return mode;
+  }
+}
+
 /** The wire request of a turn; `turnId` must already be chosen. */
 export function toStreamTurnRequest(request: TurnRequest, turnId: string): StreamTurnRequest {
   const operation = request.operation;
   const expectedCursor = optionalInt64(request.expectedCursor, "expectedCursor");
-  const base = { sessionId: request.sessionId, turnId, expectedCursor };
+  const onDisconnect = toDisconnectMode(request.onDisconnect);
+  const base = { sessionId: request.sessionId, turnId, expectedCursor, onDisconnect };
   switch (operation.case) {
     case "dispatch":
       return create(StreamTurnRequestSchema, {

@@ -9,6 +9,7 @@ test("the package exports exactly its public API", async () => {
     "ChatError",
     "ChatService",
     "Code",
+    "DisconnectMode",
     "ErrorReason",
     "HistoryMode",
     "Operation",
