@@ -11,9 +11,11 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.conversation import ChatDefinition, ConversationSnapshot, Message, Role
 from agentskit_chat.service import (
     AnswerOrigin,
+    CancelOutcome,
     Completed,
     Decided,
     Delta,
+    DisconnectMode,
     Dispatch,
     Edit,
     Failed,
@@ -29,6 +31,7 @@ from agentskit_chat.service import (
     Usage,
     invalid,
 )
+from agentskit_chat.service._session_watch import Heartbeat, WatchedEvent, WatchItem
 from agentskit_chat.storage import HistoryMode
 
 KINDS: Final = {
@@ -69,6 +72,23 @@ def history_mode(value: pb.HistoryMode.ValueType) -> HistoryMode:
     if value in (pb.HISTORY_MODE_SERVER, pb.HISTORY_MODE_UNSPECIFIED):
         return HistoryMode.SERVER
     raise invalid("history_mode", "history_mode has an unknown value")
+
+
+def disconnect_mode(value: pb.DisconnectMode.ValueType) -> DisconnectMode:
+    """What the end of a turn's stream does to it; cancel when unspecified."""
+    if value == pb.DISCONNECT_MODE_CONTINUE:
+        return DisconnectMode.CONTINUE
+    if value in (pb.DISCONNECT_MODE_CANCEL, pb.DISCONNECT_MODE_UNSPECIFIED):
+        return DisconnectMode.CANCEL
+    raise invalid("on_disconnect", "on_disconnect has an unknown value")
+
+
+def cancel_outcome(outcome: CancelOutcome) -> pb.CancelTurnResponse:
+    """What a cancel did, as the contract sends it."""
+    response = pb.CancelTurnResponse(cancelled=outcome.cancelled)
+    if outcome.turn is not None:
+        response.turn.CopyFrom(turn(outcome.turn))
+    return response
 
 
 def operation(request: pb.StreamTurnRequest) -> Operation:
@@ -253,3 +273,22 @@ def _failed(into: pb.TurnFailed, event: Failed) -> None:
 def _usage(into: pb.Usage, usage: Usage) -> None:
     into.input_tokens = usage.input_tokens
     into.output_tokens = usage.output_tokens
+
+
+def watch_item(session_id: str, item: WatchItem) -> pb.WatchSessionResponse:
+    """One item of a session watch as the contract sends it: the session, an event of one
+    of its turns (tagged with the turn id and the turn's own sequence), or a heartbeat."""
+    response = pb.WatchSessionResponse()
+    if isinstance(item, WatchedEvent):  # filled in place: no copy of the event
+        event = response.event
+        event.session_id = session_id
+        event.turn_id = item.turn_id
+        event.sequence = item.sequence
+        event.time.FromNanoseconds(time.time_ns())
+        _fill(event, item.event)
+        return response
+    if isinstance(item, Heartbeat):
+        response.heartbeat.time.FromMilliseconds(item.time_ms)
+        return response
+    response.session.CopyFrom(session(item))
+    return response
