@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -516,5 +517,80 @@ func TestWatchTurnWithoutReattachFailsAtACut(t *testing.T) {
 	}
 	if len(sequences) >= len(s.script) || len(s.watch) != 1 {
 		t.Errorf("sequences %v, %d WatchTurn calls", sequences, len(s.watch))
+	}
+}
+
+// The live server of the corpus through the cutting proxy: a continued turn whose
+// connection is cut twice still gives every event once and commits once. The model reply
+// is the one the corpus's reattach-after-cut scenario has the harness serve (four chunks,
+// 400 ms apart).
+func TestContinuedTurnOfTheLiveServerSurvivesCuts(t *testing.T) {
+	target := os.Getenv("AGENTSKIT_CHAT_CONFORMANCE_TARGET")
+	if target == "" {
+		t.Skip("AGENTSKIT_CHAT_CONFORMANCE_TARGET is not set (see TestConformance)")
+	}
+	const content = "conformance: an answer that outlives its stream"
+	front, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &cutter{listener: front, backend: target}
+	go proxy.serve()
+	t.Cleanup(func() { _ = front.Close(); proxy.cut() })
+	client := dial(t, front.Addr().String(), os.Getenv("AGENTSKIT_CHAT_CONFORMANCE_TOKEN"))
+	ctx := bounded(t)
+
+	session, err := client.CreateSession(ctx, "conformance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts []chatclient.ReattachAttempt
+	stream, err := client.Submit(ctx, session.GetSessionId(), content, chatclient.WithContinueOnDisconnect(),
+		chatclient.WithReattach(chatclient.ReattachPolicy{OnReattach: func(a chatclient.ReattachAttempt) {
+			attempts = append(attempts, a)
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	cuts := 0
+	var kinds []string
+	var sequences []uint64
+	var text strings.Builder
+	for stream.Receive() {
+		sequences = append(sequences, stream.Response().GetSequence())
+		switch event := stream.Msg().(type) {
+		case *chatv1.TurnStarted:
+			kinds = append(kinds, "started")
+		case *chatv1.TurnDecision:
+			kinds = append(kinds, "decision")
+		case *chatv1.TextDelta:
+			kinds = append(kinds, "delta")
+			text.WriteString(event.GetText())
+		case *chatv1.TurnCompleted:
+			kinds = append(kinds, "completed")
+		case *chatv1.TurnFailed:
+			kinds = append(kinds, "failed")
+		}
+		if kinds[len(kinds)-1] != "completed" && cuts < 2 && (cuts == 0 || kinds[len(kinds)-1] == "delta") {
+			proxy.cut() // after the first event, then after the first delta that follows
+			cuts++
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("the stream failed after %v: %v", kinds, err)
+	}
+	if text.String() != "Still here after the cut." || kinds[len(kinds)-1] != "completed" || !slices.Equal(sequences, upTo(len(sequences))) {
+		t.Errorf("events %v, sequences %v, text %q", kinds, sequences, text.String())
+	}
+	if len(attempts) < 2 {
+		t.Errorf("%d cuts, reattached %d times", cuts, len(attempts))
+	}
+	history, err := client.GetSession(ctx, session.GetSessionId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if messages := history.GetMessages(); history.GetSession().GetCursor() != 2 || len(messages) != 2 || messages[1].GetContent() != text.String() {
+		t.Errorf("history %v", history)
 	}
 }
