@@ -8,9 +8,10 @@ import (
 
 // ReattachPolicy says how a TurnStream follows its turn again with WatchTurn when the
 // stream breaks: a turn started with WithContinueOnDisconnect, or any WatchTurn stream,
-// that ends with UNAVAILABLE, INTERNAL without an ErrorInfo reason (a reset stream), or
-// CANCELLED while the caller's context is still live (a stream reset by a proxy) is
-// watched again from the last sequence received, after a wait that starts at
+// that ends with UNAVAILABLE, INTERNAL or UNKNOWN without an ErrorInfo reason (a reset
+// stream), CANCELLED while the caller's context is still live (a stream reset by a
+// proxy), or ABORTED with ERROR_REASON_WATCH_BEHIND (the server ended a watcher that fell
+// behind) is watched again from the last sequence received, after a wait that starts at
 // InitialBackoff and doubles up to MaxBackoff, at most MaxAttempts times in a row without
 // a new event. The caller reads one stream and sees each event once.
 //
@@ -101,16 +102,17 @@ func (p *ReattachPolicy) backoff(attempt int) time.Duration {
 
 // broken reports whether an error says the stream broke rather than that the call
 // failed: UNAVAILABLE (the server is unreachable or draining, the connection dropped),
-// INTERNAL without an ErrorInfo reason (a reset stream, a connection cut mid-message), or
-// CANCELLED not caused by the caller (contextLive: a stream reset by a proxy).
+// INTERNAL or UNKNOWN without an ErrorInfo reason (a reset stream, a connection cut
+// mid-message), CANCELLED not caused by the caller (contextLive: a stream reset by a
+// proxy), or a watch the server ended because it fell behind (ERROR_REASON_WATCH_BEHIND).
 func broken(err *Error, contextLive bool) bool {
 	switch err.Code() {
 	case codes.Unavailable:
 		return true
-	case codes.Internal:
+	case codes.Internal, codes.Unknown:
 		return err.Reason() == ""
 	case codes.Canceled:
 		return contextLive
 	}
-	return false
+	return err.Reason() == "ERROR_REASON_WATCH_BEHIND"
 }

@@ -594,3 +594,45 @@ func TestContinuedTurnOfTheLiveServerSurvivesCuts(t *testing.T) {
 		t.Errorf("history %v", history)
 	}
 }
+
+func TestAWatchEndedForFallingBehindIsFollowedAgain(t *testing.T) {
+	s := newScripted(4, 10*time.Millisecond)
+	s.watchFails = func(n int) error {
+		if n == 1 {
+			return errorWithReason(codes.Aborted, "ERROR_REASON_WATCH_BEHIND")
+		}
+		return nil
+	}
+	client, _ := serveScripted(t, s)
+	starter, err := client.Submit(bounded(t), "s-1", "hi", chatclient.WithTurnID("t-1"), chatclient.WithContinueOnDisconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer starter.Close()
+	watch, err := client.WatchTurn(bounded(t), "s-1", "t-1", 0, fastReattach())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sequences, _ := read(watch, nil)
+	if watch.Err() != nil || !slices.Equal(sequences, upTo(len(s.script))) || len(s.watch) != 2 {
+		t.Errorf("sequences %v, err %v, %d WatchTurn calls", sequences, watch.Err(), len(s.watch))
+	}
+}
+
+func TestAnAnswerToAReattachEndsTheStream(t *testing.T) {
+	s := newScripted(6, 20*time.Millisecond)
+	s.watchFails = func(int) error { return errorWithReason(codes.NotFound, "ERROR_REASON_SESSION_NOT_FOUND") }
+	client, proxy := serveScripted(t, s)
+	stream, err := client.Submit(bounded(t), "s-1", "hi", chatclient.WithContinueOnDisconnect(), fastReattach())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read(stream, func(sequence uint64) {
+		if sequence == 2 {
+			proxy.cut()
+		}
+	})
+	if reason := chatclient.ErrorOf(stream.Err()).Reason(); reason != "ERROR_REASON_SESSION_NOT_FOUND" || len(s.watch) != 1 {
+		t.Errorf("err %v after %d WatchTurn calls", stream.Err(), len(s.watch))
+	}
+}
