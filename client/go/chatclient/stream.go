@@ -96,10 +96,11 @@ func (s *TurnStream) Receive() bool {
 			}
 			continue
 		}
-		if s.broke != nil && response.GetSequence() <= s.last {
+		sequence := response.GetSequence()
+		if s.broke != nil && sequence != 0 && sequence <= s.last {
 			continue // returned before the stream broke
 		}
-		s.last, s.seen, s.attempt = response.GetSequence(), true, 0
+		s.last, s.seen, s.attempt = max(s.last, sequence), true, 0
 		if event := EventOf(response); event != nil {
 			s.response, s.event = response, event
 			return true
