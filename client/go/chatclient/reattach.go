@@ -103,16 +103,17 @@ func (p *ReattachPolicy) backoff(attempt int) time.Duration {
 // broken reports whether an error says the stream broke rather than that the call
 // failed: UNAVAILABLE (the server is unreachable or draining, the connection dropped),
 // INTERNAL or UNKNOWN without an ErrorInfo reason (a reset stream, a connection cut
-// mid-message), CANCELLED not caused by the caller (contextLive: a stream reset by a
-// proxy), or a watch the server ended because it fell behind (ERROR_REASON_WATCH_BEHIND).
-func broken(err *Error, contextLive bool) bool {
+// mid-message), CANCELLED (the caller checks first that its own context is live: a
+// stream reset by a proxy), or a watch the server ended because it fell behind
+// (ERROR_REASON_WATCH_BEHIND).
+func broken(err *Error) bool {
 	switch err.Code() {
 	case codes.Unavailable:
 		return true
 	case codes.Internal, codes.Unknown:
 		return err.Reason() == ""
 	case codes.Canceled:
-		return contextLive
+		return true
 	}
 	return err.Reason() == "ERROR_REASON_WATCH_BEHIND"
 }

@@ -49,9 +49,8 @@ func EventOf(response *chatv1.StreamTurnResponse) Event {
 // exactly one of completed or failed. A stream of a turn started with
 // WithContinueOnDisconnect, and a WatchTurn stream, reattach by themselves when the
 // stream breaks (see ReattachPolicy): the caller reads one stream, each event once.
-// Close cancels the call if it has not ended. A
-// TurnStream is not safe for concurrent use: to stop it from another goroutine, cancel the
-// context it was started with.
+// Close cancels the call if it has not ended. A TurnStream is not safe for concurrent
+// use: to stop it from another goroutine, cancel the context it was started with.
 type TurnStream struct {
 	turnID    string
 	sessionID string
@@ -65,6 +64,7 @@ type TurnStream struct {
 	ended     bool
 
 	reattach *ReattachPolicy // nil: a broken stream fails at once
+	started  bool            // the first stream was StreamTurn's (not WatchTurn's)
 	last     uint64          // the sequence of the last event received
 	seen     bool            // some stream gave an event
 	attempt  int             // reattach attempts since the last event
@@ -114,12 +114,12 @@ func (s *TurnStream) Receive() bool {
 func (s *TurnStream) follow(failure error) bool {
 	for {
 		chatErr := ErrorOf(failure)
-		if s.broke != nil && !s.seen && chatErr.Reason() == "ERROR_REASON_TURN_NOT_FOUND" {
+		if s.started && s.broke != nil && !s.seen && chatErr.Reason() == "ERROR_REASON_TURN_NOT_FOUND" {
 			s.err = s.broke // the turn never started: the same turn id may be sent again
 			return false
 		}
 		policy := s.reattach
-		if policy == nil || s.ctx.Err() != nil || !broken(chatErr, true) || s.attempt >= policy.MaxAttempts {
+		if policy == nil || s.ctx.Err() != nil || !broken(chatErr) || s.attempt >= policy.MaxAttempts {
 			s.err = failure
 			return false
 		}

@@ -167,10 +167,14 @@ func (c *Client) StreamTurn(ctx context.Context, sessionID string, operation Ope
 			reattach = defaultReattach()
 		}
 	}
-	return c.openTurnStream(ctx, sessionID, s.turnID, 0, reattach,
+	stream, err := c.openTurnStream(ctx, sessionID, s.turnID, 0, reattach,
 		func(ctx context.Context) (grpc.ServerStreamingClient[chatv1.StreamTurnResponse], error) {
 			return c.rpc.StreamTurn(ctx, request)
 		})
+	if stream != nil {
+		stream.started = true
+	}
+	return stream, err
 }
 
 // openTurnStream makes the TurnStream of a call: open starts its first stream, in the
