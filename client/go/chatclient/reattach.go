@@ -49,15 +49,17 @@ const (
 	defaultMaxBackoff       = 2 * time.Second
 )
 
-// ReattachOption is the option of WithReattach and WithoutReattach; it applies to turns
-// (StreamTurn and its shortcuts) and to WatchTurn.
+// ReattachOption is the option of WithReattach and WithoutReattach. It applies to turns
+// (StreamTurn and its shortcuts) and to WatchTurn, and, given to Dial or New, sets the
+// client's default for both.
 type ReattachOption struct {
 	policy *ReattachPolicy // nil: never reattach
 }
 
-// WithReattach sets how a broken stream is followed again (see ReattachPolicy). Turns
-// reattach only when started with WithContinueOnDisconnect; WatchTurn streams always do,
-// with the default policy unless this option or WithoutReattach says otherwise.
+// WithReattach sets how a broken stream is followed again (see ReattachPolicy), for one
+// call or, given to Dial or New, for every call of the client. Turns reattach only when
+// started with WithContinueOnDisconnect; WatchTurn streams always do, with the default
+// policy unless this option or WithoutReattach says otherwise.
 func WithReattach(policy ReattachPolicy) ReattachOption {
 	if policy.MaxAttempts <= 0 {
 		policy.MaxAttempts = defaultReattachAttempts
@@ -72,8 +74,15 @@ func WithReattach(policy ReattachPolicy) ReattachOption {
 }
 
 // WithoutReattach makes a broken stream fail at once with its error, as a stream of a
-// turn that cancels on disconnect always does.
+// turn that cancels on disconnect always does; given to Dial or New, for every call of
+// the client that does not say otherwise.
 func WithoutReattach() ReattachOption { return ReattachOption{} }
+
+func (o ReattachOption) applyClient(s *clientSettings) {
+	s.reattach, s.reattachSet = o.policy, true
+}
+
+func (o ReattachOption) applyDial(s *dialSettings) { o.applyClient(&s.client) }
 
 func (o ReattachOption) applyTurn(s *turnSettings) {
 	s.reattach, s.reattachSet = o.policy, true
@@ -86,6 +95,18 @@ func (o ReattachOption) applyWatchTurn(s *watchTurnSettings) {
 // defaultReattach is the policy of a stream given no ReattachOption.
 func defaultReattach() *ReattachPolicy {
 	return WithReattach(ReattachPolicy{}).policy
+}
+
+// reattachPolicy is the policy of a call: its own option's when given, else the client's,
+// else the default.
+func (c *Client) reattachPolicy(policy *ReattachPolicy, set bool) *ReattachPolicy {
+	switch {
+	case set:
+		return policy
+	case c.settings.reattachSet:
+		return c.settings.reattach
+	}
+	return defaultReattach()
 }
 
 // backoff is the wait before attempt (1, 2...): doubling from the first, capped.

@@ -175,7 +175,7 @@ func (p *cutter) cut() {
 
 // serveScripted starts the scripted server and a proxy in front of it, and returns a
 // client dialed through the proxy.
-func serveScripted(t *testing.T, s *scripted) (*chatclient.Client, *cutter) {
+func serveScripted(t *testing.T, s *scripted, opts ...chatclient.DialOption) (*chatclient.Client, *cutter) {
 	t.Helper()
 	backend, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -193,7 +193,7 @@ func serveScripted(t *testing.T, s *scripted) (*chatclient.Client, *cutter) {
 	proxy := &cutter{listener: front, backend: backend.Addr().String()}
 	go proxy.serve()
 	t.Cleanup(func() { _ = front.Close(); proxy.cut() })
-	return dialed(t, front.Addr().String()), proxy
+	return dialed(t, front.Addr().String(), opts...), proxy
 }
 
 // read reads a stream to its end, calling at(sequence) after each event, and returns the
@@ -634,5 +634,30 @@ func TestAnAnswerToAReattachEndsTheStream(t *testing.T) {
 	})
 	if reason := chatclient.ErrorOf(stream.Err()).Reason(); reason != "ERROR_REASON_SESSION_NOT_FOUND" || len(s.watch) != 1 {
 		t.Errorf("err %v after %d WatchTurn calls", stream.Err(), len(s.watch))
+	}
+}
+
+func TestAClientsReattachPolicyIsTheDefaultOfItsCalls(t *testing.T) {
+	for name, opts := range map[string][]chatclient.TurnOption{
+		"the client's":   nil,
+		"the call's own": {fastReattach()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newScripted(6, 20*time.Millisecond)
+			client, proxy := serveScripted(t, s, chatclient.WithoutReattach())
+			stream, err := client.Submit(bounded(t), "s-1", "hi", append(opts, chatclient.WithContinueOnDisconnect())...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sequences, _ := read(stream, func(sequence uint64) {
+				if sequence == 2 {
+					proxy.cut()
+				}
+			})
+			reattached := len(s.watch) > 0
+			if reattached != (opts != nil) || (stream.Err() == nil) != reattached {
+				t.Errorf("sequences %v, err %v, %d WatchTurn calls", sequences, stream.Err(), len(s.watch))
+			}
+		})
 	}
 }

@@ -162,10 +162,7 @@ func (c *Client) StreamTurn(ctx context.Context, sessionID string, operation Ope
 	operation.setOn(request)
 	var reattach *ReattachPolicy
 	if s.onDisconnect == chatv1.DisconnectMode_DISCONNECT_MODE_CONTINUE {
-		reattach = s.reattach
-		if !s.reattachSet {
-			reattach = defaultReattach()
-		}
+		reattach = c.reattachPolicy(s.reattach, s.reattachSet)
 	}
 	stream, err := c.openTurnStream(ctx, sessionID, s.turnID, 0, reattach,
 		func(ctx context.Context) (grpc.ServerStreamingClient[chatv1.StreamTurnResponse], error) {
@@ -223,10 +220,7 @@ func (c *Client) WatchTurn(ctx context.Context, sessionID, turnID string, afterS
 	for _, opt := range opts {
 		opt.applyWatchTurn(&s)
 	}
-	reattach := s.reattach
-	if !s.reattachSet {
-		reattach = defaultReattach()
-	}
+	reattach := c.reattachPolicy(s.reattach, s.reattachSet)
 	request := &chatv1.WatchTurnRequest{SessionId: sessionID, TurnId: turnID, AfterSequence: afterSequence}
 	return c.openTurnStream(ctx, sessionID, turnID, afterSequence, reattach,
 		func(ctx context.Context) (grpc.ServerStreamingClient[chatv1.StreamTurnResponse], error) {
