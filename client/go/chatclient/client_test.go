@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	chatv1 "agentskit.dev/chat/client/go/agentskit/chat/v1"
 	"agentskit.dev/chat/client/go/chatclient"
@@ -59,6 +60,8 @@ func (r *recorder) StreamTurn(req *chatv1.StreamTurnRequest, stream grpc.ServerS
 		if err == nil {
 			select {
 			case <-stream.Context().Done():
+				err = stream.Context().Err() // sends nothing more, as a real server
+				continue
 			case <-time.After(r.pause):
 			}
 			err = send(&chatv1.StreamTurnResponse{Event: &chatv1.StreamTurnResponse_Delta{Delta: &chatv1.TextDelta{Text: piece}}})
@@ -68,6 +71,12 @@ func (r *recorder) StreamTurn(req *chatv1.StreamTurnRequest, stream grpc.ServerS
 		err = send(&chatv1.StreamTurnResponse{Event: &chatv1.StreamTurnResponse_Completed{Completed: &chatv1.TurnCompleted{Content: "one two three", Cursor: 2}}})
 	}
 	r.ended <- stream.Context().Err()
+	if err := stream.Context().Err(); err != nil {
+		// As a real server does: a call whose deadline passed (or that was cancelled)
+		// never ends with OK, even when the handler's status reaches the client before
+		// the client's own deadline does.
+		return status.FromContextError(err).Err()
+	}
 	return nil
 }
 

@@ -31,6 +31,9 @@ const (
 	invalidToken      = "conformance-invalid-token"
 	eventuallyTimeout = 5 * time.Second
 	eventuallyPause   = 100 * time.Millisecond
+	// watchTimeout is the deadline of a watch step without deadline_ms, so a turn that
+	// never ends fails its scenario instead of hanging the run.
+	watchTimeout = 60 * time.Second
 )
 
 var stepOptions = []string{"expect", "capture", "token", "deadline_ms", "eventually"}
@@ -284,6 +287,8 @@ func (r *runner) observe(operation string, args any, step map[string]any) (obser
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if limited {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+	} else if operation == "watch_turn" || operation == "watch_session" {
+		ctx, cancel = context.WithTimeout(ctx, watchTimeout)
 	}
 	switch operation {
 	case "sleep_ms":
@@ -303,6 +308,10 @@ func (r *runner) observe(operation string, args any, step map[string]any) (obser
 		return r.finish(name, operation == "cancel")
 	case "stream_turn":
 		return r.turn(ctx, cancel, client, mapping(args), step)
+	case "watch_turn":
+		return r.watchTurn(ctx, cancel, client, mapping(args), step)
+	case "watch_session":
+		return r.watchSession(ctx, cancel, client, mapping(args), step)
 	}
 	defer cancel()
 	response, err := r.unary(ctx, client, operation, mapping(args))
@@ -355,6 +364,8 @@ func (r *runner) unary(ctx context.Context, client *chatclient.Client, operation
 			return nil, scenarioError{fmt.Errorf("page_size %d is not an int32", size)}
 		}
 		return client.ListTurns(ctx, session, int32(size), text(args["page_token"]))
+	case "cancel_turn":
+		return client.CancelTurn(ctx, session, text(args["turn_id"]))
 	}
 	return nil, scenarioError{fmt.Errorf("unknown operation %q", operation)}
 }
@@ -374,6 +385,15 @@ func (r *runner) startTurn(ctx context.Context, client *chatclient.Client, args 
 	}
 	if cursor, given := integer(args["expected_cursor"]); given {
 		opts = append(opts, chatclient.WithExpectedCursor(cursor))
+	}
+	switch mode, given := args["on_disconnect"]; {
+	case !given:
+	case mode == "continue":
+		opts = append(opts, chatclient.WithContinueOnDisconnect())
+	case mode == "cancel":
+		opts = append(opts, chatclient.WithOnDisconnect(chatv1.DisconnectMode_DISCONNECT_MODE_CANCEL))
+	default:
+		return nil, scenarioError{fmt.Errorf("on_disconnect is continue or cancel, got %s", show(mode))}
 	}
 	if submit, ok := args["submit"]; ok {
 		op := mapping(submit)
@@ -416,7 +436,63 @@ func (r *runner) turn(ctx context.Context, cancel context.CancelFunc, client *ch
 	ctx, stop := context.WithCancel(ctx)
 	release := func() { stop(); cancel() }
 	stream, err := r.startTurn(ctx, client, args)
-	observed := observation{"events": []any{}, "text": ""}
+	return r.follow(stop, release, args, step, turnObservation(), err,
+		func(observed observation, first chan<- struct{}) { drain(stream, observed, first) })
+}
+
+// watchTurn runs a watch_turn step, through the client's WatchTurn without its automatic
+// reattach, as turn runs a stream_turn step; its observation also says whether it is
+// gapless.
+func (r *runner) watchTurn(ctx context.Context, cancel context.CancelFunc, client *chatclient.Client, args map[string]any, step map[string]any) (observation, error) {
+	ctx, stop := context.WithCancel(ctx)
+	release := func() { stop(); cancel() }
+	after, _ := integer(args["after_sequence"])
+	if after < 0 {
+		release()
+		return nil, fmt.Errorf("after_sequence %d is negative", after)
+	}
+	stream, err := client.WatchTurn(ctx, text(args["session"]), text(args["turn_id"]), uint64(after), chatclient.WithoutReattach())
+	observed := turnObservation()
+	observed["gapless"] = false
+	return r.follow(stop, release, args, step, observed, err,
+		func(observed observation, first chan<- struct{}) {
+			drain(stream, observed, first)
+			observed["gapless"] = gapless(observed, after)
+		})
+}
+
+// watchSession runs a watch_session step: it reads the watch until the terminal event of
+// turn until_turn, then closes it; with `background`, it moves on after the first session.
+func (r *runner) watchSession(ctx context.Context, cancel context.CancelFunc, client *chatclient.Client, args map[string]any, step map[string]any) (observation, error) {
+	until := text(args["until_turn"])
+	if until == "" {
+		cancel()
+		return nil, errors.New("watch_session needs until_turn, a turn id")
+	}
+	ctx, stop := context.WithCancel(ctx)
+	release := func() { stop(); cancel() }
+	var opts []chatclient.WatchSessionOption
+	if cursor, given := integer(args["after_cursor"]); given {
+		opts = append(opts, chatclient.WithAfterCursor(cursor))
+	}
+	watch, err := client.WatchSession(ctx, text(args["session"]), opts...)
+	observed := turnObservation()
+	observed["sessions"], observed["turns"] = []any{}, []any{}
+	return r.follow(stop, release, args, step, observed, err,
+		func(observed observation, first chan<- struct{}) { drainSession(watch, until, observed, first) })
+}
+
+func turnObservation() observation {
+	return observation{"events": []any{}, "sequences": []any{}, "text": ""}
+}
+
+// follow reads a stream that opened with err into observed: to its end, or, with
+// `background`, until read signals its first item, leaving the rest to a goroutine that
+// a later await or cancel step waits for. stop cancels the stream, release also frees the
+// step's deadline.
+func (r *runner) follow(stop, release context.CancelFunc, args, step map[string]any, observed observation, err error,
+	read func(observation, chan<- struct{}),
+) (observation, error) {
 	if err != nil {
 		release()
 		var scenario scenarioError
@@ -429,7 +505,7 @@ func (r *runner) turn(ctx context.Context, cancel context.CancelFunc, client *ch
 	name, background := args["background"]
 	if !background {
 		defer release()
-		drain(stream, observed, nil)
+		read(observed, nil)
 		return observed, nil
 	}
 	turn := &backgroundTurn{cancel: stop, done: make(chan struct{}), expect: step["expect"], result: observed}
@@ -437,7 +513,7 @@ func (r *runner) turn(ctx context.Context, cancel context.CancelFunc, client *ch
 	go func() {
 		defer close(turn.done)
 		defer release()
-		drain(stream, observed, first)
+		read(observed, first)
 	}()
 	select {
 	case <-first:
@@ -449,25 +525,89 @@ func (r *runner) turn(ctx context.Context, cancel context.CancelFunc, client *ch
 
 // drain reads a stream into its observation, signalling first after the first event.
 func drain(stream *chatclient.TurnStream, observed observation, first chan<- struct{}) {
-	var deltas strings.Builder
 	for event, err := range stream.Events() {
 		if err != nil {
 			observed["error"] = errorObservation(chatclient.ErrorOf(err))
 			break
 		}
-		kind := eventKind(event)
-		observed["events"] = append(observed["events"].([]any), kind)
-		if delta, ok := event.(*chatv1.TextDelta); ok {
-			deltas.WriteString(delta.GetText())
-			observed["text"] = deltas.String()
-		} else {
-			observed[kind] = toJSON(event)
-		}
+		record(observed, stream.Response().GetSequence(), event)
 		if first != nil {
 			close(first)
 			first = nil
 		}
 	}
+}
+
+// drainSession reads a session watch into its observation until the terminal event of
+// turn until, signalling first after the first session.
+func drainSession(watch *chatclient.SessionWatch, until string, observed observation, first chan<- struct{}) {
+	for item, err := range watch.Items() {
+		if err != nil {
+			observed["error"] = errorObservation(chatclient.ErrorOf(err))
+			return
+		}
+		if session := item.GetSession(); session != nil {
+			observed["sessions"] = append(observed["sessions"].([]any), toJSON(session))
+			if first != nil {
+				close(first)
+				first = nil
+			}
+			continue
+		}
+		response := item.GetEvent()
+		if response == nil {
+			continue // a heartbeat
+		}
+		if turns := observed["turns"].([]any); !slices.Contains(turns, any(response.GetTurnId())) {
+			observed["turns"] = append(turns, response.GetTurnId())
+		}
+		event := chatclient.EventOf(response)
+		if response.GetTurnId() != until || event == nil {
+			continue
+		}
+		record(observed, response.GetSequence(), event)
+		if terminal(event) {
+			return // leaving the loop closes the watch
+		}
+	}
+}
+
+// record adds one event to a stream's observation.
+func record(observed observation, sequence uint64, event chatclient.Event) {
+	kind := eventKind(event)
+	observed["events"] = append(observed["events"].([]any), kind)
+	number := json.Number(strconv.FormatUint(sequence, 10))
+	observed["sequences"] = append(observed["sequences"].([]any), number)
+	observed["lastSequence"] = number
+	if delta, ok := event.(*chatv1.TextDelta); ok {
+		observed["text"] = observed["text"].(string) + delta.GetText()
+	} else {
+		observed[kind] = toJSON(event)
+	}
+}
+
+func terminal(event chatclient.Event) bool {
+	switch event.(type) {
+	case *chatv1.TurnCompleted, *chatv1.TurnFailed:
+		return true
+	}
+	return false
+}
+
+// gapless tells whether a watch's sequences are consecutive from after+1 and its last
+// event is terminal.
+func gapless(observed observation, after int64) bool {
+	sequences := observed["sequences"].([]any)
+	kinds := observed["events"].([]any)
+	if len(sequences) == 0 || !slices.Contains([]any{"completed", "failed"}, kinds[len(kinds)-1]) {
+		return false
+	}
+	for i, sequence := range sequences {
+		if sequence != json.Number(strconv.FormatInt(after+1+int64(i), 10)) {
+			return false
+		}
+	}
+	return true
 }
 
 func eventKind(event chatclient.Event) string {
@@ -760,10 +900,11 @@ func mapping(value any) map[string]any {
 // strings (a captured cursor), and texts. checkArguments refuses any other value before a
 // call is made, so text and integer read checked arguments; null is "not given".
 var (
-	integerArguments = []string{"expected_cursor", "page_size"}
+	integerArguments = []string{"after_cursor", "after_sequence", "expected_cursor", "page_size"}
 	textArguments    = []string{
 		"as", "background", "content", "definition_id", "history_mode", "id",
-		"last_kept_message_id", "message_id", "page_token", "role", "session", "session_id", "turn_id",
+		"last_kept_message_id", "message_id", "on_disconnect", "page_token", "role", "session",
+		"session_id", "turn_id", "until_turn",
 	}
 	decimal = regexp.MustCompile(`^-?[0-9]+$`)
 )

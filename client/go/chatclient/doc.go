@@ -14,4 +14,10 @@
 // A turn is streamed: StreamTurn (or Submit, Retry, Edit, Regenerate, Dispatch) returns a
 // TurnStream whose events are *chatv1.TurnStarted, *chatv1.TurnDecision,
 // *chatv1.TextDelta, then exactly one of *chatv1.TurnCompleted or *chatv1.TurnFailed.
+//
+// A turn started WithContinueOnDisconnect outlives its stream: its TurnStream reattaches
+// by itself when the stream breaks (WatchTurn from the last sequence received, see
+// ReattachPolicy), so the caller reads each event once. WatchTurn follows a turn by id
+// from anywhere, CancelTurn stops it, and WatchSession follows every turn of a session
+// live, whoever started it.
 package chatclient

@@ -22,8 +22,10 @@ type DialOption interface {
 }
 
 type clientSettings struct {
-	token   string
-	timeout time.Duration
+	token       string
+	timeout     time.Duration
+	reattach    *ReattachPolicy
+	reattachSet bool
 }
 
 type dialSettings struct {

@@ -1,10 +1,12 @@
 package chatclient
 
 import (
+	"context"
 	"errors"
 	"io"
 	"iter"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -44,41 +46,111 @@ func EventOf(response *chatv1.StreamTurnResponse) Event {
 //	if err := stream.Err(); err != nil { ... }
 //
 // or ranged over with Events. Events arrive in order: started, decision, deltas, then
-// exactly one of completed or failed. Close cancels the call if it has not ended. A
-// TurnStream is not safe for concurrent use: to stop it from another goroutine, cancel the
-// context it was started with.
+// exactly one of completed or failed. A stream of a turn started with
+// WithContinueOnDisconnect, and a WatchTurn stream, reattach by themselves when the
+// stream breaks (see ReattachPolicy): the caller reads one stream, each event once.
+// Close cancels the call if it has not ended. A TurnStream is not safe for concurrent
+// use: to stop it from another goroutine, cancel the context it was started with.
 type TurnStream struct {
-	turnID   string
-	stream   grpc.ServerStreamingClient[chatv1.StreamTurnResponse]
-	stop     func()
-	response *chatv1.StreamTurnResponse
-	event    Event
-	err      error
-	ended    bool
+	turnID    string
+	sessionID string
+	rpc       chatv1.ChatServiceClient
+	ctx       context.Context // the call's: every stream of the turn runs in it
+	stream    grpc.ServerStreamingClient[chatv1.StreamTurnResponse]
+	stop      func()
+	response  *chatv1.StreamTurnResponse
+	event     Event
+	err       error
+	ended     bool
+
+	reattach *ReattachPolicy // nil: a broken stream fails at once
+	started  bool            // the first stream was StreamTurn's (not WatchTurn's)
+	last     uint64          // the sequence of the last event received
+	seen     bool            // some stream gave an event
+	attempt  int             // reattach attempts since the last event
+	broke    *Error          // the first break, once the stream broke
 }
 
 // TurnID is the turn's id, given with WithTurnID or made by the client.
 func (s *TurnStream) TurnID() string { return s.turnID }
 
+// LastSequence is the sequence of the last event received (the after_sequence
+// argument of WatchTurn to follow the turn from there), or the afterSequence WatchTurn
+// was given while no event has arrived.
+func (s *TurnStream) LastSequence() uint64 { return s.last }
+
 // Receive waits for the next event and reports whether there is one; when it returns
 // false the stream has ended, and Err tells whether it failed. Events of a kind this
 // client version does not know are skipped.
+//
+// A stream that reattaches (see ReattachPolicy) does so inside Receive: it waits, calls
+// WatchTurn from the last sequence received and goes on with the next event, skipping
+// any it already returned.
 func (s *TurnStream) Receive() bool {
 	for !s.ended {
 		response, err := s.stream.Recv()
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				s.err = wrapError(err)
+			if errors.Is(err, io.EOF) || !s.follow(wrapError(err)) {
+				s.finish()
+				return false
 			}
-			s.finish()
-			return false
+			continue
 		}
+		sequence := response.GetSequence()
+		if s.broke != nil && sequence != 0 && sequence <= s.last {
+			continue // returned before the stream broke
+		}
+		s.last, s.seen, s.attempt = max(s.last, sequence), true, 0
 		if event := EventOf(response); event != nil {
 			s.response, s.event = response, event
 			return true
 		}
 	}
 	return false
+}
+
+// follow decides what a failed stream does next: it reattaches (and reports true) when
+// the policy allows it, or sets the error the stream ends with.
+func (s *TurnStream) follow(failure error) bool {
+	for {
+		chatErr := ErrorOf(failure)
+		if s.started && s.broke != nil && !s.seen && chatErr.Reason() == "ERROR_REASON_TURN_NOT_FOUND" {
+			s.err = s.broke // the turn never started: the same turn id may be sent again
+			return false
+		}
+		policy := s.reattach
+		if policy == nil || s.ctx.Err() != nil || !broken(chatErr) || s.attempt >= policy.MaxAttempts {
+			s.err = failure
+			return false
+		}
+		if s.broke == nil {
+			s.broke = chatErr
+		}
+		s.attempt++
+		delay := policy.backoff(s.attempt)
+		if policy.OnReattach != nil {
+			policy.OnReattach(ReattachAttempt{
+				TurnID: s.turnID, Attempt: s.attempt, Delay: delay, AfterSequence: s.last, Err: failure,
+			})
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-s.ctx.Done():
+			timer.Stop()
+			s.err = ErrorOf(s.ctx.Err())
+			return false
+		case <-timer.C:
+		}
+		stream, err := s.rpc.WatchTurn(s.ctx, &chatv1.WatchTurnRequest{
+			SessionId: s.sessionID, TurnId: s.turnID, AfterSequence: s.last,
+		})
+		if err != nil {
+			failure = wrapError(err)
+			continue
+		}
+		s.stream = stream
+		return true
+	}
 }
 
 // Msg is the event of the last successful Receive.
@@ -92,8 +164,9 @@ func (s *TurnStream) Response() *chatv1.StreamTurnResponse { return s.response }
 // normal end. A turn that ran and failed ends normally, with a *chatv1.TurnFailed event.
 func (s *TurnStream) Err() error { return s.err }
 
-// Close cancels the call if it is still running (the server then abandons the turn,
-// which commits nothing); closing an ended stream does nothing.
+// Close cancels the call if it is still running; closing an ended stream does nothing.
+// The server then abandons a turn that cancels on disconnect (it commits nothing); a turn
+// started with WithContinueOnDisconnect runs on (CancelTurn stops it).
 func (s *TurnStream) Close() {
 	if !s.ended {
 		s.finish()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"reflect"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -82,7 +83,8 @@ func (o Dispatch) setOn(r *chatv1.StreamTurnRequest) {
 	}}
 }
 
-// TurnOption configures one turn: WithTurnID, WithExpectedCursor.
+// TurnOption configures one turn: WithTurnID, WithExpectedCursor,
+// WithContinueOnDisconnect (or WithOnDisconnect), WithReattach, WithoutReattach.
 type TurnOption interface {
 	applyTurn(*turnSettings)
 }
@@ -90,6 +92,28 @@ type TurnOption interface {
 type turnSettings struct {
 	turnID         string
 	expectedCursor *int64
+	onDisconnect   chatv1.DisconnectMode
+	reattach       *ReattachPolicy
+	reattachSet    bool
+}
+
+type disconnectOption chatv1.DisconnectMode
+
+func (o disconnectOption) applyTurn(s *turnSettings) { s.onDisconnect = chatv1.DisconnectMode(o) }
+
+// WithOnDisconnect says what the server does with the turn when its stream ends before
+// the turn does (the context is cancelled, its deadline passes, the connection breaks):
+// DISCONNECT_MODE_CANCEL stops it, as when the option is not given (nothing is sent
+// then); DISCONNECT_MODE_CONTINUE lets it run to its end (see WithContinueOnDisconnect).
+func WithOnDisconnect(mode chatv1.DisconnectMode) TurnOption { return disconnectOption(mode) }
+
+// WithContinueOnDisconnect lets the turn run to its end and commit even when its stream
+// ends first (within the server's turn timeout). The TurnStream then reattaches by itself
+// when the stream breaks (see ReattachPolicy; WithReattach tunes it, WithoutReattach
+// turns it off), and WatchTurn follows the turn from any other stream or process. Closing
+// the stream or cancelling its context does not stop such a turn: CancelTurn does.
+func WithContinueOnDisconnect() TurnOption {
+	return disconnectOption(chatv1.DisconnectMode_DISCONNECT_MODE_CONTINUE)
 }
 
 type turnIDOption string
@@ -133,18 +157,91 @@ func (c *Client) StreamTurn(ctx context.Context, sessionID string, operation Ope
 	}
 	request := &chatv1.StreamTurnRequest{
 		SessionId: sessionID, TurnId: s.turnID, ExpectedCursor: s.expectedCursor,
+		OnDisconnect: s.onDisconnect,
 	}
 	operation.setOn(request)
+	var reattach *ReattachPolicy
+	if s.onDisconnect == chatv1.DisconnectMode_DISCONNECT_MODE_CONTINUE {
+		reattach = c.reattachPolicy(s.reattach, s.reattachSet)
+	}
+	stream, err := c.openTurnStream(ctx, sessionID, s.turnID, 0, reattach,
+		func(ctx context.Context) (grpc.ServerStreamingClient[chatv1.StreamTurnResponse], error) {
+			return c.rpc.StreamTurn(ctx, request)
+		})
+	if stream != nil {
+		stream.started = true
+	}
+	return stream, err
+}
 
+// openTurnStream makes the TurnStream of a call: open starts its first stream, in the
+// context every later stream (a reattach) runs in too.
+func (c *Client) openTurnStream(ctx context.Context, sessionID, turnID string, after uint64, reattach *ReattachPolicy,
+	open func(context.Context) (grpc.ServerStreamingClient[chatv1.StreamTurnResponse], error),
+) (*TurnStream, error) {
 	ctx, cancelDeadline := c.callContext(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	stop := func() { cancel(); cancelDeadline() }
-	stream, err := c.rpc.StreamTurn(ctx, request)
+	stream, err := open(ctx)
 	if err != nil {
 		stop()
 		return nil, wrapError(err)
 	}
-	return &TurnStream{turnID: s.turnID, stream: stream, stop: stop}, nil
+	return &TurnStream{
+		turnID: turnID, sessionID: sessionID, rpc: c.rpc, ctx: ctx, stream: stream, stop: stop,
+		reattach: reattach, last: after,
+	}, nil
+}
+
+// WatchTurnOption configures WatchTurn: WithReattach, WithoutReattach.
+type WatchTurnOption interface {
+	applyWatchTurn(*watchTurnSettings)
+}
+
+type watchTurnSettings struct {
+	reattach    *ReattachPolicy
+	reattachSet bool
+}
+
+// WatchTurn follows a turn by id: the events after afterSequence (0: all of them),
+// numbered as the turn numbered them, first those missed, then live ones, up to the
+// terminal event, each once. It returns the TurnStream a turn call returns, so one loop
+// renders both. A finished turn whose events the server no longer keeps answers with its
+// recorded outcome (TurnStarted.Duplicate set, numbered from afterSequence+1): replace
+// what was shown of the turn. Watching never starts, changes or extends the turn; closing
+// the stream only ends the watch.
+//
+// Errors come from the stream as an *Error: an unknown turn is NOT_FOUND
+// (ERROR_REASON_TURN_NOT_FOUND), afterSequence past the turn's last event
+// INVALID_ARGUMENT. A broken stream is followed again by itself (see ReattachPolicy)
+// unless WithoutReattach is given.
+func (c *Client) WatchTurn(ctx context.Context, sessionID, turnID string, afterSequence uint64, opts ...WatchTurnOption) (*TurnStream, error) {
+	s := watchTurnSettings{}
+	for _, opt := range opts {
+		opt.applyWatchTurn(&s)
+	}
+	reattach := c.reattachPolicy(s.reattach, s.reattachSet)
+	request := &chatv1.WatchTurnRequest{SessionId: sessionID, TurnId: turnID, AfterSequence: afterSequence}
+	return c.openTurnStream(ctx, sessionID, turnID, afterSequence, reattach,
+		func(ctx context.Context) (grpc.ServerStreamingClient[chatv1.StreamTurnResponse], error) {
+			return c.rpc.WatchTurn(ctx, request)
+		})
+}
+
+// CancelTurn stops a running turn, as a disconnect of a stream that cancels does: nothing
+// is committed, the turn's streams (its starter's and every watcher's) end with a
+// *chatv1.TurnFailed of code "cancelled", the session's lease is released at once and the
+// turn id may run again. Cancelled is false when no turn with this id was running (it
+// finished, was cancelled already, or never ran); Turn is then its record when the session
+// retains it. An unknown session fails with NOT_FOUND, ERROR_REASON_SESSION_NOT_FOUND.
+func (c *Client) CancelTurn(ctx context.Context, sessionID, turnID string) (*chatv1.CancelTurnResponse, error) {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	response, err := c.rpc.CancelTurn(ctx, &chatv1.CancelTurnRequest{SessionId: sessionID, TurnId: turnID})
+	if err != nil {
+		return nil, wrapError(err)
+	}
+	return response, nil
 }
 
 func isNilPointer(operation Operation) bool {
