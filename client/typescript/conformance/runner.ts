@@ -1,28 +1,33 @@
 // Runs one scenario of the conformance corpus through the TypeScript client.
-import { create, type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import type { Transport } from "@connectrpc/connect";
 import {
   ChatClient,
-  ChatError,
+  type DisconnectModeName,
   type MessageInput,
   type RoleName,
   type TurnEvent,
 } from "@agentskit/chat-client";
 import {
+  CancelTurnResponseSchema,
   DefinitionSchema,
   GetSessionResponseSchema,
   ListDefinitionsResponseSchema,
   ListTurnsResponseSchema,
   SessionSchema,
   TruncateHistoryResponseSchema,
-  TurnCompletedSchema,
-  TurnDecisionSchema,
-  TurnFailedSchema,
   TurnRecordSchema,
-  TurnStartedSchema,
 } from "../src/gen/agentskit/chat/v1/chat_pb.js";
 import type { Scenario } from "./corpus.js";
 import { type Json, lookup, match, show } from "./matching.js";
+import {
+  errorObservation,
+  json,
+  type Observation,
+  SessionObservation,
+  type StreamObserver,
+  TurnObservation,
+} from "./observations.js";
 
 export const INVALID_TOKEN = "conformance-invalid-token";
 const EVENTUALLY_MS = 5_000;
@@ -30,7 +35,6 @@ const EVENTUALLY_MS = 5_000;
 const CAPTURED = /^\$[A-Za-z_][A-Za-z0-9_]*$/;
 const STEP_OPTIONS = new Set(["expect", "capture", "token", "deadline_ms", "eventually"]);
 
-type Observation = { [key: string]: Json };
 type Args = { [key: string]: Json };
 
 /** A step whose observation does not match its expectation, or a malformed scenario. */
@@ -41,59 +45,8 @@ export class ScenarioError extends Error {
 interface Background {
   readonly done: Promise<void>;
   readonly abort: AbortController;
-  readonly stream: StreamObservation;
+  readonly stream: { error: Observation | undefined; readonly observation: Observation };
   readonly expect: unknown;
-}
-
-/** A turn stream's observation, built as its events arrive. */
-class StreamObservation {
-  readonly kinds: string[] = [];
-  readonly parts: Observation = {};
-  text = "";
-  error: Observation | undefined;
-
-  add(event: TurnEvent): void {
-    this.kinds.push(event.kind);
-    switch (event.kind) {
-      case "started":
-        this.parts["started"] = json(TurnStartedSchema, event.value);
-        break;
-      case "decision":
-        this.parts["decision"] = json(TurnDecisionSchema, event.value);
-        break;
-      case "delta":
-        this.text += event.value.text;
-        break;
-      case "completed":
-        this.parts["completed"] = json(TurnCompletedSchema, event.value);
-        break;
-      case "failed":
-        this.parts["failed"] = json(TurnFailedSchema, event.value);
-        break;
-    }
-  }
-
-  get observation(): Observation {
-    const observed: Observation = { events: [...this.kinds], ...this.parts, text: this.text };
-    if (this.error !== undefined) {
-      observed["error"] = this.error;
-    }
-    return observed;
-  }
-}
-
-function json<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Observation {
-  return toJson(schema, message) as Observation;
-}
-
-/** The error observation: status code name, ErrorInfo reason and metadata, retry delay. */
-function errorObservation(error: unknown): Observation {
-  const chat = ChatError.from(error);
-  const observed: Observation = { code: chat.codeName };
-  if (chat.reason !== undefined) observed["reason"] = chat.reason;
-  if (Object.keys(chat.metadata).length > 0) observed["metadata"] = { ...chat.metadata };
-  if (chat.retryDelayMs !== undefined) observed["retryDelayMs"] = chat.retryDelayMs;
-  return observed;
 }
 
 /** The tokens of a run: the language's tenant, and its rate-limited tenant. */
@@ -220,8 +173,35 @@ export class Runner {
       case "await":
       case "cancel":
         return this.#finish(String(args), operation === "cancel");
-      case "stream_turn":
-        return this.#turn(client, asArgs(args), timeoutMs, step["expect"]);
+      case "stream_turn": {
+        const turn = asArgs(args);
+        return this.#read(turn, step["expect"], new TurnObservation(), (signal) =>
+          this.#events(client, turn, { timeoutMs, signal }),
+        );
+      }
+      case "watch_turn": {
+        const watch = asArgs(args);
+        const after = optionalInteger(watch, "after_sequence") ?? 0;
+        return this.#read(watch, step["expect"], new TurnObservation(BigInt(after)), (signal) =>
+          client.watchTurn(text(watch, "session"), text(watch, "turn_id"), {
+            afterSequence: after,
+            reattach: false,
+            timeoutMs,
+            signal,
+          }),
+        );
+      }
+      case "watch_session": {
+        const watch = asArgs(args);
+        const observer = new SessionObservation(text(watch, "until_turn"));
+        return this.#read(watch, step["expect"], observer, (signal) =>
+          client.watchSession(text(watch, "session"), {
+            afterCursor: optionalInteger(watch, "after_cursor"),
+            timeoutMs,
+            signal,
+          }),
+        );
+      }
       default:
         try {
           return await this.#unary(client, operation, asArgs(args ?? {}), timeoutMs);
@@ -294,6 +274,14 @@ export class Runner {
           }),
         );
       }
+      case "cancel_turn": {
+        const outcome = await client.cancelTurn(
+          text(args, "session"),
+          text(args, "turn_id"),
+          call,
+        );
+        return json(CancelTurnResponseSchema, create(CancelTurnResponseSchema, outcome));
+      }
       case "get_turn": {
         const turn = await client.getTurn(text(args, "session"), text(args, "turn_id"), call);
         return { turn: json(TurnRecordSchema, turn) };
@@ -326,6 +314,7 @@ export class Runner {
       ...options,
       turnId: optionalText(args, "turn_id"),
       expectedCursor: optionalInteger(args, "expected_cursor"),
+      onDisconnect: disconnectMode(args),
     };
     if ("submit" in args) {
       const submit = asArgs(args["submit"]);
@@ -363,34 +352,37 @@ export class Runner {
     throw new ScenarioError("stream_turn needs submit, retry, edit, regenerate or dispatch");
   }
 
-  async #turn(
-    client: ChatClient,
+  /**
+   * Read a stream into `observer`: to its end, or until the observer has what it waits
+   * for (then the stream is closed). A background step moves on once the observer is
+   * ready (a turn's first event, a watch's first session) or the stream ended.
+   */
+  async #read<Item>(
     args: Args,
-    timeoutMs: number | undefined,
     expect: unknown,
+    observer: StreamObserver<Item>,
+    items: (signal: AbortSignal) => AsyncIterable<Item>,
   ): Promise<Observation | undefined> {
-    const stream = new StreamObservation();
     const abort = new AbortController();
-    const events = this.#events(client, args, { timeoutMs, signal: abort.signal });
-    let firstEvent: () => void = () => {};
-    const first = new Promise<void>((resolve) => (firstEvent = resolve));
+    let readied: () => void = () => {};
+    const ready = new Promise<void>((resolve) => (readied = resolve));
     const done = (async () => {
       try {
-        for await (const event of events) {
-          stream.add(event);
-          firstEvent();
+        for await (const item of items(abort.signal)) {
+          const complete = observer.add(item);
+          if (observer.ready) readied();
+          if (complete) break;
         }
       } catch (error) {
-        stream.error = errorObservation(error);
+        observer.error = errorObservation(error);
       }
     })();
     if (typeof args["background"] !== "string") {
       await done;
-      return stream.observation;
+      return observer.observation;
     }
-    // Move on once the turn holds the session's lease (its first event) or has ended.
-    await Promise.race([first, done]);
-    this.#background.set(args["background"], { done, abort, stream, expect });
+    await Promise.race([ready, done]);
+    this.#background.set(args["background"], { done, abort, stream: observer, expect });
     return undefined;
   }
 
@@ -468,6 +460,14 @@ function optionalInteger(args: Args, key: string): number | undefined {
   throw new ScenarioError(
     `argument ${key} must be an integer or a decimal string, got ${show(value)}`,
   );
+}
+
+/** The `on_disconnect` argument of a turn: `continue`, `cancel`, or not sent. */
+function disconnectMode(args: Args): DisconnectModeName | undefined {
+  const mode = args["on_disconnect"];
+  if (mode === undefined || mode === null) return undefined;
+  if (mode === "continue" || mode === "cancel") return mode;
+  throw new ScenarioError(`on_disconnect must be continue or cancel, got ${show(mode)}`);
 }
 
 function sleep(ms: number): Promise<void> {

@@ -29,6 +29,7 @@ import {
 import {
   collectTurn,
   eventFromResponse,
+  isTerminal,
   itemFromResponse,
   type TurnEvent,
   type TurnResult,
@@ -411,6 +412,7 @@ export class ChatClient {
     const deadline = timeoutMs !== undefined && timeoutMs > 0 ? Date.now() + timeoutMs : undefined;
     let last = after;
     let seen = false;
+    let ended = false;
     let attempt = 0;
     let broke: ChatError | undefined;
     let stream = open;
@@ -432,6 +434,7 @@ export class ChatClient {
           attempt = 0;
           const event = eventFromResponse(response);
           if (event !== undefined) {
+            ended ||= isTerminal(event);
             yield event;
           }
         }
@@ -441,13 +444,17 @@ export class ChatClient {
       } finally {
         cancel.abort(); // ends the call when the caller left the loop early
       }
+      if (ended && policy !== undefined) {
+        return; // the turn's last event arrived: what broke after it is of no matter
+      }
       if (broke !== undefined && !seen && failure.reason === "ERROR_REASON_TURN_NOT_FOUND") {
         throw broke; // the turn never started: the same turn id may be sent again
       }
+      const aborted = options.signal?.aborted === true;
       if (
         policy === undefined ||
-        options.signal?.aborted === true ||
-        !isBroken(failure) ||
+        aborted ||
+        !isBroken(failure, aborted) ||
         attempt >= policy.maxAttempts
       ) {
         throw failure;

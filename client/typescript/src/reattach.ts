@@ -73,15 +73,26 @@ export function backoffMs(policy: ReattachPolicy, attempt: number): number {
 }
 
 /**
- * Whether an error says the stream broke rather than that the call failed: UNAVAILABLE
- * (the server is unreachable, draining, or the connection dropped), or INTERNAL without an
- * ErrorInfo reason (a reset stream, a connection cut mid-message).
+ * Whether an error says the stream broke rather than that the call failed. Errors the
+ * client makes of a dropped connection carry no ErrorInfo reason: UNAVAILABLE (also sent
+ * by a draining server), INTERNAL (a reset stream, a cut mid-message), ABORTED (Node.js:
+ * `ECONNRESET`, a destroyed stream) and CANCELLED when the caller did not abort (Node.js
+ * closes the HTTP/2 streams of a dropped connection with CANCEL). A watch the server ended
+ * for falling behind (`ERROR_REASON_WATCH_BEHIND`) is followed again as well.
  */
-export function isBroken(error: ChatError): boolean {
-  if (error.code === Code.Unavailable) {
-    return true;
+export function isBroken(error: ChatError, callerAborted: boolean): boolean {
+  switch (error.code) {
+    case Code.Unavailable:
+      return true;
+    case Code.Internal:
+      return error.reason === undefined;
+    case Code.Aborted:
+      return error.reason === undefined || error.reason === "ERROR_REASON_WATCH_BEHIND";
+    case Code.Canceled:
+      return !callerAborted && error.reason === undefined;
+    default:
+      return false;
   }
-  return error.code === Code.Internal && error.reason === undefined;
 }
 
 /** Wait `ms`; rejects with a `CANCELLED` ChatError when `signal` aborts first. */
