@@ -36,6 +36,11 @@ STREAM_TEXT = "Describe the weather slowly"
 STALL_TEXT = "Think about it for a long while"
 STORY_TEXT = "Tell me a short story"
 FAIL_TEXT = "Ask a model that is down"
+SLOW_TEXT = "Explain it at length and slowly"
+SLOW_ANSWER = Reply(
+    chunks=tuple(f"Part {n} of a long answer. " for n in range(1, 13)) + ("The end.",),
+    delay=0.25,
+)
 ANSWERS: dict[str, Script] = {
     # Several deltas, far enough apart for the page to show each one.
     STREAM_TEXT: Reply(chunks=("Sunny ", "with a ", "light ", "breeze."), delay=0.3),
@@ -43,6 +48,8 @@ ANSWERS: dict[str, Script] = {
     STALL_TEXT: Reply(chunks=("Let me think",), ending=Ending.STALL),
     STORY_TEXT: Reply(chunks=("Once upon a time, ", "a session ", "kept its state.")),
     FAIL_TEXT: HttpResponse(500, '{"error": {"message": "the model is down"}}'),
+    # Long enough to reload the page, or to watch it from another page, while it streams.
+    SLOW_TEXT: SLOW_ANSWER,
 }
 
 
@@ -111,6 +118,8 @@ def test_renderer_in_a_real_browser(tmp_path: Path, static_site: tuple[Path, int
                 "AGENTSKIT_WEB_STALL_TEXT": STALL_TEXT,
                 "AGENTSKIT_WEB_STORY_TEXT": STORY_TEXT,
                 "AGENTSKIT_WEB_FAIL_TEXT": FAIL_TEXT,
+                "AGENTSKIT_WEB_SLOW_TEXT": SLOW_TEXT,
+                "AGENTSKIT_WEB_SLOW_ANSWER": SLOW_ANSWER.text,
             },
             check=False,
         )

@@ -10,6 +10,8 @@
 //   AGENTSKIT_WEB_CHROMIUM        the browser (default /usr/bin/chromium)
 //   AGENTSKIT_WEB_STREAM_TEXT, AGENTSKIT_WEB_STALL_TEXT, AGENTSKIT_WEB_STORY_TEXT,
 //   AGENTSKIT_WEB_FAIL_TEXT       inputs the fake model answers slowly, never, at once, with 500
+//   AGENTSKIT_WEB_SLOW_TEXT       input the fake model answers in many slow chunks...
+//   AGENTSKIT_WEB_SLOW_ANSWER     ...with this answer
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -114,6 +116,34 @@ function messages(page) {
   );
 }
 
+/**
+ * Record, in `window.partials`, every text the streaming reply shows while it is still busy
+ * (as the DOM changes). Installed as an init script, it records in every document the page
+ * loads, from before the renderer runs.
+ */
+function recordPartials() {
+  window.partials = [];
+  new MutationObserver(() => {
+    const reply = document.getElementById("streaming-reply");
+    if (reply?.getAttribute("aria-busy") === "true" && reply.textContent) {
+      const last = window.partials.at(-1);
+      if (last !== reply.textContent) {
+        window.partials.push(reply.textContent);
+      }
+    }
+  }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+}
+
+/** Assert that `partials` grew towards `answer`: each one a longer prefix of it. */
+function assertGrowingPrefixes(partials, answer) {
+  for (const [index, partial] of partials.entries()) {
+    assert.ok(answer.startsWith(partial), `${JSON.stringify(partial)} is not a prefix of the answer`);
+    assert.ok(index === 0 || partial.length > partials[index - 1].length, partial);
+  }
+}
+
+const RUNNING_TURN = "agentskit-chat.running-turn";
+
 async function noError(page) {
   assert.equal(await page.locator("#error").isHidden(), true, await page.locator("#error").textContent());
 }
@@ -182,23 +212,7 @@ test("every control is labelled and the conversation is usable from the keyboard
 /** Run an agentic turn that streams slowly; check that each delta showed before the end. */
 async function streamsDeltas(page) {
   // Every text the streaming reply shows while it is still busy, as the DOM changes.
-  await page.evaluate(() => {
-    window.partials = [];
-    new MutationObserver(() => {
-      const reply = document.getElementById("streaming-reply");
-      if (reply?.getAttribute("aria-busy") === "true" && reply.textContent) {
-        const last = window.partials.at(-1);
-        if (last !== reply.textContent) {
-          window.partials.push(reply.textContent);
-        }
-      }
-    }).observe(document.getElementById("messages"), {
-      subtree: true,
-      childList: true,
-      characterData: true,
-      attributes: true,
-    });
-  });
+  await page.evaluate(recordPartials);
   const input = page.getByLabel("Message", { exact: true });
   await input.fill(env("AGENTSKIT_WEB_STREAM_TEXT"));
   await input.press("Enter");
@@ -443,4 +457,96 @@ test("a conversation with every kind of badge (saved as a screenshot)", async ()
   await mkdir(directory, { recursive: true });
   await page.screenshot({ path: join(directory, "web-renderer.png"), fullPage: true });
   await context.close();
+});
+
+test("a reload in the middle of an answer reattaches to the turn and shows the answer once", async () => {
+  const { page, context } = await newSession();
+  await page.addInitScript(recordPartials);
+  const input = page.getByLabel("Message", { exact: true });
+  await input.fill(env("AGENTSKIT_WEB_SLOW_TEXT"));
+  await input.press("Enter");
+  // Part of the answer is shown, and the tab keeps the turn and its last sequence.
+  await page.waitForFunction((key) => {
+    const reply = document.getElementById("streaming-reply");
+    const kept = JSON.parse(sessionStorage.getItem(key) ?? "null");
+    return reply?.getAttribute("aria-busy") === "true" && kept?.text && reply.textContent !== "";
+  }, RUNNING_TURN);
+  const before = await page.evaluate((key) => JSON.parse(sessionStorage.getItem(key)), RUNNING_TURN);
+  assert.match(before.turnId, /^[0-9a-f]{32}$/);
+  assert.ok(BigInt(before.sequence) >= 3n, `kept: ${JSON.stringify(before)}`); // started, decision, a delta
+  await page.reload();
+  await turnOver(page);
+  await noError(page);
+  const answer = env("AGENTSKIT_WEB_SLOW_ANSWER");
+  const shown = await messages(page);
+  assert.deepEqual(
+    shown.map(({ role, content, route }) => ({ role, content, route })),
+    [
+      { role: "user", content: env("AGENTSKIT_WEB_SLOW_TEXT"), route: null },
+      { role: "assistant", content: answer, route: "model" },
+    ],
+  );
+  // The reloaded page showed the answer streaming again: first what the page had shown,
+  // then the rest, never a piece twice.
+  const partials = await page.evaluate(() => window.partials);
+  assert.ok(partials.length >= 1, "the reloaded page did not show the answer streaming");
+  assert.ok(partials[0].startsWith(before.text), JSON.stringify(partials[0]));
+  assertGrowingPrefixes(partials, answer);
+  // The turn ended: the tab no longer keeps it, and the next turn runs.
+  assert.equal(await page.evaluate((key) => sessionStorage.getItem(key), RUNNING_TURN), null);
+  await send(page, "/start");
+  await noError(page);
+  assert.equal((await messages(page)).length, 4);
+  await context.close();
+});
+
+test("a second window on the session shows its turns as they stream, each once", async () => {
+  const first = await newSession();
+  const sessionId = (await first.page.locator("#session-id").textContent()).trim();
+  const second = await openPage(undefined, { session: sessionId });
+  for (const { page } of [first, second]) {
+    await page.waitForFunction(() => document.body.dataset.watch === "live");
+  }
+  await second.page.evaluate(recordPartials);
+  const input = first.page.getByLabel("Message", { exact: true });
+  await input.fill(env("AGENTSKIT_WEB_SLOW_TEXT"));
+  await input.press("Enter");
+  // The second window shows the turn running: a message sent elsewhere, the answer growing.
+  await second.page.waitForFunction(() => {
+    const reply = document.getElementById("streaming-reply");
+    return (
+      reply?.getAttribute("aria-busy") === "true" &&
+      reply.textContent !== "" &&
+      document.querySelector("#messages li.user.pending.remote") !== null &&
+      document.body.dataset.turn === "running"
+    );
+  });
+  await turnOver(first.page);
+  await turnOver(second.page);
+  const answer = env("AGENTSKIT_WEB_SLOW_ANSWER");
+  const expected = [
+    { role: "user", content: env("AGENTSKIT_WEB_SLOW_TEXT") },
+    { role: "assistant", content: answer },
+  ];
+  for (const { page } of [first, second]) {
+    await noError(page);
+    assert.deepEqual(
+      (await messages(page)).map(({ role, content }) => ({ role, content })),
+      expected,
+    );
+  }
+  assert.deepEqual(await messages(second.page), await messages(first.page));
+  const partials = await second.page.evaluate(() => window.partials);
+  assert.ok(partials.length >= 2, `texts seen while streaming: ${JSON.stringify(partials)}`);
+  assertGrowingPrefixes(partials, answer);
+  assert.notEqual(partials[0], answer);
+  // The other way round: a turn of the second window shows in the first one.
+  await send(second.page, "/start");
+  await first.page.waitForFunction(() => document.querySelectorAll("#messages > li").length === 4);
+  await turnOver(first.page);
+  await assertText(first.page.locator("#state-name"), "collecting");
+  assert.deepEqual(await messages(first.page), await messages(second.page));
+  await noError(first.page);
+  await first.context.close();
+  await second.context.close();
 });
