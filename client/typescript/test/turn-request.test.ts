@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ChatClient, ChatError, newTurnId, Role } from "@agentskit/chat-client";
+import { ChatClient, ChatError, DisconnectMode, newTurnId, Role } from "@agentskit/chat-client";
 import { createNodeTransport } from "@agentskit/chat-client/node";
 import { toInt64, toStreamTurnRequest, turnIdFrom } from "../src/turn-request.js";
 
@@ -106,4 +106,19 @@ test("bad connection settings are refused up front", () => {
   const transport = createNodeTransport("127.0.0.1:1", { tls: true });
   assert.throws(() => new ChatClient(transport, { token: "two words" }), /without whitespace/);
   assert.doesNotThrow(() => new ChatClient(transport, { token: "" }), "empty means no token");
+});
+
+test("onDisconnect is sent by name or value, and not at all when omitted", async () => {
+  const operation = { case: "submit", value: { content: "hi" } } as const;
+  const wire = (onDisconnect?: "continue" | "cancel" | DisconnectMode) =>
+    toStreamTurnRequest({ sessionId: "s", operation, onDisconnect }, "t").onDisconnect;
+  assert.equal(wire(), DisconnectMode.UNSPECIFIED);
+  assert.equal(wire("continue"), DisconnectMode.CONTINUE);
+  assert.equal(wire("cancel"), DisconnectMode.CANCEL);
+  assert.equal(wire(DisconnectMode.CONTINUE), DisconnectMode.CONTINUE);
+  assert.throws(() => wire("later" as "cancel"), /unknown disconnect mode/);
+  const client = new ChatClient(createNodeTransport("127.0.0.1:1"));
+  await assert.rejects(client.watchTurn("s", "t", { afterSequence: -1 }).next(), RangeError);
+  await assert.rejects(client.watchTurn("s", "t", { afterSequence: 0.5 }).next(), RangeError);
+  await assert.rejects(client.watchSession("s", { afterCursor: 0.5 }).next(), RangeError);
 });

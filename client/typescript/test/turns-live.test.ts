@@ -1,9 +1,9 @@
 // Turns that outlive their connection, against the live server: a continued turn whose
-// connection is cut (a TCP proxy in front of the server) reattaches by itself over gRPC
-// and Connect; watchTurn, cancelTurn and watchSession through the client.
+// connection is cut (a TCP proxy in front of the server) reattaches by itself over gRPC,
+// Connect and gRPC-Web; watchTurn, cancelTurn and watchSession through the client.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import {
   ChatClient,
   type ReattachAttempt,
@@ -18,6 +18,7 @@ import { CutProxy } from "./cut-proxy.js";
 const skip = SKIP_WITHOUT_SERVER;
 const HTTP_URL = process.env["AGENTSKIT_CHAT_CONFORMANCE_HTTP_URL"];
 const CONNECT_TOKEN = process.env["AGENTSKIT_CHAT_CONFORMANCE_CONNECT_TOKEN"];
+const GRPCWEB_TOKEN = process.env["AGENTSKIT_CHAT_CONFORMANCE_GRPCWEB_TOKEN"];
 // Model replies of the corpus: reattach-after-cut.yaml (4 chunks, 400 ms before each) and
 // cancel-turn.yaml (1.5 s before each chunk).
 const SLOW = "conformance: an answer that outlives its stream";
@@ -30,6 +31,14 @@ async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
   return seen;
 }
 
+/** Wait until `condition` holds, for at most 5 s. */
+async function until(condition: () => boolean): Promise<void> {
+  for (let waited = 0; !condition(); waited += 20) {
+    assert.ok(waited < 5_000, "the condition never held");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 function text(events: readonly TurnEvent[]): string {
   return events.map((event) => (event.kind === "delta" ? event.value.text : "")).join("");
 }
@@ -39,16 +48,26 @@ async function cutTurn(client: ChatClient, proxy: CutProxy, turnId: string): Pro
   const session = await client.createSession("conformance");
   const attempts: ReattachAttempt[] = [];
   const events: TurnEvent[] = [];
+  const seenAtAttempt: bigint[] = [];
+  const onReattach = (attempt: ReattachAttempt): void => {
+    attempts.push(attempt);
+    seenAtAttempt.push(events.at(-1)?.sequence ?? 0n);
+  };
   for await (const event of client.submit(session.sessionId, SLOW, {
     turnId,
     onDisconnect: "continue",
-    reattach: { onReattach: (attempt) => attempts.push(attempt) },
+    reattach: { onReattach },
   })) {
     events.push(event);
     if (events.length === 1) proxy.cut();
   }
   assert.ok(attempts.length >= 1, "the stream was cut and followed again");
-  assert.equal(attempts[0]?.afterSequence, 1n);
+  // From the last event received (a second one may have been in the buffers at the cut).
+  assert.deepEqual(
+    attempts.map((attempt) => attempt.afterSequence),
+    seenAtAttempt,
+  );
+  assert.ok(seenAtAttempt.every((sequence) => sequence < (events.at(-1)?.sequence ?? 0n)));
   assert.deepEqual(
     events.map((event) => event.sequence),
     events.map((_, index) => BigInt(index + 1)),
@@ -96,6 +115,17 @@ test("a continued turn whose Connect connection is cut reattaches and ends once"
   }
 });
 
+test("a continued turn whose gRPC-Web connection is cut reattaches and ends once", { skip }, async () => {
+  const proxy = await CutProxy.start(new URL(HTTP_URL ?? "http://127.0.0.1:1").host);
+  try {
+    const transport = createGrpcWebTransport({ baseUrl: proxy.url, httpVersion: "2" });
+    const client = new ChatClient(transport, { token: GRPCWEB_TOKEN, timeoutMs: 20_000 });
+    await cutTurn(client, proxy, "ts-cut-grpcweb");
+  } finally {
+    await proxy.close();
+  }
+});
+
 test("watchTurn follows a turn by id, cancelTurn stops it, watchSession sees both", { skip }, async () => {
   const client = liveClient({ timeoutMs: 20_000 });
   const session = await client.createSession("conformance");
@@ -127,6 +157,7 @@ test("watchTurn follows a turn by id, cancelTurn stops it, watchSession sees bot
     }
   })();
   await running;
+  await until(() => watched.some((item) => item.kind === "event" && item.event.turnId === "ts-stop"));
   assert.deepEqual(await client.cancelTurn(sessionId, "ts-stop"), { cancelled: true, turn: undefined });
   await stream;
   const failed = starter.at(-1);
@@ -156,6 +187,10 @@ test("watchTurn follows a turn by id, cancelTurn stops it, watchSession sees bot
     ...new Set(watched.flatMap((item) => (item.kind === "event" ? [item.event.turnId] : []))),
   ];
   assert.deepEqual(turns, ["ts-stop", "ts-after"]);
+  const stopped = watched.flatMap((item) =>
+    item.kind === "event" && item.event.turnId === "ts-stop" ? [item.event] : [],
+  );
+  assert.equal(stopped.at(-1)?.kind, "failed", "the watcher saw the cancel too");
   const seen = watched.flatMap((item) =>
     item.kind === "event" && item.event.turnId === "ts-after" ? [item.event.sequence] : [],
   );

@@ -2,18 +2,20 @@
 signals to the process running a turn, and the expiry of both.
 
 What is kept, and for how long: a turn's events are written (in batches, see
-`BatchWriter`) when it continues past its stream, or when a watcher on another process asks
-for them (a PUBLISH signal). A running turn's batches expire `turn_timeout` +
-`RETENTION_SECONDS` after they are written, the final one (holding the terminal event)
-`RETENTION_SECONDS` after the turn ended. A turn writes at most its log's bound (its events
-and text, which the output limit bounds). Batches of client-held sessions are sealed.
-Each process sweeps what expired every `SWEEP_SECONDS`.
+`BatchWriter`) when it continues past its stream (from the moment its stream is gone), or
+when a watcher on another process asks for them (a PUBLISH signal). A running turn's
+batches expire `turn_timeout` + `RETENTION_SECONDS` after they are written, the final one
+(holding the terminal event) `RETENTION_SECONDS` after the turn ended. A turn writes at
+most its log's bound (its events and text, which the output limit bounds), in one batch per
+`BATCH_SECONDS` at most. Batches of client-held sessions are sealed. Each process sweeps
+what expired every `SWEEP_SECONDS`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, cast
@@ -40,6 +42,10 @@ SWEEP_SECONDS: Final = 30.0
 """How often each process drops expired batches and signals."""
 SIGNAL_WAIT_SECONDS: Final = 2.0
 """Longest wait between two looks at this process's signals while it runs turns."""
+BATCH_SECONDS: Final = 0.2
+"""Shortest time between two writes of one turn's events, but for its final batch: the
+events of the meantime go in one batch (a model streaming a chunk every few milliseconds
+costs a write per `BATCH_SECONDS`, not one per chunk)."""
 SIGNAL_SPACING_SECONDS: Final = 0.1
 """Shortest time between two looks at this process's signals (wake-ups coalesce)."""
 
@@ -61,10 +67,10 @@ def run_name(turn_id: str, started_at_ms: int) -> str:
 
 
 class BatchWriter:
-    """Writes one running turn's log to the store: while one write is in flight the next
-    events accumulate, and go in the next batch; the batch holding the terminal event is
-    `final`. A write the store refuses stops the writing (watchers elsewhere then see the
-    turn as interrupted once its lease is gone)."""
+    """Writes one running turn's log to the store: while one write is in flight, and for
+    `BATCH_SECONDS` after it, the next events accumulate and go in the next batch; the
+    terminal event goes at once, in the `final` batch. A write the store refuses stops the
+    writing (watchers elsewhere then see the turn as interrupted once its lease is gone)."""
 
     def __init__(
         self,
@@ -86,9 +92,13 @@ class BatchWriter:
         self.bytes = 0
         self._task: asyncio.Task[object] | None = None
         self._failed = False
+        self._ending = asyncio.Event()
 
     def poke(self) -> None:
-        """New events were appended: write them unless a write is in flight."""
+        """New events were appended: write them unless a write is in flight (or its
+        spacing runs)."""
+        if self._events.terminal:
+            self._ending.set()
         if self._failed or (self._task is not None and not self._task.done()):
             return
         if self._events.last > self.written:
@@ -123,6 +133,9 @@ class BatchWriter:
             self.written = last
             self.writes += 1
             self.bytes += len(body)
+            if not final:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._ending.wait(), BATCH_SECONDS)
 
 
 class TurnBus:
@@ -149,7 +162,9 @@ class TurnBus:
         """Start this process's periodic expiry sweep (once)."""
         if self.port is None or self._sweeper is not None:
             return
-        self._sweeper = asyncio.ensure_future(self._sweep(self.port))
+        self._sweeper = asyncio.get_running_loop().create_task(
+            self._sweep(self.port), context=contextvars.Context()
+        )
 
     async def _sweep(self, port: TurnEventStore) -> None:
         while True:

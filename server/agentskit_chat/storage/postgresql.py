@@ -6,6 +6,16 @@ so a lost compare-and-set writes nothing: function `save_session` (created by th
 migration) does both in one statement, one round trip. Leases live in the session record and so go
 through the same compare-and-set.
 
+Live turns (`TurnEventStore`, the second migration): event batches and signals live in
+tables of their own. Wake-ups go through LISTEN/NOTIFY on channel NOTIFY_CHANNEL, the
+payload being the topic: every write that wakes a topic notifies in the same statement
+(create, compare-and-set and delete of a session, `append_turn_events`, a signal), so a
+turn costs no extra round trip, and the notification is sent if and only if the write
+commits. Each store listens on one connection of its own, opened on the first `wait`;
+when it breaks, waiters fall back on their timeouts and every waiter is woken (it may have
+missed a notification) once the store listens again. LISTEN needs a session-level
+connection: a pooler in transaction mode in front of the server does not carry it.
+
 The schema is versioned: `MIGRATIONS[n - 1]` brings a database from version n - 1 to n,
 and table `schema_migrations` records each applied version. `migrate()` (the
 `agentskit-chat migrate` command, or `serve --migrate`) applies the missing ones under an
@@ -20,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
@@ -29,6 +39,7 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from . import _postgresql_turns as turns
 from ._ports import (
     DEFAULT_TENANT,
     HistoryChange,
@@ -39,7 +50,18 @@ from ._ports import (
     StoredSession,
     StoreUnavailableError,
 )
-from .memory import _check_compare_and_set
+from ._postgresql_turns import NOTIFY_CHANNEL as NOTIFY_CHANNEL
+from ._turn_events import (
+    EventBatch,
+    SignalKind,
+    TurnKey,
+    TurnSignal,
+    holder_topic,
+    session_topic,
+    turn_topic,
+)
+from ._wakeups import Wakeups
+from .memory import _check_compare_and_set, check_batch, frozen_batch
 
 T = TypeVar("T")
 
@@ -107,6 +129,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         END
         $$""",
     ),
+    turns.MIGRATION,
 )
 """Schema changes, oldest first; entry n - 1 migrates version n - 1 to version n."""
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -121,26 +144,35 @@ _VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )"""
 _INSERT_SESSION: Final = (
-    "INSERT INTO sessions (tenant, session_id, definition_id, revision, history_mode, cursor,"
-    " record, updated_at_ms, incarnation) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-    " ON CONFLICT (tenant, session_id) DO NOTHING"
+    "WITH inserted AS (INSERT INTO sessions (tenant, session_id, definition_id, revision,"
+    " history_mode, cursor, record, updated_at_ms, incarnation)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (tenant, session_id) DO NOTHING RETURNING 1)"
+    " SELECT pg_notify(%s, %s) FROM inserted"
 )
+"""Each session write notifies its topic in the same statement: one row when it wrote."""
 _SELECT_SESSION: Final = (
     "SELECT session_id, definition_id, revision, history_mode, cursor, record,"
     " updated_at_ms, incarnation, tenant FROM sessions WHERE tenant = %s AND session_id = %s"
 )
 _UPDATE_SESSION: Final = (
-    "UPDATE sessions SET definition_id = %s, revision = %s, history_mode = %s, cursor = %s,"
-    " record = %s, updated_at_ms = %s WHERE tenant = %s AND session_id = %s AND cursor = %s"
-    " AND incarnation = %s"
+    "WITH changed AS (UPDATE sessions SET definition_id = %s, revision = %s,"
+    " history_mode = %s, cursor = %s, record = %s, updated_at_ms = %s"
+    " WHERE tenant = %s AND session_id = %s AND cursor = %s AND incarnation = %s RETURNING 1)"
+    " SELECT pg_notify(%s, %s) FROM changed"
 )
 _SAVE_SESSION: Final = (
-    "SELECT save_session(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::text[], %s::text[],"
-    " %s::bytea[])"
+    "SELECT saved.ok FROM save_session(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+    " %s::text[], %s::text[], %s::bytea[]) AS saved (ok)"
+    " LEFT JOIN LATERAL (SELECT pg_notify(%s, %s) WHERE saved.ok) AS woken ON true"
 )
-_DELETE_SESSION: Final = "DELETE FROM sessions WHERE tenant = %s AND session_id = %s"
+_DELETE_SESSION: Final = (
+    "WITH deleted AS (DELETE FROM sessions WHERE tenant = %s AND session_id = %s RETURNING 1)"
+    " SELECT pg_notify(%s, %s) FROM deleted"
+)
 _DELETE_SESSION_AT: Final = (
-    "DELETE FROM sessions WHERE tenant = %s AND session_id = %s AND cursor = %s"
+    "WITH deleted AS (DELETE FROM sessions WHERE tenant = %s AND session_id = %s"
+    " AND cursor = %s RETURNING 1) SELECT pg_notify(%s, %s) FROM deleted"
 )
 _SELECT_SESSION_WITH_MESSAGES: Final = (
     "SELECT s.session_id, s.definition_id, s.revision, s.history_mode, s.cursor, s.record,"
@@ -197,6 +229,13 @@ class PostgresqlStore:
             reconnect_timeout=3600.0,
         )
         self._checking: asyncio.Task[None] | None = None
+        self._wakeups = Wakeups()
+        self._listener = turns.Listener(
+            self._conninfo,
+            timeout=timeout,
+            wakeups=self._wakeups,
+            describe=lambda error: describe(error, self._secret),
+        )
         self._opened = False
         self._closed = False
 
@@ -244,6 +283,8 @@ class PostgresqlStore:
             bytes(session.record),
             session.updated_at_ms,
             session.incarnation,
+            NOTIFY_CHANNEL,
+            session_topic(session.tenant, session.session_id),
         )
 
         async def insert(db: AsyncConnection[Any]) -> bool:
@@ -284,10 +325,11 @@ class PostgresqlStore:
             expected_cursor,
             session.incarnation,
         )
+        wake = (NOTIFY_CHANNEL, session_topic(session.tenant, session.session_id))
         if history is None:
 
             async def replace(db: AsyncConnection[Any]) -> bool:
-                return (await db.execute(_UPDATE_SESSION, update)).rowcount == 1
+                return (await db.execute(_UPDATE_SESSION, update + wake)).rowcount == 1
 
             return await self._write("compare_and_set", replace)
         save = (
@@ -300,6 +342,7 @@ class PostgresqlStore:
             [m.message_id for m in history.append],
             [m.role for m in history.append],
             [m.content.encode() for m in history.append],
+            *wake,
         )
 
         async def replace_with_history(db: AsyncConnection[Any]) -> bool:
@@ -323,11 +366,14 @@ class PostgresqlStore:
         """Remove the tenant's session and its messages; False, removing nothing, when it
         does not exist or its cursor differs from `expected_cursor`."""
 
+        wake = (NOTIFY_CHANNEL, session_topic(tenant, session_id))
+
         async def remove(db: AsyncConnection[Any]) -> bool:
             if expected_cursor is None:
-                done = await db.execute(_DELETE_SESSION, (tenant, session_id))
+                done = await db.execute(_DELETE_SESSION, (tenant, session_id, *wake))
             else:
-                done = await db.execute(_DELETE_SESSION_AT, (tenant, session_id, expected_cursor))
+                at = (tenant, session_id, expected_cursor, *wake)
+                done = await db.execute(_DELETE_SESSION_AT, at)
             return done.rowcount == 1
 
         return await self._write("delete", remove)
@@ -365,14 +411,110 @@ class PostgresqlStore:
             raise StoreCorruptError("a stored message is not valid UTF-8") from None
         return _session(row), messages
 
+    async def append_events(self, key: TurnKey, batch: EventBatch, *, expires_at_ms: int) -> bool:
+        """Store `batch`; False, writing nothing, when a stored batch of the turn holds one
+        of its sequences or ended the turn, or when `batch` is final and a stored batch
+        follows it. ValueError for a batch whose sequences are not 1 <= first <= last."""
+        check_batch(batch)
+        batch = frozen_batch(batch)
+        row = (
+            key.tenant,
+            key.session_id,
+            key.turn_id,
+            batch.first,
+            batch.last,
+            batch.final,
+            batch.body,
+            expires_at_ms,
+            NOTIFY_CHANNEL,
+            turn_topic(key),
+        )
+
+        async def append(db: AsyncConnection[Any]) -> bool:
+            found = await (await db.execute(turns.APPEND_EVENTS, row)).fetchone()
+            return found is not None and found[0] is True
+
+        return await self._write("append_events", append)
+
+    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+        """The turn's stored batches holding a sequence after `after`, in order."""
+        turn = (key.tenant, key.session_id, key.turn_id, after)
+        async with self._connection("read_events") as db:
+            rows = await (await db.execute(turns.SELECT_EVENTS, turn)).fetchall()
+        return tuple(turns.batch_of_row(row) for row in rows)
+
+    async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
+        """Leave `signal` for its holder; a repeated one keeps its place and the later
+        of the two expiries."""
+        key = signal.key
+        row = (
+            signal.holder,
+            str(signal.kind),
+            key.tenant,
+            key.session_id,
+            key.turn_id,
+            expires_at_ms,
+            NOTIFY_CHANNEL,
+            holder_topic(signal.holder),
+        )
+
+        async def send(db: AsyncConnection[Any]) -> None:
+            await db.execute(turns.SEND_SIGNAL, row)
+
+        await self._write("send_signal", send)
+
+    async def take_signals(self, holder: str) -> tuple[TurnSignal, ...]:
+        """Remove and return the signals left for `holder`, oldest first."""
+
+        async def take(db: AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            return await (await db.execute(turns.TAKE_SIGNALS, {"holder": holder})).fetchall()
+
+        rows = sorted(await self._write("take_signals", take), key=lambda row: row[0] or 0)
+        if any(row[0] is None for row in rows):
+            raise StoreCorruptError("a stored turn signal has an unknown kind")
+        return tuple(
+            TurnSignal(holder, SignalKind(kind), TurnKey(tenant, session_id, turn_id))
+            for _, kind, tenant, session_id, turn_id in rows
+        )
+
+    async def expire(self, now_ms: int) -> int:
+        """Drop the batches and signals whose expiry is at or before `now_ms` (at most
+        turns.EXPIRE_LIMIT of each per call); how many."""
+
+        async def expire(db: AsyncConnection[Any]) -> int:
+            row = await (await db.execute(turns.EXPIRE, {"now": now_ms})).fetchone()
+            return int(row[0]) if row is not None else 0
+
+        return await self._write("expire", expire)
+
+    async def wait(self, topics: Collection[str], timeout: float) -> None:
+        """Return when one of `topics` may have changed, or after `timeout` seconds.
+
+        The first call opens the store's listening connection. While it is not listening
+        (not yet, or after it broke) waits run to their timeouts; each time it starts
+        listening every waiter is woken. Raises StoreUnavailableError only when the store
+        is closed or not open."""
+        if self._closed or not self._opened:
+            raise StoreUnavailableError(
+                "the postgresql store is closed"
+                if self._closed
+                else "the postgresql store is not open"
+            )
+        if timeout > 0 and topics:
+            self._listener.start()
+        await self._wakeups.wait(topics, timeout)
+
     async def close(self) -> None:
-        """Close every connection. Idempotent; later calls raise StoreUnavailableError."""
+        """Close every connection and wake every waiter. Idempotent; later calls raise
+        StoreUnavailableError."""
         if self._closed:
             return
         self._closed = True
+        self._wakeups.notify_all()
         checking, self._checking = self._checking, None
         if checking is not None:
             checking.cancel()
+        await self._listener.close()
         await self._pool.close()
 
     async def _write(

@@ -31,6 +31,7 @@ from agentskit_chat.service import (
     Usage,
     invalid,
 )
+from agentskit_chat.service._session_watch import Heartbeat, WatchedEvent, WatchItem
 from agentskit_chat.storage import HistoryMode
 
 KINDS: Final = {
@@ -272,3 +273,22 @@ def _failed(into: pb.TurnFailed, event: Failed) -> None:
 def _usage(into: pb.Usage, usage: Usage) -> None:
     into.input_tokens = usage.input_tokens
     into.output_tokens = usage.output_tokens
+
+
+def watch_item(session_id: str, item: WatchItem) -> pb.WatchSessionResponse:
+    """One item of a session watch as the contract sends it: the session, an event of one
+    of its turns (tagged with the turn id and the turn's own sequence), or a heartbeat."""
+    response = pb.WatchSessionResponse()
+    if isinstance(item, WatchedEvent):  # filled in place: no copy of the event
+        event = response.event
+        event.session_id = session_id
+        event.turn_id = item.turn_id
+        event.sequence = item.sequence
+        event.time.FromNanoseconds(time.time_ns())
+        _fill(event, item.event)
+        return response
+    if isinstance(item, Heartbeat):
+        response.heartbeat.time.FromMilliseconds(item.time_ms)
+        return response
+    response.session.CopyFrom(session(item))
+    return response
