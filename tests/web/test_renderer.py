@@ -3,7 +3,9 @@
 The renderer is built with its pinned bundler, served by `serve --web-root` on the HTTP
 listener, and also from a plain static server whose origin `--cors-origin` allows. Its
 browser tests (examples/web/test, node:test driving Debian's chromium through
-playwright-core) then run every turn operation against the fake model. Node.js and
+playwright-core) then run every turn operation against the fake model, reload a page in
+the middle of an answer (the turn continues and the page reattaches to it), and open a
+session in two pages (each shows the other's turns as they stream). Node.js and
 chromium are required (`make chromium` installs chromium) unless CONTRACT_SKIP_TOOLCHAINS
 names `node`.
 """

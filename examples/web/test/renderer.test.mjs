@@ -475,6 +475,8 @@ test("a reload in the middle of an answer reattaches to the turn and shows the a
   assert.match(before.turnId, /^[0-9a-f]{32}$/);
   assert.ok(BigInt(before.sequence) >= 3n, `kept: ${JSON.stringify(before)}`); // started, decision, a delta
   await page.reload();
+  // The tab forgets the turn once it ended (the page starts idle: wait for that first).
+  await page.waitForFunction((key) => sessionStorage.getItem(key) === null, RUNNING_TURN);
   await turnOver(page);
   await noError(page);
   const answer = env("AGENTSKIT_WEB_SLOW_ANSWER");
@@ -492,8 +494,7 @@ test("a reload in the middle of an answer reattaches to the turn and shows the a
   assert.ok(partials.length >= 1, "the reloaded page did not show the answer streaming");
   assert.ok(partials[0].startsWith(before.text), JSON.stringify(partials[0]));
   assertGrowingPrefixes(partials, answer);
-  // The turn ended: the tab no longer keeps it, and the next turn runs.
-  assert.equal(await page.evaluate((key) => sessionStorage.getItem(key), RUNNING_TURN), null);
+  // The next turn runs.
   await send(page, "/start");
   await noError(page);
   assert.equal((await messages(page)).length, 4);
@@ -552,6 +553,41 @@ test("a second window on the session shows its turns as they stream, each once",
   await assertText(first.page.locator("#state-name"), "collecting");
   assert.deepEqual(await messages(first.page), await messages(second.page));
   await noError(first.page);
+  await first.context.close();
+  await second.context.close();
+});
+
+test("Stop in a second window cancels the turn of the first one", async () => {
+  const first = await newSession();
+  const sessionId = (await first.page.locator("#session-id").textContent()).trim();
+  const second = await openPage(undefined, { session: sessionId });
+  for (const { page } of [first, second]) {
+    await page.waitForFunction(() => document.body.dataset.watch === "live");
+  }
+  const text = env("AGENTSKIT_WEB_STALL_TEXT");
+  const input = first.page.getByLabel("Message", { exact: true });
+  await input.fill(text);
+  await input.press("Enter");
+  await second.page.waitForFunction(
+    () =>
+      (document.getElementById("streaming-reply")?.textContent ?? "") !== "" &&
+      !document.getElementById("stop").disabled,
+  );
+  await second.page.getByRole("button", { name: "Stop" }).click();
+  // The turn stopped for both: nothing committed, the text offered again where it was sent.
+  await turnOver(first.page);
+  await turnOver(second.page);
+  await assertText(first.page.locator("#status"), "Stopped.");
+  assert.equal(await input.inputValue(), text);
+  for (const { page } of [first, second]) {
+    await noError(page);
+    assert.deepEqual(await messages(page), []);
+  }
+  // The session is free: the next turn runs, and shows in both.
+  await send(first.page, "/start");
+  await noError(first.page);
+  await second.page.waitForFunction(() => document.querySelectorAll("#messages > li").length === 2);
+  await assertText(second.page.locator("#state-name"), "collecting");
   await first.context.close();
   await second.context.close();
 });
