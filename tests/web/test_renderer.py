@@ -40,7 +40,7 @@ STORY_TEXT = "Tell me a short story"
 FAIL_TEXT = "Ask a model that is down"
 SLOW_TEXT = "Explain it at length and slowly"
 SLOW_ANSWER = Reply(
-    chunks=tuple(f"Part {n} of a long answer. " for n in range(1, 13)) + ("The end.",),
+    chunks=(*(f"Part {n} of a long answer. " for n in range(1, 13)), "The end."),
     delay=0.25,
 )
 ANSWERS: dict[str, Script] = {
