@@ -19,7 +19,12 @@ import {
 } from "@agentskit/chat-client";
 import { rememberSession } from "./config.js";
 import { byId, h, replaceChildren } from "./dom.js";
-import { clearPendingTurn, loadPendingTurn, type PendingTurn, savePendingTurn } from "./pending-turn.js";
+import {
+  clearPendingTurn,
+  loadPendingTurn,
+  type PendingTurn,
+  savePendingTurn,
+} from "./pending-turn.js";
 import { decisionMeta, ReplyView } from "./reply-view.js";
 import { SessionWatch } from "./session-watch.js";
 import type { TurnAction } from "./turn-action.js";
@@ -467,11 +472,19 @@ export class App {
     const sessionId = session.sessionId;
     const current = (): boolean => this.#session?.sessionId === sessionId;
     return new SessionWatch(this.#client, sessionId, session.cursor, {
-      session: (changed) => {
+      session: (changed, first) => {
         document.body.dataset["watch"] = "live";
-        // A turn's end reloads the history; otherwise reload when the stored session moved
-        // (a turn committed, a truncation, or changes missed while the watch was down).
-        if (current() && this.#live === undefined && changed.cursor !== this.#session?.cursor) {
+        if (!current()) {
+          return;
+        }
+        if (first && this.#live?.own === false) {
+          // Watching again after a break: the turn shown may have ended unseen. If it still
+          // runs, its events come again from the first the server keeps.
+          this.#live = undefined;
+          void this.#reload();
+        } else if (this.#live === undefined && changed.cursor !== this.#session?.cursor) {
+          // A turn's end reloads the history; otherwise reload when the stored session
+          // moved (a truncation, a turn seen only by its end, changes missed meanwhile).
           void this.#reload();
         }
       },

@@ -2,7 +2,13 @@
 // it, and the session after every stored change. A watch that breaks, that the server ends,
 // or that fell behind (ERROR_REASON_WATCH_BEHIND) is watched again after the last cursor
 // received; the first session of each watch tells whether changes were missed.
-import { type ChatClient, ChatError, Code, type Session, type TurnEvent } from "@agentskit/chat-client";
+import {
+  type ChatClient,
+  ChatError,
+  Code,
+  type Session,
+  type TurnEvent,
+} from "@agentskit/chat-client";
 
 /** What a {@link SessionWatch} reports. */
 export interface SessionWatchHandlers {

@@ -137,7 +137,7 @@ function recordPartials() {
 /** Assert that `partials` grew towards `answer`: each one a longer prefix of it. */
 function assertGrowingPrefixes(partials, answer) {
   for (const [index, partial] of partials.entries()) {
-    assert.ok(answer.startsWith(partial), `${JSON.stringify(partial)} is not a prefix of the answer`);
+    assert.ok(answer.startsWith(partial), `not a prefix of the answer: ${JSON.stringify(partial)}`);
     assert.ok(index === 0 || partial.length > partials[index - 1].length, partial);
   }
 }
@@ -459,7 +459,7 @@ test("a conversation with every kind of badge (saved as a screenshot)", async ()
   await context.close();
 });
 
-test("a reload in the middle of an answer reattaches to the turn and shows the answer once", async () => {
+test("a reload mid-answer reattaches to the turn and shows the answer once", async () => {
   const { page, context } = await newSession();
   await page.addInitScript(recordPartials);
   const input = page.getByLabel("Message", { exact: true });
@@ -471,9 +471,13 @@ test("a reload in the middle of an answer reattaches to the turn and shows the a
     const kept = JSON.parse(sessionStorage.getItem(key) ?? "null");
     return reply?.getAttribute("aria-busy") === "true" && kept?.text && reply.textContent !== "";
   }, RUNNING_TURN);
-  const before = await page.evaluate((key) => JSON.parse(sessionStorage.getItem(key)), RUNNING_TURN);
+  const before = await page.evaluate(
+    (key) => JSON.parse(sessionStorage.getItem(key)),
+    RUNNING_TURN,
+  );
   assert.match(before.turnId, /^[0-9a-f]{32}$/);
-  assert.ok(BigInt(before.sequence) >= 3n, `kept: ${JSON.stringify(before)}`); // started, decision, a delta
+  // Started, decision and at least one delta.
+  assert.ok(BigInt(before.sequence) >= 3n, `kept: ${JSON.stringify(before)}`);
   await page.reload();
   // The tab forgets the turn once it ended (the page starts idle: wait for that first).
   await page.waitForFunction((key) => sessionStorage.getItem(key) === null, RUNNING_TURN);
@@ -590,4 +594,57 @@ test("Stop in a second window cancels the turn of the first one", async () => {
   await assertText(second.page.locator("#state-name"), "collecting");
   await first.context.close();
   await second.context.close();
+});
+
+test("a window whose session watch broke watches again and shows what it missed", async () => {
+  const first = await newSession();
+  const sessionId = (await first.page.locator("#session-id").textContent()).trim();
+  // The second window's first watch hangs until the first window's turn is over, then
+  // fails as a dropped connection does; the next ones go through.
+  let release;
+  const over = new Promise((resolve) => {
+    release = resolve;
+  });
+  let watches = 0;
+  let watching;
+  const watched = new Promise((resolve) => {
+    watching = resolve;
+  });
+  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  await context.route("**/agentskit.chat.v1.ChatService/WatchSession", async (route) => {
+    watches += 1;
+    if (watches === 1) {
+      watching();
+      await over;
+      await route.abort("connectionreset");
+    } else {
+      await route.continue();
+    }
+  });
+  const page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  const url = new URL(env("AGENTSKIT_WEB_URL"));
+  url.searchParams.set("token", env("AGENTSKIT_WEB_TOKEN"));
+  url.searchParams.set("session", sessionId);
+  await page.goto(url.href);
+  await page.locator("#chat").waitFor({ state: "visible" });
+  await watched;
+  await send(first.page, "/start");
+  await noError(first.page);
+  assert.equal(watches, 1);
+  assert.deepEqual(await messages(page), []);
+  release();
+  // Watching again after the cursor it had, it sees the session moved and reloads it.
+  await page.waitForFunction(() => document.querySelectorAll("#messages > li").length === 2);
+  await page.waitForFunction(() => document.body.dataset.watch === "live");
+  assert.ok(watches >= 2);
+  await assertText(page.locator("#state-name"), "collecting");
+  assert.deepEqual(await messages(page), await messages(first.page));
+  await noError(page);
+  // And follows the next turns live.
+  await send(first.page, "/cancel");
+  await page.waitForFunction(() => document.querySelectorAll("#messages > li").length === 4);
+  await assertText(page.locator("#state-name"), "idle");
+  await first.context.close();
+  await context.close();
 });
