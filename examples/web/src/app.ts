@@ -156,6 +156,9 @@ export class App {
         this.stop();
       }
     });
+    // A hidden tab stops watching (over HTTP/1.1 every watch holds one of the browser's few
+    // connections to the server) and watches again, after the cursor shown, once visible.
+    document.addEventListener("visibilitychange", () => this.#watchWhileVisible());
     this.#setBusy();
   }
 
@@ -464,7 +467,23 @@ export class App {
     if (pending !== undefined) {
       void this.#reattach(pending); // marks the turn as this tab's before the watch starts
     }
-    this.#watch = this.#watchSession(session);
+    this.#watch = undefined;
+    this.#watchWhileVisible();
+  }
+
+  /** Watch the open session while the page is visible. */
+  #watchWhileVisible(): void {
+    const session = this.#session;
+    if (session === undefined) {
+      return;
+    }
+    if (document.visibilityState === "hidden") {
+      this.#watch?.stop();
+      this.#watch = undefined;
+      document.body.dataset["watch"] = "paused";
+    } else if (this.#watch === undefined) {
+      this.#watch = this.#watchSession(session);
+    }
   }
 
   /** Follow the session live: turns started elsewhere, and changes to reload. */

@@ -648,3 +648,29 @@ test("a window whose session watch broke watches again and shows what it missed"
   await first.context.close();
   await context.close();
 });
+
+test("a hidden window stops watching and catches up once shown again", async () => {
+  const first = await newSession();
+  const sessionId = (await first.page.locator("#session-id").textContent()).trim();
+  const second = await openPage(undefined, { session: sessionId });
+  const { page } = second;
+  await page.waitForFunction(() => document.body.dataset.watch === "live");
+  const show = (state) =>
+    page.evaluate((visibility) => {
+      Object.defineProperty(document, "visibilityState", { value: visibility, configurable: true });
+      document.dispatchEvent(new Event("visibilitychange"));
+    }, state);
+  await show("hidden");
+  await page.waitForFunction(() => document.body.dataset.watch === "paused");
+  await send(first.page, "/start");
+  await noError(first.page);
+  assert.deepEqual(await messages(page), []);
+  await show("visible");
+  await page.waitForFunction(() => document.querySelectorAll("#messages > li").length === 2);
+  await page.waitForFunction(() => document.body.dataset.watch === "live");
+  assert.deepEqual(await messages(page), await messages(first.page));
+  await assertText(page.locator("#state-name"), "collecting");
+  await noError(page);
+  await first.context.close();
+  await second.context.close();
+});
