@@ -7,12 +7,11 @@
 import {
   type ChatClient,
   ChatError,
+  Code,
   commandHints,
   type Definition,
   type Message,
   newTurnId,
-  Operation,
-  Code,
   Role,
   type Session,
   type TurnEvent,
@@ -25,46 +24,12 @@ import {
   type PendingTurn,
   savePendingTurn,
 } from "./pending-turn.js";
+import { isTerminal, type LiveTurn, remoteAction } from "./live-turn.js";
 import { decisionMeta, ReplyView } from "./reply-view.js";
 import { SessionWatch } from "./session-watch.js";
 import type { TurnAction } from "./turn-action.js";
 
 export type { TurnAction } from "./turn-action.js";
-
-/** The turn being shown as it streams: this tab's, or one started elsewhere. */
-interface LiveTurn {
-  readonly turnId: string;
-  /** Started (or reattached to) by this tab; else seen through the session watch. */
-  readonly own: boolean;
-  /** How the history reads while it runs; the history as it is when unknown. */
-  readonly action: TurnAction | undefined;
-  readonly reply: ReplyView;
-  /** The sequence of the last event shown. */
-  last: bigint;
-}
-
-/** How a turn started elsewhere changes the history while it runs, from its first event. */
-function remoteAction(event: TurnEvent): TurnAction | undefined {
-  if (event.kind !== "started") {
-    return undefined;
-  }
-  const messageId = event.value.userMessageId;
-  switch (event.value.operation) {
-    case Operation.SUBMIT:
-      return { kind: "submit", content: "" };
-    case Operation.EDIT:
-      return messageId ? { kind: "edit", messageId, content: "" } : undefined;
-    case Operation.RETRY:
-    case Operation.REGENERATE:
-      return messageId ? { kind: "retry", messageId } : undefined;
-    default:
-      return undefined;
-  }
-}
-
-function isTerminal(event: TurnEvent): boolean {
-  return event.kind === "completed" || event.kind === "failed";
-}
 
 const ROLE_NAMES: Readonly<Record<number, string>> = {
   [Role.USER]: "user",

@@ -90,7 +90,7 @@ export class SessionWatch {
         if (signal.aborted) {
           return;
         }
-        const failure = error instanceof ChatError ? error : ChatError.from(error);
+        const failure = ChatError.from(error);
         if (FINAL.has(failure.code)) {
           this.#handlers.ended(failure);
           return;
