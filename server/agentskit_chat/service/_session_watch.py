@@ -9,7 +9,7 @@ and delete of the record from any process of the deployment) and sends what chan
   first event while its events are still kept (`watch_turn` gives them, or the turn's
   recorded outcome once they are not);
 - the session, whenever its cursor moved (a claimed or released lease, a commit, a
-  truncation);
+  truncation); changes stored between two reads arrive as the one session after them;
 - the running turn, when the record holds a live lease of a turn not followed yet: its
   events from the first, live, until its terminal event; the session after it follows
   at the next read.

@@ -28,7 +28,6 @@ from agentskit_chat.storage._turn_events import (
     TurnEventStore,
     TurnKey,
     TurnSignal,
-    holder_topic,
 )
 
 from ._event_log import RETENTION_SECONDS, MemoryEventLog
@@ -40,14 +39,16 @@ log = logging.getLogger(__name__)
 
 SWEEP_SECONDS: Final = 30.0
 """How often each process drops expired batches and signals."""
-SIGNAL_WAIT_SECONDS: Final = 2.0
-"""Longest wait between two looks at this process's signals while it runs turns."""
+SIGNAL_POLL_SECONDS: Final = 0.5
+"""Time between two looks at this process's signals while it runs turns. The process
+does not wait on its holder topic: on SQLite a wait makes the store poll for other
+processes' writes every 50 ms as long as it lasts, which would cost a process running one
+long turn far more CPU than the turn itself; one small query every half second costs
+little anywhere, and bounds how long a cancel or a publish request waits."""
 BATCH_SECONDS: Final = 0.2
 """Shortest time between two writes of one turn's events, but for its final batch: the
 events of the meantime go in one batch (a model streaming a chunk every few milliseconds
 costs a write per `BATCH_SECONDS`, not one per chunk)."""
-SIGNAL_SPACING_SECONDS: Final = 0.1
-"""Shortest time between two looks at this process's signals (wake-ups coalesce)."""
 
 Track = Callable[[Coroutine[Any, Any, object]], "asyncio.Task[object]"]
 
@@ -186,20 +187,13 @@ class TurnBus:
         port = self.port
         if port is None:
             return
-        topic = holder_topic(self.holder)
-        loop = asyncio.get_running_loop()
         while running():
-            taken_at = loop.time()
             try:
                 for signal in await port.take_signals(self.holder):
                     handle(signal)
-                await port.wait((topic,), SIGNAL_WAIT_SECONDS)
             except Exception as exc:
                 log.warning("taking turn signals failed: %s", type(exc).__name__)
-                await asyncio.sleep(SIGNAL_WAIT_SECONDS)
-            pause = taken_at + SIGNAL_SPACING_SECONDS - loop.time()
-            if pause > 0:
-                await asyncio.sleep(pause)
+            await asyncio.sleep(SIGNAL_POLL_SECONDS)
 
     async def close(self) -> None:
         """Stop the sweep."""
