@@ -68,6 +68,8 @@ export class App {
   readonly #ownTurns = new Set<string>();
   #watch: SessionWatch | undefined;
   #stopping = false;
+  /** The page is being left: what its cut streams report is not the turns' end. */
+  #leaving = false;
   /** The history reloads, one after the other. */
   #reloads: Promise<void> = Promise.resolve();
   #editing: string | undefined;
@@ -124,6 +126,14 @@ export class App {
     // A hidden tab stops watching (over HTTP/1.1 every watch holds one of the browser's few
     // connections to the server) and watches again, after the cursor shown, once visible.
     document.addEventListener("visibilitychange", () => this.#watchWhileVisible());
+    // Leaving the page (a reload) cuts its streams: the turn runs on, and the next page
+    // reattaches to it from what this one kept.
+    window.addEventListener("pagehide", () => {
+      this.#leaving = true;
+    });
+    window.addEventListener("pageshow", () => {
+      this.#leaving = false;
+    });
     this.#setBusy();
   }
 
@@ -235,6 +245,7 @@ export class App {
     this.#running = controller;
     const reply = live.reply;
     let completed = false;
+    let ended = false; // the turn is over, or never ran: forget it
     try {
       for await (const event of open(controller.signal)) {
         live.last = event.sequence;
@@ -242,13 +253,22 @@ export class App {
         reply.apply(event);
         this.#onEvent(event);
         completed ||= event.kind === "completed";
-        if (!isTerminal(event)) {
+        ended ||= isTerminal(event);
+        if (!ended) {
           const { text, decision } = reply.shown;
           const sequence = event.sequence;
           savePendingTurn({ sessionId, turnId: live.turnId, action, sequence, text, decision });
         }
       }
+      ended = true; // a watch of a turn that had ended ends without a terminal event
     } catch (error) {
+      if (this.#leaving) {
+        return;
+      }
+      // A refusal with a reason is the server's answer (the turn is unknown, say); without
+      // one the stream broke, and the turn may still run: a reload tries it again.
+      ended =
+        controller.signal.aborted || (error instanceof ChatError && error.reason !== undefined);
       if (controller.signal.aborted) {
         reply.end("stopped", "Stopped.");
         this.#setStatus("Stopped.");
@@ -256,22 +276,23 @@ export class App {
         reply.end("error", "The reply did not arrive.");
         this.#fail("The turn did not run", error);
       }
-    } finally {
+    }
+    if (ended) {
       clearPendingTurn(live.turnId);
-      if (this.#running === controller) {
-        this.#running = undefined;
-      }
-      if (this.#live === live) {
-        this.#live = undefined;
-        this.#stopping = false;
-      }
-      if (!completed && action.kind === "submit" && !this.#input.value) {
-        this.#input.value = action.content; // nothing was committed: offer it again
-      }
-      await this.#reload();
-      if (document.activeElement === document.body || document.activeElement === null) {
-        this.#input.focus();
-      }
+    }
+    if (this.#running === controller) {
+      this.#running = undefined;
+    }
+    if (this.#live === live) {
+      this.#live = undefined;
+      this.#stopping = false;
+    }
+    if (!completed && action.kind === "submit" && !this.#input.value) {
+      this.#input.value = action.content; // nothing was committed: offer it again
+    }
+    await this.#reload();
+    if (document.activeElement === document.body || document.activeElement === null) {
+      this.#input.focus();
     }
   }
 
