@@ -3,7 +3,9 @@
 The renderer is built with its pinned bundler, served by `serve --web-root` on the HTTP
 listener, and also from a plain static server whose origin `--cors-origin` allows. Its
 browser tests (examples/web/test, node:test driving Debian's chromium through
-playwright-core) then run every turn operation against the fake model. Node.js and
+playwright-core) then run every turn operation against the fake model, reload a page in
+the middle of an answer (the turn continues and the page reattaches to it), and open a
+session in two pages (each shows the other's turns as they stream). Node.js and
 chromium are required (`make chromium` installs chromium) unless CONTRACT_SKIP_TOOLCHAINS
 names `node`.
 """
@@ -36,6 +38,11 @@ STREAM_TEXT = "Describe the weather slowly"
 STALL_TEXT = "Think about it for a long while"
 STORY_TEXT = "Tell me a short story"
 FAIL_TEXT = "Ask a model that is down"
+SLOW_TEXT = "Explain it at length and slowly"
+SLOW_ANSWER = Reply(
+    chunks=(*(f"Part {n} of a long answer. " for n in range(1, 13)), "The end."),
+    delay=0.25,
+)
 ANSWERS: dict[str, Script] = {
     # Several deltas, far enough apart for the page to show each one.
     STREAM_TEXT: Reply(chunks=("Sunny ", "with a ", "light ", "breeze."), delay=0.3),
@@ -43,6 +50,8 @@ ANSWERS: dict[str, Script] = {
     STALL_TEXT: Reply(chunks=("Let me think",), ending=Ending.STALL),
     STORY_TEXT: Reply(chunks=("Once upon a time, ", "a session ", "kept its state.")),
     FAIL_TEXT: HttpResponse(500, '{"error": {"message": "the model is down"}}'),
+    # Long enough to reload the page, or to watch it from another page, while it streams.
+    SLOW_TEXT: SLOW_ANSWER,
 }
 
 
@@ -111,6 +120,8 @@ def test_renderer_in_a_real_browser(tmp_path: Path, static_site: tuple[Path, int
                 "AGENTSKIT_WEB_STALL_TEXT": STALL_TEXT,
                 "AGENTSKIT_WEB_STORY_TEXT": STORY_TEXT,
                 "AGENTSKIT_WEB_FAIL_TEXT": FAIL_TEXT,
+                "AGENTSKIT_WEB_SLOW_TEXT": SLOW_TEXT,
+                "AGENTSKIT_WEB_SLOW_ANSWER": SLOW_ANSWER.text,
             },
             check=False,
         )

@@ -1,24 +1,35 @@
 // The renderer: pick a definition, start or resume a session, run turns and show them.
+//
+// Turns run with onDisconnect "continue": the turn this tab runs is kept in sessionStorage
+// (pending-turn.ts), so that a reload in the middle of the answer reattaches to it. The
+// open session is watched (session-watch.ts), so that turns started elsewhere (another tab,
+// another device) show as they stream.
 import {
   type ChatClient,
   ChatError,
+  Code,
   commandHints,
   type Definition,
   type Message,
+  newTurnId,
   Role,
   type Session,
   type TurnEvent,
 } from "@agentskit/chat-client";
 import { rememberSession } from "./config.js";
 import { byId, h, replaceChildren } from "./dom.js";
+import {
+  clearPendingTurn,
+  loadPendingTurn,
+  type PendingTurn,
+  savePendingTurn,
+} from "./pending-turn.js";
+import { isTerminal, type LiveTurn, remoteAction } from "./live-turn.js";
 import { decisionMeta, ReplyView } from "./reply-view.js";
+import { SessionWatch } from "./session-watch.js";
+import type { TurnAction } from "./turn-action.js";
 
-/** A turn the renderer can run on the current session. */
-export type TurnAction =
-  | { readonly kind: "submit"; readonly content: string }
-  | { readonly kind: "retry"; readonly messageId: string }
-  | { readonly kind: "edit"; readonly messageId: string; readonly content: string }
-  | { readonly kind: "regenerate"; readonly messageId: string };
+export type { TurnAction } from "./turn-action.js";
 
 const ROLE_NAMES: Readonly<Record<number, string>> = {
   [Role.USER]: "user",
@@ -49,7 +60,18 @@ export class App {
   #definition: Definition | undefined;
   #session: Session | undefined;
   #messages: Message[] = [];
+  /** The turn shown streaming, if any. */
+  #live: LiveTurn | undefined;
+  /** Ends this tab's own turn stream (the turn itself runs on). */
   #running: AbortController | undefined;
+  /** Turn ids this tab started or reattached to: the session watch skips them. */
+  readonly #ownTurns = new Set<string>();
+  #watch: SessionWatch | undefined;
+  #stopping = false;
+  /** The page is being left: what its cut streams report is not the turns' end. */
+  #leaving = false;
+  /** The history reloads, one after the other. */
+  #reloads: Promise<void> = Promise.resolve();
   #editing: string | undefined;
 
   readonly #definitionSelect = byId("definition", HTMLSelectElement);
@@ -97,11 +119,22 @@ export class App {
     });
     this.#stop.addEventListener("click", () => this.stop());
     document.addEventListener("keydown", (event) => {
-      if (event.key === "Escape" && this.#running !== undefined) {
+      if (event.key === "Escape" && this.#live !== undefined) {
         this.stop();
       }
     });
-    this.#setBusy(false);
+    // A hidden tab stops watching (over HTTP/1.1 every watch holds one of the browser's few
+    // connections to the server) and watches again, after the cursor shown, once visible.
+    document.addEventListener("visibilitychange", () => this.#watchWhileVisible());
+    // Leaving the page (a reload) cuts its streams: the turn runs on, and the next page
+    // reattaches to it from what this one kept.
+    window.addEventListener("pagehide", () => {
+      this.#leaving = true;
+    });
+    window.addEventListener("pageshow", () => {
+      this.#leaving = false;
+    });
+    this.#setBusy();
   }
 
   /** Load the definitions, then resume `sessionId` when given. */
@@ -155,25 +188,87 @@ export class App {
   /** Run one turn, showing its events as they arrive. */
   async turn(action: TurnAction): Promise<void> {
     const session = this.#session;
-    if (session === undefined || this.#running !== undefined) {
+    if (session === undefined || this.#live !== undefined) {
       return;
     }
     this.#clearError();
+    const sessionId = session.sessionId;
+    const turnId = newTurnId();
+    const live = this.#show(turnId, true, action);
+    savePendingTurn({ sessionId, turnId, action, sequence: 0n, text: "", decision: undefined });
+    this.#setStatus("Waiting for the reply…");
+    await this.#follow(sessionId, live, action, (signal) =>
+      this.#events(sessionId, action, turnId, live, signal),
+    );
+  }
+
+  /** Follow this tab's turn again after a reload, from the last event it showed. */
+  async #reattach(pending: PendingTurn): Promise<void> {
+    const { sessionId, turnId, action, sequence } = pending;
+    const live = this.#show(turnId, true, action, pending);
+    live.last = sequence;
+    this.#setStatus("Reconnecting to the reply…");
+    await this.#follow(sessionId, live, action, (signal) =>
+      this.#client.watchTurn(sessionId, turnId, {
+        afterSequence: sequence,
+        signal,
+        reattach: this.#reattachOptions(live),
+      }),
+    );
+  }
+
+  /** Show `turnId` streaming; `shown` is what an earlier page showed of it. */
+  #show(
+    turnId: string,
+    own: boolean,
+    action: TurnAction | undefined,
+    shown?: { readonly text: string; readonly decision: PendingTurn["decision"] },
+  ): LiveTurn {
+    if (own) {
+      this.#ownTurns.add(turnId);
+      this.#editing = undefined;
+    }
+    const live: LiveTurn = { turnId, own, action, reply: new ReplyView(shown), last: 0n };
+    this.#live = live;
+    this.#render();
+    return live;
+  }
+
+  /** Show the events of this tab's turn until it ends, then the history as stored. */
+  async #follow(
+    sessionId: string,
+    live: LiveTurn,
+    action: TurnAction,
+    open: (signal: AbortSignal) => AsyncIterable<TurnEvent>,
+  ): Promise<void> {
     const controller = new AbortController();
     this.#running = controller;
-    this.#editing = undefined;
-    this.#setBusy(true);
-    this.#setStatus("Waiting for the reply…");
-    const reply = new ReplyView();
-    this.#renderMessages(this.#optimistic(action), reply.element);
+    const reply = live.reply;
     let completed = false;
+    let ended = false; // the turn is over, or never ran: forget it
     try {
-      for await (const event of this.#events(session.sessionId, action, controller.signal)) {
+      for await (const event of open(controller.signal)) {
+        live.last = event.sequence;
+        reply.note(undefined);
         reply.apply(event);
         this.#onEvent(event);
         completed ||= event.kind === "completed";
+        ended ||= isTerminal(event);
+        if (!ended) {
+          const { text, decision } = reply.shown;
+          const sequence = event.sequence;
+          savePendingTurn({ sessionId, turnId: live.turnId, action, sequence, text, decision });
+        }
       }
+      ended = true; // a watch of a turn that had ended ends without a terminal event
     } catch (error) {
+      if (this.#leaving) {
+        return;
+      }
+      // A refusal with a reason is the server's answer (the turn is unknown, say); without
+      // one the stream broke, and the turn may still run: a reload tries it again.
+      ended =
+        controller.signal.aborted || (error instanceof ChatError && error.reason !== undefined);
       if (controller.signal.aborted) {
         reply.end("stopped", "Stopped.");
         this.#setStatus("Stopped.");
@@ -181,28 +276,59 @@ export class App {
         reply.end("error", "The reply did not arrive.");
         this.#fail("The turn did not run", error);
       }
-    } finally {
+    }
+    if (ended) {
+      clearPendingTurn(live.turnId);
+    }
+    if (this.#running === controller) {
       this.#running = undefined;
-      if (!completed && action.kind === "submit" && !this.#input.value) {
-        this.#input.value = action.content; // nothing was committed: offer it again
-      }
-      await this.#reload();
-      this.#setBusy(false);
-      if (document.activeElement === document.body || document.activeElement === null) {
-        this.#input.focus();
-      }
+    }
+    if (this.#live === live) {
+      this.#live = undefined;
+      this.#stopping = false;
+    }
+    if (!completed && action.kind === "submit" && !this.#input.value) {
+      this.#input.value = action.content; // nothing was committed: offer it again
+    }
+    await this.#reload();
+    if (document.activeElement === document.body || document.activeElement === null) {
+      this.#input.focus();
     }
   }
 
-  /** Abort the turn in flight; the server cancels it and frees the session. */
+  /** Stop the turn shown streaming (this tab's or another's): CancelTurn. */
   stop(): void {
-    this.#running?.abort();
+    const live = this.#live;
+    const session = this.#session;
+    if (live === undefined || session === undefined || this.#stopping) {
+      return;
+    }
+    this.#stopping = true;
+    this.#setBusy();
+    this.#setStatus("Stopping…");
+    const running = live.own ? this.#running : undefined;
+    this.#client.cancelTurn(session.sessionId, live.turnId).then(
+      (result) => {
+        if (!result.cancelled && result.turn === undefined) {
+          running?.abort(); // not running (yet): end the stream
+        }
+      },
+      (error: unknown) => {
+        if (running !== undefined) {
+          running.abort(); // a server without CancelTurn: at least end the stream
+        } else {
+          this.#stopping = false;
+          this.#setBusy();
+          this.#fail("Could not stop the turn", error);
+        }
+      },
+    );
   }
 
   /** Keep only the messages up to `messageId` (none when undefined); runs no turn. */
   async truncate(messageId: string | undefined): Promise<void> {
     const session = this.#session;
-    if (session === undefined || this.#running !== undefined) {
+    if (session === undefined || this.#live !== undefined) {
       return;
     }
     this.#clearError();
@@ -221,8 +347,15 @@ export class App {
     }
   }
 
-  #events(sessionId: string, action: TurnAction, signal: AbortSignal): AsyncGenerator<TurnEvent> {
-    const options = { signal };
+  #events(
+    sessionId: string,
+    action: TurnAction,
+    turnId: string,
+    live: LiveTurn,
+    signal: AbortSignal,
+  ): AsyncGenerator<TurnEvent> {
+    const reattach = this.#reattachOptions(live);
+    const options = { signal, turnId, onDisconnect: "continue", reattach } as const;
     switch (action.kind) {
       case "submit":
         return this.#client.submit(sessionId, action.content, options);
@@ -235,6 +368,16 @@ export class App {
     }
   }
 
+  /** Say so under the answer while its broken stream is followed again. */
+  #reattachOptions(live: LiveTurn): { onReattach: (attempt: { attempt: number }) => void } {
+    return {
+      onReattach: ({ attempt }) => {
+        live.reply.note(`Connection lost; reconnecting (attempt ${attempt})…`);
+        this.#setStatus("Reconnecting to the reply…");
+      },
+    };
+  }
+
   #onEvent(event: TurnEvent): void {
     const session = this.#session;
     if (event.kind === "completed" && session !== undefined) {
@@ -242,6 +385,8 @@ export class App {
       session.cursor = event.value.cursor;
       this.#renderState();
       this.#setStatus("Reply complete.");
+    } else if (event.kind === "failed" && event.value.code === "cancelled") {
+      this.#setStatus("Stopped.");
     } else if (event.kind === "failed") {
       const { code, message, retryable } = event.value;
       this.#showError(
@@ -254,19 +399,26 @@ export class App {
   }
 
   /** The history as it will look while the turn runs (the server's view follows it). */
-  #optimistic(action: TurnAction): Element[] {
+  #optimistic(action: TurnAction, remote: boolean): Element[] {
     const index = (id: string): number => {
       const found = this.#messages.findIndex((message) => message.id === id);
       return found < 0 ? this.#messages.length : found;
     };
     const items = (messages: readonly Message[]): Element[] =>
       messages.map((message) => this.#messageItem(message));
+    // The text of a message sent elsewhere arrives with the history once the turn ends.
     const pendingUser = (content: string): Element =>
       h(
         "li",
-        { class: "message user pending", "data-role": "user" },
-        h("p", { class: "message-head" }, h("span", { class: "role" }, ROLE_LABELS["user"])),
-        h("div", { class: "content" }, content),
+        { class: `message user pending${remote ? " remote" : ""}`, "data-role": "user" },
+        h(
+          "p",
+          { class: "message-head" },
+          h("span", { class: "role" }, ROLE_LABELS["user"]),
+          remote && " ",
+          remote && h("span", { class: "elsewhere" }, "in another window"),
+        ),
+        h("div", { class: "content" }, remote ? "…" : content),
       );
     switch (action.kind) {
       case "submit":
@@ -287,22 +439,121 @@ export class App {
     this.#definition =
       this.#definitions.find((definition) => definition.id === session.definitionId) ??
       (await this.#client.getDefinition(session.definitionId));
+    this.#watch?.stop();
+    if (this.#live?.own === false) {
+      this.#live = undefined; // another session's turn
+    }
     this.#session = session;
     this.#messages = [...messages];
     this.#editing = undefined;
     rememberSession(session.sessionId);
     this.#chat.hidden = false;
     this.#render();
+    const pending = loadPendingTurn(session.sessionId);
+    if (pending !== undefined) {
+      void this.#reattach(pending); // marks the turn as this tab's before the watch starts
+    }
+    this.#watch = undefined;
+    this.#watchWhileVisible();
+  }
+
+  /** Watch the open session while the page is visible. */
+  #watchWhileVisible(): void {
+    const session = this.#session;
+    if (session === undefined) {
+      return;
+    }
+    if (document.visibilityState === "hidden") {
+      this.#watch?.stop();
+      this.#watch = undefined;
+      document.body.dataset["watch"] = "paused";
+    } else if (this.#watch === undefined) {
+      this.#watch = this.#watchSession(session);
+    }
+  }
+
+  /** Follow the session live: turns started elsewhere, and changes to reload. */
+  #watchSession(session: Session): SessionWatch {
+    const sessionId = session.sessionId;
+    const current = (): boolean => this.#session?.sessionId === sessionId;
+    return new SessionWatch(this.#client, sessionId, session.cursor, {
+      session: (changed, first) => {
+        document.body.dataset["watch"] = "live";
+        if (!current()) {
+          return;
+        }
+        if (first && this.#live?.own === false) {
+          // Watching again after a break: the turn shown may have ended unseen. If it still
+          // runs, its events come again from the first the server keeps.
+          this.#live = undefined;
+          void this.#reload();
+        } else if (this.#live === undefined && changed.cursor !== this.#session?.cursor) {
+          // A turn's end reloads the history; otherwise reload when the stored session
+          // moved (a truncation, a turn seen only by its end, changes missed meanwhile).
+          void this.#reload();
+        }
+      },
+      event: (event) => {
+        if (current()) {
+          this.#onWatchEvent(event);
+        }
+      },
+      ended: (error) => {
+        document.body.dataset["watch"] = "off";
+        if (current() && error.code === Code.NotFound) {
+          this.#fail("The session is no longer available", error);
+        }
+      },
+    });
+  }
+
+  /** An event of a turn of the session: shown live unless this tab runs it. */
+  #onWatchEvent(event: TurnEvent): void {
+    if (this.#ownTurns.has(event.turnId)) {
+      return;
+    }
+    let live = this.#live;
+    if (live?.turnId !== event.turnId) {
+      if (live?.own === true || isTerminal(event)) {
+        // This tab's turn runs (the other one ended unseen), or only the end was seen.
+        void this.#reload();
+        return;
+      }
+      live = this.#show(event.turnId, false, remoteAction(event));
+    }
+    if (event.sequence <= live.last) {
+      return; // a watch resumed after a break repeats what was shown
+    }
+    live.last = event.sequence;
+    live.reply.apply(event);
+    if (event.kind === "delta") {
+      this.#setStatus("Receiving a reply to another window…");
+    } else if (isTerminal(event)) {
+      this.#live = undefined;
+      this.#stopping = false;
+      this.#setStatus(
+        event.kind === "completed" ? "Reply complete." : "A turn of another window ended.",
+      );
+      void this.#reload();
+    }
   }
 
   /** Fetch the session again: the server's history is the one shown. */
-  async #reload(): Promise<void> {
+  #reload(): Promise<void> {
+    this.#reloads = this.#reloads.then(() => this.#fetchHistory());
+    return this.#reloads;
+  }
+
+  async #fetchHistory(): Promise<void> {
     const session = this.#session;
     if (session === undefined) {
       return;
     }
     try {
       const { session: current, messages } = await this.#client.getSession(session.sessionId);
+      if (this.#session?.sessionId !== current.sessionId) {
+        return; // another session was opened meanwhile
+      }
       this.#session = current;
       this.#messages = [...messages];
     } catch (error) {
@@ -313,7 +564,7 @@ export class App {
 
   #submitInput(): void {
     const content = this.#input.value;
-    if (!content.trim() || this.#running !== undefined) {
+    if (!content.trim() || this.#live !== undefined) {
       return;
     }
     this.#input.value = "";
@@ -328,7 +579,14 @@ export class App {
     this.#sessionId.textContent = session.sessionId;
     this.#sessionDefinition.textContent = `${session.definitionId} (revision ${session.definitionRevision})`;
     this.#renderState();
-    this.#renderMessages(this.#messages.map((message) => this.#messageItem(message)));
+    const live = this.#live;
+    const items =
+      live?.action === undefined
+        ? this.#messages.map((message) => this.#messageItem(message))
+        : this.#optimistic(live.action, !live.own);
+    replaceChildren(this.#messageList, ...items, live?.reply.element);
+    live?.reply.element.scrollIntoView({ block: "nearest" });
+    this.#setBusy();
   }
 
   #renderState(): void {
@@ -357,13 +615,7 @@ export class App {
           })
         : [h("span", { class: "none" }, "none")]),
     );
-    this.#setBusy(this.#running !== undefined);
-  }
-
-  #renderMessages(items: readonly Element[], reply?: Element): void {
-    replaceChildren(this.#messageList, ...items, reply);
-    reply?.scrollIntoView({ block: "nearest" });
-    this.#setBusy(this.#running !== undefined);
+    this.#setBusy();
   }
 
   #messageItem(message: Message): HTMLLIElement {
@@ -455,10 +707,12 @@ export class App {
     this.#definitionDescription.textContent = definition?.description ?? "";
   }
 
-  #setBusy(busy: boolean): void {
+  /** Disable what cannot run while a turn streams (this tab's or another's). */
+  #setBusy(): void {
+    const busy = this.#live !== undefined;
     document.body.dataset["turn"] = busy ? "running" : "idle";
     this.#send.disabled = busy;
-    this.#stop.disabled = !busy;
+    this.#stop.disabled = !busy || this.#stopping;
     for (const element of document.querySelectorAll<HTMLButtonElement>(
       "#setup button, button.command, button.control, .edit-form button",
     )) {

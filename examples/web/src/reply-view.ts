@@ -1,7 +1,13 @@
 // The answer being streamed: its badges when the decision arrives, its text delta by delta.
 import type { TurnEvent } from "@agentskit/chat-client";
 import { h, replaceChildren } from "./dom.js";
-import { badgeText, type DecisionLike, kindName, transitionText } from "./turn-view.js";
+import {
+  badgeText,
+  type DecisionLike,
+  kindName,
+  plainDecision,
+  transitionText,
+} from "./turn-view.js";
 
 /** How a streamed answer ended. */
 export type ReplyOutcome = "completed" | "failed" | "stopped" | "error";
@@ -33,6 +39,12 @@ export function decisionMeta(decision: DecisionLike): HTMLSpanElement {
   );
 }
 
+/** What an answer showed before the page was reloaded. */
+export interface ShownReply {
+  readonly text: string;
+  readonly decision: DecisionLike | undefined;
+}
+
 /** The list item of an answer while it streams. */
 export class ReplyView {
   readonly element: HTMLLIElement;
@@ -40,8 +52,10 @@ export class ReplyView {
   readonly #content: HTMLDivElement;
   readonly #note: HTMLParagraphElement;
   #text = "";
+  #decision: DecisionLike | undefined;
 
-  constructor() {
+  /** A new answer, or one that goes on from what `shown` says it showed. */
+  constructor(shown?: ShownReply) {
     this.#meta = h("span", { class: "turn-meta-slot" });
     this.#content = h("div", {
       class: "content",
@@ -58,28 +72,61 @@ export class ReplyView {
       this.#content,
       this.#note,
     );
+    if (shown !== undefined) {
+      this.#showText(shown.text);
+      if (shown.decision !== undefined) {
+        this.#showDecision(shown.decision);
+      }
+    }
+  }
+
+  /** The text shown so far and the decision, once known. */
+  get shown(): ShownReply {
+    return { text: this.#text, decision: this.#decision };
   }
 
   /** Show what one event of the turn says. */
   apply(event: TurnEvent): void {
     switch (event.kind) {
       case "started":
+        if (event.value.duplicate) {
+          this.#showText(""); // the recorded outcome follows: it replaces what was shown
+        }
         break;
       case "decision":
-        replaceChildren(this.#meta, decisionMeta(event.value));
+        this.#showDecision(event.value);
         break;
       case "delta":
-        this.#text += event.value.text;
-        this.#content.textContent = this.#text;
+        this.#showText(this.#text + event.value.text);
         break;
       case "completed":
         this.#content.textContent = event.value.content;
         this.end("completed");
         break;
       case "failed":
-        this.end("failed", `The turn failed (${event.value.code}): ${event.value.message}`);
+        if (event.value.code === "cancelled") {
+          this.end("stopped", "Stopped.");
+        } else {
+          this.end("failed", `The turn failed (${event.value.code}): ${event.value.message}`);
+        }
         break;
     }
+  }
+
+  /** Say something about the answer under it (reconnecting, say); nothing when undefined. */
+  note(text: string | undefined): void {
+    this.#note.textContent = text ?? "";
+    this.#note.hidden = text === undefined;
+  }
+
+  #showText(text: string): void {
+    this.#text = text;
+    this.#content.textContent = text;
+  }
+
+  #showDecision(decision: DecisionLike): void {
+    this.#decision = plainDecision(decision);
+    replaceChildren(this.#meta, decisionMeta(decision));
   }
 
   /** The stream is over; `note` says why when it did not complete. */

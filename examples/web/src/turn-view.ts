@@ -41,3 +41,9 @@ export function badgeText(decision: DecisionLike): string {
 export function transitionText(decision: DecisionLike): string {
   return `${decision.fromState} → ${decision.toState}`;
 }
+
+/** The decision's fields alone (a streamed decision carries protobuf bookkeeping too). */
+export function plainDecision(decision: DecisionLike): DecisionLike {
+  const { kind, routeId, fromState, toState, replayed } = decision;
+  return { kind, routeId, fromState, toState, replayed };
+}

@@ -10,6 +10,8 @@
 //   AGENTSKIT_WEB_CHROMIUM        the browser (default /usr/bin/chromium)
 //   AGENTSKIT_WEB_STREAM_TEXT, AGENTSKIT_WEB_STALL_TEXT, AGENTSKIT_WEB_STORY_TEXT,
 //   AGENTSKIT_WEB_FAIL_TEXT       inputs the fake model answers slowly, never, at once, with 500
+//   AGENTSKIT_WEB_SLOW_TEXT       input the fake model answers in many slow chunks...
+//   AGENTSKIT_WEB_SLOW_ANSWER     ...with this answer
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -114,6 +116,34 @@ function messages(page) {
   );
 }
 
+/**
+ * Record, in `window.partials`, every text the streaming reply shows while it is still busy
+ * (as the DOM changes). Installed as an init script, it records in every document the page
+ * loads, from before the renderer runs.
+ */
+function recordPartials() {
+  window.partials = [];
+  new MutationObserver(() => {
+    const reply = document.getElementById("streaming-reply");
+    if (reply?.getAttribute("aria-busy") === "true" && reply.textContent) {
+      const last = window.partials.at(-1);
+      if (last !== reply.textContent) {
+        window.partials.push(reply.textContent);
+      }
+    }
+  }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+}
+
+/** Assert that `partials` grew towards `answer`: each one a longer prefix of it. */
+function assertGrowingPrefixes(partials, answer) {
+  for (const [index, partial] of partials.entries()) {
+    assert.ok(answer.startsWith(partial), `not a prefix of the answer: ${JSON.stringify(partial)}`);
+    assert.ok(index === 0 || partial.length > partials[index - 1].length, partial);
+  }
+}
+
+const RUNNING_TURN = "agentskit-chat.running-turn";
+
 async function noError(page) {
   assert.equal(await page.locator("#error").isHidden(), true, await page.locator("#error").textContent());
 }
@@ -182,23 +212,7 @@ test("every control is labelled and the conversation is usable from the keyboard
 /** Run an agentic turn that streams slowly; check that each delta showed before the end. */
 async function streamsDeltas(page) {
   // Every text the streaming reply shows while it is still busy, as the DOM changes.
-  await page.evaluate(() => {
-    window.partials = [];
-    new MutationObserver(() => {
-      const reply = document.getElementById("streaming-reply");
-      if (reply?.getAttribute("aria-busy") === "true" && reply.textContent) {
-        const last = window.partials.at(-1);
-        if (last !== reply.textContent) {
-          window.partials.push(reply.textContent);
-        }
-      }
-    }).observe(document.getElementById("messages"), {
-      subtree: true,
-      childList: true,
-      characterData: true,
-      attributes: true,
-    });
-  });
+  await page.evaluate(recordPartials);
   const input = page.getByLabel("Message", { exact: true });
   await input.fill(env("AGENTSKIT_WEB_STREAM_TEXT"));
   await input.press("Enter");
@@ -443,4 +457,220 @@ test("a conversation with every kind of badge (saved as a screenshot)", async ()
   await mkdir(directory, { recursive: true });
   await page.screenshot({ path: join(directory, "web-renderer.png"), fullPage: true });
   await context.close();
+});
+
+test("a reload mid-answer reattaches to the turn and shows the answer once", async () => {
+  const { page, context } = await newSession();
+  await page.addInitScript(recordPartials);
+  const input = page.getByLabel("Message", { exact: true });
+  await input.fill(env("AGENTSKIT_WEB_SLOW_TEXT"));
+  await input.press("Enter");
+  // Part of the answer is shown, and the tab keeps the turn and its last sequence.
+  await page.waitForFunction((key) => {
+    const reply = document.getElementById("streaming-reply");
+    const kept = JSON.parse(sessionStorage.getItem(key) ?? "null");
+    return reply?.getAttribute("aria-busy") === "true" && kept?.text && reply.textContent !== "";
+  }, RUNNING_TURN);
+  const before = await page.evaluate(
+    (key) => JSON.parse(sessionStorage.getItem(key)),
+    RUNNING_TURN,
+  );
+  assert.match(before.turnId, /^[0-9a-f]{32}$/);
+  // Started, decision and at least one delta.
+  assert.ok(BigInt(before.sequence) >= 3n, `kept: ${JSON.stringify(before)}`);
+  await page.reload();
+  // The tab forgets the turn once it ended (the page starts idle: wait for that first).
+  await page.waitForFunction((key) => sessionStorage.getItem(key) === null, RUNNING_TURN);
+  await turnOver(page);
+  await noError(page);
+  const answer = env("AGENTSKIT_WEB_SLOW_ANSWER");
+  const shown = await messages(page);
+  assert.deepEqual(
+    shown.map(({ role, content, route }) => ({ role, content, route })),
+    [
+      { role: "user", content: env("AGENTSKIT_WEB_SLOW_TEXT"), route: null },
+      { role: "assistant", content: answer, route: "model" },
+    ],
+  );
+  // The reloaded page showed the answer streaming again: first what the page had shown,
+  // then the rest, never a piece twice.
+  const partials = await page.evaluate(() => window.partials);
+  assert.ok(partials.length >= 1, "the reloaded page did not show the answer streaming");
+  assert.ok(partials[0].startsWith(before.text), JSON.stringify(partials[0]));
+  assertGrowingPrefixes(partials, answer);
+  // The next turn runs.
+  await send(page, "/start");
+  await noError(page);
+  assert.equal((await messages(page)).length, 4);
+  await context.close();
+});
+
+test("a second window on the session shows its turns as they stream, each once", async () => {
+  const first = await newSession();
+  const sessionId = (await first.page.locator("#session-id").textContent()).trim();
+  const second = await openPage(undefined, { session: sessionId });
+  for (const { page } of [first, second]) {
+    await page.waitForFunction(() => document.body.dataset.watch === "live");
+  }
+  await first.page.evaluate(recordPartials);
+  await second.page.evaluate(recordPartials);
+  const input = first.page.getByLabel("Message", { exact: true });
+  await input.fill(env("AGENTSKIT_WEB_SLOW_TEXT"));
+  await input.press("Enter");
+  // The second window shows the turn running: a message sent elsewhere, the answer growing.
+  await second.page.waitForFunction(() => {
+    const reply = document.getElementById("streaming-reply");
+    return (
+      reply?.getAttribute("aria-busy") === "true" &&
+      reply.textContent !== "" &&
+      document.querySelector("#messages li.user.pending.remote") !== null &&
+      document.body.dataset.turn === "running"
+    );
+  });
+  await turnOver(first.page);
+  await turnOver(second.page);
+  const answer = env("AGENTSKIT_WEB_SLOW_ANSWER");
+  const expected = [
+    { role: "user", content: env("AGENTSKIT_WEB_SLOW_TEXT") },
+    { role: "assistant", content: answer },
+  ];
+  for (const { page } of [first, second]) {
+    await noError(page);
+    assert.deepEqual(
+      (await messages(page)).map(({ role, content }) => ({ role, content })),
+      expected,
+    );
+  }
+  assert.deepEqual(await messages(second.page), await messages(first.page));
+  // Both showed the answer growing, never a piece twice (the first one skips its own turn
+  // in the session watch).
+  for (const { page } of [first, second]) {
+    const partials = await page.evaluate(() => window.partials);
+    assert.ok(partials.length >= 2, `texts seen while streaming: ${JSON.stringify(partials)}`);
+    assertGrowingPrefixes(partials, answer);
+    assert.notEqual(partials[0], answer);
+  }
+  // The other way round: a turn of the second window shows in the first one.
+  await send(second.page, "/start");
+  await first.page.waitForFunction(() => document.querySelectorAll("#messages > li").length === 4);
+  await turnOver(first.page);
+  await assertText(first.page.locator("#state-name"), "collecting");
+  assert.deepEqual(await messages(first.page), await messages(second.page));
+  await noError(first.page);
+  await first.context.close();
+  await second.context.close();
+});
+
+test("Stop in a second window cancels the turn of the first one", async () => {
+  const first = await newSession();
+  const sessionId = (await first.page.locator("#session-id").textContent()).trim();
+  const second = await openPage(undefined, { session: sessionId });
+  for (const { page } of [first, second]) {
+    await page.waitForFunction(() => document.body.dataset.watch === "live");
+  }
+  const text = env("AGENTSKIT_WEB_STALL_TEXT");
+  const input = first.page.getByLabel("Message", { exact: true });
+  await input.fill(text);
+  await input.press("Enter");
+  await second.page.waitForFunction(
+    () =>
+      (document.getElementById("streaming-reply")?.textContent ?? "") !== "" &&
+      !document.getElementById("stop").disabled,
+  );
+  await second.page.getByRole("button", { name: "Stop" }).click();
+  // The turn stopped for both: nothing committed, the text offered again where it was sent.
+  await turnOver(first.page);
+  await turnOver(second.page);
+  await assertText(first.page.locator("#status"), "Stopped.");
+  assert.equal(await input.inputValue(), text);
+  for (const { page } of [first, second]) {
+    await noError(page);
+    assert.deepEqual(await messages(page), []);
+  }
+  // The session is free: the next turn runs, and shows in both.
+  await send(first.page, "/start");
+  await noError(first.page);
+  await second.page.waitForFunction(() => document.querySelectorAll("#messages > li").length === 2);
+  await assertText(second.page.locator("#state-name"), "collecting");
+  await first.context.close();
+  await second.context.close();
+});
+
+test("a window whose session watch broke watches again and shows what it missed", async () => {
+  const first = await newSession();
+  const sessionId = (await first.page.locator("#session-id").textContent()).trim();
+  // The second window's first watch hangs until the first window's turn is over, then
+  // fails as a dropped connection does; the next ones go through.
+  let release;
+  const over = new Promise((resolve) => {
+    release = resolve;
+  });
+  let watches = 0;
+  let watching;
+  const watched = new Promise((resolve) => {
+    watching = resolve;
+  });
+  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  await context.route("**/agentskit.chat.v1.ChatService/WatchSession", async (route) => {
+    watches += 1;
+    if (watches === 1) {
+      watching();
+      await over;
+      await route.abort("connectionreset");
+    } else {
+      await route.continue();
+    }
+  });
+  const page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  const url = new URL(env("AGENTSKIT_WEB_URL"));
+  url.searchParams.set("token", env("AGENTSKIT_WEB_TOKEN"));
+  url.searchParams.set("session", sessionId);
+  await page.goto(url.href);
+  await page.locator("#chat").waitFor({ state: "visible" });
+  await watched;
+  await send(first.page, "/start");
+  await noError(first.page);
+  assert.equal(watches, 1);
+  assert.deepEqual(await messages(page), []);
+  release();
+  // Watching again after the cursor it had, it sees the session moved and reloads it.
+  await page.waitForFunction(() => document.querySelectorAll("#messages > li").length === 2);
+  await page.waitForFunction(() => document.body.dataset.watch === "live");
+  assert.ok(watches >= 2);
+  await assertText(page.locator("#state-name"), "collecting");
+  assert.deepEqual(await messages(page), await messages(first.page));
+  await noError(page);
+  // And follows the next turns live.
+  await send(first.page, "/cancel");
+  await page.waitForFunction(() => document.querySelectorAll("#messages > li").length === 4);
+  await assertText(page.locator("#state-name"), "idle");
+  await first.context.close();
+  await context.close();
+});
+
+test("a hidden window stops watching and catches up once shown again", async () => {
+  const first = await newSession();
+  const sessionId = (await first.page.locator("#session-id").textContent()).trim();
+  const second = await openPage(undefined, { session: sessionId });
+  const { page } = second;
+  await page.waitForFunction(() => document.body.dataset.watch === "live");
+  const show = (state) =>
+    page.evaluate((visibility) => {
+      Object.defineProperty(document, "visibilityState", { value: visibility, configurable: true });
+      document.dispatchEvent(new Event("visibilitychange"));
+    }, state);
+  await show("hidden");
+  await page.waitForFunction(() => document.body.dataset.watch === "paused");
+  await send(first.page, "/start");
+  await noError(first.page);
+  assert.deepEqual(await messages(page), []);
+  await show("visible");
+  await page.waitForFunction(() => document.querySelectorAll("#messages > li").length === 2);
+  await page.waitForFunction(() => document.body.dataset.watch === "live");
+  assert.deepEqual(await messages(page), await messages(first.page));
+  await assertText(page.locator("#state-name"), "collecting");
+  await noError(page);
+  await first.context.close();
+  await second.context.close();
 });
