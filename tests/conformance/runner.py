@@ -13,17 +13,33 @@ import dataclasses
 import enum
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agentskit_chat_client import ChatClient, ChatError, HistoryMode, Message, TurnEvent
+from agentskit_chat_client import (
+    ChatClient,
+    ChatError,
+    DisconnectMode,
+    HistoryMode,
+    Message,
+    Session,
+    TurnCompleted,
+    TurnEvent,
+    TurnFailed,
+    WatchHeartbeat,
+    WatchItem,
+)
 
 from .harness import Scenario
 from .matching import lookup, match
 
 INVALID_TOKEN = "conformance-invalid-token"
 EVENTUALLY_SECONDS = 5.0
+WATCH_SECONDS = 60.0
+"""The deadline of a watch step without `deadline_ms`, so a turn that never ends fails the
+scenario instead of hanging it."""
+_DISCONNECT = {"continue": DisconnectMode.CONTINUE, "cancel": DisconnectMode.CANCEL}
 _ENUMS = {
     "kind": "TURN_KIND_",
     "role": "ROLE_",
@@ -106,14 +122,22 @@ def _error(error: ChatError) -> dict[str, Any]:
 
 
 class _Stream:
-    """A turn stream's observation, built as its events arrive."""
+    """A turn stream's observation, built as its events arrive.
 
-    def __init__(self) -> None:
-        self.observation: dict[str, Any] = {"events": [], "text": ""}
+    `after`: the watch_turn's after_sequence, for `gapless`; None for other streams.
+    """
+
+    def __init__(self, after: int | None = None) -> None:
+        self.observation: dict[str, Any] = {"events": [], "sequences": [], "text": ""}
+        self.after = after
+        self.ended = False
 
     def add(self, event: TurnEvent) -> None:
         kind = _EVENT_KINDS[type(event).__name__]
         self.observation["events"].append(kind)
+        self.observation["sequences"].append(event.sequence)
+        self.observation["lastSequence"] = event.sequence
+        self.ended = isinstance(event, TurnCompleted | TurnFailed)
         if kind == "delta":
             self.observation["text"] += event.text  # type: ignore[union-attr]
             return
@@ -121,6 +145,37 @@ class _Stream:
         for common in ("sessionId", "turnId", "sequence", "time"):
             payload.pop(common, None)
         self.observation[kind] = payload
+
+    def done(self) -> None:
+        """The stream ended: a watch's `gapless` is decided."""
+        if self.after is None:
+            return
+        sequences = self.observation["sequences"]
+        expected = list(range(self.after + 1, self.after + 1 + len(sequences)))
+        self.observation["gapless"] = bool(sequences) and sequences == expected and self.ended
+
+
+class _SessionStream(_Stream):
+    """A watch_session's observation: every session, the turns seen, and turn `until`."""
+
+    def __init__(self, until: str) -> None:
+        super().__init__()
+        self.until = until
+        self.observation.update(sessions=[], turns=[])
+
+    def add_item(self, item: WatchItem) -> bool:
+        """Record one item; True once turn `until` has ended."""
+        if isinstance(item, Session):
+            self.observation["sessions"].append(to_json(item) or {})
+            return False
+        if isinstance(item, WatchHeartbeat):
+            return False
+        if item.turn_id not in self.observation["turns"]:
+            self.observation["turns"].append(item.turn_id)
+        if item.turn_id != self.until:
+            return False
+        self.add(item)
+        return self.ended
 
 
 class Runner:
@@ -133,6 +188,7 @@ class Runner:
         self._target, self._tokens = target, tokens
         self._clients: dict[str, ChatClient] = {}
         self._background: dict[str, tuple[asyncio.Task[None], _Stream, dict[str, Any]]] = {}
+        self._watch_timeout = WATCH_SECONDS
 
     async def close(self) -> None:
         tasks = [task for task, _, _ in self._background.values()]
@@ -214,6 +270,10 @@ class Runner:
             return await self._finish(args, cancel=operation == "cancel")
         if operation == "stream_turn":
             return await self._turn(client, args, timeout, step)
+        if operation == "watch_turn":
+            return await self._watch_turn(client, args, timeout, step)
+        if operation == "watch_session":
+            return await self._watch_session(client, args, timeout, step)
         try:
             return await self._unary(client, operation, args or {}, timeout)
         except ChatError as error:
@@ -264,6 +324,9 @@ class Runner:
                 timeout=timeout,
             )
             return to_json(page) or {}
+        if operation == "cancel_turn":
+            outcome = await client.cancel_turn(args["session"], args["turn_id"], timeout=timeout)
+            return to_json(outcome) or {}
         raise ScenarioError(f"unknown operation {operation!r}")
 
     def _events(
@@ -275,6 +338,10 @@ class Runner:
             "expected_cursor": _integer(args, "expected_cursor"),
             "timeout": timeout,
         }
+        if "on_disconnect" in args:
+            if args["on_disconnect"] not in _DISCONNECT:
+                raise ScenarioError(f"on_disconnect must be continue or cancel: {args!r}")
+            options["on_disconnect"] = _DISCONNECT[args["on_disconnect"]]
         if "submit" in args:
             submit = args["submit"]
             return client.submit(
@@ -305,11 +372,73 @@ class Runner:
     ) -> dict[str, Any] | None:
         stream = _Stream()
         events = self._events(client, args, timeout)
+        return await self._start(
+            args, step, stream, lambda first: self._drain(events, stream, first)
+        )
+
+    async def _watch_turn(
+        self,
+        client: ChatClient,
+        args: Mapping[str, Any],
+        timeout: float | None,
+        step: Mapping[str, Any],
+    ) -> dict[str, Any] | None:
+        after = _integer(args, "after_sequence") or 0
+        stream = _Stream(after)
+        events = client.watch_turn(
+            args["session"],
+            args["turn_id"],
+            after,
+            reattach=False,  # the corpus observes the server's stream as it is
+            timeout=self._watch_timeout if timeout is None else timeout,
+        )
+        return await self._start(
+            args, step, stream, lambda first: self._drain(events, stream, first)
+        )
+
+    async def _watch_session(
+        self,
+        client: ChatClient,
+        args: Mapping[str, Any],
+        timeout: float | None,
+        step: Mapping[str, Any],
+    ) -> dict[str, Any] | None:
+        if not isinstance(args.get("until_turn"), str):
+            raise ScenarioError("watch_session needs until_turn, a turn id")
+        stream = _SessionStream(args["until_turn"])
+        items = client.watch_session(
+            args["session"],
+            _integer(args, "after_cursor"),
+            timeout=self._watch_timeout if timeout is None else timeout,
+        )
+
+        async def drain(first: asyncio.Event | None) -> None:
+            try:
+                async with contextlib.aclosing(items):
+                    async for item in items:
+                        if stream.add_item(item):
+                            break
+                        if first is not None and stream.observation["sessions"]:
+                            first.set()
+            except ChatError as error:
+                stream.observation["error"] = _error(error)
+
+        return await self._start(args, step, stream, drain)
+
+    async def _start(
+        self,
+        args: Mapping[str, Any],
+        step: Mapping[str, Any],
+        stream: _Stream,
+        drain: Callable[[asyncio.Event | None], Coroutine[Any, Any, None]],
+    ) -> dict[str, Any] | None:
+        """Drain a stream; a `background` one only until `drain` sets its first event."""
         if "background" not in args:
-            await self._drain(events, stream)
+            await drain(None)
+            stream.done()
             return stream.observation
         first = asyncio.Event()
-        task = asyncio.create_task(self._drain(events, stream, first))
+        task = asyncio.create_task(drain(first))
         waiter = asyncio.create_task(first.wait())
         await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
@@ -335,6 +464,7 @@ class Runner:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        stream.done()
         problems = self._check({"expect": expected}, stream.observation)
         if problems:
             raise ScenarioError(

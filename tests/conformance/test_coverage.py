@@ -30,11 +30,16 @@ OPERATIONS = frozenset(
         "truncate_history",
         "get_turn",
         "list_turns",
+        "watch_turn",
+        "cancel_turn",
+        "watch_session",
         "sleep_ms",
     }
 )
 OPTIONS = frozenset({"expect", "capture", "token", "deadline_ms", "eventually"})
 TURN_OPERATIONS = ("submit", "retry", "edit", "regenerate", "dispatch")
+BACKGROUND_OPERATIONS = ("stream_turn", "watch_turn", "watch_session")
+INTEGER_ARGUMENTS = ("expected_cursor", "page_size", "after_sequence", "after_cursor")
 SERVER_SIDE = {
     # reason: (why a client cannot cause it on a healthy server, the tests that produce it)
     "ERROR_REASON_REVISION_MISMATCH": (
@@ -44,6 +49,10 @@ SERVER_SIDE = {
     "ERROR_REASON_SESSION_CORRUPT": (
         "needs a damaged stored record",
         "tests/transport/test_store_faults.py",
+    ),
+    "ERROR_REASON_WATCH_BEHIND": (
+        "needs a watcher slower than the server's bound",
+        "tests/service/test_watch_session.py",
     ),
     "ERROR_REASON_SHUTTING_DOWN": ("needs the server to be draining", "tests/cli/test_drain.py"),
     "ERROR_REASON_STORE_UNAVAILABLE": ("needs a failing store", "tests/cli/test_replicas.py"),
@@ -62,7 +71,10 @@ def _steps() -> Iterator[tuple[str, Mapping[str, Any]]]:
 
 
 _TEXT_ARGUMENTS = frozenset(
-    {"content", "turn_id", "message_id", "session", "session_id", "definition_id", "id"}
+    {
+        *("content", "turn_id", "message_id", "session", "session_id", "definition_id", "id"),
+        "until_turn",
+    }
 )
 
 
@@ -111,8 +123,22 @@ def test_every_step_has_one_known_operation_and_known_options(scenario: Any) -> 
         assert isinstance(expect, dict), (index, "expect is a mapping")
         assert isinstance(expect.get("events", []), list), (index, "events is a list")
         assert expect.get("error") != "absent", (index, "leave error out instead")
-        if isinstance(step.get("stream_turn"), dict) and "background" in step["stream_turn"]:
+        arguments = step[operations[0]]
+        if operations[0] in BACKGROUND_OPERATIONS and "background" in arguments:
             assert "capture" not in step, (index, "a background step takes no capture")
+        if operations[0] == "stream_turn":
+            mode = arguments.get("on_disconnect", "cancel")
+            assert mode in ("continue", "cancel"), (index, "on_disconnect: continue or cancel")
+        if operations[0] in ("watch_turn", "cancel_turn"):
+            assert {"session", "turn_id"} <= set(arguments), (index, "session and turn_id")
+        if operations[0] == "watch_session":
+            assert isinstance(arguments.get("until_turn"), str), (index, "until_turn is required")
+        if isinstance(arguments, dict):
+            for name in INTEGER_ARGUMENTS:
+                value = arguments.get(name, 0)
+                assert (isinstance(value, int) and not isinstance(value, bool)) or (
+                    isinstance(value, str) and re.fullmatch(r"-?[0-9]+|\$[A-Za-z_]\w*", value)
+                ), (index, f"{name} is an integer or a decimal string")
         for text in _texts(step[operations[0]]):
             assert isinstance(text, str), (index, f"{text!r} must be a string")
 
@@ -122,6 +148,20 @@ def test_every_operation_and_turn_kind_is_exercised() -> None:
     assert used >= OPERATIONS - {"sleep_ms"}
     turns = {k for _, step in _steps() for k in TURN_OPERATIONS if k in step.get("stream_turn", {})}
     assert turns == set(TURN_OPERATIONS)
+
+
+def test_the_calls_that_outlive_a_stream_are_covered() -> None:
+    """Reattach, cancel and watch each have scenarios, and the new stream observations are
+    checked somewhere: a cut stream (`cancel` of a continued turn) captured and reattached."""
+    covers = {tag for scenario in SCENARIOS for tag in scenario.body["covers"]}
+    assert covers >= {"watch_turn", "cancel_turn", "watch_session", "on_disconnect", "reattach"}
+    expected = [step.get("expect", {}) for _, step in _steps()]
+    for observed in ("sequences", "lastSequence", "gapless", "sessions", "turns"):
+        assert any(observed in expect for expect in expected), observed
+    assert any(
+        "cancel" in step and "lastSequence" in (step.get("capture") or {}).values()
+        for _, step in _steps()
+    ), "no scenario reattaches after the sequence a cut stream saw"
 
 
 def test_every_error_reason_is_covered_or_produced_by_a_named_test() -> None:

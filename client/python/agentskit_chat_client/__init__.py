@@ -9,9 +9,12 @@ from ._client import ChatClient, Metadata, new_turn_id
 from ._connect import TLSConfig
 from ._errors import ChatError
 from ._hints import EligibleRoute, OfferedRoute, SnapshotLike, command_hints, eligible_routes
+from ._reattach import ReattachPolicy
 from ._types import (
     AnswerOrigin,
+    CancelTurnResponse,
     Definition,
+    DisconnectMode,
     Dispatch,
     Edit,
     HistoryMode,
@@ -41,13 +44,17 @@ from ._types import (
     TurnResult,
     TurnStarted,
     Usage,
+    WatchHeartbeat,
+    WatchItem,
 )
 
 __all__ = [
     "AnswerOrigin",
+    "CancelTurnResponse",
     "ChatClient",
     "ChatError",
     "Definition",
+    "DisconnectMode",
     "Dispatch",
     "Edit",
     "EligibleRoute",
@@ -56,6 +63,7 @@ __all__ = [
     "Metadata",
     "OfferedRoute",
     "OperationName",
+    "ReattachPolicy",
     "Regenerate",
     "Retry",
     "Role",
@@ -82,6 +90,8 @@ __all__ = [
     "TurnResult",
     "TurnStarted",
     "Usage",
+    "WatchHeartbeat",
+    "WatchItem",
     "command_hints",
     "eligible_routes",
     "new_turn_id",

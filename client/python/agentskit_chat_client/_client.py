@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import aclosing
 from types import TracebackType
-from typing import Self, TypeAlias, TypeVar
+from typing import Any, Self, TypeAlias, TypeVar
 
 import grpc
 import grpc.aio
@@ -16,8 +18,11 @@ from agentskit.chat.v1 import chat_pb2, chat_pb2_grpc
 from . import _convert
 from ._connect import TLSConfig, bearer, open_channel
 from ._errors import from_rpc_error
+from ._reattach import TURN_IN_PROGRESS, ReattachPolicy, breaks_stream
 from ._types import (
+    CancelTurnResponse,
     Definition,
+    DisconnectMode,
     Dispatch,
     Edit,
     HistoryMode,
@@ -37,6 +42,7 @@ from ._types import (
     TurnRecord,
     TurnResult,
     TurnStarted,
+    WatchItem,
 )
 
 __all__ = ["ChatClient", "Metadata", "new_turn_id"]
@@ -71,6 +77,8 @@ class ChatClient:
         tls: ``True`` for TLS verified against the system's roots, or a ``TLSConfig`` with
             roots and a client certificate; plaintext when ``False``. Only with a target.
         token: Bearer token sent as ``authorization`` metadata with every call.
+        reattach: How a continued turn's stream that breaks is followed again (see
+            ``stream_turn``); 8 attempts with a backoff of 0.1 s doubling to 2 s by default.
     """
 
     def __init__(
@@ -81,6 +89,7 @@ class ChatClient:
         metadata: Metadata | None = None,
         tls: bool | TLSConfig = False,
         token: str | None = None,
+        reattach: ReattachPolicy | None = None,
     ) -> None:
         """Create a client; see the class documentation."""
         if token is not None:
@@ -97,6 +106,7 @@ class ChatClient:
         self._timeout = timeout
         self._metadata: tuple[tuple[str, str | bytes], ...] = tuple(metadata or ())
         self._closed = False
+        self._reattach = reattach or ReattachPolicy()
 
     @property
     def channel(self) -> grpc.aio.Channel:
@@ -344,6 +354,7 @@ class ChatClient:
         *,
         turn_id: str | None = None,
         expected_cursor: int | None = None,
+        on_disconnect: DisconnectMode | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -366,27 +377,200 @@ class ChatClient:
                 otherwise ``ChatError`` ``ABORTED`` with reason ``ERROR_REASON_CONFLICT``
                 and the current cursor in ``metadata["cursor"]``. A finished turn id
                 repeats its outcome whatever the cursor.
-            timeout: Deadline in seconds of the whole stream; the client default when
-                ``None``.
+            on_disconnect: ``DisconnectMode.CONTINUE`` lets the turn run to its end and
+                commit without this stream, and makes the client reattach by itself when the
+                stream breaks (the connection closes or resets, the server goes away): it
+                follows the turn with WatchTurn from the last sequence received, on any
+                server, with the client's ``ReattachPolicy``, and the iteration goes on with
+                the next event, each exactly once; when the attempts run out the last error
+                is raised. Leaving the iteration early then closes the stream only: the
+                turn goes on (``cancel_turn`` stops it). ``None`` (not sent) and
+                ``DisconnectMode.CANCEL`` cancel the turn with its stream and never
+                reattach.
+            timeout: Deadline in seconds of the whole stream, reattaches included; the
+                client default when ``None``.
             metadata: Extra metadata for this call.
 
         Raises:
             ChatError: The call failed, before or during the stream.
         """
+        turn_id = turn_id or new_turn_id()
         request = _convert.turn_request(
-            session_id, turn_id or new_turn_id(), operation, expected_cursor
+            session_id, turn_id, operation, expected_cursor, on_disconnect
         )
+        reattach = on_disconnect == DisconnectMode.CONTINUE
+        stream = self._follow(session_id, turn_id, request, 0, reattach, timeout, metadata)
+        async with aclosing(stream):
+            async for event in stream:
+                yield event
+
+    async def watch_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        after_sequence: int = 0,
+        *,
+        reattach: bool = True,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Follow a turn from anywhere: yield its events after ``after_sequence``.
+
+        First the events the caller missed, then live ones, then the terminal event, each
+        exactly once and numbered as the turn numbered them; the iteration ends after the
+        terminal event. It never starts, changes or extends the turn. A finished turn whose
+        events the server no longer keeps answers with its recorded outcome instead
+        (``TurnStarted.duplicate`` set, numbered from ``after_sequence + 1``): replace what
+        was shown of the turn. With ``after_sequence`` equal to the last event's sequence
+        the iteration ends at once.
+
+        Args:
+            session_id: The session.
+            turn_id: A running turn, or one the session retains.
+            after_sequence: The sequence of the last event the caller has; 0 for all.
+            reattach: Follow the turn again when the stream breaks, as ``stream_turn`` does
+                for a continued turn; ``False`` raises the first error instead.
+            timeout: Deadline in seconds of the whole stream; the client default when
+                ``None``.
+            metadata: Extra metadata for this call.
+
+        Raises:
+            ChatError: ``NOT_FOUND`` (``ERROR_REASON_TURN_NOT_FOUND``) for a turn neither
+                running nor retained, ``INVALID_ARGUMENT`` for an ``after_sequence`` past
+                the turn's last event, or any other failed call.
+        """
+        stream = self._follow(
+            session_id, turn_id, None, after_sequence, reattach, timeout, metadata
+        )
+        async with aclosing(stream):
+            async for event in stream:
+                yield event
+
+    async def cancel_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> CancelTurnResponse:
+        """Stop a running turn, whoever started it and whichever server runs it.
+
+        Nothing is committed, the lease is released and the turn id may run again; its
+        streams end with a ``TurnFailed`` of code ``"cancelled"``. Cancelling a turn that is
+        not running changes nothing (``cancelled`` is False). Idempotent.
+        """
+        response = await self._unary(
+            self._stub.CancelTurn,
+            chat_pb2.CancelTurnRequest(session_id=session_id, turn_id=turn_id),
+            timeout,
+            metadata,
+        )
+        return _convert.cancel_turn_from_pb(response)
+
+    async def watch_session(
+        self,
+        session_id: str,
+        after_cursor: int | None = None,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> AsyncGenerator[WatchItem, None]:
+        """Follow a session live: yield its turns as they happen, whoever started them.
+
+        The first item is the ``Session`` as it is now; then the events of each turn that
+        runs (each ``TurnEvent`` carries its ``turn_id``; turns arrive one after the other,
+        events in order and exactly once), a ``Session`` after every stored change, and a
+        ``WatchHeartbeat`` after 15 s of silence. The stream stays open until the caller
+        leaves the iteration or the deadline passes; it is not reattached by itself: watch
+        again with ``after_cursor`` set to the last session's cursor.
+
+        Args:
+            session_id: The session.
+            after_cursor: The cursor of the last session received, to resume a watch; when
+                the first session's cursor is past it the caller missed stored changes and
+                reloads the history (``get_session``).
+            timeout: Deadline in seconds of the whole stream; none by default unless the
+                client has one.
+            metadata: Extra metadata for this call.
+
+        Raises:
+            ChatError: The call failed, e.g. ``ABORTED`` (``ERROR_REASON_WATCH_BEHIND``,
+                metadata ``cursor``) for a watcher too slow for the server, or
+                ``RESOURCE_EXHAUSTED`` (``ERROR_REASON_LIMIT_EXCEEDED``) past the watcher
+                limits.
+        """
+        request = chat_pb2.WatchSessionRequest(session_id=session_id, after_cursor=after_cursor)
         call_timeout, call_metadata = self._call_options(timeout, metadata)
-        call = self._stub.StreamTurn(request, timeout=call_timeout, metadata=call_metadata)
+        call = self._stub.WatchSession(request, timeout=call_timeout, metadata=call_metadata)
         try:
             async for response in call:
-                event = _convert.event_from_pb(response)
-                if event is not None:
-                    yield event
+                item = _convert.watch_item_from_pb(response)
+                if item is not None:
+                    yield item
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error) from error
         finally:
             call.cancel()
+
+    async def _follow(
+        self,
+        session_id: str,
+        turn_id: str,
+        start: chat_pb2.StreamTurnRequest | None,
+        after_sequence: int,
+        reattach: bool,
+        timeout: float | None,
+        metadata: Metadata | None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """A turn's events after `after_sequence`: from StreamTurn `start` when given, else
+        (and after a break) from WatchTurn, until the terminal event; see `stream_turn`."""
+        call_timeout, call_metadata = self._call_options(timeout, metadata)
+        deadline = None if call_timeout is None else time.monotonic() + call_timeout
+        last, failures, resent = after_sequence, 0, False
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if start is not None:
+                call: grpc.aio.UnaryStreamCall[Any, chat_pb2.StreamTurnResponse] = (
+                    self._stub.StreamTurn(start, timeout=remaining, metadata=call_metadata)
+                )
+            else:
+                watch = chat_pb2.WatchTurnRequest(
+                    session_id=session_id, turn_id=turn_id, after_sequence=last
+                )
+                call = self._stub.WatchTurn(watch, timeout=remaining, metadata=call_metadata)
+            try:
+                async for response in call:
+                    if response.sequence and response.sequence <= last:
+                        continue  # delivered before the break: each event once
+                    last, failures = max(last, response.sequence), 0
+                    event = _convert.event_from_pb(response)
+                    if event is not None:
+                        yield event
+                    if _convert.is_terminal(response):
+                        return
+                return
+            except grpc.aio.AioRpcError as rpc_error:
+                error = from_rpc_error(rpc_error)
+                if resent and error.reason == TURN_IN_PROGRESS:
+                    start, resent = None, False  # it runs: follow it from the start
+                    continue
+                failures += 1
+                if not reattach or not breaks_stream(error):
+                    raise error from rpc_error
+                if failures > self._reattach.attempts:
+                    raise error from rpc_error
+                delay = self._reattach.delay(failures)
+                if deadline is not None and time.monotonic() + delay >= deadline:
+                    raise error from rpc_error
+                await asyncio.sleep(delay)
+                # Nothing seen yet: the request may never have arrived, so send it again (a
+                # turn id never runs twice); otherwise follow the turn from the last event.
+                resent = start is not None and last == after_sequence == 0
+                if not resent:
+                    start = None
+            finally:
+                call.cancel()
 
     def submit(
         self,
@@ -396,6 +580,7 @@ class ChatClient:
         message_id: str | None = None,
         turn_id: str | None = None,
         expected_cursor: int | None = None,
+        on_disconnect: DisconnectMode | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -405,6 +590,7 @@ class ChatClient:
             Submit(content, message_id),
             turn_id=turn_id,
             expected_cursor=expected_cursor,
+            on_disconnect=on_disconnect,
             timeout=timeout,
             metadata=metadata,
         )
@@ -416,6 +602,7 @@ class ChatClient:
         *,
         turn_id: str | None = None,
         expected_cursor: int | None = None,
+        on_disconnect: DisconnectMode | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -425,6 +612,7 @@ class ChatClient:
             Retry(message_id),
             turn_id=turn_id,
             expected_cursor=expected_cursor,
+            on_disconnect=on_disconnect,
             timeout=timeout,
             metadata=metadata,
         )
@@ -437,6 +625,7 @@ class ChatClient:
         *,
         turn_id: str | None = None,
         expected_cursor: int | None = None,
+        on_disconnect: DisconnectMode | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -446,6 +635,7 @@ class ChatClient:
             Edit(message_id, content),
             turn_id=turn_id,
             expected_cursor=expected_cursor,
+            on_disconnect=on_disconnect,
             timeout=timeout,
             metadata=metadata,
         )
@@ -457,6 +647,7 @@ class ChatClient:
         *,
         turn_id: str | None = None,
         expected_cursor: int | None = None,
+        on_disconnect: DisconnectMode | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -466,6 +657,7 @@ class ChatClient:
             Regenerate(message_id),
             turn_id=turn_id,
             expected_cursor=expected_cursor,
+            on_disconnect=on_disconnect,
             timeout=timeout,
             metadata=metadata,
         )
@@ -477,6 +669,7 @@ class ChatClient:
         *,
         turn_id: str | None = None,
         expected_cursor: int | None = None,
+        on_disconnect: DisconnectMode | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -486,6 +679,7 @@ class ChatClient:
             Dispatch(tuple(messages)),
             turn_id=turn_id,
             expected_cursor=expected_cursor,
+            on_disconnect=on_disconnect,
             timeout=timeout,
             metadata=metadata,
         )
@@ -497,6 +691,7 @@ class ChatClient:
         *,
         turn_id: str | None = None,
         expected_cursor: int | None = None,
+        on_disconnect: DisconnectMode | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> TurnResult:
@@ -517,6 +712,7 @@ class ChatClient:
             operation,
             turn_id=turn_id,
             expected_cursor=expected_cursor,
+            on_disconnect=on_disconnect,
             timeout=timeout,
             metadata=metadata,
         )

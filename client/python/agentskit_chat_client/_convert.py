@@ -8,7 +8,9 @@ from agentskit.chat.v1 import chat_pb2
 
 from ._types import (
     AnswerOrigin,
+    CancelTurnResponse,
     Definition,
+    DisconnectMode,
     Dispatch,
     Edit,
     HistoryMode,
@@ -37,6 +39,8 @@ from ._types import (
     TurnRecord,
     TurnStarted,
     Usage,
+    WatchHeartbeat,
+    WatchItem,
 )
 
 _ROLE_FROM_PB: dict[int, Role] = {
@@ -234,12 +238,30 @@ def session_history_from_pb(
     )
 
 
+_DISCONNECT_TO_PB: dict[DisconnectMode, chat_pb2.DisconnectMode.ValueType] = {
+    DisconnectMode.CANCEL: chat_pb2.DISCONNECT_MODE_CANCEL,
+    DisconnectMode.CONTINUE: chat_pb2.DISCONNECT_MODE_CONTINUE,
+}
+
+
 def turn_request(
-    session_id: str, turn_id: str, operation: TurnOperation, expected_cursor: int | None = None
+    session_id: str,
+    turn_id: str,
+    operation: TurnOperation,
+    expected_cursor: int | None = None,
+    on_disconnect: DisconnectMode | None = None,
 ) -> chat_pb2.StreamTurnRequest:
-    """Build the ``StreamTurnRequest`` that runs ``operation``; ``None`` ids are sent empty."""
+    """Build the ``StreamTurnRequest`` that runs ``operation``; ``None`` ids are sent empty
+    and a ``None`` disconnect mode is not sent."""
     request = chat_pb2.StreamTurnRequest(
-        session_id=session_id, turn_id=turn_id, expected_cursor=expected_cursor
+        session_id=session_id,
+        turn_id=turn_id,
+        expected_cursor=expected_cursor,
+        on_disconnect=(
+            chat_pb2.DISCONNECT_MODE_UNSPECIFIED
+            if on_disconnect is None
+            else _DISCONNECT_TO_PB[DisconnectMode(on_disconnect)]
+        ),
     )
     match operation:
         case Submit(content=content, message_id=message_id):
@@ -325,5 +347,29 @@ def event_from_pb(response: chat_pb2.StreamTurnResponse) -> TurnEvent | None:
                 retryable=failed.retryable,
                 route_id=_optional(failed.route_id),
             )
+        case _:
+            return None
+
+
+def is_terminal(response: chat_pb2.StreamTurnResponse) -> bool:
+    """True for a turn's last event: completed or failed."""
+    return response.WhichOneof("event") in ("completed", "failed")
+
+
+def cancel_turn_from_pb(response: chat_pb2.CancelTurnResponse) -> CancelTurnResponse:
+    """Decode a ``CancelTurnResponse``."""
+    turn = turn_record_from_pb(response.turn) if response.HasField("turn") else None
+    return CancelTurnResponse(cancelled=response.cancelled, turn=turn)
+
+
+def watch_item_from_pb(response: chat_pb2.WatchSessionResponse) -> WatchItem | None:
+    """Decode one WatchSession item; ``None`` when it holds nothing this version knows."""
+    match response.WhichOneof("item"):
+        case "session":
+            return session_from_pb(response.session)
+        case "event":
+            return event_from_pb(response.event)
+        case "heartbeat":
+            return WatchHeartbeat(time=response.heartbeat.time.ToDatetime(tzinfo=UTC))
         case _:
             return None

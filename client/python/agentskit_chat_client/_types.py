@@ -14,7 +14,9 @@ from typing import Literal, TypeAlias
 
 __all__ = [
     "AnswerOrigin",
+    "CancelTurnResponse",
     "Definition",
+    "DisconnectMode",
     "Dispatch",
     "Edit",
     "HistoryMode",
@@ -44,6 +46,8 @@ __all__ = [
     "TurnResult",
     "TurnStarted",
     "Usage",
+    "WatchHeartbeat",
+    "WatchItem",
 ]
 
 Role: TypeAlias = Literal["user", "assistant", "system", "tool", "unspecified"]
@@ -83,6 +87,17 @@ class HistoryMode(enum.StrEnum):
     """The server stores the messages; turns use submit, retry, edit and regenerate."""
     CLIENT = "client"
     """The client keeps the messages and sends them whole with each dispatch."""
+
+
+class DisconnectMode(enum.StrEnum):
+    """What a disconnect of the stream that started a turn does to the turn."""
+
+    CANCEL = "cancel"
+    """The turn is cancelled: nothing is committed and the turn id may run again (the
+    server's default)."""
+    CONTINUE = "continue"
+    """The turn runs to its end without the stream and commits; the client reattaches to it
+    by itself when the stream breaks, and ``watch_turn`` follows it from anywhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -529,3 +544,34 @@ class TurnPage:
 
     turns: tuple[TurnRecord, ...]
     next_page_token: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTurnResponse:
+    """What ``ChatClient.cancel_turn`` did.
+
+    Attributes:
+        cancelled: True when the turn was running and this call stopped it (its streams end
+            with a ``TurnFailed`` of code ``"cancelled"``); False when it was not running
+            (finished, cancelled already, or never ran) and nothing changed.
+        turn: The retained record when the turn id finished before; ``None`` otherwise.
+    """
+
+    cancelled: bool
+    turn: TurnRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WatchHeartbeat:
+    """Nothing happened on a watched session for a while (sent every 15 s of silence).
+
+    Attributes:
+        time: When the server sent it, timezone-aware in UTC.
+    """
+
+    time: datetime
+
+
+WatchItem: TypeAlias = Session | TurnEvent | WatchHeartbeat
+"""One item of ``ChatClient.watch_session``: the session (first, and after every stored
+change), an event of one of its turns (its ``turn_id`` says which), or a heartbeat."""

@@ -20,9 +20,11 @@ from ._service import ChatService
 from ._tenancy import ANONYMOUS, Principal, act_as, acting_as, current_principal
 from ._types import (
     AnswerOrigin,
+    CancelOutcome,
     Completed,
     Decided,
     Delta,
+    DisconnectMode,
     Dispatch,
     Edit,
     Failed,
@@ -45,6 +47,7 @@ __all__ = [
     "DEFAULT_TENANT",
     "NO_SCOPE",
     "AnswerOrigin",
+    "CancelOutcome",
     "Catalog",
     "CatalogChanges",
     "CatalogRefusedError",
@@ -52,6 +55,7 @@ __all__ = [
     "Completed",
     "Decided",
     "Delta",
+    "DisconnectMode",
     "Dispatch",
     "Edit",
     "Failed",

@@ -124,6 +124,8 @@ class MemoryEventLog:
         self.taken = 0
         """The highest sequence a reader is done with: it asked for the next one."""
         self._taking: asyncio.Event | None = None
+        self.name: str | None = None
+        """Which run of its turn the log holds (see `LiveTurns`), once the turn claimed."""
 
     @property
     def last(self) -> int:
@@ -150,6 +152,15 @@ class MemoryEventLog:
         if self._waiting:
             self._wake()
         return len(self._events)
+
+    def between(self, after: int, upto: int) -> list[TurnEvent]:
+        """The events numbered `after` + 1 to `upto`."""
+        return self._events[after:upto]
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the newest event ends the turn (nothing follows it)."""
+        return bool(self._events) and isinstance(self._events[-1], Completed | Failed)
 
     def _wake(self) -> None:
         for waiter in self._waiting:
@@ -229,14 +240,21 @@ class EventLogs:
         self._kept_bytes = 0
 
     def open(self, key: LogKey, log: MemoryEventLog) -> bool:
-        """Keep `log` as the turn `key`'s log, unless a log is kept for it already (then
-        nobody else finds `log`); whether it is kept."""
-        if key in self._kept:
-            self._prune()
-        if key in self._running or key in self._kept:
+        """Keep `log` as the turn `key`'s log, unless a running turn's log is kept for it
+        already (then nobody else finds `log`); whether it is kept. The kept log of an
+        ended run of the turn (one that committed nothing, so the id runs again) is
+        replaced: readers from then on find the new run."""
+        if key in self._running:
             return False
+        ended = self._kept.pop(key, None)
+        if ended is not None:
+            self._kept_bytes -= ended[1].size
         self._running[key] = log
         return True
+
+    def running(self, key: LogKey) -> MemoryEventLog | None:
+        """The log of the turn `key` while it runs."""
+        return self._running.get(key)
 
     def find(self, key: LogKey) -> MemoryEventLog | None:
         """The kept log of the turn `key`, running or ended less than `retention` ago."""

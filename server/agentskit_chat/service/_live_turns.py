@@ -1,19 +1,33 @@
 """Turns that run in a task of their own, publishing into their event log.
 
-The stream that starts a turn is the log's first reader, from the start. It paces the
-turn: past `PACE_EVENTS` events or `PACE_BYTES` that the stream has not asked past,
-the turn waits until the stream asks for the next event (so a client that stops reading
-stops the model stream, as the stream's flow control did when the turn ran inside it).
-Closing it cancels the turn exactly as closing the turn's own events did: the lease is
-released and nothing more is committed; the close returns once the turn ended.
+The stream that starts a turn is the log's first reader, from the start. What the stream's
+end does to the turn is the request's `on_disconnect`:
+
+- CANCEL (the default): the stream paces the turn: past `PACE_EVENTS` events or
+  `PACE_BYTES` that the stream has not asked past, the turn waits until the stream asks for
+  the next event (so a client that stops reading stops the model stream, as the stream's
+  flow control did when the turn ran inside it). Closing it cancels the turn: the lease is
+  released and nothing more is committed; the close returns once the turn ended.
+- CONTINUE: the turn runs to its end without pacing (its log's bound and the turn timeout
+  bound it) and commits; its events go to the store from the start, so any process can
+  follow it (`TurnBus`).
+
+Once a turn claims its lease its log is kept (`EventLogs`) where watchers of this process
+find it, and the turn can be stopped (`stop`): cancelled by CancelTurn or a CANCEL signal,
+or interrupted when the service closes. A stopped turn's log ends with a failed event
+("cancelled", or "interrupted" when the process drains or closes), written to the store as
+well when it publishes there, so every stream of it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import logging
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Final
+
+from agentskit_chat.storage._turn_events import SignalKind, TurnKey, TurnSignal
 
 from ._event_log import (
     EVENT_BYTES,
@@ -25,8 +39,11 @@ from ._event_log import (
 )
 from ._limits import Limits
 from ._tenancy import current_principal
-from ._terminal import OUTPUT_LIMIT, failure
-from ._types import TurnEvent, TurnRequest
+from ._terminal import CANCELLED, INTERRUPTED, OUTPUT_LIMIT, failure
+from ._turn_bus import BatchWriter, Track, TurnBus, run_name
+from ._types import Claim, DisconnectMode, TurnEvent, TurnRequest
+
+log = logging.getLogger(__name__)
 
 PACE_EVENTS: Final = 8
 """Events a turn may run ahead of the stream that started it."""
@@ -38,33 +55,154 @@ TEXT_SLACK: Final = 64 * 1024
 """Bytes a log holds beyond twice the output limit (the deltas and the answer) and
 `EVENT_BYTES` for each of its events."""
 
+Run = Callable[[Callable[[Claim], None]], AsyncGenerator[TurnEvent, None]]
+"""Starts a turn's events; the turn calls its argument once it claimed the lease."""
+
+
+class LiveTurn:
+    """One turn of this process, from its start to its end."""
+
+    def __init__(self, key: LogKey, log: MemoryEventLog, continued: bool) -> None:
+        self.key = key
+        self.log = log
+        self.continued = continued
+        self.claim: Claim | None = None
+        self.task: asyncio.Future[None] | None = None
+        self.stop_code: str | None = None
+        self.writer: BatchWriter | None = None
+
+    @property
+    def store_key(self) -> TurnKey | None:
+        """Where this run's events are stored, once it claimed the lease."""
+        if self.claim is None:
+            return None
+        tenant, session_id, turn_id = self.key
+        return TurnKey(tenant, session_id, run_name(turn_id, self.claim.started_at_ms))
+
 
 class LiveTurns:
     """Starts turns in tasks of their own; each publishes into a log kept in `logs`."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(
+        self, limits: Limits, bus: TurnBus | None = None, track: Track | None = None
+    ) -> None:
         self._limits = limits
         self.logs = EventLogs()
+        self.bus = bus
+        self._track: Track = track or asyncio.ensure_future
+        self._running: dict[LogKey, LiveTurn] = {}
+        self._by_store_key: dict[TurnKey, LiveTurn] = {}
+        self._detached: set[asyncio.Future[None]] = set()
+        self._signals: asyncio.Future[None] | None = None
+        self.draining = False
+        """Turns cut off from now on end as interrupted rather than cancelled."""
 
-    def start(
-        self, request: TurnRequest, events: AsyncGenerator[TurnEvent, None]
-    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
-        """(sequence, event) for each event of the turn `events` (of `request`), read from
-        its log. The turn runs in a task of its own, started by the first step of the
+    def start(self, request: TurnRequest, run: Run) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        """(sequence, event) for each event of the turn `run` starts (of `request`), read
+        from its log. The turn runs in a task of its own, started by the first step of the
         returned stream, in the caller's context (its principal and its span): a stream
         closed before it started runs nothing."""
         key = (current_principal().tenant, request.session_id, request.turn_id)
         max_bytes = 2 * self._limits.max_output_bytes + (MAX_EVENTS + 1) * EVENT_BYTES + TEXT_SLACK
-        log = MemoryEventLog(max_bytes)
-        return log.read(publish=lambda: asyncio.ensure_future(self._publish(events, log, key)))
+        live = LiveTurn(
+            key, MemoryEventLog(max_bytes), request.on_disconnect == DisconnectMode.CONTINUE
+        )
 
-    async def _publish(
-        self,
-        events: AsyncGenerator[TurnEvent, None],
-        log: MemoryEventLog,
-        key: LogKey,
-    ) -> None:
-        kept = self.logs.open(key, log)
+        def publish() -> asyncio.Future[None]:
+            task = asyncio.ensure_future(self._publish(live, run(lambda c: self._claimed(live, c))))
+            live.task = task
+            return task
+
+        if live.continued:
+            return self._detach(live, publish)
+        return live.log.read(publish=publish)
+
+    def running(self, key: LogKey) -> LiveTurn | None:
+        """The turn `key` while it runs here, once it claimed its lease."""
+        return self._running.get(key)
+
+    async def stop(self, live: LiveTurn, code: str = CANCELLED) -> None:
+        """Stop a running turn (its streams end with the failed event of `code`) and
+        return once it ended: its lease is released then."""
+        task = live.task
+        if task is None:
+            return
+        if live.stop_code is None:
+            live.stop_code = code
+        if not task.done():
+            task.cancel()
+        await asyncio.wait((task,))
+
+    async def interrupt_all(self) -> None:
+        """Stop every turn still running (the process is closing)."""
+        turns = list(self._running.values())
+        await asyncio.gather(*(self.stop(live, INTERRUPTED) for live in turns))
+        for task in list(self._detached):
+            task.cancel()
+        if self._detached:
+            await asyncio.wait(set(self._detached))
+        if self._signals is not None:
+            self._signals.cancel()
+            await asyncio.wait((self._signals,))
+
+    async def _detach(
+        self, live: LiveTurn, publish: Callable[[], asyncio.Future[None]]
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        """The stream of a continued turn: closing it leaves the turn running."""
+        task = publish()
+        self._detached.add(task)
+        task.add_done_callback(self._detached.discard)
+        async with aclosing(live.log.read()) as events:
+            async for item in events:
+                yield item
+
+    def _claimed(self, live: LiveTurn, claim: Claim) -> None:
+        live.claim = claim
+        turn_id = live.key[2]
+        live.log.name = run_name(turn_id, claim.started_at_ms)
+        self.logs.open(live.key, live.log)
+        self._running[live.key] = live
+        store_key = live.store_key
+        if store_key is not None:
+            self._by_store_key[store_key] = live
+        bus = self.bus
+        if bus is None or bus.port is None:
+            return
+        bus.sweep()
+        if live.continued:
+            self._publish_to_store(live)
+        if self._signals is None or self._signals.done():
+            self._signals = asyncio.ensure_future(
+                bus.take(self._signal, lambda: bool(self._running))
+            )
+
+    def _publish_to_store(self, live: LiveTurn) -> None:
+        bus, key = self.bus, live.store_key
+        if live.writer is not None or bus is None or bus.port is None or key is None:
+            return
+        assert live.claim is not None
+        codec = bus.codec(key.session_id, key.turn_id, client_held=live.claim.client_held)
+        live.writer = BatchWriter(bus.port, key, codec, live.log, self._limits, self._track)
+        live.writer.poke()
+
+    def _signal(self, signal: TurnSignal) -> None:
+        live = self._by_store_key.get(signal.key)
+        if live is None or live.task is None or live.task.done():
+            return
+        if signal.kind == SignalKind.PUBLISH:
+            self._publish_to_store(live)
+        elif signal.kind == SignalKind.CANCEL:
+            self._track(self.stop(live, CANCELLED))
+
+    def _ended(self, live: LiveTurn) -> None:
+        if self._running.get(live.key) is live:
+            del self._running[live.key]
+        store_key = live.store_key
+        if store_key is not None and self._by_store_key.get(store_key) is live:
+            del self._by_store_key[store_key]
+
+    async def _publish(self, live: LiveTurn, events: AsyncGenerator[TurnEvent, None]) -> None:
+        log = live.log
         error: BaseException | None = None
         full = False
         try:
@@ -75,17 +213,30 @@ class LiveTurns:
                     except LogFullError:
                         full = True  # Leaving closes the turn: nothing more is committed.
                         break
+                    if live.writer is not None:
+                        live.writer.poke()
+                    if live.continued:
+                        continue
                     count, size = log.ahead()
                     if count > PACE_EVENTS or size > PACE_BYTES:
                         await log.wait_taken(sequence)
             if full:
                 log.append(failure(OUTPUT_LIMIT))
         except asyncio.CancelledError as cancelled:
-            error = cancelled
+            # The turn is closed (its lease released). A turn that claimed its lease ends
+            # for every stream with a failed event; one that had not just ends.
+            if live.claim is None or log.terminal:
+                error = cancelled
+            else:
+                code = live.stop_code or (INTERRUPTED if self.draining else CANCELLED)
+                log.append(failure(code))
             raise
         except Exception as exc:  # The readers get it: a refusal before the turn ran.
             error = exc
         finally:
             log.end(error)
-            if kept:
-                self.logs.ended(key, keep=error is None)
+            self._ended(live)
+            if live.claim is not None:
+                self.logs.ended(live.key, keep=error is None)
+            if live.writer is not None:
+                await asyncio.shield(self._track(live.writer.flush()))

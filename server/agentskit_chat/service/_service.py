@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import socket
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from typing import Final
 
 from agentskit_chat.conversation import (
     DEFAULT_CALLBACK_TIMEOUT,
@@ -18,6 +20,7 @@ from agentskit_chat.conversation import (
 )
 from agentskit_chat.models import AdapterRegistry, ModelAdapter
 from agentskit_chat.storage import HistoryChange, HistoryMode, Store
+from agentskit_chat.storage._turn_events import SignalKind, TurnKey, session_topic
 
 from ._catalog import Catalog, CatalogChanges
 from ._errors import Reason, ServiceError, invalid
@@ -28,9 +31,24 @@ from ._page_tokens import PageTokens
 from ._rates import Rated, RateLimiter, RateLimits
 from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
 from ._tenancy import current_principal
-from ._turn_records import answer_origins, find_turn, list_turns
+from ._terminal import CANCELLED
+from ._turn_bus import TurnBus, event_port, run_name
+from ._turn_records import answer_origins, find_turn, finished_view, list_turns
+from ._turn_watch import TurnWatch
 from ._turns import TurnRunner, new_id
-from ._types import SessionHistory, SessionView, TurnEvent, TurnPage, TurnRequest, TurnView
+from ._types import (
+    CancelOutcome,
+    SessionHistory,
+    SessionView,
+    TurnEvent,
+    TurnPage,
+    TurnRequest,
+    TurnView,
+)
+from ._watchers import Watchers
+
+CANCEL_WAIT_SECONDS: Final = 5.0
+"""How long CancelTurn waits for another process to release the lease of a turn it stops."""
 
 
 class ChatService:
@@ -48,6 +66,7 @@ class ChatService:
         callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
         observer: TurnObserver | None = None,
         rates: RateLimits | None = None,
+        watchers: Watchers | None = None,
     ) -> None:
         self.catalog = definitions
         self.rates = RateLimiter(rates)
@@ -56,7 +75,8 @@ class ChatService:
         for definition in definitions.all():
             self.adapters.check(definition.model)
         self._retiring: list[asyncio.Future[None]] = []
-        self._records = Records(store, definitions, sealer=ResponseSealer(digest_key))
+        sealer = ResponseSealer(digest_key)
+        self._records = Records(store, definitions, sealer=sealer)
         self._page_tokens = PageTokens(digest_key)
         self.turns = TurnRunner(
             self._records,
@@ -67,7 +87,11 @@ class ChatService:
             callback_timeout=callback_timeout,
             observer=observer,
         )
-        self.live = LiveTurns(self.limits)
+        self.bus = TurnBus(event_port(store), self.turns.holder, self.limits, sealer)
+        self.live = LiveTurns(self.limits, self.bus, self.turns.track)
+        self.watchers = watchers or Watchers()
+        """Open watches of this process (turn watches here, session watches too)."""
+        self._watch = TurnWatch(self._records, self.live, self.bus)
 
     def replace_definitions(self, catalog: Catalog) -> CatalogChanges:
         """Serve `catalog` from now on; turns in flight finish on the definitions they began.
@@ -192,21 +216,102 @@ class ChatService:
     def stream_turn(self, request: TurnRequest) -> AsyncGenerator[tuple[int, TurnEvent], None]:
         """Start one turn (see TurnRunner.run) in a task of its own: (sequence, event) for
         each of its events, numbered by the turn from 1. Closing the stream before its end
-        cancels the turn; the close returns once the turn ended.
+        cancels the turn (the close returns once the turn ended) unless the request's
+        `on_disconnect` is CONTINUE: the turn then runs to its end and commits.
 
         The turn fails with `deadline_exceeded` after `limits.turn_timeout`. A shorter
         deadline of the client's ends the call instead, like a cancellation.
         """
         self.rates.check(Rated.TURNS)
-        return self.live.start(request, self.turns.run(request))
+        return self.live.start(request, lambda claimed: self.turns.run(request, claimed))
+
+    async def watch_turn(
+        self, session_id: str, turn_id: str, after_sequence: int = 0
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        """(sequence, event) for each event of the turn after `after_sequence`, as the turn
+        numbered them: those missed, then live ones, then the terminal event; on whatever
+        process runs the turn. A finished turn whose events are no longer kept yields its
+        recorded outcome (as a repeat, numbered from `after_sequence` + 1); a run that ended
+        without recording anything (its process died) yields the `interrupted` failure.
+
+        TURN_NOT_FOUND when the session retains no such turn; INVALID_ARGUMENT when
+        `after_sequence` is past the turn's last event; LIMIT_EXCEEDED past the watcher
+        bounds. Watching never starts, changes or extends a turn.
+        """
+        session_id = self.limits.check_id("session_id", session_id)
+        turn_id = self.limits.check_id("turn_id", turn_id)
+        if after_sequence < 0:
+            raise invalid("after_sequence", "after_sequence must not be negative")
+        tenant = current_principal().tenant
+        with self.watchers.watching(tenant, session_id):
+            loaded = await self._records.load(session_id)
+            self.bus.sweep()
+            async with aclosing(self._watch.events(loaded, turn_id, after_sequence)) as events:
+                async for item in events:
+                    yield item
+
+    async def cancel_turn(self, session_id: str, turn_id: str) -> CancelOutcome:
+        """Stop the running turn `turn_id` as a disconnect of a cancelling stream does:
+        nothing committed, the model stream closed, the lease released (before this
+        returns when the turn runs here; a turn another process runs is signalled, and this
+        waits a bounded time for its lease to go). Its streams end with the `cancelled`
+        failure. A turn not running changes nothing: `cancelled` False, with the retained
+        turn when there is one."""
+        session_id = self.limits.check_id("session_id", session_id)
+        turn_id = self.limits.check_id("turn_id", turn_id)
+        loaded = await self._records.load(session_id)
+        live = self.live.running((loaded.tenant, session_id, turn_id))
+        if live is not None:
+            await self.live.stop(live, CANCELLED)
+            return CancelOutcome(True)
+        lease = loaded.record.lease
+        if (
+            lease is not None
+            and lease.turn_id == turn_id
+            and lease.expires_at_ms > now_ms()
+            and lease.holder != self.turns.holder
+            and loaded.record.find_turn(turn_id) is None
+        ):
+            name = run_name(turn_id, lease.started_at_ms or 0)
+            key = TurnKey(loaded.tenant, session_id, name)
+            await self.bus.signal(lease.holder, SignalKind.CANCEL, key)
+            await self._lease_gone(session_id, turn_id, lease.started_at_ms)
+            return CancelOutcome(True)
+        finished = loaded.record.find_turn(turn_id)
+        return CancelOutcome(False, None if finished is None else finished_view(finished))
+
+    async def _lease_gone(self, session_id: str, turn_id: str, started_at: int | None) -> None:
+        """Wait (at most CANCEL_WAIT_SECONDS) until the run of `turn_id` started at
+        `started_at` no longer holds the session's lease."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + CANCEL_WAIT_SECONDS
+        port = self.bus.port
+        topic = session_topic(current_principal().tenant, session_id)
+        while loop.time() < until:
+            if port is None:
+                await asyncio.sleep(0.1)
+            else:
+                await port.wait((topic,), max(0.0, min(1.0, until - loop.time())))
+            try:
+                loaded = await self._records.load(session_id)
+            except ServiceError:
+                return
+            lease = loaded.record.lease
+            if lease is None or lease.turn_id != turn_id or lease.started_at_ms != started_at:
+                return
 
     def begin_drain(self) -> None:
-        """Refuse new turns from now on; turns in flight continue."""
+        """Refuse new turns from now on; turns in flight continue (continued ones too)."""
         self.turns.draining = True
+        self.live.draining = True
 
     async def close(self) -> None:
         """Close the adapters (retired ones too) and the store; lease releases still being
         retried stop (those leases lapse)."""
+        await self.live.interrupt_all()
+        with contextlib.suppress(TimeoutError):  # The releases' own retries are bounded.
+            await asyncio.wait_for(self.turns.wait_idle(), CANCEL_WAIT_SECONDS)
+        await self.bus.close()
         for retiring in self._retiring:
             retiring.cancel()
         await asyncio.gather(*self._retiring, return_exceptions=True)

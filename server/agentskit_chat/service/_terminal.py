@@ -23,6 +23,10 @@ MODEL_FAILED: Final = "model_failed"
 OUTPUT_LIMIT: Final = "output_limit"
 STORE_UNAVAILABLE: Final = "store_unavailable"
 """The turn's closing write failed: nothing was committed and the same turn id may run again."""
+CANCELLED: Final = "cancelled"
+"""CancelTurn (or the close of a cancelling stream) stopped the turn; nothing was recorded."""
+INTERRUPTED: Final = "interrupted"
+"""The process running the turn stopped before it ended; nothing was recorded."""
 FAILURE_MESSAGES: Final = {
     ROUTE_FAILED: "Deterministic route failed.",
     DEADLINE_EXCEEDED: "The turn did not finish before its deadline.",
@@ -30,8 +34,12 @@ FAILURE_MESSAGES: Final = {
     MODEL_FAILED: "The model call failed.",
     OUTPUT_LIMIT: "The answer was longer than the server allows.",
     STORE_UNAVAILABLE: "The session store failed; nothing was committed.",
+    CANCELLED: "the turn was cancelled before it ended; nothing was committed",
+    INTERRUPTED: "the server running the turn stopped before it ended; nothing was committed",
 }
-RETRYABLE: Final = frozenset({DEADLINE_EXCEEDED, CONFLICT, STORE_UNAVAILABLE})
+RETRYABLE: Final = frozenset(
+    {DEADLINE_EXCEEDED, CONFLICT, STORE_UNAVAILABLE, CANCELLED, INTERRUPTED}
+)
 
 
 def failure(code: str, route_id: str | None = None) -> Failed:

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncGenerator, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +65,7 @@ from ._terminal import (
     repeat,
 )
 from ._types import (
+    Claim,
     Completed,
     Decided,
     Delta,
@@ -146,6 +147,10 @@ class TurnRunner:
         """Run a closing write to the end even when the turn is cancelled meanwhile."""
         await asyncio.shield(self._track(write))
 
+    def track(self, write: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
+        """Run a closing write as a task that `wait_idle` waits for."""
+        return self._track(write)
+
     def _track(self, write: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
         """Run `write` as a task that `wait_idle` waits for."""
         task: asyncio.Task[object] = asyncio.ensure_future(write)
@@ -153,8 +158,16 @@ class TurnRunner:
         task.add_done_callback(self._cleanups.discard)
         return task
 
-    async def run(self, request: TurnRequest) -> AsyncGenerator[TurnEvent, None]:
-        """The events of one turn. Refusals before the lease is claimed raise ServiceError.
+    @property
+    def holder(self) -> str:
+        """The lease holder name of this process."""
+        return self._holder
+
+    async def run(
+        self, request: TurnRequest, claimed: Callable[[Claim], None] | None = None
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """The events of one turn. Refusals before the lease is claimed raise ServiceError;
+        `claimed` is called once the turn holds the lease (a repeat never claims it).
 
         However the turn ends, the observer receives its report afterwards (except for
         malformed ids, refused before anything else).
@@ -164,7 +177,7 @@ class TurnRunner:
         limits.check_id("turn_id", request.turn_id)
         progress = TurnProgress(request, self._enter(request))
         try:
-            async with aclosing(self._run(request, progress)) as events:
+            async with aclosing(self._run(request, progress, claimed)) as events:
                 async for event in events:
                     progress.saw(event)
                     yield event
@@ -196,7 +209,10 @@ class TurnRunner:
             log.exception("turn observer failed")
 
     async def _run(
-        self, request: TurnRequest, progress: TurnProgress
+        self,
+        request: TurnRequest,
+        progress: TurnProgress,
+        claimed: Callable[[Claim], None] | None,
     ) -> AsyncGenerator[TurnEvent, None]:
         if self.draining:
             raise ServiceError(Reason.SHUTTING_DOWN, "the server is shutting down")
@@ -221,6 +237,9 @@ class TurnRunner:
         self._in_flight += 1
         self._idle.clear()
         try:
+            if claimed is not None:
+                client_held = turn.claimed.history_mode == HistoryMode.CLIENT
+                claimed(Claim(self._holder, _started_at(turn.claimed) or 0, client_held))
             async with aclosing(self._execute(turn)) as events:
                 async for event in events:
                     yield event

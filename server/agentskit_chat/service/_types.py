@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from agentskit_chat.conversation import ConversationSnapshot, Message
 from agentskit_chat.storage import HistoryMode
@@ -57,6 +58,15 @@ OPERATION_NAMES: dict[type[Operation], str] = {
 }
 
 
+class DisconnectMode(StrEnum):
+    """What the end of the stream that started a turn does to the turn."""
+
+    CANCEL = "cancel"
+    """The turn is cancelled: nothing is committed, the lease is released."""
+    CONTINUE = "continue"
+    """The turn runs to its end (within the turn timeout) and commits."""
+
+
 @dataclass(frozen=True, slots=True)
 class TurnRequest:
     """One turn of one session; `turn_id` is the client's idempotency key."""
@@ -66,6 +76,8 @@ class TurnRequest:
     operation: Operation
     expected_cursor: int | None = None
     """Run only while the session cursor equals this; a finished turn id repeats anyway."""
+    on_disconnect: DisconnectMode = DisconnectMode.CANCEL
+    """What closing the turn's stream before its end does to the turn."""
 
     @property
     def operation_name(self) -> str:
@@ -165,6 +177,27 @@ class TurnView:
     started_at_ms: int | None = None
     finished_at_ms: int | None = None
     usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A turn claimed its session's lease: which run of the turn it is, and where."""
+
+    holder: str
+    """The lease holder: the process running the turn."""
+    started_at_ms: int
+    """When the lease was claimed; tells this run of the turn id apart from others."""
+    client_held: bool
+    """The session's history is client-held: the turn's text is stored only sealed."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelOutcome:
+    """What a cancel did: `cancelled` when the turn was running and is stopped now; else
+    the retained turn (when the id finished before)."""
+
+    cancelled: bool
+    turn: TurnView | None = None
 
 
 @dataclass(frozen=True, slots=True)

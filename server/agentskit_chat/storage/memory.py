@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from ._ports import (
@@ -14,19 +14,35 @@ from ._ports import (
     StoredSession,
     StoreUnavailableError,
 )
+from ._turn_events import (
+    EventBatch,
+    TurnKey,
+    TurnSignal,
+    holder_topic,
+    session_topic,
+    turn_topic,
+)
+from ._wakeups import Wakeups
 
 
 class MemoryStore:
     """A `Store` held in memory by one event loop.
 
-    No method awaits, so every operation, compare-and-set included, runs to completion
-    without interleaving. Stored values are frozen dataclasses, bytes and tuples: nothing a
-    caller receives can change what is stored. Closing drops all data.
+    No method awaits (but `wait`), so every operation, compare-and-set included, runs to
+    completion without interleaving. Stored values are frozen dataclasses, bytes and
+    tuples: nothing a caller receives can change what is stored. Wake-ups are futures of
+    this process: a store is the bus of one process only. Closing drops all data and
+    wakes every waiter.
     """
 
     def __init__(self) -> None:
         self._sessions: dict[tuple[str, str], StoredSession] = {}
         self._messages: dict[tuple[str, str], tuple[StoredMessage, ...]] = {}
+        self._events: dict[TurnKey, list[tuple[EventBatch, int]]] = {}
+        """Each turn's batches in order of their first sequence, with their expiry."""
+        self._signals: dict[str, dict[TurnSignal, int]] = {}
+        """Each holder's signals, oldest first, with their expiry."""
+        self._wakeups = Wakeups()
         self._closed = False
 
     async def create(self, session: StoredSession) -> None:
@@ -36,6 +52,7 @@ class MemoryStore:
         if key in self._sessions:
             raise SessionExistsError("a session with this id already exists")
         self._sessions[key] = _frozen(session)
+        self._wakeups.notify(session_topic(session.tenant, session.session_id))
 
     async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
         """The tenant's stored session, or None."""
@@ -74,6 +91,7 @@ class MemoryStore:
             else:
                 self._messages.pop(key, None)
         self._sessions[key] = _frozen(session)
+        self._wakeups.notify(session_topic(session.tenant, session.session_id))
         return True
 
     async def delete(
@@ -92,6 +110,7 @@ class MemoryStore:
             return False
         self._messages.pop(key, None)
         del self._sessions[key]
+        self._wakeups.notify(session_topic(tenant, session_id))
         return True
 
     async def list_messages(
@@ -110,11 +129,74 @@ class MemoryStore:
         stored = self._sessions.get(key)
         return None if stored is None else (stored, self._messages.get(key, ()))
 
+    async def append_events(self, key: TurnKey, batch: EventBatch, *, expires_at_ms: int) -> bool:
+        """Store `batch`; False, writing nothing, when a stored batch of the turn holds one
+        of its sequences or ended the turn, or when `batch` is final and a stored batch
+        follows it. ValueError for a batch whose sequences are not 1 <= first <= last."""
+        check_batch(batch)
+        self._check_open()
+        stored = self._events.get(key, [])
+        if any(refuses(kept, batch) for kept, _ in stored):
+            return False
+        stored.append((frozen_batch(batch), expires_at_ms))
+        stored.sort(key=lambda entry: entry[0].first)
+        self._events[key] = stored
+        self._wakeups.notify(turn_topic(key))
+        return True
+
+    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+        """The turn's stored batches holding a sequence after `after`, in order."""
+        self._check_open()
+        return tuple(batch for batch, _ in self._events.get(key, ()) if batch.last > after)
+
+    async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
+        """Leave `signal` for its holder; a repeated one keeps its place and the later
+        of the two expiries."""
+        self._check_open()
+        signals = self._signals.setdefault(signal.holder, {})
+        signals[signal] = max(expires_at_ms, signals.get(signal, expires_at_ms))
+        self._wakeups.notify(holder_topic(signal.holder))
+
+    async def take_signals(self, holder: str) -> tuple[TurnSignal, ...]:
+        """Remove and return the signals left for `holder`, oldest first."""
+        self._check_open()
+        return tuple(self._signals.pop(holder, {}))
+
+    async def expire(self, now_ms: int) -> int:
+        """Drop the batches and signals whose expiry is at or before `now_ms`; how many."""
+        self._check_open()
+        dropped = 0
+        for key in list(self._events):
+            kept = [entry for entry in self._events[key] if entry[1] > now_ms]
+            dropped += len(self._events[key]) - len(kept)
+            if kept:
+                self._events[key] = kept
+            else:
+                del self._events[key]
+        for holder in list(self._signals):
+            signals = self._signals[holder]
+            alive = {signal: expiry for signal, expiry in signals.items() if expiry > now_ms}
+            dropped += len(signals) - len(alive)
+            if alive:
+                self._signals[holder] = alive
+            else:
+                del self._signals[holder]
+        return dropped
+
+    async def wait(self, topics: Collection[str], timeout: float) -> None:
+        """Return when one of `topics` is written by this store, or after `timeout`."""
+        self._check_open()
+        await self._wakeups.wait(topics, timeout)
+
     async def close(self) -> None:
-        """Drop all data; later calls raise StoreUnavailableError. Idempotent."""
+        """Drop all data and wake every waiter; later calls raise StoreUnavailableError.
+        Idempotent."""
         self._closed = True
         self._sessions.clear()
         self._messages.clear()
+        self._events.clear()
+        self._signals.clear()
+        self._wakeups.notify_all()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -129,6 +211,29 @@ def _check_compare_and_set(
         raise ValueError("session.cursor must be expected_cursor + 1")
     if history is not None and history.keep < 0:
         raise ValueError("history.keep must not be negative")
+
+
+def check_batch(batch: EventBatch) -> None:
+    """Reject a batch no backend may store (ValueError)."""
+    if not 1 <= batch.first <= batch.last:
+        raise ValueError("an event batch needs sequences 1 <= first <= last")
+
+
+def refuses(stored: EventBatch, batch: EventBatch) -> bool:
+    """Whether `stored` keeps `batch` from being stored beside it: they share a sequence,
+    `stored` ended the turn, or `batch` would end it before `stored`."""
+    return (
+        stored.final
+        or (stored.first <= batch.last and batch.first <= stored.last)
+        or (batch.final and stored.first > batch.last)
+    )
+
+
+def frozen_batch(batch: EventBatch) -> EventBatch:
+    """`batch` holding bytes (not a mutable buffer) and a plain bool."""
+    if type(batch.body) is bytes and type(batch.final) is bool:
+        return batch
+    return replace(batch, body=bytes(batch.body), final=bool(batch.final))
 
 
 def _frozen(session: StoredSession) -> StoredSession:

@@ -11,9 +11,11 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.conversation import ChatDefinition, ConversationSnapshot, Message, Role
 from agentskit_chat.service import (
     AnswerOrigin,
+    CancelOutcome,
     Completed,
     Decided,
     Delta,
+    DisconnectMode,
     Dispatch,
     Edit,
     Failed,
@@ -69,6 +71,23 @@ def history_mode(value: pb.HistoryMode.ValueType) -> HistoryMode:
     if value in (pb.HISTORY_MODE_SERVER, pb.HISTORY_MODE_UNSPECIFIED):
         return HistoryMode.SERVER
     raise invalid("history_mode", "history_mode has an unknown value")
+
+
+def disconnect_mode(value: pb.DisconnectMode.ValueType) -> DisconnectMode:
+    """What the end of a turn's stream does to it; cancel when unspecified."""
+    if value == pb.DISCONNECT_MODE_CONTINUE:
+        return DisconnectMode.CONTINUE
+    if value in (pb.DISCONNECT_MODE_CANCEL, pb.DISCONNECT_MODE_UNSPECIFIED):
+        return DisconnectMode.CANCEL
+    raise invalid("on_disconnect", "on_disconnect has an unknown value")
+
+
+def cancel_outcome(outcome: CancelOutcome) -> pb.CancelTurnResponse:
+    """What a cancel did, as the contract sends it."""
+    response = pb.CancelTurnResponse(cancelled=outcome.cancelled)
+    if outcome.turn is not None:
+        response.turn.CopyFrom(turn(outcome.turn))
+    return response
 
 
 def operation(request: pb.StreamTurnRequest) -> Operation:

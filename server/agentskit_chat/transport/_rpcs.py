@@ -94,12 +94,35 @@ class ChatRpcs:
             request.turn_id,
             convert.operation(request),
             _expected_cursor(request),
+            convert.disconnect_mode(request.on_disconnect),
         )
         async with StallWatch(self.service.stream_turn(turn), deadline, stalled) as watch:
             async for sequence, event in watch.events:
                 watch.sending(terminal=isinstance(event, Completed | Failed))
                 yield stamp(sequence, event)
                 await watch.sent()
+
+    async def watch_turn(
+        self, request: pb.WatchTurnRequest, stalled: Callable[[], None] | None = None
+    ) -> AsyncGenerator[pb.StreamTurnResponse, None]:
+        """Stream one turn's events after `after_sequence`, numbered as the turn numbered
+        them; a client that stops reading is cut off as a turn stream's is (`StallWatch`),
+        which changes nothing of the turn."""
+        stamp = convert.EventStamper(request.session_id, request.turn_id)
+        deadline = asyncio.get_running_loop().time() + self.service.limits.lease_ttl
+        events = self.service.watch_turn(
+            request.session_id, request.turn_id, request.after_sequence
+        )
+        async with StallWatch(events, deadline, stalled) as watch:
+            async for sequence, event in watch.events:
+                watch.sending(terminal=isinstance(event, Completed | Failed))
+                yield stamp(sequence, event)
+                await watch.sent()
+
+    async def cancel_turn(self, request: pb.CancelTurnRequest) -> pb.CancelTurnResponse:
+        """Stop a running turn; idempotent."""
+        outcome = await self.service.cancel_turn(request.session_id, request.turn_id)
+        return convert.cancel_outcome(outcome)
 
 
 def _expected_cursor(

@@ -98,6 +98,29 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
             log.error("turn failed unexpectedly: %s", type(exc).__name__)
             await abort_internal(context)
 
+    async def WatchTurn(
+        self, request: pb.WatchTurnRequest, context: Context
+    ) -> AsyncIterator[pb.StreamTurnResponse]:
+        """Stream one turn's events after a sequence the caller has."""
+        try:
+            stream = self.rpcs.watch_turn(request, stalled=lambda: _end_stalled(context))
+            async with aclosing(stream) as events:
+                async for event in events:
+                    yield event
+        except ServiceError as error:
+            await abort(context, error)
+        except (grpc.aio.AbortError, GeneratorExit):
+            raise
+        except Exception as exc:
+            log.error("turn watch failed unexpectedly: %s", type(exc).__name__)
+            await abort_internal(context)
+
+    async def CancelTurn(
+        self, request: pb.CancelTurnRequest, context: Context
+    ) -> pb.CancelTurnResponse:
+        """Stop a running turn; idempotent."""
+        return await _call(context, self.rpcs.cancel_turn(request))
+
 
 def _end_stalled(context: Context) -> None:
     """End a call whose client stopped reading with DEADLINE_EXCEEDED.

@@ -123,6 +123,31 @@ class ConnectChatService:
             log.error("turn failed unexpectedly: %s", type(exc).__name__)
             raise internal_error() from None
 
+    async def watch_turn(
+        self, request: pb.WatchTurnRequest, ctx: Context, /
+    ) -> AsyncIterator[pb.StreamTurnResponse]:
+        """Stream one turn's events after a sequence the caller has; a browser that goes
+        away only ends its watch."""
+        flow = current_flow()
+        stalled = None if flow is None else flow.stall
+        try:
+            async with aclosing(self.rpcs.watch_turn(request, stalled)) as events:
+                async for event in events:
+                    yield event
+        except ServiceError as error:
+            raise connect_error(error) from None
+        except (ConnectError, GeneratorExit):
+            raise
+        except Exception as exc:
+            log.error("turn watch failed unexpectedly: %s", type(exc).__name__)
+            raise internal_error() from None
+
+    async def cancel_turn(
+        self, request: pb.CancelTurnRequest, ctx: Context, /
+    ) -> pb.CancelTurnResponse:
+        """Stop a running turn; idempotent."""
+        return await _call(self.rpcs.cancel_turn(request))
+
 
 async def _call(call: Awaitable[T]) -> T:
     try:

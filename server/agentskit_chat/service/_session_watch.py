@@ -1,0 +1,263 @@
+"""Watching a session: its stored changes and every turn it runs, whoever started it.
+
+A watch sends the session as it is now, then loops: it reads the session record again
+each time the store says it may have changed (`session_topic`, woken by every create, save
+and delete of the record from any process of the deployment) and sends what changed:
+
+- the turns that finished since the last read and were not followed live (a turn that
+  started and ended between two wake-ups), in the order they finished, each from its
+  first event while its events are still kept (`watch_turn` gives them, or the turn's
+  recorded outcome once they are not);
+- the session, whenever its cursor moved (a claimed or released lease, a commit, a
+  truncation);
+- the running turn, when the record holds a live lease of a turn not followed yet: its
+  events from the first, live, until its terminal event; the session after it follows
+  at the next read.
+
+Turns are followed one after the other, in the order they ran; a watch that starts while
+a turn runs gets that turn from its first event. A turn the watch could not have at all
+(cancelled before it was read, or no longer retained) shows only as the session that
+follows it: a renderer that sees a cursor it did not expect reloads the history
+(`GetSession`). `after_cursor` works the same way: the watch begins with the session as it
+is now, and a cursor past the caller's says the caller missed changes.
+
+After `heartbeat` seconds without sending anything, a watch sends a heartbeat (also while
+a followed turn is silent), so idle streams survive proxies that close silent ones.
+
+Bounds: a watch holds its position in one turn's events at a time (the events themselves
+are the turn's, bounded by the turn's log). A watch whose client does not take an event
+for `behind` seconds lets go of the turn's events at once and ends, when its client reads
+again, with ABORTED / WATCH_BEHIND, metadata `cursor` the last session cursor it sent: so
+a slow watcher never keeps a turn's events beyond their retention. The same status ends
+a watch whose turn's events were dropped before it read them. The number of watches is
+bounded per session and per tenant (`Watchers`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
+from dataclasses import dataclass
+from typing import Final
+
+from agentskit_chat.conversation import Lease, SessionRecord
+
+from ._errors import Reason, ServiceError
+from ._records import Loaded, now_ms
+from ._types import SessionView, TurnEvent
+
+HEARTBEAT_SECONDS: Final = 15.0
+"""Silence after which a watch sends a heartbeat."""
+BEHIND_SECONDS: Final = 30.0
+"""How long a watch's client may leave one event of a turn untaken before the watch lets go
+of the turn and ends with WATCH_BEHIND."""
+MAX_FOLLOWED: Final = 64
+"""Followed runs of turns a watch remembers (a session retains at most 64 finished turns)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """How often a watch says it is alive, and how far behind it may fall."""
+
+    heartbeat: float = HEARTBEAT_SECONDS
+    behind: float = BEHIND_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.heartbeat <= 0 or self.behind <= 0:
+            raise ValueError("the watch heartbeat and behind bound must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedEvent:
+    """One event of a turn of the watched session, numbered as the turn numbered it."""
+
+    turn_id: str
+    sequence: int
+    event: TurnEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Nothing happened for a while."""
+
+    time_ms: int
+
+
+WatchItem = SessionView | WatchedEvent | Heartbeat
+"""What a session watch sends."""
+
+TurnWatch = Callable[[str, str, int], AsyncGenerator[tuple[int, TurnEvent], None]]
+"""`watch_turn(session_id, turn_id, after_sequence)`."""
+Wait = Callable[[Collection[str], float], Awaitable[None]]
+"""The store's `wait(topics, timeout)`."""
+
+_RunKey = tuple[str, int | None]
+"""One run of a turn: its id and when its lease was claimed (a cancelled id may run again)."""
+
+
+def _run_key(turn_id: str, started_at_ms: int | None) -> _RunKey:
+    return (turn_id, started_at_ms)
+
+
+class SessionWatch:
+    """One watch of one session; `items()` is its stream."""
+
+    def __init__(
+        self,
+        first: Loaded,
+        *,
+        load: Callable[[], Awaitable[Loaded]],
+        view: Callable[[Loaded], SessionView],
+        watch_turn: TurnWatch,
+        wait: Wait,
+        topic: str,
+        settings: WatchSettings,
+    ) -> None:
+        self._first = first
+        self._load = load
+        self._view = view
+        self._watch_turn = watch_turn
+        self._wait = wait
+        self._topics = (topic,)
+        self._settings = settings
+        self._loop = asyncio.get_running_loop()
+        self._session_id = first.record.session_id
+        self._cursor = -1
+        """The cursor of the last session sent."""
+        self._last_sent = self._loop.time()
+        self._finished: set[_RunKey] = _finished(first.record)
+        """Finished turns of the last record read: those the watch started after, and
+        those it has sent."""
+        self._followed: OrderedDict[_RunKey, None] = OrderedDict()
+        """Runs followed live (their finished record is then not sent again)."""
+        self._letting_go: asyncio.Task[None] | None = None
+
+    async def items(self) -> AsyncGenerator[WatchItem, None]:
+        """The session now, then its turns and changes as they happen; see the module."""
+        loaded = self._first
+        yield self._sent_view(loaded)
+        waiter: asyncio.Future[None] | None = None
+        try:
+            while True:
+                waiter = await self._armed()
+                loaded = await self._load()
+                async for item in self._news(loaded):
+                    yield item
+                if self._loop.time() - self._last_sent >= self._settings.heartbeat:
+                    yield self._sent(Heartbeat(now_ms()))
+                await waiter
+        finally:
+            if waiter is not None and not waiter.done():
+                waiter.cancel()
+
+    async def _armed(self) -> asyncio.Future[None]:
+        """A wait for the next change of the session, registered before the record is read:
+        a change stored after the read wakes it."""
+        remaining = self._last_sent + self._settings.heartbeat - self._loop.time()
+        waiter = asyncio.ensure_future(self._wait(self._topics, max(remaining, 0.001)))
+        await asyncio.sleep(0)  # Its first step registers it.
+        return waiter
+
+    async def _news(self, loaded: Loaded) -> AsyncGenerator[WatchItem, None]:
+        """What changed since the last read of the record: finished turns not yet sent, the
+        session when its cursor moved, then the running turn when it is new."""
+        record = loaded.record
+        for turn in record.recent_turns:
+            key = _run_key(turn.turn_id, turn.started_at_ms)
+            if key in self._finished or key in self._followed:
+                continue
+            self._finished.add(key)
+            async for item in self._follow(turn.turn_id):
+                yield item
+        self._finished = _finished(record)
+        if record.cursor != self._cursor:
+            yield self._sent_view(loaded)
+        lease = _live_lease(record)
+        if lease is not None:
+            key = _run_key(lease.turn_id, lease.started_at_ms)
+            if key not in self._followed:
+                self._followed[key] = None
+                if len(self._followed) > MAX_FOLLOWED:
+                    self._followed.popitem(last=False)
+                async for item in self._follow(lease.turn_id):
+                    yield item
+
+    async def _follow(self, turn_id: str) -> AsyncGenerator[WatchItem, None]:
+        """The events of turn `turn_id` from its first to its terminal one, with heartbeats
+        while it is silent. A turn the session no longer has gives nothing."""
+        last = 0
+        while True:
+            try:
+                async for item in self._events(turn_id, last):
+                    if isinstance(item, WatchedEvent):
+                        last = item.sequence
+                    yield item
+                return
+            except TimeoutError:  # Silent for a heartbeat: the reader was closed.
+                yield self._sent(Heartbeat(now_ms()))
+            except ServiceError as error:
+                if error.reason == Reason.TURN_NOT_FOUND:
+                    return  # Cancelled or gone before it was read: the session says it.
+                if error.reason == Reason.WATCH_BEHIND:
+                    raise self.behind() from None
+                raise
+
+    async def _events(self, turn_id: str, after: int) -> AsyncGenerator[WatchedEvent, None]:
+        """The turn's events after `after`. Raises TimeoutError (the reader closed) after a
+        heartbeat's silence, and WATCH_BEHIND (the reader let go) when the client leaves an
+        event untaken for `behind` seconds."""
+        reader = self._watch_turn(self._session_id, turn_id, after)
+        loop = self._loop
+        settings = self._settings
+        try:
+            while True:
+                async with asyncio.timeout_at(self._last_sent + settings.heartbeat):
+                    try:
+                        sequence, event = await anext(reader)
+                    except StopAsyncIteration:
+                        return
+                timer = loop.call_later(settings.behind, self._let_go, reader)
+                yield WatchedEvent(turn_id, sequence, event)
+                timer.cancel()
+                self._last_sent = loop.time()
+                if self._letting_go is not None:
+                    raise self.behind()
+        finally:
+            if self._letting_go is not None:
+                await asyncio.shield(self._letting_go)
+            else:
+                await reader.aclose()
+
+    def _let_go(self, reader: AsyncGenerator[tuple[int, TurnEvent], None]) -> None:
+        """The client left an event untaken too long: close the turn's reader now (it is
+        suspended while the watch waits for its client), so the watch holds nothing of it."""
+        self._letting_go = asyncio.ensure_future(reader.aclose())
+
+    def behind(self) -> ServiceError:
+        """The error that ends a watch that fell behind."""
+        return ServiceError(
+            Reason.WATCH_BEHIND,
+            "the watch fell behind the session's turns; watch again after the cursor",
+            cursor=max(self._cursor, 0),
+        )
+
+    def _sent_view(self, loaded: Loaded) -> SessionView:
+        self._cursor = loaded.record.cursor
+        return self._sent(self._view(loaded))
+
+    def _sent(self, item: WatchItem) -> WatchItem:
+        self._last_sent = self._loop.time()
+        return item
+
+
+def _finished(record: SessionRecord) -> set[_RunKey]:
+    return {_run_key(t.turn_id, t.started_at_ms) for t in record.recent_turns}
+
+
+def _live_lease(record: SessionRecord) -> Lease | None:
+    lease = record.lease
+    if lease is None or lease.expires_at_ms <= time.time_ns() // 1_000_000:
+        return None
+    return lease

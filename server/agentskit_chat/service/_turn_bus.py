@@ -1,0 +1,194 @@
+"""The store as the bus between processes for live turns: batches of a turn's events,
+signals to the process running a turn, and the expiry of both.
+
+What is kept, and for how long: a turn's events are written (in batches, see
+`BatchWriter`) when it continues past its stream, or when a watcher on another process asks
+for them (a PUBLISH signal). A running turn's batches expire `turn_timeout` +
+`RETENTION_SECONDS` after they are written, the final one (holding the terminal event)
+`RETENTION_SECONDS` after the turn ended. A turn writes at most its log's bound (its events
+and text, which the output limit bounds). Batches of client-held sessions are sealed.
+Each process sweeps what expired every `SWEEP_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, cast
+
+from agentskit_chat.conversation import ResponseSealer
+from agentskit_chat.storage import Store
+from agentskit_chat.storage._turn_events import (
+    EventBatch,
+    SignalKind,
+    TurnEventStore,
+    TurnKey,
+    TurnSignal,
+    holder_topic,
+)
+
+from ._event_log import RETENTION_SECONDS, MemoryEventLog
+from ._limits import Limits
+from ._records import now_ms
+from ._turn_codec import BatchCodec
+
+log = logging.getLogger(__name__)
+
+SWEEP_SECONDS: Final = 30.0
+"""How often each process drops expired batches and signals."""
+SIGNAL_WAIT_SECONDS: Final = 2.0
+"""Longest wait between two looks at this process's signals while it runs turns."""
+SIGNAL_SPACING_SECONDS: Final = 0.1
+"""Shortest time between two looks at this process's signals (wake-ups coalesce)."""
+
+Track = Callable[[Coroutine[Any, Any, object]], "asyncio.Task[object]"]
+
+
+def event_port(store: Store) -> TurnEventStore | None:
+    """The store's live-turn port, when it implements one."""
+    needed = ("append_events", "read_events", "send_signal", "take_signals", "expire", "wait")
+    if all(callable(getattr(store, name, None)) for name in needed):
+        return cast(TurnEventStore, store)
+    return None
+
+
+def run_name(turn_id: str, started_at_ms: int) -> str:
+    """The name of one run of a turn id: its batches are stored under it, so a rerun of
+    the id (after a run that committed nothing) never meets an earlier run's events."""
+    return f"{turn_id}@{started_at_ms}"
+
+
+class BatchWriter:
+    """Writes one running turn's log to the store: while one write is in flight the next
+    events accumulate, and go in the next batch; the batch holding the terminal event is
+    `final`. A write the store refuses stops the writing (watchers elsewhere then see the
+    turn as interrupted once its lease is gone)."""
+
+    def __init__(
+        self,
+        port: TurnEventStore,
+        key: TurnKey,
+        codec: BatchCodec,
+        events: MemoryEventLog,
+        limits: Limits,
+        track: Track,
+    ) -> None:
+        self._port = port
+        self._key = key
+        self._codec = codec
+        self._events = events
+        self._limits = limits
+        self._track = track
+        self.written = 0
+        self.writes = 0
+        self.bytes = 0
+        self._task: asyncio.Task[object] | None = None
+        self._failed = False
+
+    def poke(self) -> None:
+        """New events were appended: write them unless a write is in flight."""
+        if self._failed or (self._task is not None and not self._task.done()):
+            return
+        if self._events.last > self.written:
+            self._task = self._track(self._write())
+
+    async def flush(self) -> None:
+        """Write what is left (the final batch) and wait for it."""
+        self.poke()
+        while self._task is not None and not self._task.done():
+            await asyncio.wait((self._task,))
+            self.poke()
+
+    async def _write(self) -> None:
+        while not self._failed and self._events.last > self.written:
+            first, last = self.written + 1, self._events.last
+            final = self._events.terminal
+            body = self._codec.encode(first, self._events.between(self.written, last))
+            keep = RETENTION_SECONDS if final else self._limits.turn_timeout + RETENTION_SECONDS
+            batch = EventBatch(first, last, body, final)
+            try:
+                stored = await self._port.append_events(
+                    self._key, batch, expires_at_ms=now_ms() + int(keep * 1000)
+                )
+            except Exception as exc:
+                log.warning("storing a turn's events failed: %s", type(exc).__name__)
+                self._failed = True
+                return
+            if not stored:
+                log.warning("the store refused a batch of a turn's events")
+                self._failed = True
+                return
+            self.written = last
+            self.writes += 1
+            self.bytes += len(body)
+
+
+class TurnBus:
+    """The live-turn port of the store, as this process uses it."""
+
+    def __init__(
+        self,
+        port: TurnEventStore | None,
+        holder: str,
+        limits: Limits,
+        sealer: ResponseSealer,
+    ) -> None:
+        self.port = port
+        self.holder = holder
+        self._limits = limits
+        self._sealer = sealer
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def codec(self, session_id: str, name: str, *, client_held: bool) -> BatchCodec:
+        """The batch codec of one run of a turn."""
+        return BatchCodec(session_id, name, self._sealer if client_held else None)
+
+    def sweep(self) -> None:
+        """Start this process's periodic expiry sweep (once)."""
+        if self.port is None or self._sweeper is not None:
+            return
+        self._sweeper = asyncio.ensure_future(self._sweep(self.port))
+
+    async def _sweep(self, port: TurnEventStore) -> None:
+        while True:
+            try:
+                await port.expire(now_ms())
+            except Exception as exc:
+                log.warning("expiring stored turn events failed: %s", type(exc).__name__)
+            await asyncio.sleep(SWEEP_SECONDS)
+
+    async def signal(self, holder: str, kind: SignalKind, key: TurnKey) -> None:
+        """Ask the process `holder` to cancel or publish its turn `key`."""
+        if self.port is None:
+            return
+        expires = now_ms() + int(self._limits.lease_ttl * 1000)
+        await self.port.send_signal(TurnSignal(holder, kind, key), expires_at_ms=expires)
+
+    async def take(self, handle: Callable[[TurnSignal], None], running: Callable[[], bool]) -> None:
+        """Take this process's signals and `handle` each, while `running()` holds."""
+        port = self.port
+        if port is None:
+            return
+        topic = holder_topic(self.holder)
+        loop = asyncio.get_running_loop()
+        while running():
+            taken_at = loop.time()
+            try:
+                for signal in await port.take_signals(self.holder):
+                    handle(signal)
+                await port.wait((topic,), SIGNAL_WAIT_SECONDS)
+            except Exception as exc:
+                log.warning("taking turn signals failed: %s", type(exc).__name__)
+                await asyncio.sleep(SIGNAL_WAIT_SECONDS)
+            pause = taken_at + SIGNAL_SPACING_SECONDS - loop.time()
+            if pause > 0:
+                await asyncio.sleep(pause)
+
+    async def close(self) -> None:
+        """Stop the sweep."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper

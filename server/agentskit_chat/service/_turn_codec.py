@@ -1,0 +1,105 @@
+"""Turn events as the bytes of a stored batch (see storage.EventBatch).
+
+A batch is compact JSON, one array per event. For a client-held session the whole batch is
+sealed (as route responses are: AES-SIV under the deployment key, bound to the session and
+to the batch's place in its turn), so the store never holds its text in the clear.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+from agentskit_chat.conversation import ConversationSnapshot, ResponseSealer
+
+from ._types import Completed, Decided, Delta, Failed, Started, TurnEvent, Usage
+
+_PLAIN: Final = b"J"
+_SEALED: Final = b"S"
+
+
+class BatchCodec:
+    """Encodes and decodes the batches of one turn attempt (`name`) of one session."""
+
+    def __init__(self, session_id: str, name: str, sealer: ResponseSealer | None = None) -> None:
+        self._session_id = session_id
+        self._name = name
+        self._sealer = sealer
+        """Seals batches when set (a client-held session)."""
+
+    def encode(self, first: int, events: Sequence[TurnEvent]) -> bytes:
+        """The body of the batch holding `events`, the first one numbered `first`."""
+        text = json.dumps([_encode(event) for event in events], separators=(",", ":"))
+        if self._sealer is None:
+            return _PLAIN + text.encode("utf-8", "surrogatepass")
+        sealed = self._sealer.seal(text, session_id=self._session_id, message_id=self._at(first))
+        return _SEALED + sealed.encode("ascii")
+
+    def decode(self, first: int, body: bytes) -> list[TurnEvent]:
+        """The events of a batch body; ValueError (or SealedResponseError) when unusable."""
+        kind, data = body[:1], body[1:]
+        if kind == _SEALED:
+            if self._sealer is None:
+                raise ValueError("a sealed batch without a sealer")
+            text = self._sealer.open(
+                data.decode("ascii"), session_id=self._session_id, message_id=self._at(first)
+            )
+        elif kind == _PLAIN:
+            text = data.decode("utf-8", "surrogatepass")
+        else:
+            raise ValueError("unknown batch encoding")
+        items = json.loads(text)
+        if not isinstance(items, list):
+            raise ValueError("a batch is a list of events")
+        return [_decode(item) for item in items]
+
+    def _at(self, first: int) -> str:
+        return f"turn-events:{self._name}:{first}"
+
+
+def _snapshot(value: ConversationSnapshot) -> list[Any]:
+    return [value.state, list(value.events), list(value.actions)]
+
+
+def _usage(value: Usage | None) -> list[int] | None:
+    return None if value is None else [value.input_tokens, value.output_tokens]
+
+
+def _encode(event: TurnEvent) -> list[Any]:
+    if isinstance(event, Delta):
+        return ["d", event.text]
+    if isinstance(event, Started):
+        return ["s", event.operation, event.user_message_id, event.duplicate]
+    if isinstance(event, Decided):
+        return ["k", event.kind, event.route_id, event.from_state, event.to_state, event.replayed]
+    if isinstance(event, Completed):
+        return [
+            "c",
+            event.assistant_message_id,
+            event.content,
+            _snapshot(event.snapshot),
+            event.cursor,
+            _usage(event.usage),
+        ]
+    return ["f", event.code, event.message, event.retryable, event.route_id]
+
+
+def _decode(item: Any) -> TurnEvent:
+    if not isinstance(item, list) or not item:
+        raise ValueError("an event is a non-empty list")
+    tag, *fields = item
+    if tag == "d":
+        return Delta(str(fields[0]))
+    if tag == "s":
+        return Started(fields[0], fields[1], bool(fields[2]))
+    if tag == "k":
+        return Decided(fields[0], fields[1], fields[2], fields[3], bool(fields[4]))
+    if tag == "c":
+        state, events, actions = fields[2]
+        usage = None if fields[4] is None else Usage(int(fields[4][0]), int(fields[4][1]))
+        snapshot = ConversationSnapshot(state, tuple(events), tuple(actions))
+        return Completed(fields[0], fields[1], snapshot, int(fields[3]), usage)
+    if tag == "f":
+        return Failed(fields[0], fields[1], bool(fields[2]), fields[3])
+    raise ValueError("unknown event kind")

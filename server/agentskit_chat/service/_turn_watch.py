@@ -1,0 +1,193 @@
+"""Following a turn after a sequence: from this process's log of it, else from the store.
+
+Watching never starts, changes or extends a turn. The stream ends after the terminal
+event. Where the events come from:
+
+- this process runs (or ran, less than the retention ago) the turn: its log;
+- another process runs it: the store's batches, waking on `turn_topic`; when nothing of it
+  is stored yet (a turn whose stream cancels it writes nothing unless asked) the holder is
+  sent a PUBLISH signal. The session record is read again whenever a wait brings nothing:
+  a run whose lease lapsed or was released without its final batch ends with the
+  `interrupted` failed event;
+- the turn finished and its events are no longer kept: its recorded outcome, as a repeated
+  turn id streams it, numbered from `after_sequence` + 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Final
+
+from agentskit_chat.conversation import SealedResponseError, SessionRecord
+from agentskit_chat.storage import HistoryMode
+from agentskit_chat.storage._turn_events import SignalKind, TurnEventStore, TurnKey, turn_topic
+
+from ._errors import Reason, ServiceError, invalid
+from ._event_log import MemoryEventLog
+from ._live_turns import LiveTurns
+from ._records import Loaded, Records, now_ms
+from ._terminal import INTERRUPTED, failure, repeat
+from ._turn_bus import TurnBus, run_name
+from ._types import TurnEvent
+
+WAIT_SECONDS: Final = 1.0
+"""Longest wait for a stored turn's next events before its record is read again."""
+FINAL_GRACE_SECONDS: Final = 5.0
+"""How long a watcher waits for the final batch of a turn recorded as finished before it
+answers with the recorded outcome instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """The run of the turn id the session record names."""
+
+    name: str | None
+    """Its run name; None when the record names no run of the turn."""
+    running: bool
+    """Its lease is live."""
+    holder: str | None = None
+    finished: bool = False
+
+
+def _run_of(record: SessionRecord, turn_id: str, at_ms: int) -> _Run:
+    lease = record.lease
+    if lease is not None and lease.turn_id == turn_id and record.find_turn(turn_id) is None:
+        name = run_name(turn_id, lease.started_at_ms or 0)
+        return _Run(name, lease.expires_at_ms > at_ms, lease.holder)
+    finished = record.find_turn(turn_id)
+    if finished is not None:
+        return _Run(run_name(turn_id, finished.started_at_ms or 0), False, finished=True)
+    return _Run(None, False)
+
+
+class TurnWatch:
+    """Streams of turns after a sequence, for `ChatService.watch_turn`."""
+
+    def __init__(self, records: Records, live: LiveTurns, bus: TurnBus) -> None:
+        self._records = records
+        self._live = live
+        self._bus = bus
+
+    async def events(
+        self, loaded: Loaded, turn_id: str, after: int
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        """(sequence, event) of the turn `turn_id` of `loaded`'s session after `after`."""
+        session_id = loaded.record.session_id
+        run = _run_of(loaded.record, turn_id, now_ms())
+        local = self._live.logs.find((loaded.tenant, session_id, turn_id))
+        if local is not None and (run.name is None or local.name == run.name):
+            async with aclosing(_read(local, after)) as events:
+                async for item in events:
+                    yield item
+            return
+        if run.name is None:
+            raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
+        async with aclosing(self._stored(loaded, turn_id, run, after)) as events:
+            async for item in events:
+                yield item
+
+    async def _stored(
+        self, loaded: Loaded, turn_id: str, run: _Run, after: int
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        port = self._bus.port
+        session_id = loaded.record.session_id
+        assert run.name is not None
+        key = TurnKey(loaded.tenant, session_id, run.name)
+        codec = self._bus.codec(
+            session_id, run.name, client_held=loaded.history_mode == HistoryMode.CLIENT
+        )
+        position = after
+        asked = False
+        stored = False
+        final_wait: float | None = None
+        loop = asyncio.get_running_loop()
+        while True:
+            fresh = False
+            if port is not None:
+                for batch in await port.read_events(key, position):
+                    stored = True
+                    if batch.final and batch.last < after:
+                        raise invalid(
+                            "after_sequence", "after_sequence is past the turn's last event"
+                        )
+                    if batch.last > position:
+                        try:
+                            decoded = codec.decode(batch.first, batch.body)
+                        except (ValueError, SealedResponseError):
+                            raise ServiceError(
+                                Reason.SESSION_CORRUPT,
+                                "the stored events of the turn are unusable",
+                                code="turn_events_corrupt",
+                            ) from None
+                        for offset, event in enumerate(decoded):
+                            sequence = batch.first + offset
+                            if sequence > position:
+                                position = sequence
+                                fresh = True
+                                yield sequence, event
+                    if batch.final:
+                        return
+            if fresh:
+                continue
+            # Nothing new: what does the record say of this run now?
+            loaded = await self._records.load(session_id)
+            now = _run_of(loaded.record, turn_id, now_ms())
+            if now.name == run.name and now.running:
+                if now.holder == self._bus.holder:
+                    log = self._live.logs.find((loaded.tenant, session_id, turn_id))
+                    if log is not None and log.name == run.name:
+                        async with aclosing(_read(log, position)) as events:
+                            async for item in events:
+                                yield item
+                        return
+                elif not asked and now.holder is not None:
+                    asked = True
+                    await self._bus.signal(now.holder, SignalKind.PUBLISH, key)
+                await _wait(port, key)
+                continue
+            if now.name == run.name and now.finished:
+                if final_wait is None:
+                    final_wait = loop.time() + FINAL_GRACE_SECONDS
+                    if not stored and port is not None and position > 0:  # stored up to here?
+                        stored = bool(await port.read_events(key, position - 1))
+                if stored and loop.time() < final_wait:
+                    await _wait(port, key)  # its final batch may be on its way
+                    continue
+                async with aclosing(self._recorded(session_id, turn_id, position)) as events:
+                    async for item in events:
+                        yield item
+                return
+            # The run's lease lapsed or was released, and the run recorded nothing.
+            yield position + 1, failure(INTERRUPTED)
+            return
+
+    async def _recorded(
+        self, session_id: str, turn_id: str, after: int
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        loaded, history = await self._records.load_with_messages(session_id)
+        finished = loaded.record.find_turn(turn_id)
+        if finished is None:
+            raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
+        sequence = after
+        async with aclosing(repeat(loaded, history, finished)) as events:
+            async for event in events:
+                sequence += 1
+                yield sequence, event
+
+
+async def _read(log: MemoryEventLog, after: int) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+    if after > log.last:
+        raise invalid("after_sequence", "after_sequence is past the turn's last event")
+    async with aclosing(log.read(after)) as events:
+        async for item in events:
+            yield item
+
+
+async def _wait(port: TurnEventStore | None, key: TurnKey) -> None:
+    if port is None:
+        await asyncio.sleep(WAIT_SECONDS)
+    else:
+        await port.wait((turn_topic(key),), WAIT_SECONDS)
