@@ -153,11 +153,23 @@ def test_a_log_is_kept_while_its_turn_runs_and_for_its_retention_after() -> None
     logs.ended(key)
     clock.now = 1059.0
     assert logs.find(key) is log
-    assert not logs.open(key, MemoryEventLog(1024))  # the same turn id while it is kept
-    assert logs.find(key) is log
     clock.now = 1060.5
     assert logs.find(key) is None
     assert logs.kept == 0
+
+
+def test_a_rerun_of_a_turn_id_replaces_the_kept_log_of_its_ended_run() -> None:
+    logs = EventLogs(clock=Clock())
+    key = ("default", "s-1", "t-1")
+    first = MemoryEventLog(1024)
+    assert logs.open(key, first)
+    assert not logs.open(key, MemoryEventLog(1024))  # while it runs, the first run stays
+    first.end()
+    logs.ended(key)
+    second = MemoryEventLog(1024)
+    assert logs.open(key, second)  # a run that committed nothing: the id ran again
+    assert logs.find(key) is second
+    assert logs.kept == 1
 
 
 def test_a_refused_turns_log_is_not_kept() -> None:

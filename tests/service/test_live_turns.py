@@ -4,7 +4,7 @@ reads the log, paces the turn, and cancels it by closing."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 
 import pytest
@@ -24,7 +24,8 @@ from agentskit_chat.service import (
 )
 from agentskit_chat.service._event_log import MAX_EVENTS
 from agentskit_chat.service._live_turns import PACE_EVENTS, LiveTurns
-from agentskit_chat.service._terminal import OUTPUT_LIMIT, failure
+from agentskit_chat.service._terminal import CANCELLED, OUTPUT_LIMIT, failure
+from agentskit_chat.service._types import Claim
 from agentskit_chat.storage import DEFAULT_TENANT, HistoryMode, MemoryStore
 
 KEY = b"live-turns-test-key-32-bytes-ok!"
@@ -46,8 +47,9 @@ class Endless:
         self.produced = 0
         self.closed = asyncio.Event()
 
-    async def events(self) -> AsyncGenerator[TurnEvent, None]:
+    async def events(self, claimed: Callable[[Claim], None]) -> AsyncGenerator[TurnEvent, None]:
         try:
+            claimed(Claim("here", 1, client_held=False))
             yield Started("submit", "u-1")
             while True:
                 self.produced += 1
@@ -62,7 +64,7 @@ def test_a_turn_runs_at_most_its_pace_ahead_of_its_stream_and_closing_it_cancels
     async def scenario() -> None:
         turn = Endless()
         live = LiveTurns(Limits())
-        stream = live.start(REQUEST, turn.events())
+        stream = live.start(REQUEST, turn.events)
         assert await anext(stream) == (1, Started("submit", "u-1"))
         for _ in range(50):
             await asyncio.sleep(0)
@@ -71,7 +73,9 @@ def test_a_turn_runs_at_most_its_pace_ahead_of_its_stream_and_closing_it_cancels
         await stream.aclose()
         assert turn.closed.is_set()  # the close returned once the turn ended
         log = live.logs.find((DEFAULT_TENANT, "s-1", "t-1"))
-        assert log is None  # a cancelled turn's log is not kept
+        assert log is not None  # a cancelled turn's log ends with its failure, for watchers
+        assert log.ended
+        assert log.between(log.last - 1, log.last) == [failure(CANCELLED)]
 
     asyncio.run(scenario())
 
@@ -116,7 +120,7 @@ def test_a_turn_past_its_logs_bound_is_closed_and_fails_with_output_limit() -> N
     async def scenario() -> None:
         turn = Endless()
         live = LiveTurns(Limits())
-        async with aclosing(live.start(REQUEST, turn.events())) as stream:
+        async with aclosing(live.start(REQUEST, turn.events)) as stream:
             events = [event async for _, event in stream]
         assert len(events) == MAX_EVENTS + 1
         assert events[-1] == failure(OUTPUT_LIMIT)
@@ -130,7 +134,7 @@ def test_a_stream_closed_before_its_first_step_runs_nothing() -> None:
     async def scenario() -> None:
         turn = Endless()
         live = LiveTurns(Limits())
-        stream = live.start(REQUEST, turn.events())
+        stream = live.start(REQUEST, turn.events)
         await stream.aclose()
         await asyncio.sleep(0.05)
         assert turn.produced == 0

@@ -7,7 +7,7 @@ import contextlib
 import os
 import secrets
 import socket
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Collection
 from contextlib import aclosing
 from typing import Final
 
@@ -30,6 +30,7 @@ from ._observer import TurnObserver
 from ._page_tokens import PageTokens
 from ._rates import Rated, RateLimiter, RateLimits
 from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
+from ._session_watch import POLL_SECONDS, SessionWatch, WatchItem, WatchSettings
 from ._tenancy import current_principal
 from ._terminal import CANCELLED
 from ._turn_bus import TurnBus, event_port, run_name
@@ -299,6 +300,54 @@ class ChatService:
             lease = loaded.record.lease
             if lease is None or lease.turn_id != turn_id or lease.started_at_ms != started_at:
                 return
+
+    watch_settings: WatchSettings = WatchSettings()
+    """The session watches' heartbeat and behind bound (set before serving)."""
+
+    async def watch_session(
+        self, session_id: str, after_cursor: int | None = None
+    ) -> AsyncGenerator[WatchItem, None]:
+        """The session now, then, as they happen on any process of the deployment: the
+        events of each turn it runs (whoever started it), the session after every stored
+        change, and a heartbeat after `watch_settings.heartbeat` seconds without either;
+        see `SessionWatch`. `after_cursor` (the last cursor the caller received) changes
+        nothing the server sends: a first session past it tells the caller it missed
+        changes and reloads the history.
+
+        SESSION_NOT_FOUND when unknown or once deleted; LIMIT_EXCEEDED past the watcher
+        bounds (a session watch is one watcher); WATCH_BEHIND when the caller falls behind.
+        """
+        session_id = self.limits.check_id("session_id", session_id)
+        if after_cursor is not None and after_cursor < 0:
+            raise invalid("after_cursor", "after_cursor must not be negative")
+        tenant = current_principal().tenant
+        with self.watchers.watching(tenant, session_id):
+            loaded = await self._records.load(session_id)
+            port = self.bus.port
+            self.bus.sweep()
+
+            async def load() -> Loaded:
+                return await self._records.load(session_id)
+
+            async def wait(topics: Collection[str], timeout: float) -> None:
+                if port is None:
+                    await asyncio.sleep(min(timeout, POLL_SECONDS))
+                else:
+                    await port.wait(topics, timeout)
+
+            watch = SessionWatch(
+                loaded,
+                load=load,
+                view=_view,
+                turn_events=self._watch.events,
+                wait=wait,
+                topic=session_topic(loaded.tenant, session_id),
+                settings=self.watch_settings,
+                follow_seconds=self.limits.lease_ttl + self.watch_settings.behind,
+            )
+            async with aclosing(watch.items()) as items:
+                async for item in items:
+                    yield item
 
     def begin_drain(self) -> None:
         """Refuse new turns from now on; turns in flight continue (continued ones too)."""

@@ -40,7 +40,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from agentskit_chat.conversation import Lease, SessionRecord
 
@@ -53,6 +53,8 @@ HEARTBEAT_SECONDS: Final = 15.0
 BEHIND_SECONDS: Final = 30.0
 """How long a watch's client may leave one event of a turn untaken before the watch lets go
 of the turn and ends with WATCH_BEHIND."""
+POLL_SECONDS: Final = 1.0
+"""How often a watch reads the session over a store that cannot wake it."""
 MAX_FOLLOWED: Final = 64
 """Followed runs of turns a watch remembers (a session retains at most 64 finished turns)."""
 
@@ -88,10 +90,13 @@ class Heartbeat:
 WatchItem = SessionView | WatchedEvent | Heartbeat
 """What a session watch sends."""
 
-TurnWatch = Callable[[str, str, int], AsyncGenerator[tuple[int, TurnEvent], None]]
-"""`watch_turn(session_id, turn_id, after_sequence)`."""
+TurnEvents = Callable[[Loaded, str, int], AsyncGenerator[tuple[int, TurnEvent], None]]
+"""(sequence, event) of a turn of the session `Loaded` read after a sequence (see
+`TurnWatch.events`); counts no watcher of its own."""
 Wait = Callable[[Collection[str], float], Awaitable[None]]
 """The store's `wait(topics, timeout)`."""
+
+_Item = TypeVar("_Item", SessionView, Heartbeat)
 
 _RunKey = tuple[str, int | None]
 """One run of a turn: its id and when its lease was claimed (a cancelled id may run again)."""
@@ -110,15 +115,19 @@ class SessionWatch:
         *,
         load: Callable[[], Awaitable[Loaded]],
         view: Callable[[Loaded], SessionView],
-        watch_turn: TurnWatch,
+        turn_events: TurnEvents,
         wait: Wait,
         topic: str,
         settings: WatchSettings,
+        follow_seconds: float,
     ) -> None:
         self._first = first
         self._load = load
         self._view = view
-        self._watch_turn = watch_turn
+        self._turn_events = turn_events
+        self._follow_seconds = follow_seconds
+        """The longest a watch may take to follow one turn: a turn runs no longer than its
+        lease lasts, so a watch that needs more has fallen behind it."""
         self._wait = wait
         self._topics = (topic,)
         self._settings = settings
@@ -142,7 +151,7 @@ class SessionWatch:
         try:
             while True:
                 waiter = await self._armed()
-                loaded = await self._load()
+                loaded = await self._reload()
                 async for item in self._news(loaded):
                     yield item
                 if self._loop.time() - self._last_sent >= self._settings.heartbeat:
@@ -151,6 +160,14 @@ class SessionWatch:
         finally:
             if waiter is not None and not waiter.done():
                 waiter.cancel()
+
+    async def _reload(self) -> Loaded:
+        """The record now; SESSION_NOT_FOUND once the watched session is gone (deleted, or
+        deleted and created again under its id)."""
+        loaded = await self._load()
+        if loaded.incarnation != self._first.incarnation:
+            raise ServiceError(Reason.SESSION_NOT_FOUND, "no session has this id")
+        return loaded
 
     async def _armed(self) -> asyncio.Future[None]:
         """A wait for the next change of the session, registered before the record is read:
@@ -169,7 +186,7 @@ class SessionWatch:
             if key in self._finished or key in self._followed:
                 continue
             self._finished.add(key)
-            async for item in self._follow(turn.turn_id):
+            async for item in self._follow(loaded, turn.turn_id):
                 yield item
         self._finished = _finished(record)
         if record.cursor != self._cursor:
@@ -181,22 +198,23 @@ class SessionWatch:
                 self._followed[key] = None
                 if len(self._followed) > MAX_FOLLOWED:
                     self._followed.popitem(last=False)
-                async for item in self._follow(lease.turn_id):
+                async for item in self._follow(loaded, lease.turn_id):
                     yield item
 
-    async def _follow(self, turn_id: str) -> AsyncGenerator[WatchItem, None]:
-        """The events of turn `turn_id` from its first to its terminal one, with heartbeats
-        while it is silent. A turn the session no longer has gives nothing."""
+    async def _follow(self, loaded: Loaded, turn_id: str) -> AsyncGenerator[WatchItem, None]:
+        """The events of turn `turn_id` (of `loaded`) from its first to its terminal one,
+        with heartbeats while it is silent. A turn the session no longer has gives nothing."""
         last = 0
+        until = self._loop.time() + self._follow_seconds
         while True:
             try:
-                async for item in self._events(turn_id, last):
-                    if isinstance(item, WatchedEvent):
-                        last = item.sequence
+                async for item in self._events(loaded, turn_id, last, until):
+                    last = item.sequence
                     yield item
                 return
-            except TimeoutError:  # Silent for a heartbeat: the reader was closed.
+            except _SilentError:  # The reader was closed: open another after the last event.
                 yield self._sent(Heartbeat(now_ms()))
+                loaded = await self._reload()
             except ServiceError as error:
                 if error.reason == Reason.TURN_NOT_FOUND:
                     return  # Cancelled or gone before it was read: the session says it.
@@ -204,21 +222,29 @@ class SessionWatch:
                     raise self.behind() from None
                 raise
 
-    async def _events(self, turn_id: str, after: int) -> AsyncGenerator[WatchedEvent, None]:
-        """The turn's events after `after`. Raises TimeoutError (the reader closed) after a
+    async def _events(
+        self, loaded: Loaded, turn_id: str, after: int, until: float
+    ) -> AsyncGenerator[WatchedEvent, None]:
+        """The turn's events after `after`. Raises _SilentError (the reader closed) after a
         heartbeat's silence, and WATCH_BEHIND (the reader let go) when the client leaves an
-        event untaken for `behind` seconds."""
-        reader = self._watch_turn(self._session_id, turn_id, after)
+        event untaken for `behind` seconds or past `until` (loop time)."""
+        reader = self._turn_events(loaded, turn_id, after)
         loop = self._loop
         settings = self._settings
         try:
             while True:
-                async with asyncio.timeout_at(self._last_sent + settings.heartbeat):
-                    try:
+                timeout = asyncio.timeout_at(self._last_sent + settings.heartbeat)
+                try:
+                    async with timeout:
                         sequence, event = await anext(reader)
-                    except StopAsyncIteration:
-                        return
-                timer = loop.call_later(settings.behind, self._let_go, reader)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    if timeout.expired():
+                        raise _SilentError from None
+                    raise
+                at = min(loop.time() + settings.behind, until)
+                timer = loop.call_at(at, self._let_go, reader)
                 yield WatchedEvent(turn_id, sequence, event)
                 timer.cancel()
                 self._last_sent = loop.time()
@@ -247,9 +273,13 @@ class SessionWatch:
         self._cursor = loaded.record.cursor
         return self._sent(self._view(loaded))
 
-    def _sent(self, item: WatchItem) -> WatchItem:
+    def _sent(self, item: _Item) -> _Item:
         self._last_sent = self._loop.time()
         return item
+
+
+class _SilentError(Exception):
+    """A followed turn sent nothing for a heartbeat's time; its reader was closed."""
 
 
 def _finished(record: SessionRecord) -> set[_RunKey]:

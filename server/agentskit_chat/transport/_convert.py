@@ -31,6 +31,7 @@ from agentskit_chat.service import (
     Usage,
     invalid,
 )
+from agentskit_chat.service._session_watch import Heartbeat, WatchedEvent, WatchItem
 from agentskit_chat.storage import HistoryMode
 
 KINDS: Final = {
@@ -272,3 +273,16 @@ def _failed(into: pb.TurnFailed, event: Failed) -> None:
 def _usage(into: pb.Usage, usage: Usage) -> None:
     into.input_tokens = usage.input_tokens
     into.output_tokens = usage.output_tokens
+
+
+def watch_item(session_id: str, item: WatchItem) -> pb.WatchSessionResponse:
+    """One item of a session watch as the contract sends it: the session, an event of one
+    of its turns (tagged with the turn id and the turn's own sequence), or a heartbeat."""
+    if isinstance(item, WatchedEvent):
+        event = EventStamper(session_id, item.turn_id)(item.sequence, item.event)
+        return pb.WatchSessionResponse(event=event)
+    if isinstance(item, Heartbeat):
+        beat = pb.WatchHeartbeat()
+        beat.time.FromMilliseconds(item.time_ms)
+        return pb.WatchSessionResponse(heartbeat=beat)
+    return pb.WatchSessionResponse(session=session(item))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.service import ChatService, Completed, Failed, TurnRequest
@@ -123,6 +124,17 @@ class ChatRpcs:
         """Stop a running turn; idempotent."""
         outcome = await self.service.cancel_turn(request.session_id, request.turn_id)
         return convert.cancel_outcome(outcome)
+
+    async def watch_session(
+        self, request: pb.WatchSessionRequest
+    ) -> AsyncGenerator[pb.WatchSessionResponse, None]:
+        """Stream the session, its turns' events and its changes as they happen, with
+        heartbeats while nothing happens (see `ChatService.watch_session`)."""
+        after = request.after_cursor if request.HasField("after_cursor") else None
+        items = self.service.watch_session(request.session_id, after)
+        async with aclosing(items) as watched:
+            async for item in watched:
+                yield convert.watch_item(request.session_id, item)
 
 
 def _expected_cursor(

@@ -121,6 +121,22 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         """Stop a running turn; idempotent."""
         return await _call(context, self.rpcs.cancel_turn(request))
 
+    async def WatchSession(
+        self, request: pb.WatchSessionRequest, context: Context
+    ) -> AsyncIterator[pb.WatchSessionResponse]:
+        """Stream the session's turns and changes as they happen."""
+        try:
+            async with aclosing(self.rpcs.watch_session(request)) as items:
+                async for item in items:
+                    yield item
+        except ServiceError as error:
+            await abort(context, error)
+        except (grpc.aio.AbortError, GeneratorExit):
+            raise
+        except Exception as exc:
+            log.error("session watch failed unexpectedly: %s", type(exc).__name__)
+            await abort_internal(context)
+
 
 def _end_stalled(context: Context) -> None:
     """End a call whose client stopped reading with DEADLINE_EXCEEDED.

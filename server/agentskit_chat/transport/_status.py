@@ -34,6 +34,7 @@ CODES: Final = {
     Reason.DEADLINE_EXCEEDED: grpc.StatusCode.DEADLINE_EXCEEDED,
     Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     Reason.RATE_LIMITED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Reason.WATCH_BEHIND: grpc.StatusCode.ABORTED,
 }
 
 

@@ -148,6 +148,23 @@ class ConnectChatService:
         """Stop a running turn; idempotent."""
         return await _call(self.rpcs.cancel_turn(request))
 
+    async def watch_session(
+        self, request: pb.WatchSessionRequest, ctx: Context, /
+    ) -> AsyncIterator[pb.WatchSessionResponse]:
+        """Stream the session's turns and changes as they happen; a browser that goes away
+        only ends its watch."""
+        try:
+            async with aclosing(self.rpcs.watch_session(request)) as items:
+                async for item in items:
+                    yield item
+        except ServiceError as error:
+            raise connect_error(error) from None
+        except (ConnectError, GeneratorExit):
+            raise
+        except Exception as exc:
+            log.error("session watch failed unexpectedly: %s", type(exc).__name__)
+            raise internal_error() from None
+
 
 async def _call(call: Awaitable[T]) -> T:
     try:
