@@ -4,8 +4,9 @@
 and this process is root (as tests/postgres.py does for PostgreSQL). `render()` turns the
 shipped configuration into one for a test: its own listen port, upstream addresses, files
 under a temporary directory, one worker (round robin is then strictly in turn), a JSON
-access log naming each call's upstreams, and optionally shorter timeouts. Every other line
-is the shipped one. `Nginx` runs it with `daemon off`, reloads it and reads its access log.
+access log naming each call's upstreams, and other values for some settings (shorter
+timeouts). Every other line is the shipped one. `Nginx` runs it with `daemon off`, reloads
+it and reads its access log.
 """
 
 from __future__ import annotations
@@ -85,11 +86,11 @@ def render(
     directory: Path,
     port: int,
     upstreams: Sequence[str],
-    timeouts: Mapping[str, str] | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> str:
     """The shipped configuration for a test: listening on 127.0.0.1:`port`, passing to
     `upstreams` (`host:port`, as many as the shipped file has servers), its files under
-    `directory`, and `timeouts` (directive name → value, e.g. grpc_read_timeout → 3s)
+    `directory`, and `settings` (directive name → value, e.g. grpc_read_timeout → 3s)
     replacing the shipped values."""
     text = SHIPPED.read_text(encoding="utf-8")
     text = _replace(text, r"^worker_processes \S+;", "worker_processes 1;")
@@ -114,8 +115,10 @@ def render(
     if next(servers, None) is not None:
         raise AssertionError(f"{SHIPPED.name} has fewer upstream servers than {len(upstreams)}")
     text = _replace(text, r"^        listen \d+ http2;", f"        listen 127.0.0.1:{port} http2;")
-    for directive, value in (timeouts or {}).items():
-        text = _replace(text, rf"^(\s+){directive} \S+;", f"            {directive} {value};")
+    for directive, value in (settings or {}).items():
+        text = re.sub(rf"^(\s*{directive}) \S+;$", rf"\g<1> {value};", text, flags=re.MULTILINE)
+        if f"{directive} {value};" not in text:
+            raise AssertionError(f"{SHIPPED.name} does not set {directive}")
     return text
 
 
@@ -134,6 +137,8 @@ class Call:
     """Bytes sent to each replica tried: 0 when the call never reached it."""
     status: int
     grpc_status: str
+    request_time: float
+    """Seconds from the call's first bytes to its end."""
 
 
 class Nginx:
@@ -143,13 +148,13 @@ class Nginx:
         self,
         directory: Path,
         upstreams: Sequence[str],
-        timeouts: Mapping[str, str] | None = None,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.port = free_port()
         self.config = directory / "nginx.conf"
-        self.config.write_text(render(directory, self.port, upstreams, timeouts), "utf-8")
+        self.config.write_text(render(directory, self.port, upstreams, settings), "utf-8")
         self._binary = nginx_binary()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -240,6 +245,7 @@ class Nginx:
                     sent=sent,
                     status=int(record["status"]),
                     grpc_status=record["grpc_status"],
+                    request_time=float(record["request_time"]),
                 )
             )
         return found

@@ -1,19 +1,40 @@
 """deploy/nginx/nginx.conf run by Debian's nginx in front of three `serve` replicas on one
-PostgreSQL database (tests/deploy/nginx.py renders it with the test's ports)."""
+PostgreSQL database (tests/deploy/nginx.py renders it with the test's ports, files and
+shorter timeouts).
+
+Continued turns survive what happens to replicas and to the proxy: a replica killed in the
+middle of turns (they end `interrupted` once their lease lapses, and run again), replicas
+restarted one by one with SIGTERM (they finish their turns, their other streams are cut),
+and a proxy reload that cuts every stream. The clients' automatic reattach goes through the
+proxy, so it lands on other replicas than the one running the turn. bench/proxy_soak.py
+runs the same for longer.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Iterator
+import signal
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 
 from agentskit_chat.fakemodel import FakeModelServer
-from agentskit_chat_client import ChatClient, Submit, TurnCompleted
+from agentskit_chat_client import (
+    ChatClient,
+    Session,
+    Submit,
+    TextDelta,
+    TurnCompleted,
+    TurnEvent,
+    WatchItem,
+)
 from tests.cli.fixtures.serving import collect, terminal
-from tests.deploy.nginx import TURN_HEADER, Nginx
+from tests.deploy.load import LoadClient, histories, problems
+from tests.deploy.nginx import TURN_HEADER, Call, Nginx
 from tests.deploy.replicas import (
     DEFINITION,
     Replicas,
@@ -24,7 +45,21 @@ from tests.deploy.replicas import (
 )
 from tests.postgres import Cluster
 
-REPLICAS = 3
+REPLICAS: Final = 3
+CLIENTS: Final = 12
+CHUNKS, CHUNK_DELAY = 40, 0.05
+SERVE_FLAGS: Final = (
+    *("--turn-timeout", "6", "--lease-ttl", "7"),
+    # HTTP/2 pings from the replicas count as reads for nginx's grpc_read_timeout, so
+    # silent streams (a watch between turns, a reattach waiting for a lapsed lease) stay.
+    *("--keepalive-time", "1"),
+)
+PROXY_SETTINGS: Final = {
+    "grpc_read_timeout": "3s",
+    "grpc_send_timeout": "3s",
+    "worker_shutdown_timeout": "1s",
+}
+SCENARIO_TIMEOUT: Final = 120.0
 
 
 @pytest.fixture
@@ -42,8 +77,26 @@ def store(postgres: Cluster, tmp_path: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def model() -> Iterator[FakeModelServer]:
-    with FakeModelServer(default=slow_reply(4, 0.0)) as server:
+    with FakeModelServer(default=slow_reply(CHUNKS, CHUNK_DELAY)) as server:
         yield server
+
+
+@pytest.fixture
+def replicas(store: Store, model: FakeModelServer, tmp_path: Path) -> Iterator[Replicas]:
+    definitions = write_definitions(tmp_path / "definitions", model.url)
+    started = Replicas(tmp_path / "replicas", store, definitions, REPLICAS, SERVE_FLAGS)
+    try:
+        started.start_all()
+        yield started
+    finally:
+        started.close()
+
+
+async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
 
 
 def test_the_shipped_configuration_is_valid_nginx(tmp_path: Path) -> None:
@@ -53,28 +106,139 @@ def test_the_shipped_configuration_is_valid_nginx(tmp_path: Path) -> None:
 
 
 def test_calls_through_nginx_go_round_robin_to_every_replica(
-    store: Store, model: FakeModelServer, tmp_path: Path
+    replicas: Replicas, tmp_path: Path
 ) -> None:
-    definitions = write_definitions(tmp_path / "definitions", model.url)
-    replicas = Replicas(tmp_path / "replicas", store, definitions, REPLICAS)
-    try:
-        replicas.start_all()
-        with Nginx(tmp_path / "nginx", replicas.addresses) as proxy:
+    with Nginx(tmp_path / "nginx", replicas.addresses) as proxy:
 
-            async def scenario() -> None:
-                async with ChatClient(proxy.target, timeout=30) as client:
-                    sid = (await client.create_session(DEFINITION)).session_id
+        async def scenario() -> None:
+            async with ChatClient(proxy.target, timeout=30) as client:
+                sid = (await client.create_session(DEFINITION)).session_id
                 for n in range(REPLICAS * 2):
                     turn = f"t{n}"
                     headers = ((TURN_HEADER, turn),)
-                    async with ChatClient(proxy.target, timeout=30, metadata=headers) as client:
-                        events = await collect(client, sid, Submit(f"turn {n}"), turn_id=turn)
-                        assert isinstance(terminal(events), TurnCompleted), events
+                    events = await collect_with(client, sid, turn, headers)
+                    assert isinstance(terminal(events), TurnCompleted), events
 
-            asyncio.run(scenario())
-            turns = [call for call in proxy.calls() if call.method == "StreamTurn"]
-            assert [call.turn for call in turns] == [f"t{n}" for n in range(REPLICAS * 2)]
-            served = {call.upstreams[-1] for call in turns}
-            assert served == set(replicas.addresses)
-    finally:
-        replicas.close()
+        asyncio.run(scenario())
+        turns = [call for call in proxy.calls() if call.method == "StreamTurn"]
+        assert [call.turn for call in turns] == [f"t{n}" for n in range(REPLICAS * 2)]
+        assert {call.upstreams[-1] for call in turns} == set(replicas.addresses)
+
+
+async def collect_with(
+    client: ChatClient, sid: str, turn_id: str, metadata: tuple[tuple[str, str], ...]
+) -> list[TurnEvent]:
+    return [
+        event
+        async for event in client.stream_turn(
+            sid, Submit(f"turn {turn_id}"), turn_id=turn_id, metadata=metadata
+        )
+    ]
+
+
+def runner(calls: list[Call], turn_id: str) -> Call:
+    """The StreamTurn call that ran `turn_id` (not one refused by a draining replica)."""
+    ran = [c for c in calls if c.method == "StreamTurn" and c.turn == turn_id]
+    ran = [c for c in ran if c.grpc_status not in ("10", "14")]
+    assert ran, f"no StreamTurn ran {turn_id}"
+    return ran[0]
+
+
+def test_continued_turns_through_nginx_survive_a_kill_drains_and_a_proxy_reload(
+    replicas: Replicas, model: FakeModelServer, tmp_path: Path
+) -> None:
+    answer = "".join(slow_reply(CHUNKS, CHUNK_DELAY).chunks)
+    with Nginx(tmp_path / "nginx", replicas.addresses, PROXY_SETTINGS) as proxy:
+        clients = [LoadClient(n, proxy.target) for n in range(CLIENTS)]
+
+        async def scenario() -> float:
+            stop = asyncio.Event()
+            loads = [asyncio.ensure_future(c.run(DEFINITION, stop)) for c in clients]
+            try:
+                await until(lambda: all(c.runs and c.runs[-1].events for c in clients))
+                killed_at = time.time()
+                assert await asyncio.to_thread(replicas.stop, 0, signal.SIGKILL) == -9
+                await asyncio.to_thread(replicas.start, 0)
+                proxy.reload()  # the old worker cuts every stream it still has after 1 s
+                await asyncio.sleep(1.5)
+                for n in range(1, REPLICAS):
+                    assert await asyncio.to_thread(replicas.restart, n, signal.SIGTERM) == 0
+                stop.set()
+                await asyncio.wait_for(asyncio.gather(*loads), SCENARIO_TIMEOUT)
+                return killed_at
+            finally:
+                for load in loads:
+                    load.cancel()
+
+        killed_at = asyncio.run(scenario())
+        stored = asyncio.run(histories(proxy.target, clients))
+        calls = proxy.calls()
+
+    assert problems(clients, stored, answer) == []
+    runs = [run for client in clients for run in client.runs]
+    interrupted = {run.turn_id for run in runs if run.interrupted}
+    on_killed = {
+        c.turn
+        for c in calls
+        if c.method == "StreamTurn"
+        and c.upstreams[-1] == replicas.addresses[0]
+        and c.time - c.request_time < killed_at < c.time
+    }
+    assert interrupted, "no turn ran on the killed replica"
+    assert interrupted <= on_killed, "only the killed replica's turns may be interrupted"
+    # Reattaches went through the proxy to other replicas than the turn's.
+    watches = [c for c in calls if c.method == "WatchTurn"]
+    for turn_id in interrupted:
+        assert any(c.turn == turn_id for c in watches), turn_id
+    completed = {run.turn_id for run in runs if run.completed}
+    elsewhere = [
+        c
+        for c in watches
+        if c.turn in completed and c.upstreams[-1] != runner(calls, c.turn).upstreams[-1]
+    ]
+    assert elsewhere, "no completed turn was followed on another replica"
+    # nginx never passed a call to a second replica once it had reached one.
+    for call in calls:
+        assert all(sent == 0 for sent in call.sent[:-1]), call
+
+
+def test_an_idle_session_watch_through_nginx_outlives_its_read_timeout(
+    replicas: Replicas, tmp_path: Path
+) -> None:
+    answer = "".join(slow_reply(CHUNKS, CHUNK_DELAY).chunks)
+    with Nginx(tmp_path / "nginx", replicas.addresses, PROXY_SETTINGS) as proxy:
+
+        async def scenario() -> None:
+            async with ChatClient(proxy.target) as watcher, ChatClient(proxy.target) as other:
+                sid = (await other.create_session(DEFINITION)).session_id
+                items: list[WatchItem] = []
+
+                async def watch() -> None:
+                    async for item in watcher.watch_session(sid):
+                        items.append(item)
+                        if isinstance(item, TurnCompleted):
+                            return
+
+                watching = asyncio.ensure_future(watch())
+                try:
+                    await until(lambda: bool(items) or watching.done())
+                    assert isinstance(items[0], Session)
+                    await asyncio.sleep(9)  # three times nginx's grpc_read_timeout
+                    assert not watching.done(), watching.exception()
+                    events = await collect(other, sid, Submit("hello"))
+                    done = terminal(events)
+                    assert isinstance(done, TurnCompleted)
+                    await asyncio.wait_for(watching, 30)
+                finally:
+                    watching.cancel()
+                seen = [i for i in items if isinstance(i, TextDelta)]
+                assert "".join(d.text for d in seen) == answer
+                last = items[-1]
+                assert isinstance(last, TurnCompleted)
+                assert (last.turn_id, last.sequence, last.content) == (
+                    done.turn_id,
+                    done.sequence,
+                    done.content,
+                )
+
+        asyncio.run(scenario())
