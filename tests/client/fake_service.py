@@ -29,6 +29,7 @@ _RESPONSES: dict[str, type[pb_message.Message]] = {
     "TruncateHistory": chat_pb2.TruncateHistoryResponse,
     "GetTurn": chat_pb2.GetTurnResponse,
     "ListTurns": chat_pb2.ListTurnsResponse,
+    "CancelTurn": chat_pb2.CancelTurnResponse,
 }
 
 
@@ -69,6 +70,13 @@ class FakeChatService(chat_pb2_grpc.ChatServiceServicer):
     one of ``stream_rejections`` (aborting before any event), else sends ``events``, then
     aborts with ``stream_abort`` or, with ``stream_hold``, waits until the client cancels,
     which sets ``stream_cancelled``.
+
+    WatchTurn follows ``turn``, the whole turn's events: each call first pops one of
+    ``watch_rejections`` (aborting before any event), then sends the events of ``turn``
+    after the request's ``after_sequence``; when ``watch_cuts`` holds a number for this
+    call (popped), it aborts with UNAVAILABLE after that many events, as a stream cut by
+    the network ends. WatchSession sends ``session_items``, then aborts with
+    ``stream_abort`` or holds like a turn stream.
     """
 
     def __init__(self) -> None:
@@ -82,6 +90,10 @@ class FakeChatService(chat_pb2_grpc.ChatServiceServicer):
         self.stream_hold = False
         self.stream_sent = asyncio.Event()
         self.stream_cancelled = asyncio.Event()
+        self.turn: list[chat_pb2.StreamTurnResponse] = []
+        self.watch_rejections: list[Abort] = []
+        self.watch_cuts: list[int] = []
+        self.session_items: list[chat_pb2.WatchSessionResponse] = []
 
     def _record(self, request: pb_message.Message, context) -> None:
         self.requests.append(request)
@@ -127,6 +139,35 @@ class FakeChatService(chat_pb2_grpc.ChatServiceServicer):
             for response in self.events:
                 yield response
             self.stream_sent.set()
+            if self.stream_abort is not None:
+                abort = self.stream_abort
+                await context.abort(abort.code, abort.message, abort.trailing_metadata())
+            if self.stream_hold:
+                await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.stream_cancelled.set()
+            raise
+
+    async def CancelTurn(self, request, context):
+        return await self._unary("CancelTurn", request, context)
+
+    async def WatchTurn(self, request, context) -> AsyncIterator[chat_pb2.StreamTurnResponse]:
+        self._record(request, context)
+        if self.watch_rejections:
+            rejection = self.watch_rejections.pop(0)
+            await context.abort(rejection.code, rejection.message, rejection.trailing_metadata())
+        cut = self.watch_cuts.pop(0) if self.watch_cuts else None
+        missed = [e for e in self.turn if e.sequence > request.after_sequence]
+        for index, response in enumerate(missed):
+            if index == cut:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "connection cut")
+            yield response
+
+    async def WatchSession(self, request, context) -> AsyncIterator[chat_pb2.WatchSessionResponse]:
+        self._record(request, context)
+        try:
+            for item in self.session_items:
+                yield item
             if self.stream_abort is not None:
                 abort = self.stream_abort
                 await context.abort(abort.code, abort.message, abort.trailing_metadata())

@@ -97,8 +97,8 @@ def test_a_version_1_file_moves_to_the_default_tenant(tmp_path: Path) -> None:
         (version,) = db.execute("PRAGMA user_version").fetchone()
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     db.close()
-    assert version == SCHEMA_VERSION == 2
-    assert tables == {"sessions", "messages"}
+    assert version == SCHEMA_VERSION == 3
+    assert tables == {"sessions", "messages", "turn_events", "turn_signals"}
 
 
 def test_the_database_and_its_directory_are_owner_only(tmp_path: Path) -> None:

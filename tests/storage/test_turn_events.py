@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -14,10 +15,12 @@ from agentskit_chat.storage import (
     EventBatch,
     MemoryStore,
     SignalKind,
+    SqliteStore,
     StoreUnavailableError,
     TurnKey,
     TurnSignal,
     holder_topic,
+    open_sqlite_store,
     session_topic,
     turn_topic,
 )
@@ -32,12 +35,14 @@ WAIT = 10.0
 """A bound for wake-ups that must come: far above any real delay, never reached."""
 
 
-Store = MemoryStore
+Store = MemoryStore | SqliteStore
 
 
-@pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    opened = MemoryStore()
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    opened: Store = MemoryStore()
+    if request.param == "sqlite":
+        opened = run(open_sqlite_store(tmp_path / "store.db"))
     yield opened
     run(opened.close())
 

@@ -4,6 +4,7 @@ through a real server on loopback (one process: the log of the turn is in memory
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -192,7 +193,14 @@ def test_a_finished_turn_past_its_retention_answers_with_its_recorded_outcome(
             chat, _ = stub(env)
             sid = await session(env)
             first = await collect(chat.StreamTurn(turn(sid, "t-old", "hello", keep=True)))
-            env.service.live.logs = EventLogs(retention=0.0)  # nothing kept any more
+            # Kept a while: here and in the store (any process reads it), deltas included.
+            kept = await collect(
+                chat.WatchTurn(pb.WatchTurnRequest(session_id=sid, turn_id="t-old"))
+            )
+            assert [e.sequence for e in kept] == [e.sequence for e in first]
+            assert [e.WhichOneof("event") for e in kept] == [e.WhichOneof("event") for e in first]
+            env.service.live.logs = EventLogs(retention=0.0)  # the retention is over
+            assert await env.store.expire(int(time.time() * 1000) + 3_600_000) >= 1
             again = await collect(
                 chat.WatchTurn(
                     pb.WatchTurnRequest(session_id=sid, turn_id="t-old", after_sequence=2)

@@ -16,6 +16,12 @@ from pathlib import Path
 from agentskit_chat.conversation import ConfigError
 from agentskit_chat.models import AdapterRegistry
 from agentskit_chat.service import Catalog, ChatService, Limits
+from agentskit_chat.service._session_watch import HEARTBEAT_SECONDS, WatchSettings
+from agentskit_chat.service._watchers import (
+    MAX_WATCHERS_PER_SESSION,
+    MAX_WATCHERS_PER_TENANT,
+    Watchers,
+)
 from agentskit_chat.storage import (
     StoreError,
     default_store_url,
@@ -73,7 +79,8 @@ ENVIRONMENT = """environment variables (flags win):
   AGENTSKIT_CHAT_TLS_CLIENT_CA, AGENTSKIT_CHAT_METRICS_LISTEN, AGENTSKIT_CHAT_DRAIN_DELAY,
   AGENTSKIT_CHAT_DIGEST_KEY (hex), AGENTSKIT_CHAT_DIGEST_KEY_FILE,
   AGENTSKIT_CHAT_HTTP_LISTEN, AGENTSKIT_CHAT_CORS_ORIGINS (comma-separated),
-  AGENTSKIT_CHAT_WEB_ROOT
+  AGENTSKIT_CHAT_WEB_ROOT, AGENTSKIT_CHAT_MAX_WATCHERS_PER_SESSION,
+  AGENTSKIT_CHAT_MAX_WATCHERS_PER_TENANT, AGENTSKIT_CHAT_WATCH_HEARTBEAT
 
 telemetry: spans and metrics go over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _METRICS_ENDPOINT) is set; the other standard
@@ -167,6 +174,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_mesh_arguments(parser)
     add_http_arguments(parser)
     _workers.add_arguments(parser)
+    add_watch_arguments(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +202,8 @@ class ServeSettings:
     """The HTTP listener for browsers; None when off."""
     sqlite_synchronous: str = "normal"
     """SQLite's durability: `normal` or `full` (see `SqliteStore`)."""
+    watch: WatchLimits = field(default_factory=lambda: WatchLimits())
+    """Bounds and pace of WatchTurn and WatchSession streams."""
 
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:
@@ -226,6 +236,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         migrate=args.migrate,
         http=http_from(args),
         sqlite_synchronous=sqlite_synchronous(args),
+        watch=watch_limits_from(args),
     )
 
 
@@ -316,7 +327,9 @@ async def serve(
         limits=settings.limits,
         observer=telemetry.observer,
         rates=settings.security.rates,
+        watchers=settings.watch.watchers(),
     )
+    service.watch_settings = settings.watch.settings()
     try:
         running = await _start(service, settings, security, telemetry, worker)
     except OSError as exc:
@@ -400,3 +413,61 @@ def _http_description(http: HttpSettings) -> str:
     if http.web_root is not None:
         parts.append(f"static files from {http.web_root}")
     return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchLimits:
+    """How many watches (WatchTurn and WatchSession streams) one process serves per session
+    and per tenant, and how often an idle session watch sends a heartbeat."""
+
+    per_session: int = MAX_WATCHERS_PER_SESSION
+    per_tenant: int = MAX_WATCHERS_PER_TENANT
+    heartbeat: float = HEARTBEAT_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.per_session < 1 or self.per_tenant < 1:
+            raise ValueError("--max-watchers-per-session and -per-tenant must be at least 1")
+        if self.heartbeat <= 0:
+            raise ValueError("--watch-heartbeat must be positive")
+
+    def watchers(self) -> Watchers:
+        """The process's watcher counts under these bounds."""
+        return Watchers(per_session=self.per_session, per_tenant=self.per_tenant)
+
+    def settings(self) -> WatchSettings:
+        """The session watches' settings."""
+        return WatchSettings(heartbeat=self.heartbeat)
+
+
+def add_watch_arguments(parser: argparse.ArgumentParser) -> None:
+    """The watcher limits of `serve`: each bounds one process (each worker, each replica)."""
+    parser.add_argument(
+        "--max-watchers-per-session",
+        type=int,
+        default=int(_env("MAX_WATCHERS_PER_SESSION") or MAX_WATCHERS_PER_SESSION),
+        help="open WatchTurn and WatchSession streams of one session on this process; past "
+        "it a new one is RESOURCE_EXHAUSTED [%(default)s]",
+    )
+    parser.add_argument(
+        "--max-watchers-per-tenant",
+        type=int,
+        default=int(_env("MAX_WATCHERS_PER_TENANT") or MAX_WATCHERS_PER_TENANT),
+        help="open WatchTurn and WatchSession streams of one tenant on this process [%(default)s]",
+    )
+    parser.add_argument(
+        "--watch-heartbeat",
+        type=float,
+        default=float(_env("WATCH_HEARTBEAT") or HEARTBEAT_SECONDS),
+        metavar="SECONDS",
+        help="an idle WatchSession stream sends a heartbeat after this many seconds "
+        "without other messages; keep it under the read timeouts of proxies [%(default)s]",
+    )
+
+
+def watch_limits_from(args: argparse.Namespace) -> WatchLimits:
+    """The watch limits from parsed flags."""
+    return WatchLimits(
+        per_session=args.max_watchers_per_session,
+        per_tenant=args.max_watchers_per_tenant,
+        heartbeat=args.watch_heartbeat,
+    )

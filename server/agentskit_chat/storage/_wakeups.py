@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection
 
+from ._turn_events import session_topic
+
 
 class Wakeups:
     """Waiters registered under topics; `notify` wakes those of one topic.
@@ -54,6 +56,12 @@ class Wakeups:
         if waiters:
             for waiter in waiters:
                 _resolve(waiter)
+
+    def notify_session(self, tenant: str, session_id: str) -> None:
+        """Wake the waiters of the session's topic (named only when someone waits: the
+        session writes stay as cheap as they were)."""
+        if self._count:
+            self.notify(session_topic(tenant, session_id))
 
     def notify_all(self) -> None:
         """Wake every waiter (after a change of unknown topic, or on close)."""

@@ -19,7 +19,6 @@ from ._turn_events import (
     TurnKey,
     TurnSignal,
     holder_topic,
-    session_topic,
     turn_topic,
 )
 from ._wakeups import Wakeups
@@ -52,7 +51,7 @@ class MemoryStore:
         if key in self._sessions:
             raise SessionExistsError("a session with this id already exists")
         self._sessions[key] = _frozen(session)
-        self._wakeups.notify(session_topic(session.tenant, session.session_id))
+        self._wakeups.notify_session(session.tenant, session.session_id)
 
     async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
         """The tenant's stored session, or None."""
@@ -91,7 +90,7 @@ class MemoryStore:
             else:
                 self._messages.pop(key, None)
         self._sessions[key] = _frozen(session)
-        self._wakeups.notify(session_topic(session.tenant, session.session_id))
+        self._wakeups.notify_session(session.tenant, session.session_id)
         return True
 
     async def delete(
@@ -110,7 +109,7 @@ class MemoryStore:
             return False
         self._messages.pop(key, None)
         del self._sessions[key]
-        self._wakeups.notify(session_topic(tenant, session_id))
+        self._wakeups.notify_session(tenant, session_id)
         return True
 
     async def list_messages(

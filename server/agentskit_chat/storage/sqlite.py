@@ -20,10 +20,17 @@ RESTART_EVERY-th in RESTART mode so the log starts over (writes arriving meanwhi
 database busy and queue behind it on the worker thread).
 
 The schema version lives in `PRAGMA user_version`; a database written by a newer version
-is refused, and one of version 1 (before tenants) is migrated in place, its sessions moving
-to the default tenant. Every key is (tenant, session id). Any number of stores, in any
-number of processes, may share one file: compare-and-set is a conditional `UPDATE` inside
-a write transaction.
+is refused, one of version 1 (before tenants) is migrated in place, its sessions moving
+to the default tenant, and one of version 2 gains the tables of live turns. Every key is
+(tenant, session id). Any number of stores, in any number of processes, may share one
+file: compare-and-set is a conditional `UPDATE` inside a write transaction.
+
+Live turns (`TurnEventStore`): event batches and signals live in tables of their own
+(`turn_events`, `turn_signals`); an append checks and writes in one write transaction.
+Wake-ups: a write of this store wakes this store's waiters at once. Writes of other
+connections (the stores of other worker processes on the same file) are noticed by
+reading `PRAGMA data_version` on a connection of its own every POLL_INTERVAL seconds, only
+while at least one `wait` is pending; a change wakes every waiter, which re-reads.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import asyncio
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from functools import partial
@@ -50,9 +57,18 @@ from ._ports import (
     StoredSession,
     StoreUnavailableError,
 )
-from .memory import _check_compare_and_set
+from ._turn_events import (
+    EventBatch,
+    SignalKind,
+    TurnKey,
+    TurnSignal,
+    holder_topic,
+    turn_topic,
+)
+from ._wakeups import Wakeups
+from .memory import _check_compare_and_set, check_batch, frozen_batch
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 SYNCHRONOUS_MODES: Final = ("normal", "full")
 """SQLite's `PRAGMA synchronous` settings a store may use (see the module's docstring)."""
 DEFAULT_SYNCHRONOUS: Final = "normal"
@@ -60,6 +76,10 @@ DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
 CHECKPOINT_EVERY: Final = 256
 RESTART_EVERY: Final = 4
 """Every RESTART_EVERY-th checkpoint waits for writers so the log starts over."""
+POLL_INTERVAL: Final = 0.05
+"""Seconds between two looks for other processes' writes, while someone waits."""
+EXPIRE_LIMIT: Final = 1000
+"""Rows of each table one `expire` call drops at most."""
 _BUSY: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 _CREATING: Final = threading.Lock()
 """Held while this process creates a database file and closes its descriptor."""
@@ -91,7 +111,32 @@ _TABLES: Final = (
             ON DELETE CASCADE
     )""",
 )
-_SCHEMA: Final = (*_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
+_TURN_TABLES: Final = (
+    """CREATE TABLE turn_events (
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        first_sequence INTEGER NOT NULL,
+        last_sequence INTEGER NOT NULL,
+        final INTEGER NOT NULL,
+        body BLOB NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant, session_id, turn_id, first_sequence)
+    )""",
+    "CREATE INDEX turn_events_expiry ON turn_events (expires_at_ms)",
+    # The rowid orders a holder's signals: a repeated signal keeps its row (and place).
+    """CREATE TABLE turn_signals (
+        holder TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        UNIQUE (holder, kind, tenant, session_id, turn_id)
+    )""",
+    "CREATE INDEX turn_signals_expiry ON turn_signals (expires_at_ms)",
+)
+_SCHEMA: Final = (*_TABLES, *_TURN_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
 _FROM_V1: Final = (
     "ALTER TABLE messages RENAME TO messages_v1",
     "ALTER TABLE sessions RENAME TO sessions_v1",
@@ -102,9 +147,12 @@ _FROM_V1: Final = (
     " FROM messages_v1",
     "DROP TABLE messages_v1",
     "DROP TABLE sessions_v1",
+    *_TURN_TABLES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """Version 1 had no tenants: its sessions move to the default tenant."""
+_FROM_V2: Final = (*_TURN_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
+"""Version 2 had no live turns: their tables are added."""
 _INSERT_SESSION: Final = (
     "INSERT INTO sessions (tenant, session_id, definition_id, revision, history_mode, cursor,"
     " record, updated_at_ms, incarnation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -137,6 +185,37 @@ _INSERT_MESSAGE: Final = (
 _SELECT_MESSAGES: Final = (
     "SELECT message_id, role, CAST(content AS BLOB) FROM messages"
     " WHERE tenant = ? AND session_id = ? ORDER BY position"
+)
+_EVENTS_REFUSED: Final = (
+    "SELECT 1 FROM turn_events WHERE tenant = ? AND session_id = ? AND turn_id = ?"
+    " AND (final <> 0 OR (first_sequence <= ? AND last_sequence >= ?)"
+    " OR (? AND first_sequence > ?)) LIMIT 1"
+)
+_INSERT_EVENTS: Final = (
+    "INSERT INTO turn_events (tenant, session_id, turn_id, first_sequence, last_sequence,"
+    " final, body, expires_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SELECT_EVENTS: Final = (
+    "SELECT first_sequence, last_sequence, final, body FROM turn_events"
+    " WHERE tenant = ? AND session_id = ? AND turn_id = ? AND last_sequence > ?"
+    " ORDER BY first_sequence"
+)
+_INSERT_SIGNAL: Final = (
+    "INSERT INTO turn_signals (holder, kind, tenant, session_id, turn_id, expires_at_ms)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (holder, kind, tenant, session_id, turn_id)"
+    " DO UPDATE SET expires_at_ms = max(expires_at_ms, excluded.expires_at_ms)"
+)
+_HAS_SIGNALS: Final = "SELECT 1 FROM turn_signals WHERE holder = ? LIMIT 1"
+_TAKE_SIGNALS: Final = (
+    "DELETE FROM turn_signals WHERE holder = ? RETURNING rowid, kind, tenant, session_id, turn_id"
+)
+_EXPIRE_EVENTS: Final = (
+    "DELETE FROM turn_events WHERE rowid IN (SELECT rowid FROM turn_events"
+    f" WHERE expires_at_ms <= ? LIMIT {EXPIRE_LIMIT})"
+)
+_EXPIRE_SIGNALS: Final = (
+    "DELETE FROM turn_signals WHERE rowid IN (SELECT rowid FROM turn_signals"
+    f" WHERE expires_at_ms <= ? LIMIT {EXPIRE_LIMIT})"
 )
 
 
@@ -173,6 +252,11 @@ class SqliteStore:
         """The event loop's connection."""
         self._writes = 0
         self._checkpoint: asyncio.Future[None] | None = None
+        self._wakeups = Wakeups()
+        self._watch: sqlite3.Connection | None = None
+        """The connection that reads `PRAGMA data_version` while someone waits."""
+        self._data_version: int | None = None
+        self._polling: asyncio.Task[None] | None = None
         self._closed = False
 
     @property
@@ -196,6 +280,7 @@ class SqliteStore:
         inserted = await self._run("create", partial(_create, session), write=True)
         if not inserted:
             raise SessionExistsError("a session with this id already exists")
+        self._wakeups.notify_session(session.tenant, session.session_id)
 
     async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
         """The tenant's stored session, or None."""
@@ -215,11 +300,14 @@ class SqliteStore:
         stored history's length.
         """
         _check_compare_and_set(session, expected_cursor, history)
-        return await self._run(
+        saved = await self._run(
             "compare_and_set",
             partial(_compare_and_set, session, expected_cursor, history),
             write=True,
         )
+        if saved:
+            self._wakeups.notify_session(session.tenant, session.session_id)
+        return saved
 
     async def delete(
         self,
@@ -231,7 +319,10 @@ class SqliteStore:
         """Remove the tenant's session and its messages; False, removing nothing, when it
         does not exist or its cursor differs from `expected_cursor`."""
         delete = partial(_delete, tenant, session_id, expected_cursor)
-        return await self._run("delete", delete, write=True)
+        deleted = await self._run("delete", delete, write=True)
+        if deleted:
+            self._wakeups.notify_session(tenant, session_id)
+        return deleted
 
     async def list_messages(
         self, session_id: str, *, tenant: str = DEFAULT_TENANT
@@ -247,19 +338,97 @@ class SqliteStore:
         read = partial(_load_with_messages, tenant, session_id)
         return await self._run("load_with_messages", read)
 
+    async def append_events(self, key: TurnKey, batch: EventBatch, *, expires_at_ms: int) -> bool:
+        """Store `batch`; False, writing nothing, when a stored batch of the turn holds one
+        of its sequences or ended the turn, or when `batch` is final and a stored batch
+        follows it. ValueError for a batch whose sequences are not 1 <= first <= last."""
+        check_batch(batch)
+        append = partial(_append_events, key, frozen_batch(batch), expires_at_ms)
+        appended = await self._run("append_events", append, write=True)
+        if appended:
+            self._wakeups.notify(turn_topic(key))
+        return appended
+
+    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+        """The turn's stored batches holding a sequence after `after`, in order."""
+        return await self._run("read_events", partial(_read_events, key, after))
+
+    async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
+        """Leave `signal` for its holder; a repeated one keeps its place and the later
+        of the two expiries."""
+        await self._run("send_signal", partial(_send_signal, signal, expires_at_ms), write=True)
+        self._wakeups.notify(holder_topic(signal.holder))
+
+    async def take_signals(self, holder: str) -> tuple[TurnSignal, ...]:
+        """Remove and return the signals left for `holder`, oldest first."""
+        return await self._run("take_signals", partial(_take_signals, holder), write=True)
+
+    async def expire(self, now_ms: int) -> int:
+        """Drop the batches and signals whose expiry is at or before `now_ms` (at most
+        EXPIRE_LIMIT of each per call); how many."""
+        return await self._run("expire", partial(_expire, now_ms), write=True)
+
+    async def wait(self, topics: Collection[str], timeout: float) -> None:
+        """Return when one of `topics` may have changed, or after `timeout` seconds: at
+        once for this store's writes, within about POLL_INTERVAL for other connections'."""
+        if self._closed:
+            raise StoreUnavailableError("the sqlite store is closed")
+        if self._polling is None and timeout > 0 and topics:
+            self._polling = asyncio.ensure_future(self._poll())
+        await self._wakeups.wait(topics, timeout)
+
+    async def _poll(self) -> None:
+        """Wake every waiter when another connection committed; stop when none waits."""
+        try:
+            await asyncio.sleep(0)  # the first waiter registers before the first look
+            while self._wakeups.pending and not self._closed:
+                try:
+                    version = self._read_data_version()
+                except (sqlite3.Error, StoreUnavailableError):
+                    version = None  # waiters fall back on their timeouts; tried again
+                    self._data_version = None
+                if version is not None:
+                    if version != self._data_version:
+                        # Another connection committed since the last look (or since the
+                        # store opened, or a look failed): every waiter re-reads.
+                        self._wakeups.notify_all()
+                    self._data_version = version
+                await asyncio.sleep(POLL_INTERVAL)
+        finally:
+            self._polling = None
+
+    def _read_data_version(self) -> int:
+        if self._watch is None:
+            if self._inline is None:
+                self._inline_connection()  # creates the file (owner-only) and the schema
+            # Only ever reads one pragma: none of the store connection's settings apply.
+            self._watch = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+        (version,) = self._watch.execute("PRAGMA data_version").fetchone()
+        return int(version)
+
     async def close(self) -> None:
-        """Close both connections and stop the worker thread. Idempotent."""
+        """Close the connections, stop the worker thread and wake every waiter.
+        Idempotent."""
         if self._closed:
             return
         self._closed = True
+        self._wakeups.notify_all()
         loop = asyncio.get_running_loop()
         try:
+            polling, self._polling = self._polling, None
+            if polling is not None:
+                polling.cancel()
+                with suppress(asyncio.CancelledError):
+                    await polling
             if self._checkpoint is not None:
                 with suppress(StoreUnavailableError):
                     await self._checkpoint
             inline, self._inline = self._inline, None
             if inline is not None:
                 inline.close()
+            watch, self._watch = self._watch, None
+            if watch is not None:
+                watch.close()
             await loop.run_in_executor(self._executor, self._close_on_worker)
         except sqlite3.Error as exc:
             raise _unavailable("close", exc) from exc
@@ -311,6 +480,9 @@ class SqliteStore:
     def _inline_connection(self) -> sqlite3.Connection:
         if self._inline is None:
             self._inline = self._open_connection(busy_timeout_ms=0)
+            with suppress(sqlite3.Error, StoreUnavailableError):
+                # What a first wait compares with: any commit after this wakes it.
+                self._data_version = self._read_data_version()
         return self._inline
 
     def _count_write(self) -> None:
@@ -431,6 +603,9 @@ def _migrate(db: sqlite3.Connection) -> None:
             db.execute(statement)
     elif version == 1:
         for statement in _FROM_V1:
+            db.execute(statement)
+    elif version == 2:
+        for statement in _FROM_V2:
             db.execute(statement)
     db.execute("COMMIT")
 
@@ -580,6 +755,69 @@ def _load_with_messages(
     messages = () if stored is None else _list_messages(tenant, session_id, db)
     db.execute("COMMIT")
     return None if stored is None else (stored, messages)
+
+
+def _append_events(
+    key: TurnKey, batch: EventBatch, expires_at_ms: int, db: sqlite3.Connection
+) -> bool:
+    turn = (key.tenant, key.session_id, key.turn_id)
+    db.execute("BEGIN IMMEDIATE")
+    refused = (*turn, batch.last, batch.first, batch.final, batch.last)
+    if db.execute(_EVENTS_REFUSED, refused).fetchone() is not None:
+        db.execute("ROLLBACK")
+        return False
+    row = (*turn, batch.first, batch.last, batch.final, batch.body, expires_at_ms)
+    db.execute(_INSERT_EVENTS, row)
+    db.execute("COMMIT")
+    return True
+
+
+def _read_events(key: TurnKey, after: int, db: sqlite3.Connection) -> tuple[EventBatch, ...]:
+    rows = db.execute(_SELECT_EVENTS, (key.tenant, key.session_id, key.turn_id, after))
+    return tuple(_batch(row) for row in rows.fetchall())
+
+
+def _batch(row: tuple[object, ...]) -> EventBatch:
+    first, last, final, body = row
+    if (
+        type(first) is not int
+        or type(last) is not int
+        or not 1 <= first <= last
+        or final not in (0, 1)
+        or type(body) is not bytes
+    ):
+        raise StoreCorruptError("a stored batch of turn events cannot be read back")
+    return EventBatch(first, last, body, bool(final))
+
+
+def _send_signal(signal: TurnSignal, expires_at_ms: int, db: sqlite3.Connection) -> None:
+    key = signal.key
+    row = (signal.holder, str(signal.kind), key.tenant, key.session_id, key.turn_id)
+    db.execute(_INSERT_SIGNAL, (*row, expires_at_ms))
+
+
+def _take_signals(holder: str, db: sqlite3.Connection) -> tuple[TurnSignal, ...]:
+    if db.execute(_HAS_SIGNALS, (holder,)).fetchone() is None:
+        return ()  # the usual answer, without taking the write lock
+    db.execute("BEGIN IMMEDIATE")
+    rows = sorted(db.execute(_TAKE_SIGNALS, (holder,)).fetchall())
+    try:
+        taken = tuple(
+            TurnSignal(holder, SignalKind(kind), TurnKey(tenant, session_id, turn_id))
+            for _, kind, tenant, session_id, turn_id in rows
+        )
+    except (ValueError, TypeError):
+        raise StoreCorruptError("a stored turn signal cannot be read back") from None
+    db.execute("COMMIT")
+    return taken
+
+
+def _expire(now_ms: int, db: sqlite3.Connection) -> int:
+    db.execute("BEGIN IMMEDIATE")
+    dropped = db.execute(_EXPIRE_EVENTS, (now_ms,)).rowcount
+    dropped += db.execute(_EXPIRE_SIGNALS, (now_ms,)).rowcount
+    db.execute("COMMIT")
+    return int(dropped)
 
 
 def _rollback(db: sqlite3.Connection) -> None:

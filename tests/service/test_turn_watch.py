@@ -1,0 +1,207 @@
+"""Two services on one store stand for two processes: a turn one of them runs is watched
+and cancelled through the other, by way of the store's events and signals."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncGenerator, Coroutine
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from agentskit_chat.conversation import Message, Role, load_definitions
+from agentskit_chat.models import AdapterRegistry, FinishChunk, ModelChunk, ModelRequest, TextChunk
+from agentskit_chat.service import (
+    Catalog,
+    ChatService,
+    Completed,
+    Delta,
+    DisconnectMode,
+    Dispatch,
+    Failed,
+    ServiceError,
+    Submit,
+    TurnEvent,
+    TurnRequest,
+)
+from agentskit_chat.storage import HistoryMode, MemoryStore
+from agentskit_chat.storage._turn_events import TurnKey
+
+T = TypeVar("T")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
+KEY = b"turn-watch-tests-digest-key-32by"
+CANARY = "canary-sealed-9b2e"
+CHUNKS = 40
+
+
+class Gated:
+    """A model that streams `CHUNKS` chunks, waiting on `gate` after the first."""
+
+    name = "gated"
+    provider = "agentskit.gated"
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.closed = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
+        try:
+            yield TextChunk(f"{CANARY} 0 ")
+            self.entered.set()
+            await self.gate.wait()
+            for n in range(1, CHUNKS):
+                yield TextChunk(f"{n} ")
+                await asyncio.sleep(0)
+            yield FinishChunk("stop")
+        finally:
+            self.closed.set()
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coroutine)
+
+
+class Pair:
+    """Two services ("processes") over one store, with one model."""
+
+    def __init__(self) -> None:
+        self.model = Gated()
+        self.store = MemoryStore()
+        definitions = list(load_definitions(EXAMPLES).values())
+        assisted = dataclasses.replace(definitions[0], id="assisted", model={"adapter": "gated"})
+        catalog = Catalog([*definitions, assisted])
+        self.a, self.b = (
+            ChatService(
+                catalog,
+                self.store,
+                digest_key=KEY,
+                adapters=AdapterRegistry({"gated": lambda settings: self.model}),
+                holder=holder,
+            )
+            for holder in ("process-a", "process-b")
+        )
+
+    async def session(self, mode: HistoryMode = HistoryMode.SERVER) -> str:
+        return (await self.a.create_session("assisted", None, mode)).session_id
+
+
+async def take(stream: AsyncGenerator[tuple[int, TurnEvent], None]) -> list[tuple[int, TurnEvent]]:
+    async with aclosing(stream) as events:
+        return [item async for item in events]
+
+
+async def cut(
+    service: ChatService, request: TurnRequest, model: Gated
+) -> list[tuple[int, TurnEvent]]:
+    """Start the turn, read until the model waits, then close the stream."""
+    seen = []
+    async with aclosing(service.stream_turn(request)) as events:
+        async for item in events:
+            seen.append(item)
+            if isinstance(item[1], Delta):
+                break
+    await model.entered.wait()
+    return seen
+
+
+def text(events: list[tuple[int, TurnEvent]]) -> str:
+    return "".join(e.text for _, e in events if isinstance(e, Delta))
+
+
+def test_a_continued_turn_is_watched_from_another_process_exactly_once() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        request = TurnRequest(sid, "t-1", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        seen = await cut(pair.a, request, pair.model)
+        after = seen[-1][0]
+        watching = asyncio.ensure_future(take(pair.b.watch_turn(sid, "t-1", after)))
+        await asyncio.sleep(0.05)
+        pair.model.gate.set()
+        rest = await watching
+        sequences = [s for s, _ in seen + rest]
+        assert sequences == list(range(1, len(sequences) + 1))
+        assert isinstance(rest[-1][1], Completed)
+        assert text(seen + rest) == rest[-1][1].content
+        # Ended: kept in the store for a while, deltas included, for any process.
+        again = await take(pair.b.watch_turn(sid, "t-1", 0))
+        assert again == seen + rest
+        # The writes: a few batches, far fewer than events.
+        stored = await pair.store.read_events(
+            TurnKey("", sid, f"t-1@{(await pair.b.get_turn(sid, 't-1')).started_at_ms}")
+        )
+        assert 1 <= len(stored) < len(sequences)
+        assert stored[-1].final
+        await pair.b.close()
+
+    run(scenario())
+
+
+def test_a_cancelling_turn_is_published_when_another_process_watches_it() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        starter = asyncio.ensure_future(
+            take(pair.a.stream_turn(TurnRequest(sid, "t-2", Submit("hi"))))
+        )
+        await pair.model.entered.wait()
+        watching = asyncio.ensure_future(take(pair.b.watch_turn(sid, "t-2", 0)))
+        await asyncio.sleep(0.3)  # the watcher asked for the events; the holder published
+        pair.model.gate.set()
+        mine, theirs = await starter, await watching
+        assert theirs == mine
+        await pair.b.close()
+
+    run(scenario())
+
+
+def test_a_cancel_from_another_process_stops_the_turn_and_frees_the_id() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        request = TurnRequest(sid, "t-3", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        await cut(pair.a, request, pair.model)
+        watching = asyncio.ensure_future(take(pair.b.watch_turn(sid, "t-3", 0)))
+        outcome = await pair.b.cancel_turn(sid, "t-3")
+        assert outcome.cancelled
+        assert pair.model.closed.is_set()
+        watched = await watching
+        assert watched[-1][1] == Failed(
+            "cancelled", "the turn was cancelled before it ended; nothing was committed", True
+        )
+        assert (await pair.b.cancel_turn(sid, "t-3")).cancelled is False
+        with pytest.raises(ServiceError) as missing:
+            await pair.b.get_turn(sid, "t-3")
+        assert missing.value.reason.name == "TURN_NOT_FOUND"
+        pair.model.gate.set()
+        rerun = await take(pair.b.stream_turn(TurnRequest(sid, "t-3", Submit("hello"))))
+        assert isinstance(rerun[-1][1], Completed)
+        await pair.b.close()
+
+    run(scenario())
+
+
+def test_a_client_held_turns_text_is_stored_sealed() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session(HistoryMode.CLIENT)
+        messages = (Message("u-1", Role.USER, "hello"),)
+        request = TurnRequest(sid, "t-4", Dispatch(messages), on_disconnect=DisconnectMode.CONTINUE)
+        pair.model.gate.set()
+        events = await take(pair.a.stream_turn(request))
+        assert CANARY in text(events)
+        started = (await pair.a.get_turn(sid, "t-4")).started_at_ms
+        stored = await pair.store.read_events(TurnKey("", sid, f"t-4@{started}"))
+        assert stored
+        assert all(CANARY.encode() not in batch.body for batch in stored)
+        assert await take(pair.b.watch_turn(sid, "t-4", 0)) == events  # and it opens
+        await pair.b.close()
+
+    run(scenario())
