@@ -20,16 +20,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
+import grpc
 import pytest
 
 from agentskit_chat.fakemodel import FakeModelServer
 from agentskit_chat_client import (
     ChatClient,
+    ChatError,
     Session,
     Submit,
     TextDelta,
     TurnCompleted,
     TurnEvent,
+    WatchHeartbeat,
     WatchItem,
 )
 from tests.cli.fixtures.serving import collect, terminal
@@ -202,43 +205,72 @@ def test_continued_turns_through_nginx_survive_a_kill_drains_and_a_proxy_reload(
         assert all(sent == 0 for sent in call.sent[:-1]), call
 
 
+IDLE: Final = 7.0
+"""Seconds a watch stays idle: more than twice the test's grpc_read_timeout."""
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("--watch-heartbeat", "1"), ("--keepalive-time", "1"), ()],
+    ids=["heartbeats", "http2-pings", "neither"],
+)
 def test_an_idle_session_watch_through_nginx_outlives_its_read_timeout(
-    replicas: Replicas, tmp_path: Path
+    store: Store, model: FakeModelServer, tmp_path: Path, flags: tuple[str, ...]
 ) -> None:
+    """Either the server's heartbeats or its HTTP/2 pings (each counts as a read for
+    nginx) keep a watch open past grpc_read_timeout; with neither, nginx cuts it."""
     answer = "".join(slow_reply(CHUNKS, CHUNK_DELAY).chunks)
-    with Nginx(tmp_path / "nginx", replicas.addresses, PROXY_SETTINGS) as proxy:
+    definitions = write_definitions(tmp_path / "definitions", model.url)
+    one = Replicas(tmp_path / "replicas", store, definitions, 1, flags)
+    try:
+        one.start_all()
+        with Nginx(tmp_path / "nginx", one.addresses * REPLICAS, PROXY_SETTINGS) as proxy:
+            if not flags:
+                with pytest.raises(ChatError) as cut:
+                    asyncio.run(watch_idle_then_turn(proxy.target))
+                assert cut.value.code == grpc.StatusCode.INTERNAL  # nginx reset the stream
+                assert "upstream timed out" in proxy.error_log()
+                return
+            items = asyncio.run(watch_idle_then_turn(proxy.target))
+    finally:
+        one.close()
+    heartbeats = [i for i in items if isinstance(i, WatchHeartbeat)]
+    if flags[0] == "--watch-heartbeat":
+        assert len(heartbeats) >= IDLE / 2
+    else:
+        assert heartbeats == []  # 15 s apart by default: the pings alone kept it open
+    deltas = [i for i in items if isinstance(i, TextDelta)]
+    assert "".join(d.text for d in deltas) == answer
+    assert isinstance(items[-1], TurnCompleted)
 
-        async def scenario() -> None:
-            async with ChatClient(proxy.target) as watcher, ChatClient(proxy.target) as other:
-                sid = (await other.create_session(DEFINITION)).session_id
-                items: list[WatchItem] = []
 
-                async def watch() -> None:
-                    async for item in watcher.watch_session(sid):
-                        items.append(item)
-                        if isinstance(item, TurnCompleted):
-                            return
+async def watch_idle_then_turn(target: str) -> list[WatchItem]:
+    """Watch a session through `target`, idle for IDLE seconds, then while another client
+    runs a turn in it; every item the watch got up to that turn's end. The watch's error
+    when it ended before."""
+    async with ChatClient(target) as watcher, ChatClient(target) as other:
+        sid = (await other.create_session(DEFINITION)).session_id
+        items: list[WatchItem] = []
 
-                watching = asyncio.ensure_future(watch())
-                try:
-                    await until(lambda: bool(items) or watching.done())
-                    assert isinstance(items[0], Session)
-                    await asyncio.sleep(9)  # three times nginx's grpc_read_timeout
-                    assert not watching.done(), watching.exception()
-                    events = await collect(other, sid, Submit("hello"))
-                    done = terminal(events)
-                    assert isinstance(done, TurnCompleted)
-                    await asyncio.wait_for(watching, 30)
-                finally:
-                    watching.cancel()
-                seen = [i for i in items if isinstance(i, TextDelta)]
-                assert "".join(d.text for d in seen) == answer
-                last = items[-1]
-                assert isinstance(last, TurnCompleted)
-                assert (last.turn_id, last.sequence, last.content) == (
-                    done.turn_id,
-                    done.sequence,
-                    done.content,
-                )
+        async def watch() -> None:
+            async for item in watcher.watch_session(sid):
+                items.append(item)
+                if isinstance(item, TurnCompleted):
+                    return
 
-        asyncio.run(scenario())
+        watching = asyncio.ensure_future(watch())
+        try:
+            await until(lambda: bool(items) or watching.done())
+            assert isinstance(items[0], Session)
+            await asyncio.sleep(IDLE)
+            if watching.done():
+                await watching  # raises what ended it
+            done = terminal(await collect(other, sid, Submit("hello")))
+            assert isinstance(done, TurnCompleted)
+            await asyncio.wait_for(watching, 30)
+        finally:
+            watching.cancel()
+        last = items[-1]
+        assert isinstance(last, TurnCompleted)
+        assert (last.turn_id, last.content) == (done.turn_id, done.content)
+        return items
