@@ -52,7 +52,7 @@ SERVER_SIDE = {
     ),
     "ERROR_REASON_WATCH_BEHIND": (
         "needs a watcher slower than the server's bound",
-        "tests/service/test_watch_session.py",
+        "tests/service/test_session_watch.py",
     ),
     "ERROR_REASON_SHUTTING_DOWN": ("needs the server to be draining", "tests/cli/test_drain.py"),
     "ERROR_REASON_STORE_UNAVAILABLE": ("needs a failing store", "tests/cli/test_replicas.py"),
@@ -155,6 +155,10 @@ def test_the_calls_that_outlive_a_stream_are_covered() -> None:
     checked somewhere: a cut stream (`cancel` of a continued turn) captured and reattached."""
     covers = {tag for scenario in SCENARIOS for tag in scenario.body["covers"]}
     assert covers >= {"watch_turn", "cancel_turn", "watch_session", "on_disconnect", "reattach"}
+    modes = {
+        step["stream_turn"].get("on_disconnect") for _, step in _steps() if "stream_turn" in step
+    }
+    assert modes >= {"continue", "cancel", None}
     expected = [step.get("expect", {}) for _, step in _steps()]
     for observed in ("sequences", "lastSequence", "gapless", "sessions", "turns"):
         assert any(observed in expect for expect in expected), observed

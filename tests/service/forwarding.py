@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from agentskit_chat.storage import (
     DEFAULT_TENANT,
+    EventBatch,
     HistoryChange,
     Store,
     StoredMessage,
     StoredSession,
+    TurnKey,
+    TurnSignal,
 )
 
 
@@ -46,6 +49,24 @@ class Forwarding:
         self, session_id: str, *, tenant: str = DEFAULT_TENANT
     ) -> Sequence[StoredMessage]:
         return await self.store.list_messages(session_id, tenant=tenant)
+
+    async def append_events(self, key: TurnKey, batch: EventBatch, *, expires_at_ms: int) -> bool:
+        return await self.store.append_events(key, batch, expires_at_ms=expires_at_ms)
+
+    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+        return await self.store.read_events(key, after)
+
+    async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
+        await self.store.send_signal(signal, expires_at_ms=expires_at_ms)
+
+    async def take_signals(self, holder: str) -> tuple[TurnSignal, ...]:
+        return await self.store.take_signals(holder)
+
+    async def expire(self, now_ms: int) -> int:
+        return await self.store.expire(now_ms)
+
+    async def wait(self, topics: Collection[str], timeout: float) -> None:
+        await self.store.wait(topics, timeout)
 
     async def close(self) -> None:
         await self.store.close()

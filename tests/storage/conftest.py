@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import threading
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Collection, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,12 +13,15 @@ import pytest
 
 from agentskit_chat.storage import (
     DEFAULT_TENANT,
+    EventBatch,
     HistoryChange,
     HistoryMode,
     MemoryStore,
     Store,
     StoredMessage,
     StoredSession,
+    TurnKey,
+    TurnSignal,
     open_postgresql_store,
     open_sqlite_store,
 )
@@ -116,6 +119,24 @@ class OnOwnLoop:
         self, session_id: str, *, tenant: str = DEFAULT_TENANT
     ) -> Sequence[StoredMessage]:
         return await self._call(self._store.list_messages(session_id, tenant=tenant))
+
+    async def append_events(self, key: TurnKey, batch: EventBatch, *, expires_at_ms: int) -> bool:
+        return await self._call(self._store.append_events(key, batch, expires_at_ms=expires_at_ms))
+
+    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+        return await self._call(self._store.read_events(key, after))
+
+    async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
+        await self._call(self._store.send_signal(signal, expires_at_ms=expires_at_ms))
+
+    async def take_signals(self, holder: str) -> tuple[TurnSignal, ...]:
+        return await self._call(self._store.take_signals(holder))
+
+    async def expire(self, now_ms: int) -> int:
+        return await self._call(self._store.expire(now_ms))
+
+    async def wait(self, topics: Collection[str], timeout: float) -> None:
+        await self._call(self._store.wait(topics, timeout))
 
     async def close(self) -> None:
         await self._call(self._store.close())

@@ -16,6 +16,11 @@ conversation, it prints the list and exits 2. An unknown `--definition` lists th
 On a terminal, input has line editing and history, and Tab completes the offered
 commands (the standard library's readline; nothing else earns a dependency here). In a
 pipe, each input line is echoed after `> ` so the output reads as a transcript.
+
+Turns run with `on_disconnect` continue: a connection that drops mid-answer does not lose
+the turn. The client reattaches by itself (WatchTurn from the last event shown), so the
+answer goes on where it stopped and shows once. Ctrl-C during a turn cancels it with
+CancelTurn, so nothing is committed.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
 import secrets
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,6 +48,7 @@ from agentskit_chat_client import (
     ChatClient,
     ChatError,
     Definition,
+    DisconnectMode,
     Edit,
     Regenerate,
     Retry,
@@ -55,7 +61,9 @@ from agentskit_chat_client import (
     TurnDecision,
     TurnFailed,
     TurnOperation,
+    TurnStarted,
     command_hints,
+    new_turn_id,
 )
 
 from ._chat_view import (
@@ -301,20 +309,41 @@ class _Conversation:
 
     def turn(self, operation: TurnOperation) -> None:
         """Run one turn, streaming its text; then the badge and the state line."""
+        turn_id = new_turn_id()
         try:
-            self.loop.run(self._turn(operation))
+            self.loop.run(self._turn(operation, turn_id))
         except KeyboardInterrupt:
+            self._cancel(turn_id)
             self.view.line()
             self.view.line("[cancelled: nothing was committed]", "error")
         except ChatError as exc:
             self.view.line(f"error: {exc}", "error")
 
-    async def _turn(self, operation: TurnOperation) -> None:
+    def _cancel(self, turn_id: str) -> None:
+        """Stop the turn the stream left: it continues on disconnect, so closing the stream
+        alone would leave it running."""
+        # Not running any more, or the server is out of reach: nothing to stop.
+        with contextlib.suppress(ChatError, KeyboardInterrupt):
+            self.loop.run(self.client.cancel_turn(self.session_id, turn_id, timeout=10))
+
+    async def _turn(self, operation: TurnOperation, turn_id: str) -> None:
         decision: TurnDecision | None = None
         streamed = False
-        async with aclosing(self.client.stream_turn(self.session_id, operation)) as events:
+        stream = self.client.stream_turn(
+            self.session_id,
+            operation,
+            turn_id=turn_id,
+            on_disconnect=DisconnectMode.CONTINUE,
+        )
+        async with contextlib.aclosing(stream) as events:
             async for event in events:
-                if isinstance(event, TurnDecision):
+                if isinstance(event, TurnStarted) and event.duplicate and streamed:
+                    # A reattach long after the cut: the server repeats the recorded answer
+                    # whole instead of the missed pieces, so it is shown again in full.
+                    self.view.line()
+                    self.view.line("[reconnected: the whole answer follows]", "state")
+                    streamed = False
+                elif isinstance(event, TurnDecision):
                     decision = event
                 elif isinstance(event, TextDelta):
                     self.view.piece(event.text)

@@ -148,19 +148,22 @@ class TurnWatch:
                     await self._bus.signal(now.holder, SignalKind.PUBLISH, key)
                 await _wait(port, key)
                 continue
-            if now.name == run.name and now.finished:
+            lapsed = now.name == run.name and not now.finished  # its holder stopped
+            if not lapsed:  # finished or released: the holder may still write its end
                 if final_wait is None:
                     final_wait = loop.time() + FINAL_GRACE_SECONDS
                     if not stored and port is not None and position > 0:  # stored up to here?
                         stored = bool(await port.read_events(key, position - 1))
-                if stored and loop.time() < final_wait:
+                coming = stored or (asked and not now.finished)
+                if coming and loop.time() < final_wait:
                     await _wait(port, key)  # its final batch may be on its way
                     continue
+            if now.name == run.name and now.finished:
                 async with aclosing(self._recorded(session_id, turn_id, position)) as events:
                     async for item in events:
                         yield item
                 return
-            # The run's lease lapsed or was released, and the run recorded nothing.
+            # The run's lease lapsed, or was released, and the run recorded nothing.
             yield position + 1, failure(INTERRUPTED)
             return
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final, Protocol
 
+from ._turn_events import TurnEventStore
+
 DEFAULT_TENANT: Final = ""
 
 
@@ -141,5 +143,6 @@ class MessageStore(Protocol):
         ...
 
 
-class Store(SessionStore, MessageStore, Protocol):
-    """A backend that provides both ports over one database."""
+class Store(SessionStore, MessageStore, TurnEventStore, Protocol):
+    """A backend that provides the ports over one database: sessions, their messages,
+    and the events and signals of their running turns."""

@@ -6,6 +6,16 @@ so a lost compare-and-set writes nothing: function `save_session` (created by th
 migration) does both in one statement, one round trip. Leases live in the session record and so go
 through the same compare-and-set.
 
+Live turns (`TurnEventStore`, the second migration): event batches and signals live in
+tables of their own. Wake-ups go through LISTEN/NOTIFY on channel NOTIFY_CHANNEL, the
+payload being the topic: every write that wakes a topic notifies in the same statement
+(create, compare-and-set and delete of a session, `append_turn_events`, a signal), so a
+turn costs no extra round trip, and the notification is sent if and only if the write
+commits. Each store listens on one connection of its own, opened on the first `wait`;
+when it breaks, waiters fall back on their timeouts and every waiter is woken (it may have
+missed a notification) once the store listens again. LISTEN needs a session-level
+connection: a pooler in transaction mode in front of the server does not carry it.
+
 The schema is versioned: `MIGRATIONS[n - 1]` brings a database from version n - 1 to n,
 and table `schema_migrations` records each applied version. `migrate()` (the
 `agentskit-chat migrate` command, or `serve --migrate`) applies the missing ones under an
@@ -20,8 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from contextlib import asynccontextmanager, suppress
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -39,7 +49,17 @@ from ._ports import (
     StoredSession,
     StoreUnavailableError,
 )
-from .memory import _check_compare_and_set
+from ._turn_events import (
+    EventBatch,
+    SignalKind,
+    TurnKey,
+    TurnSignal,
+    holder_topic,
+    session_topic,
+    turn_topic,
+)
+from ._wakeups import Wakeups
+from .memory import _check_compare_and_set, check_batch, frozen_batch
 
 T = TypeVar("T")
 
@@ -47,6 +67,12 @@ log = logging.getLogger("agentskit_chat.storage.postgresql")
 
 KEEP_BEYOND_HISTORY: Final = "AK001"
 """The SQLSTATE `save_session` raises when `history.keep` exceeds the stored history."""
+NOTIFY_CHANNEL: Final = "agentskit_chat"
+"""The LISTEN/NOTIFY channel of wake-ups; each notification's payload is one topic."""
+TURN_LOCK: Final = 0x61676B74  # "agkt": the advisory lock class of one turn's appends
+EXPIRE_LIMIT: Final = 1000
+"""Rows of each table one `expire` call drops at most."""
+_KINDS: Final = ", ".join(f"'{kind.value}'" for kind in SignalKind)
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
         """CREATE TABLE sessions (
@@ -107,10 +133,72 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         END
         $$""",
     ),
+    (
+        """CREATE TABLE turn_events (
+            tenant text NOT NULL,
+            session_id text NOT NULL,
+            turn_id text NOT NULL,
+            first_sequence bigint NOT NULL,
+            last_sequence bigint NOT NULL,
+            final boolean NOT NULL,
+            body bytea NOT NULL,
+            expires_at_ms bigint NOT NULL,
+            PRIMARY KEY (tenant, session_id, turn_id, first_sequence)
+        )""",
+        "CREATE INDEX turn_events_expiry ON turn_events (expires_at_ms)",
+        # `sent` orders a holder's signals: a repeated signal keeps its row (and place).
+        """CREATE TABLE turn_signals (
+            holder text NOT NULL,
+            kind text NOT NULL,
+            tenant text NOT NULL,
+            session_id text NOT NULL,
+            turn_id text NOT NULL,
+            expires_at_ms bigint NOT NULL,
+            sent bigint GENERATED ALWAYS AS IDENTITY,
+            PRIMARY KEY (holder, kind, tenant, session_id, turn_id)
+        )""",
+        "CREATE INDEX turn_signals_expiry ON turn_signals (expires_at_ms)",
+        # An append in one round trip: the turn's appends one at a time (an advisory lock,
+        # so that two never both pass the check), the check, the insert, the wake-up.
+        f"""CREATE FUNCTION append_turn_events(
+            p_tenant text, p_session_id text, p_turn_id text, p_first bigint, p_last bigint,
+            p_final boolean, p_body bytea, p_expires_at_ms bigint, p_channel text, p_topic text
+        ) RETURNS boolean LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock(
+                {TURN_LOCK}, hashtext(concat_ws('/', p_tenant, p_session_id, p_turn_id)));
+            IF EXISTS (
+                SELECT 1 FROM turn_events
+                WHERE tenant = p_tenant AND session_id = p_session_id AND turn_id = p_turn_id
+                    AND (final OR (first_sequence <= p_last AND last_sequence >= p_first)
+                        OR (p_final AND first_sequence > p_last))
+            ) THEN
+                RETURN false;
+            END IF;
+            INSERT INTO turn_events (tenant, session_id, turn_id, first_sequence,
+                last_sequence, final, body, expires_at_ms)
+            VALUES (p_tenant, p_session_id, p_turn_id, p_first, p_last, p_final, p_body,
+                p_expires_at_ms);
+            PERFORM pg_notify(p_channel, p_topic);
+            RETURN true;
+        END
+        $$""",
+    ),
 )
 """Schema changes, oldest first; entry n - 1 migrates version n - 1 to version n."""
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 MIGRATION_LOCK: Final = 0x61676B63  # "agkc": one advisory lock id for every migration
+LISTEN_RETRY_MIN: Final = 0.1
+LISTEN_RETRY_MAX: Final = 5.0
+"""Seconds before listening again after the listening connection failed: doubling."""
+_KEEPALIVES: Final = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
+"""TCP keepalives of the listening connection (unless the URL sets its own), so that a
+server gone without a word is noticed: that connection only ever reads."""
 DEFAULT_POOL_SIZE: Final = 8
 DEFAULT_TIMEOUT: Final = 5.0
 """Seconds to wait for a connection before a call fails as unavailable, unless the URL sets
@@ -121,26 +209,35 @@ _VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )"""
 _INSERT_SESSION: Final = (
-    "INSERT INTO sessions (tenant, session_id, definition_id, revision, history_mode, cursor,"
-    " record, updated_at_ms, incarnation) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-    " ON CONFLICT (tenant, session_id) DO NOTHING"
+    "WITH inserted AS (INSERT INTO sessions (tenant, session_id, definition_id, revision,"
+    " history_mode, cursor, record, updated_at_ms, incarnation)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (tenant, session_id) DO NOTHING RETURNING 1)"
+    " SELECT pg_notify(%s, %s) FROM inserted"
 )
+"""Each session write notifies its topic in the same statement: one row when it wrote."""
 _SELECT_SESSION: Final = (
     "SELECT session_id, definition_id, revision, history_mode, cursor, record,"
     " updated_at_ms, incarnation, tenant FROM sessions WHERE tenant = %s AND session_id = %s"
 )
 _UPDATE_SESSION: Final = (
-    "UPDATE sessions SET definition_id = %s, revision = %s, history_mode = %s, cursor = %s,"
-    " record = %s, updated_at_ms = %s WHERE tenant = %s AND session_id = %s AND cursor = %s"
-    " AND incarnation = %s"
+    "WITH changed AS (UPDATE sessions SET definition_id = %s, revision = %s,"
+    " history_mode = %s, cursor = %s, record = %s, updated_at_ms = %s"
+    " WHERE tenant = %s AND session_id = %s AND cursor = %s AND incarnation = %s RETURNING 1)"
+    " SELECT pg_notify(%s, %s) FROM changed"
 )
 _SAVE_SESSION: Final = (
-    "SELECT save_session(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::text[], %s::text[],"
-    " %s::bytea[])"
+    "SELECT saved.ok FROM save_session(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+    " %s::text[], %s::text[], %s::bytea[]) AS saved (ok)"
+    " LEFT JOIN LATERAL (SELECT pg_notify(%s, %s) WHERE saved.ok) AS woken ON true"
 )
-_DELETE_SESSION: Final = "DELETE FROM sessions WHERE tenant = %s AND session_id = %s"
+_DELETE_SESSION: Final = (
+    "WITH deleted AS (DELETE FROM sessions WHERE tenant = %s AND session_id = %s RETURNING 1)"
+    " SELECT pg_notify(%s, %s) FROM deleted"
+)
 _DELETE_SESSION_AT: Final = (
-    "DELETE FROM sessions WHERE tenant = %s AND session_id = %s AND cursor = %s"
+    "WITH deleted AS (DELETE FROM sessions WHERE tenant = %s AND session_id = %s"
+    " AND cursor = %s RETURNING 1) SELECT pg_notify(%s, %s) FROM deleted"
 )
 _SELECT_SESSION_WITH_MESSAGES: Final = (
     "SELECT s.session_id, s.definition_id, s.revision, s.history_mode, s.cursor, s.record,"
@@ -155,6 +252,35 @@ _SELECT_SESSION_WITH_MESSAGES: Final = (
 _SELECT_MESSAGES: Final = (
     "SELECT message_id, role, content FROM messages"
     " WHERE tenant = %s AND session_id = %s ORDER BY position"
+)
+_APPEND_EVENTS: Final = "SELECT append_turn_events(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_SELECT_EVENTS: Final = (
+    "SELECT first_sequence, last_sequence, final, body FROM turn_events"
+    " WHERE tenant = %s AND session_id = %s AND turn_id = %s AND last_sequence > %s"
+    " ORDER BY first_sequence"
+)
+_SEND_SIGNAL: Final = (
+    "WITH sent AS (INSERT INTO turn_signals (holder, kind, tenant, session_id, turn_id,"
+    " expires_at_ms) VALUES (%s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (holder, kind, tenant, session_id, turn_id) DO UPDATE"
+    " SET expires_at_ms = greatest(turn_signals.expires_at_ms, excluded.expires_at_ms)"
+    " RETURNING 1) SELECT pg_notify(%s, %s) FROM sent"
+)
+_TAKE_SIGNALS: Final = (
+    "WITH bad AS (SELECT count(*) AS n FROM turn_signals"
+    f" WHERE holder = %(holder)s AND kind NOT IN ({_KINDS})),"
+    " taken AS (DELETE FROM turn_signals WHERE holder = %(holder)s"
+    " AND (SELECT n FROM bad) = 0 RETURNING sent, kind, tenant, session_id, turn_id)"
+    " SELECT sent, kind, tenant, session_id, turn_id FROM taken"
+    " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL FROM bad WHERE n > 0"
+)
+"""Takes every signal of the holder, or (a row of NULLs) none when one has an unknown kind."""
+_EXPIRE: Final = (
+    "WITH events AS (DELETE FROM turn_events WHERE ctid = ANY (ARRAY(SELECT ctid"
+    f" FROM turn_events WHERE expires_at_ms <= %(now)s LIMIT {EXPIRE_LIMIT})) RETURNING 1),"
+    " signals AS (DELETE FROM turn_signals WHERE ctid = ANY (ARRAY(SELECT ctid"
+    f" FROM turn_signals WHERE expires_at_ms <= %(now)s LIMIT {EXPIRE_LIMIT})) RETURNING 1)"
+    " SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM signals)"
 )
 
 
@@ -186,6 +312,8 @@ class PostgresqlStore:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self._timeout = timeout
+        keepalives = {name: value for name, value in _KEEPALIVES.items() if name not in parameters}
+        self._listen_conninfo = make_conninfo(self._conninfo, **keepalives)
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             self._conninfo,
             kwargs={"autocommit": True},
@@ -197,6 +325,8 @@ class PostgresqlStore:
             reconnect_timeout=3600.0,
         )
         self._checking: asyncio.Task[None] | None = None
+        self._wakeups = Wakeups()
+        self._listening: asyncio.Task[None] | None = None
         self._opened = False
         self._closed = False
 
@@ -244,6 +374,8 @@ class PostgresqlStore:
             bytes(session.record),
             session.updated_at_ms,
             session.incarnation,
+            NOTIFY_CHANNEL,
+            session_topic(session.tenant, session.session_id),
         )
 
         async def insert(db: AsyncConnection[Any]) -> bool:
@@ -284,10 +416,11 @@ class PostgresqlStore:
             expected_cursor,
             session.incarnation,
         )
+        wake = (NOTIFY_CHANNEL, session_topic(session.tenant, session.session_id))
         if history is None:
 
             async def replace(db: AsyncConnection[Any]) -> bool:
-                return (await db.execute(_UPDATE_SESSION, update)).rowcount == 1
+                return (await db.execute(_UPDATE_SESSION, update + wake)).rowcount == 1
 
             return await self._write("compare_and_set", replace)
         save = (
@@ -300,6 +433,7 @@ class PostgresqlStore:
             [m.message_id for m in history.append],
             [m.role for m in history.append],
             [m.content.encode() for m in history.append],
+            *wake,
         )
 
         async def replace_with_history(db: AsyncConnection[Any]) -> bool:
@@ -323,11 +457,14 @@ class PostgresqlStore:
         """Remove the tenant's session and its messages; False, removing nothing, when it
         does not exist or its cursor differs from `expected_cursor`."""
 
+        wake = (NOTIFY_CHANNEL, session_topic(tenant, session_id))
+
         async def remove(db: AsyncConnection[Any]) -> bool:
             if expected_cursor is None:
-                done = await db.execute(_DELETE_SESSION, (tenant, session_id))
+                done = await db.execute(_DELETE_SESSION, (tenant, session_id, *wake))
             else:
-                done = await db.execute(_DELETE_SESSION_AT, (tenant, session_id, expected_cursor))
+                at = (tenant, session_id, expected_cursor, *wake)
+                done = await db.execute(_DELETE_SESSION_AT, at)
             return done.rowcount == 1
 
         return await self._write("delete", remove)
@@ -365,14 +502,144 @@ class PostgresqlStore:
             raise StoreCorruptError("a stored message is not valid UTF-8") from None
         return _session(row), messages
 
+    async def append_events(self, key: TurnKey, batch: EventBatch, *, expires_at_ms: int) -> bool:
+        """Store `batch`; False, writing nothing, when a stored batch of the turn holds one
+        of its sequences or ended the turn, or when `batch` is final and a stored batch
+        follows it. ValueError for a batch whose sequences are not 1 <= first <= last."""
+        check_batch(batch)
+        batch = frozen_batch(batch)
+        row = (
+            key.tenant,
+            key.session_id,
+            key.turn_id,
+            batch.first,
+            batch.last,
+            batch.final,
+            batch.body,
+            expires_at_ms,
+            NOTIFY_CHANNEL,
+            turn_topic(key),
+        )
+
+        async def append(db: AsyncConnection[Any]) -> bool:
+            found = await (await db.execute(_APPEND_EVENTS, row)).fetchone()
+            return found is not None and found[0] is True
+
+        return await self._write("append_events", append)
+
+    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+        """The turn's stored batches holding a sequence after `after`, in order."""
+        turn = (key.tenant, key.session_id, key.turn_id, after)
+        async with self._connection("read_events") as db:
+            rows = await (await db.execute(_SELECT_EVENTS, turn)).fetchall()
+        return tuple(_batch(row) for row in rows)
+
+    async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
+        """Leave `signal` for its holder; a repeated one keeps its place and the later
+        of the two expiries."""
+        key = signal.key
+        row = (
+            signal.holder,
+            str(signal.kind),
+            key.tenant,
+            key.session_id,
+            key.turn_id,
+            expires_at_ms,
+            NOTIFY_CHANNEL,
+            holder_topic(signal.holder),
+        )
+
+        async def send(db: AsyncConnection[Any]) -> None:
+            await db.execute(_SEND_SIGNAL, row)
+
+        await self._write("send_signal", send)
+
+    async def take_signals(self, holder: str) -> tuple[TurnSignal, ...]:
+        """Remove and return the signals left for `holder`, oldest first."""
+
+        async def take(db: AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            return await (await db.execute(_TAKE_SIGNALS, {"holder": holder})).fetchall()
+
+        rows = sorted(await self._write("take_signals", take), key=lambda row: row[0] or 0)
+        if any(row[0] is None for row in rows):
+            raise StoreCorruptError("a stored turn signal has an unknown kind")
+        return tuple(
+            TurnSignal(holder, SignalKind(kind), TurnKey(tenant, session_id, turn_id))
+            for _, kind, tenant, session_id, turn_id in rows
+        )
+
+    async def expire(self, now_ms: int) -> int:
+        """Drop the batches and signals whose expiry is at or before `now_ms` (at most
+        EXPIRE_LIMIT of each per call); how many."""
+
+        async def expire(db: AsyncConnection[Any]) -> int:
+            row = await (await db.execute(_EXPIRE, {"now": now_ms})).fetchone()
+            return int(row[0]) if row is not None else 0
+
+        return await self._write("expire", expire)
+
+    async def wait(self, topics: Collection[str], timeout: float) -> None:
+        """Return when one of `topics` may have changed, or after `timeout` seconds.
+
+        The first call opens the store's listening connection. While it is not listening
+        (not yet, or after it broke) waits run to their timeouts; each time it starts
+        listening every waiter is woken. Raises StoreUnavailableError only when the store
+        is closed or not open."""
+        if self._closed or not self._opened:
+            raise StoreUnavailableError(
+                "the postgresql store is closed"
+                if self._closed
+                else "the postgresql store is not open"
+            )
+        if self._listening is None and timeout > 0 and topics:
+            self._listening = asyncio.ensure_future(self._listen())
+        await self._wakeups.wait(topics, timeout)
+
+    async def _listen(self) -> None:
+        """Listen while anyone waits; after a failure, again after a pause."""
+        pause = LISTEN_RETRY_MIN
+        try:
+            await asyncio.sleep(0)  # the first waiter registers first
+            while self._wakeups.pending and not self._closed:
+                try:
+                    connection = await AsyncConnection.connect(
+                        self._listen_conninfo,
+                        autocommit=True,
+                        connect_timeout=max(1, round(self._timeout)),
+                    )
+                    async with connection:
+                        await connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                        pause = LISTEN_RETRY_MIN
+                        # What was written before LISTEN took effect is not notified.
+                        self._wakeups.notify_all()
+                        async for notification in connection.notifies():
+                            self._wakeups.notify(notification.payload)
+                except (psycopg.Error, OSError) as exc:
+                    log.warning(
+                        "postgresql store stopped listening for wake-ups: %s",
+                        describe(exc, self._secret),
+                    )
+                self._wakeups.notify_all()  # notifications may have been lost meanwhile
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, LISTEN_RETRY_MAX)
+        finally:
+            self._listening = None
+
     async def close(self) -> None:
-        """Close every connection. Idempotent; later calls raise StoreUnavailableError."""
+        """Close every connection and wake every waiter. Idempotent; later calls raise
+        StoreUnavailableError."""
         if self._closed:
             return
         self._closed = True
+        self._wakeups.notify_all()
         checking, self._checking = self._checking, None
         if checking is not None:
             checking.cancel()
+        listening, self._listening = self._listening, None
+        if listening is not None:
+            listening.cancel()
+            with suppress(asyncio.CancelledError):
+                await listening
         await self._pool.close()
 
     async def _write(
@@ -550,6 +817,19 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
     """Mark a write's outcome as seen: a caller that was cancelled no longer awaits it."""
     if not task.cancelled():
         task.exception()
+
+
+def _batch(row: tuple[Any, ...]) -> EventBatch:
+    first, last, final, body = row
+    if (
+        type(first) is not int
+        or type(last) is not int
+        or not 1 <= first <= last
+        or type(final) is not bool
+        or not isinstance(body, bytes | bytearray | memoryview)
+    ):
+        raise StoreCorruptError("a stored batch of turn events cannot be read back")
+    return EventBatch(first, last, bytes(body), final)
 
 
 def _session(row: tuple[Any, ...]) -> StoredSession:
