@@ -177,7 +177,8 @@ def test_continued_turns_through_nginx_survive_a_kill_drains_and_a_proxy_reload(
         stored = asyncio.run(histories(proxy.target, clients))
         calls = proxy.calls()
 
-    assert problems(clients, stored, answer) == []
+    found = problems(clients, stored, answer)
+    assert not found, "\n".join(found)
     runs = [run for client in clients for run in client.runs]
     interrupted = {run.turn_id for run in runs if run.interrupted}
     on_killed = {
