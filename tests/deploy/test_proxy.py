@@ -17,16 +17,18 @@ import secrets
 import signal
 import time
 from collections.abc import Callable, Iterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Final
 
 import grpc
 import pytest
 
-from agentskit_chat.fakemodel import FakeModelServer
+from agentskit_chat.fakemodel import FakeModelServer, Reply
 from agentskit_chat_client import (
     ChatClient,
     ChatError,
+    DisconnectMode,
     Session,
     Submit,
     TextDelta,
@@ -275,3 +277,53 @@ async def watch_idle_then_turn(target: str) -> list[WatchItem]:
         assert isinstance(last, TurnCompleted)
         assert (last.turn_id, last.content) == (done.turn_id, done.content)
         return items
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="WatchTurn sends its response headers with its first event only: until then "
+    "nginx waits for them at most grpc_read_timeout, and HTTP/2 pings do not count",
+)
+def test_a_quiet_reattach_through_nginx_outlives_its_read_timeout(
+    store: Store, tmp_path: Path
+) -> None:
+    """A reattach to a turn whose model pauses, with nothing missed to send at first."""
+    with FakeModelServer(default=Reply(chunks=("first ", "second"), pause_after=1)) as model:
+        definitions = write_definitions(tmp_path / "definitions", model.url)
+        flags = ("--keepalive-time", "1", "--turn-timeout", "30")
+        one = Replicas(tmp_path / "replicas", store, definitions, 1, flags)
+        try:
+            one.start_all()
+            with Nginx(tmp_path / "nginx", one.addresses * REPLICAS, PROXY_SETTINGS) as proxy:
+                events = asyncio.run(reattach_while_quiet(proxy.target, model))
+        finally:
+            one.close()
+    assert [e.sequence for e in events] == [4, 5]
+    last = events[-1]
+    assert isinstance(last, TurnCompleted)
+    assert last.content == "first second"
+
+
+async def reattach_while_quiet(target: str, model: FakeModelServer) -> list[TurnEvent]:
+    """Start a continued turn, leave it after its first delta, and follow it again from
+    there while the model pauses for IDLE seconds; the events the reattach got."""
+    async with ChatClient(target, timeout=60) as client:
+        sid = (await client.create_session(DEFINITION)).session_id
+        stream = client.stream_turn(
+            sid, Submit("pause"), turn_id="quiet", on_disconnect=DisconnectMode.CONTINUE
+        )
+        async with aclosing(stream):
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    seen = event.sequence
+                    break
+        watch = client.watch_turn(sid, "quiet", after_sequence=seen, reattach=False)
+
+        async def follow() -> list[TurnEvent]:
+            async with aclosing(watch):
+                return [event async for event in watch]
+
+        following = asyncio.ensure_future(follow())
+        await asyncio.sleep(IDLE)
+        model.resume()
+        return await asyncio.wait_for(following, 30)
