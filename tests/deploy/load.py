@@ -49,6 +49,8 @@ class Reattach:
     turn_id: str
     sent: float
     """time.monotonic() when the call was made."""
+    sent_at: float
+    """time.time() when the call was made, to compare with the events' times."""
     first: float | None = None
     first_sequence: int = 0
     first_terminal: bool = False
@@ -74,11 +76,11 @@ class ReattachClock(grpc.aio.UnaryStreamClientInterceptor):
     ) -> Any:
         method = client_call_details.method
         name = method.decode() if isinstance(method, bytes) else str(method)
-        sent = time.monotonic()
+        sent, sent_at = time.monotonic(), time.time()
         call = await continuation(client_call_details, request)
         if name != WATCH_TURN:
             return call
-        record = Reattach(request.turn_id, sent)
+        record = Reattach(request.turn_id, sent, sent_at)
         self.reattaches.append(record)
         return self._timed(call, record)
 
