@@ -113,6 +113,8 @@ class TurnRun:
     started: float
     """time.time() when the stream was opened (comparable to the proxy's log)."""
     events: list[TurnEvent] = field(default_factory=list)
+    received: list[float] = field(default_factory=list)
+    """time.monotonic() when each event arrived."""
     error: ChatError | None = None
     ended: float = 0.0
 
@@ -168,6 +170,7 @@ class LoadClient:
                 metadata=((TURN_HEADER, turn_id),),
             ):
                 run.events.append(event)
+                run.received.append(time.monotonic())
         except ChatError as error:
             run.error = error
         run.ended = time.time()
