@@ -114,7 +114,7 @@ class Replicas:
             "--log-format",
             "json",
             *self._flags,
-            log_level="INFO",
+            log_level="WARNING",
         )
         stderr = log.open("wb")
         try:
