@@ -154,9 +154,16 @@ def figures(
 ) -> dict[str, Any]:
     runs = [run for client in clients for run in client.runs]
     reattaches: list[Reattach] = [r for client in clients for r in client.clock.reattaches]
+    running: dict[str, str] = {}
+    for call in calls:
+        if call.method == "StreamTurn" and call.grpc_status not in ("10", "14"):
+            running.setdefault(call.turn, call.upstreams[-1] if call.upstreams else "")
+    watches = [c for c in calls if c.method == "WatchTurn" and c.upstreams]
+    elsewhere = [c for c in watches if running.get(c.turn) not in (None, c.upstreams[-1])]
     received = {(run.turn_id, run.rerun): run.received for run in runs}
-    missed: list[float] = []
+    missed: dict[str, list[float]] = {"all": [], "same": [], "other": []}
     live: list[float] = []
+    detail = []
     for r in reattaches:
         if r.latency is None or r.first_failed:
             continue
@@ -165,19 +172,30 @@ def figures(
         # event received and the reattach, the reattach's first event was produced before
         # it was sent (missed), rather than while it waited (live).
         gap = r.sent - max(times) if times else 0.0
-        (missed if gap >= 2 * delay else live).append(r.latency)
+        served = _served(watches, r)
+        where = "other" if served and served != running.get(r.turn_id) else "same"
+        if gap >= 2 * delay:
+            missed["all"].append(r.latency)
+            if served:
+                missed[where].append(r.latency)
+        else:
+            live.append(r.latency)
+        detail.append(
+            {
+                "turn": r.turn_id,
+                "sent_at": r.sent_at,
+                "latency_ms": r.latency * 1000,
+                "gap_ms": gap * 1000,
+                "replica": where if served else "?",
+                "after": _last_disruption(done, r.sent_at),
+            }
+        )
     to_interrupted = []
     for run in runs:
         if run.interrupted:
             before = [at for at, _ in done.kills if at <= run.ended]
             if before:
                 to_interrupted.append(run.ended - max(before))
-    running: dict[str, str] = {}
-    for call in calls:
-        if call.method == "StreamTurn" and call.grpc_status not in ("10", "14"):
-            running.setdefault(call.turn, call.upstreams[-1] if call.upstreams else "")
-    watches = [c for c in calls if c.method == "WatchTurn" and c.upstreams]
-    elsewhere = [c for c in watches if running.get(c.turn) not in (None, c.upstreams[-1])]
     return {
         "seconds": elapsed,
         "clients": len(clients),
@@ -191,10 +209,35 @@ def figures(
         "reattaches_without_event": sum(1 for r in reattaches if r.first is None),
         "watch_turn_calls_logged": len(watches),
         "watch_turn_on_another_replica": len(elsewhere),
-        "reattach_to_first_missed_event_ms": _summary(missed),
+        "reattach_to_first_missed_event_ms": _summary(missed["all"]),
+        "reattach_to_first_missed_event_same_replica_ms": _summary(missed["same"]),
+        "reattach_to_first_missed_event_other_replica_ms": _summary(missed["other"]),
         "reattach_to_first_live_event_ms": _summary(live),
         "kill_to_interrupted_s": _summary(to_interrupted, scale=1.0),
+        "reattach_detail": detail,
     }
+
+
+def _served(watches: Sequence[Call], reattach: Reattach) -> str | None:
+    """The replica that served `reattach`: its WatchTurn in the access log, by start time."""
+    found = [
+        (abs(c.time - c.request_time - reattach.sent_at), c.upstreams[-1])
+        for c in watches
+        if c.turn == reattach.turn_id
+    ]
+    best = min(found, default=None)
+    return best[1] if best is not None and best[0] < 0.25 else None
+
+
+def _last_disruption(done: Disruptions, at: float) -> str:
+    """The last disruption before `at` and how long before, e.g. "reload 1.0 s"."""
+    events = [(t, "reload") for t in done.reloads]
+    events += [(t, "drain") for t, _ in done.drains] + [(t, "kill") for t, _ in done.kills]
+    before = [(t, kind) for t, kind in events if t <= at]
+    if not before:
+        return "-"
+    t, kind = max(before)
+    return f"{kind} {at - t:.1f} s"
 
 
 def _summary(values: Sequence[float], scale: float = 1000.0) -> dict[str, float | int]:
@@ -229,13 +272,18 @@ def report(data: dict[str, Any]) -> None:
         f" {data['watch_turn_on_another_replica']} of {data['watch_turn_calls_logged']}"
         " served by another replica than the turn's"
     )
-    missed = data["reattach_to_first_missed_event_ms"]
-    if missed["count"]:
-        print(
-            "  WatchTurn sent -> first missed event:"
-            f" median {missed['median']:.1f} ms, p95 {missed['p95']:.1f} ms,"
-            f" max {missed['max']:.1f} ms over {missed['count']} reattaches"
-        )
+    for key, label in (
+        ("reattach_to_first_missed_event_ms", "all"),
+        ("reattach_to_first_missed_event_other_replica_ms", "on another replica"),
+        ("reattach_to_first_missed_event_same_replica_ms", "on the turn's replica"),
+    ):
+        missed = data[key]
+        if missed["count"]:
+            print(
+                f"  WatchTurn sent -> first missed event, {label}:"
+                f" median {missed['median']:.1f} ms, p95 {missed['p95']:.1f} ms,"
+                f" max {missed['max']:.1f} ms over {missed['count']} reattaches"
+            )
     live = data["reattach_to_first_live_event_ms"]
     if live["count"]:
         print(
