@@ -2,10 +2,10 @@
 by another process sees a turn's events.
 
 `cpu`: one `serve` process on SQLite, driven from this process; blocks of turns run with
-no watcher and with one WatchSession stream on the session (reading everything),
-alternating, each block on a fresh session. Server CPU (user + system, from /proc) per
-turn, the median block of each kind, for route turns (`/ping`) and agentic turns (the
-offline model, two deltas).
+no watcher, with one WatchSession stream on the session (reading everything), and with one
+on another session that stays idle, in turn, each block on a fresh session. Server CPU
+(user + system, from /proc) per turn, the median block of each kind, for route turns
+(`/ping`) and agentic turns (the offline model, two deltas).
 
 `delay`: a turn streams from the fake model server (one chunk every `--chunk-delay` s);
 its starter's stream is read on one process and a WatchSession on another: a worker of
@@ -42,6 +42,8 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 DEFINITIONS: Final = Path(__file__).resolve().with_name("definitions")
 OWN_CONNECTION: Final = (("grpc.use_local_subchannel_pool", 1),)
 DIGEST_KEY: Final = "6a" * 32
+MODES: Final = ("none", "watched", "idle")
+"""No watcher; one watching the session of the turns; one watching another, idle session."""
 KINDS: Final = {"route": "/ping", "agentic": "tell me something"}
 
 
@@ -156,24 +158,31 @@ async def cpu(turns: int, rounds: int) -> dict[str, Any]:
         ):
             stub = chat_pb2_grpc.ChatServiceStub(channel)
             for kind, text in KINDS.items():
-                blocks: dict[str, list[float]] = {"none": [], "watched": []}
-                for n in range(rounds * 2 + 1):
-                    mode = ("none", "watched")[n % 2] if n else "warmup"
+                blocks: dict[str, list[float]] = {mode: [] for mode in MODES}
+                for n in range(rounds * len(MODES) + 1):
+                    mode = MODES[(n - 1) % len(MODES)] if n else "warmup"
                     sid = await create(stub, "ping")
                     async with AsyncExitStack() as stack:
                         if mode == "watched":
                             await stack.enter_async_context(watching(stub, sid))
+                        elif mode == "idle":
+                            idle = await create(stub, "ping")
+                            await stack.enter_async_context(watching(stub, idle))
                         before = server.cpu_seconds()
                         for _ in range(turns):
                             await turn(stub, sid, text)
                         spent = server.cpu_seconds() - before
                     if mode != "warmup":
                         blocks[mode].append(spent * 1000 / turns)
-                none = statistics.median(blocks["none"])
-                watched = statistics.median(blocks["watched"])
+                medians = {mode: statistics.median(blocks[mode]) for mode in MODES}
+                none = medians["none"]
                 results[kind] = {
-                    "cpu_ms_per_turn": {"none": round(none, 3), "watched": round(watched, 3)},
-                    "extra": f"{(watched / none - 1) * 100:+.1f} %",
+                    "cpu_ms_per_turn": {m: round(v, 3) for m, v in medians.items()},
+                    "extra": {
+                        m: f"{(v / none - 1) * 100:+.1f} %"
+                        for m, v in medians.items()
+                        if m != "none"
+                    },
                     "blocks": {k: [round(v, 3) for v in vs] for k, vs in blocks.items()},
                 }
     return results

@@ -122,7 +122,7 @@ def test_a_watch_on_one_worker_sees_a_turn_run_by_the_other_live(
 ) -> None:
     definitions = write_assistant(tmp_path / "definitions", model.url)
     state = tmp_path / "state"
-    server = launch(state, "--definitions", str(definitions), "--workers", "2", log_level="INFO")
+    server = launch(state, "--definitions", str(definitions), "--workers", "2", log_level="DEBUG")
     model.enqueue(paused("first ", "second ", "third"), paused("held ", f"{CANARY}"))
 
     async def scenario() -> None:

@@ -34,6 +34,10 @@ class TcpProxy:
         self.accepted = 0
         """Connections accepted so far."""
         self.cuts = 0
+        self.refusing = False
+        """While True, every new connection is reset at once (the server is out of reach)."""
+        self.refused = 0
+        """Connections reset because `refusing` was set."""
 
     @property
     def target(self) -> str:
@@ -80,6 +84,10 @@ class TcpProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        if self.refusing:
+            self.refused += 1
+            _reset(writer)
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         except OSError:

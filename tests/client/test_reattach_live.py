@@ -108,6 +108,37 @@ def test_a_reattach_cut_in_its_turn_is_followed_again(
     assert proxy.cuts == 3
 
 
+def test_reattach_keeps_trying_while_the_server_is_out_of_reach(
+    model: FakeModelServer, proxy: TcpProxy
+) -> None:
+    async def main() -> None:
+        async with ChatClient(proxy.target) as client:
+            session = await client.create_session("assistant")
+            model.enqueue(Reply(chunks=ANSWER, pause_after=1))
+            events: list[TurnEvent] = []
+
+            async def reachable_again() -> None:
+                while proxy.refused < 2:  # reattach attempts fail for real
+                    await asyncio.sleep(0.01)
+                proxy.refusing = False
+
+            stream = client.submit(
+                session.session_id, "tell me", on_disconnect=DisconnectMode.CONTINUE
+            )
+            async with aclosing(stream):
+                async for event in stream:
+                    events.append(event)
+                    if isinstance(event, TextDelta) and len(events) == 3:
+                        proxy.refusing = True
+                        await asyncio.to_thread(proxy.cut)
+                        model.resume()  # the turn ends while nobody can reach it
+                        recovery = asyncio.create_task(reachable_again())
+            await recovery
+            _check_once(events)
+
+    asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+
+
 def test_a_turn_that_cancels_on_disconnect_ends_with_the_cut(
     model: FakeModelServer, proxy: TcpProxy
 ) -> None:

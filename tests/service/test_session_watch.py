@@ -194,3 +194,26 @@ def test_heartbeats_keep_coming_while_nothing_happens() -> None:
                 assert all(isinstance(b, Heartbeat) for b in beats)
 
     asyncio.run(scenario())
+
+
+def test_a_draining_service_ends_its_watches_and_refuses_new_ones() -> None:
+    async def scenario() -> None:
+        async with service(Gated(), WatchSettings(heartbeat=0.05)) as chat:
+            sid = (await chat.create_session("watched", None, HistoryMode.SERVER)).session_id
+            async with aclosing(chat.watch_session(sid)) as watch:
+                await anext(watch)
+                chat.begin_drain()
+                with pytest.raises(ServiceError) as ended:
+                    await drained(watch)
+                assert ended.value.reason == Reason.SHUTTING_DOWN
+            with pytest.raises(ServiceError) as refused:
+                await anext(chat.watch_session(sid))
+            assert refused.value.reason == Reason.SHUTTING_DOWN
+
+    asyncio.run(scenario())
+
+
+async def drained(watch: AsyncGenerator[WatchItem, None]) -> None:
+    """Read heartbeats until the watch ends."""
+    async for item in watch:
+        assert isinstance(item, Heartbeat)

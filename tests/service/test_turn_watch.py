@@ -153,7 +153,9 @@ def test_a_cancelling_turn_is_published_when_another_process_watches_it() -> Non
         )
         await pair.model.entered.wait()
         watching = asyncio.ensure_future(take(pair.b.watch_turn(sid, "t-2", 0)))
-        await asyncio.sleep(0.3)  # the watcher asked for the events; the holder published
+        started = (await pair.a.get_turn(sid, "t-2")).started_at_ms
+        while not await pair.store.read_events(TurnKey("", sid, f"t-2@{started}")):
+            await asyncio.sleep(0.05)  # the watcher asked for the events: they come
         pair.model.gate.set()
         mine, theirs = await starter, await watching
         assert theirs == mine
@@ -195,7 +197,9 @@ def test_a_client_held_turns_text_is_stored_sealed() -> None:
         messages = (Message("u-1", Role.USER, "hello"),)
         request = TurnRequest(sid, "t-4", Dispatch(messages), on_disconnect=DisconnectMode.CONTINUE)
         pair.model.gate.set()
-        events = await take(pair.a.stream_turn(request))
+        await cut(pair.a, request, pair.model)  # the turn goes on: its events to the store
+        events = await take(pair.a.watch_turn(sid, "t-4", 0))
+        await pair.a.turns.wait_idle()
         assert CANARY in text(events)
         started = (await pair.a.get_turn(sid, "t-4")).started_at_ms
         stored = await pair.store.read_events(TurnKey("", sid, f"t-4@{started}"))

@@ -15,6 +15,7 @@ import pytest
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 from agentskit_chat.service._event_log import EventLogs
+from agentskit_chat.service._watchers import Watchers
 from agentskit_chat.transport import Authenticator, token_digest
 from agentskit_chat_client import ChatError
 from agentskit_chat_client._errors import from_rpc_error
@@ -193,14 +194,14 @@ def test_a_finished_turn_past_its_retention_answers_with_its_recorded_outcome(
             chat, _ = stub(env)
             sid = await session(env)
             first = await collect(chat.StreamTurn(turn(sid, "t-old", "hello", keep=True)))
-            # Kept a while: here and in the store (any process reads it), deltas included.
+            # Kept a while (here; a stream cut before the end leaves them in the store too).
             kept = await collect(
                 chat.WatchTurn(pb.WatchTurnRequest(session_id=sid, turn_id="t-old"))
             )
             assert [e.sequence for e in kept] == [e.sequence for e in first]
             assert [e.WhichOneof("event") for e in kept] == [e.WhichOneof("event") for e in first]
             env.service.live.logs = EventLogs(retention=0.0)  # the retention is over
-            assert await env.store.expire(int(time.time() * 1000) + 3_600_000) >= 1
+            await env.store.expire(int(time.time() * 1000) + 3_600_000)
             again = await collect(
                 chat.WatchTurn(
                     pb.WatchTurnRequest(session_id=sid, turn_id="t-old", after_sequence=2)
@@ -321,5 +322,78 @@ def test_another_tenants_turn_is_a_missing_session(tmp_path: Path) -> None:
                     dict(missing.metadata),
                 )
             assert env.dump() == before
+
+    run(scenario())
+
+
+def test_a_drain_waits_for_continued_turns_within_its_grace(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = await session(env)
+            await cut_after_first_delta(env, turn(sid, "t-d", "/slow", keep=True))
+            await env.probe.entered.wait()
+            draining = asyncio.ensure_future(env.server.drain(10.0))
+            await asyncio.sleep(0.3)
+            assert not draining.done()  # the continued turn holds the drain
+            env.probe.gate.set()
+            await draining
+            assert env.raw("SELECT cursor FROM sessions WHERE session_id = ?", sid) == [(2,)]
+            contents = env.raw("SELECT content FROM messages WHERE session_id = ?", sid)
+            assert contents[-1] == ("model answer",)  # claimed, then committed
+
+    run(scenario())
+
+
+def test_a_continued_turn_past_the_grace_ends_interrupted_and_frees_its_lease(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = await session(env)
+            await cut_after_first_delta(env, turn(sid, "t-g", "/slow", keep=True))
+            await env.probe.entered.wait()
+            log = env.service.live.logs.find(("", sid, "t-g"))
+            assert log is not None
+            await env.server.drain(0.2)
+            assert env.probe.model_closed.is_set()
+            assert log.between(log.last - 1, log.last)[0].code == "interrupted"  # type: ignore[union-attr]
+            assert env.raw("SELECT cursor FROM sessions WHERE session_id = ?", sid) == [(2,)]
+            assert env.raw("SELECT content FROM messages WHERE session_id = ?", sid) == []
+
+    run(scenario())
+
+
+def test_watchers_past_the_bound_are_refused(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            env.service.watchers = Watchers(per_session=1, per_tenant=2)
+            chat, _ = stub(env)
+            sid, other = await session(env), await session(env)
+            await cut_after_first_delta(env, turn(sid, "t-1", "/slow", keep=True))
+            request = pb.WatchTurnRequest(session_id=sid, turn_id="t-1")
+            first = chat.WatchTurn(request)
+            await first.initial_metadata()
+            assert (await anext(aiter(first))).sequence == 1
+            refused = await error_of(chat.WatchTurn(request))
+            assert refused.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert refused.reason == "ERROR_REASON_LIMIT_EXCEEDED"
+            assert refused.metadata["limit"] == "watchers_per_session"
+            unknown = await error_of(
+                chat.WatchTurn(pb.WatchTurnRequest(session_id=other, turn_id="t-x"))
+            )
+            assert unknown.reason == "ERROR_REASON_TURN_NOT_FOUND"  # counted, then let go
+            first.cancel()  # a watcher that goes frees its place
+            for _ in range(100):
+                second = chat.WatchTurn(request)
+                try:
+                    assert (await anext(aiter(second))).sequence == 1
+                    break
+                except grpc.aio.AioRpcError as error:
+                    if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        raise
+                    await asyncio.sleep(0.02)
+            env.probe.gate.set()
+            events = [e async for e in second]
+            assert events[-1].WhichOneof("event") == "completed"
 
     run(scenario())

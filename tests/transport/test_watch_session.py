@@ -15,8 +15,10 @@ import pytest
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
+from agentskit_chat.service import Limits, Reason
 from agentskit_chat.service._session_watch import WatchSettings
 from agentskit_chat.service._watchers import Watchers
+from agentskit_chat.transport._status import CODES
 from agentskit_chat_client import (
     ChatError,
     Dispatch,
@@ -29,6 +31,7 @@ from agentskit_chat_client import (
 )
 
 from .conftest import CANARY, live, run
+from .test_limits import MiB
 from .test_tenants import TOKEN_A, TOKEN_B, two_tenants
 from .watching import Watch, event_kind, kind, session_at, terminal_of, text, turn_events
 from .web.conftest import web_live
@@ -379,3 +382,42 @@ async def http_items(response: httpx.Response) -> AsyncIterator[pb.WatchSessionR
             if flags & (END_STREAM | TRAILERS):
                 raise AssertionError(f"the watch ended: {payload!r}")
             yield pb.WatchSessionResponse.FromString(payload)
+
+
+def test_a_watcher_that_stops_reading_ends_behind_after_what_was_sent(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        limits = Limits(
+            max_output_bytes=3 * MiB + MiB // 2, max_history_bytes=1000, max_history_messages=10
+        )
+        async with live(tmp_path, limits=limits) as env:
+            env.service.watch_settings = WatchSettings(behind=0.3)
+            sid = (await env.client.create_session("probe")).session_id
+            # Small windows: the server's sends soon wait for this client.
+            options = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 1024)]
+            async with grpc.aio.insecure_channel(env.target, options=options) as channel:
+                watch = Watch(channel, sid)
+                await watch.next()
+                # A turn of 60 kB deltas up to the output limit while the watcher reads
+                # nothing: the watch's sends wait for it past the bound.
+                flooded = await env.client.run_turn(sid, Submit("/flood 60000"))
+                assert flooded.failed is not None
+                await asyncio.sleep(1.0)  # longer than the bound; not a timing assertion
+                error = await watch.error()
+                assert error.code == grpc.StatusCode.ABORTED
+                assert error.reason == "ERROR_REASON_WATCH_BEHIND"
+                sessions = [i.session.cursor for i in watch.items if kind(i) == "session"]
+                assert error.metadata["cursor"] == str(sessions[-1])
+                events = turn_events(watch.items, flooded.turn_id)
+                assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+                assert events[-1].WhichOneof("event") != "failed"  # it fell behind first
+                # The watch's slot is free again, and a new watch starts after its cursor.
+                again = await admitted(channel, sid)
+                assert again.items[0].session.cursor >= int(error.metadata["cursor"])
+                again.cancel()
+
+    run(scenario())
+
+
+def test_watch_behind_is_the_contracts_aborted_reason() -> None:
+    assert CODES[Reason.WATCH_BEHIND] == grpc.StatusCode.ABORTED
+    assert pb.ErrorReason.Value(str(Reason.WATCH_BEHIND)) == pb.ERROR_REASON_WATCH_BEHIND

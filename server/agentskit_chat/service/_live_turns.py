@@ -9,8 +9,9 @@ end does to the turn is the request's `on_disconnect`:
   flow control did when the turn ran inside it). Closing it cancels the turn: the lease is
   released and nothing more is committed; the close returns once the turn ended.
 - CONTINUE: the turn runs to its end without pacing (its log's bound and the turn timeout
-  bound it) and commits; its events go to the store from the start, so any process can
-  follow it (`TurnBus`).
+  bound it) and commits. Once its stream is closed before the end, its events go to the
+  store (those so far, then the rest as they come), so a reattach on any process finds
+  them (`TurnBus`); while the stream reads, nothing is written but what every turn writes.
 
 Once a turn claims its lease its log is kept (`EventLogs`) where watchers of this process
 find it, and the turn can be stopped (`stop`): cancelled by CancelTurn or a CANCEL signal,
@@ -22,6 +23,7 @@ well when it publishes there, so every stream of it ends.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
@@ -70,6 +72,8 @@ class LiveTurn:
         self.task: asyncio.Future[None] | None = None
         self.stop_code: str | None = None
         self.writer: BatchWriter | None = None
+        self.detached = False
+        """A continued turn's stream was closed before its end."""
 
     @property
     def store_key(self) -> TurnKey | None:
@@ -148,13 +152,23 @@ class LiveTurns:
     async def _detach(
         self, live: LiveTurn, publish: Callable[[], asyncio.Future[None]]
     ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
-        """The stream of a continued turn: closing it leaves the turn running."""
+        """The stream of a continued turn: closing it leaves the turn running. While the
+        stream reads, nobody needs the turn's events in the store; once it is closed before
+        it took the terminal event, they go there (all of them, then the rest as they come)
+        for a reattach on any process."""
         task = publish()
         self._detached.add(task)
         task.add_done_callback(self._detached.discard)
-        async with aclosing(live.log.read()) as events:
-            async for item in events:
-                yield item
+        read = False
+        try:
+            async with aclosing(live.log.read()) as events:
+                async for item in events:
+                    yield item
+            read = True
+        finally:
+            if not read:
+                live.detached = True
+                self._publish_to_store(live)
 
     def _claimed(self, live: LiveTurn, claim: Claim) -> None:
         live.claim = claim
@@ -169,11 +183,12 @@ class LiveTurns:
         if bus is None or bus.port is None:
             return
         bus.sweep()
-        if live.continued:
+        if live.detached:
             self._publish_to_store(live)
         if self._signals is None or self._signals.done():
-            self._signals = asyncio.ensure_future(
-                bus.take(self._signal, lambda: bool(self._running))
+            # A context of its own: the loop outlives this turn, and is no part of its span.
+            self._signals = asyncio.get_running_loop().create_task(
+                bus.take(self._signal, lambda: bool(self._running)), context=contextvars.Context()
             )
 
     def _publish_to_store(self, live: LiveTurn) -> None:

@@ -30,7 +30,13 @@ from ._observer import TurnObserver
 from ._page_tokens import PageTokens
 from ._rates import Rated, RateLimiter, RateLimits
 from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
-from ._session_watch import POLL_SECONDS, SessionWatch, WatchItem, WatchSettings
+from ._session_watch import (
+    POLL_SECONDS,
+    SessionWatch,
+    WatchItem,
+    WatchSettings,
+    shutting_down,
+)
 from ._tenancy import current_principal
 from ._terminal import CANCELLED
 from ._turn_bus import TurnBus, event_port, run_name
@@ -320,6 +326,8 @@ class ChatService:
         session_id = self.limits.check_id("session_id", session_id)
         if after_cursor is not None and after_cursor < 0:
             raise invalid("after_cursor", "after_cursor must not be negative")
+        if self.turns.draining:
+            raise shutting_down()
         tenant = current_principal().tenant
         with self.watchers.watching(tenant, session_id):
             loaded = await self._records.load(session_id)
@@ -344,6 +352,7 @@ class ChatService:
                 topic=session_topic(loaded.tenant, session_id),
                 settings=self.watch_settings,
                 follow_seconds=self.limits.lease_ttl + self.watch_settings.behind,
+                draining=lambda: self.turns.draining,
             )
             async with aclosing(watch.items()) as items:
                 async for item in items:

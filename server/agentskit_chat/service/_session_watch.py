@@ -9,7 +9,7 @@ and delete of the record from any process of the deployment) and sends what chan
   first event while its events are still kept (`watch_turn` gives them, or the turn's
   recorded outcome once they are not);
 - the session, whenever its cursor moved (a claimed or released lease, a commit, a
-  truncation);
+  truncation); changes stored between two reads arrive as the one session after them;
 - the running turn, when the record holds a live lease of a turn not followed yet: its
   events from the first, live, until its terminal event; the session after it follows
   at the next read.
@@ -20,6 +20,9 @@ a turn runs gets that turn from its first event. A turn the watch could not have
 follows it: a renderer that sees a cursor it did not expect reloads the history
 (`GetSession`). `after_cursor` works the same way: the watch begins with the session as it
 is now, and a cursor past the caller's says the caller missed changes.
+
+A server that drains ends its watches (UNAVAILABLE / SHUTTING_DOWN) at their next wake-up,
+a heartbeat's time at most, and refuses new ones: the client watches again elsewhere.
 
 After `heartbeat` seconds without sending anything, a watch sends a heartbeat (also while
 a followed turn is silent), so idle streams survive proxies that close silent ones.
@@ -96,6 +99,14 @@ TurnEvents = Callable[[Loaded, str, int], AsyncGenerator[tuple[int, TurnEvent], 
 Wait = Callable[[Collection[str], float], Awaitable[None]]
 """The store's `wait(topics, timeout)`."""
 
+
+def shutting_down() -> ServiceError:
+    """The error that ends (or refuses) a watch on a server that drains."""
+    return ServiceError(
+        Reason.SHUTTING_DOWN, "the server is shutting down; watch again on another server"
+    )
+
+
 _Item = TypeVar("_Item", SessionView, Heartbeat)
 
 _RunKey = tuple[str, int | None]
@@ -120,6 +131,7 @@ class SessionWatch:
         topic: str,
         settings: WatchSettings,
         follow_seconds: float,
+        draining: Callable[[], bool] = lambda: False,
     ) -> None:
         self._first = first
         self._load = load
@@ -129,6 +141,7 @@ class SessionWatch:
         """The longest a watch may take to follow one turn: a turn runs no longer than its
         lease lasts, so a watch that needs more has fallen behind it."""
         self._wait = wait
+        self._draining = draining
         self._topics = (topic,)
         self._settings = settings
         self._loop = asyncio.get_running_loop()
@@ -150,6 +163,8 @@ class SessionWatch:
         waiter: asyncio.Future[None] | None = None
         try:
             while True:
+                if self._draining():
+                    raise shutting_down()
                 waiter = await self._armed()
                 loaded = await self._reload()
                 async for item in self._news(loaded):
@@ -231,6 +246,7 @@ class SessionWatch:
         reader = self._turn_events(loaded, turn_id, after)
         loop = self._loop
         settings = self._settings
+        timer: asyncio.TimerHandle | None = None
         try:
             while True:
                 timeout = asyncio.timeout_at(self._last_sent + settings.heartbeat)
@@ -251,6 +267,8 @@ class SessionWatch:
                 if self._letting_go is not None:
                     raise self.behind()
         finally:
+            if timer is not None:
+                timer.cancel()
             if self._letting_go is not None:
                 await asyncio.shield(self._letting_go)
             else:

@@ -2,18 +2,20 @@
 signals to the process running a turn, and the expiry of both.
 
 What is kept, and for how long: a turn's events are written (in batches, see
-`BatchWriter`) when it continues past its stream, or when a watcher on another process asks
-for them (a PUBLISH signal). A running turn's batches expire `turn_timeout` +
-`RETENTION_SECONDS` after they are written, the final one (holding the terminal event)
-`RETENTION_SECONDS` after the turn ended. A turn writes at most its log's bound (its events
-and text, which the output limit bounds). Batches of client-held sessions are sealed.
-Each process sweeps what expired every `SWEEP_SECONDS`.
+`BatchWriter`) when it continues past its stream (from the moment its stream is gone), or
+when a watcher on another process asks for them (a PUBLISH signal). A running turn's
+batches expire `turn_timeout` + `RETENTION_SECONDS` after they are written, the final one
+(holding the terminal event) `RETENTION_SECONDS` after the turn ended. A turn writes at
+most its log's bound (its events and text, which the output limit bounds), in one batch per
+`BATCH_SECONDS` at most. Batches of client-held sessions are sealed. Each process sweeps
+what expired every `SWEEP_SECONDS`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, cast
@@ -26,7 +28,6 @@ from agentskit_chat.storage._turn_events import (
     TurnEventStore,
     TurnKey,
     TurnSignal,
-    holder_topic,
 )
 
 from ._event_log import RETENTION_SECONDS, MemoryEventLog
@@ -38,10 +39,16 @@ log = logging.getLogger(__name__)
 
 SWEEP_SECONDS: Final = 30.0
 """How often each process drops expired batches and signals."""
-SIGNAL_WAIT_SECONDS: Final = 2.0
-"""Longest wait between two looks at this process's signals while it runs turns."""
-SIGNAL_SPACING_SECONDS: Final = 0.1
-"""Shortest time between two looks at this process's signals (wake-ups coalesce)."""
+SIGNAL_POLL_SECONDS: Final = 0.5
+"""Time between two looks at this process's signals while it runs turns. The process
+does not wait on its holder topic: on SQLite a wait makes the store poll for other
+processes' writes every 50 ms as long as it lasts, which would cost a process running one
+long turn far more CPU than the turn itself; one small query every half second costs
+little anywhere, and bounds how long a cancel or a publish request waits."""
+BATCH_SECONDS: Final = 0.2
+"""Shortest time between two writes of one turn's events, but for its final batch: the
+events of the meantime go in one batch (a model streaming a chunk every few milliseconds
+costs a write per `BATCH_SECONDS`, not one per chunk)."""
 
 Track = Callable[[Coroutine[Any, Any, object]], "asyncio.Task[object]"]
 
@@ -61,10 +68,10 @@ def run_name(turn_id: str, started_at_ms: int) -> str:
 
 
 class BatchWriter:
-    """Writes one running turn's log to the store: while one write is in flight the next
-    events accumulate, and go in the next batch; the batch holding the terminal event is
-    `final`. A write the store refuses stops the writing (watchers elsewhere then see the
-    turn as interrupted once its lease is gone)."""
+    """Writes one running turn's log to the store: while one write is in flight, and for
+    `BATCH_SECONDS` after it, the next events accumulate and go in the next batch; the
+    terminal event goes at once, in the `final` batch. A write the store refuses stops the
+    writing (watchers elsewhere then see the turn as interrupted once its lease is gone)."""
 
     def __init__(
         self,
@@ -86,9 +93,13 @@ class BatchWriter:
         self.bytes = 0
         self._task: asyncio.Task[object] | None = None
         self._failed = False
+        self._ending = asyncio.Event()
 
     def poke(self) -> None:
-        """New events were appended: write them unless a write is in flight."""
+        """New events were appended: write them unless a write is in flight (or its
+        spacing runs)."""
+        if self._events.terminal:
+            self._ending.set()
         if self._failed or (self._task is not None and not self._task.done()):
             return
         if self._events.last > self.written:
@@ -123,6 +134,9 @@ class BatchWriter:
             self.written = last
             self.writes += 1
             self.bytes += len(body)
+            if not final:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._ending.wait(), BATCH_SECONDS)
 
 
 class TurnBus:
@@ -149,7 +163,9 @@ class TurnBus:
         """Start this process's periodic expiry sweep (once)."""
         if self.port is None or self._sweeper is not None:
             return
-        self._sweeper = asyncio.ensure_future(self._sweep(self.port))
+        self._sweeper = asyncio.get_running_loop().create_task(
+            self._sweep(self.port), context=contextvars.Context()
+        )
 
     async def _sweep(self, port: TurnEventStore) -> None:
         while True:
@@ -171,20 +187,13 @@ class TurnBus:
         port = self.port
         if port is None:
             return
-        topic = holder_topic(self.holder)
-        loop = asyncio.get_running_loop()
         while running():
-            taken_at = loop.time()
             try:
                 for signal in await port.take_signals(self.holder):
                     handle(signal)
-                await port.wait((topic,), SIGNAL_WAIT_SECONDS)
             except Exception as exc:
                 log.warning("taking turn signals failed: %s", type(exc).__name__)
-                await asyncio.sleep(SIGNAL_WAIT_SECONDS)
-            pause = taken_at + SIGNAL_SPACING_SECONDS - loop.time()
-            if pause > 0:
-                await asyncio.sleep(pause)
+            await asyncio.sleep(SIGNAL_POLL_SECONDS)
 
     async def close(self) -> None:
         """Stop the sweep."""

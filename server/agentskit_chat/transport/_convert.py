@@ -278,11 +278,17 @@ def _usage(into: pb.Usage, usage: Usage) -> None:
 def watch_item(session_id: str, item: WatchItem) -> pb.WatchSessionResponse:
     """One item of a session watch as the contract sends it: the session, an event of one
     of its turns (tagged with the turn id and the turn's own sequence), or a heartbeat."""
-    if isinstance(item, WatchedEvent):
-        event = EventStamper(session_id, item.turn_id)(item.sequence, item.event)
-        return pb.WatchSessionResponse(event=event)
+    response = pb.WatchSessionResponse()
+    if isinstance(item, WatchedEvent):  # filled in place: no copy of the event
+        event = response.event
+        event.session_id = session_id
+        event.turn_id = item.turn_id
+        event.sequence = item.sequence
+        event.time.FromNanoseconds(time.time_ns())
+        _fill(event, item.event)
+        return response
     if isinstance(item, Heartbeat):
-        beat = pb.WatchHeartbeat()
-        beat.time.FromMilliseconds(item.time_ms)
-        return pb.WatchSessionResponse(heartbeat=beat)
-    return pb.WatchSessionResponse(session=session(item))
+        response.heartbeat.time.FromMilliseconds(item.time_ms)
+        return response
+    response.session.CopyFrom(session(item))
+    return response

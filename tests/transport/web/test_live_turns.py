@@ -1,0 +1,76 @@
+"""WatchTurn and CancelTurn over Connect (JSON) and gRPC-Web: the same turns, numbering and
+errors as over gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agentskit.chat.v1 import chat_pb2 as pb
+from tests.transport.conftest import run
+
+from .conftest import web_live
+from .wire import grpc_web, reason, stream, unary
+
+
+def test_a_continued_turn_is_reattached_and_cancelled_over_connect_and_grpc_web(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            sid = (await web.env.client.create_session("probe")).session_id
+            # A continued turn whose Connect stream is cut after its first event.
+            request = {
+                "sessionId": sid,
+                "turnId": "t-1",
+                "submit": {"content": "/slow"},
+                "onDisconnect": "DISCONNECT_MODE_CONTINUE",
+            }
+            starter = asyncio.ensure_future(stream(web.http, "StreamTurn", request))
+            await web.env.probe.entered.wait()
+            starter.cancel()
+            await asyncio.gather(starter, return_exceptions=True)
+            watch = {"sessionId": sid, "turnId": "t-1", "afterSequence": "1"}
+            watching = asyncio.ensure_future(stream(web.http, "WatchTurn", watch))
+            await asyncio.sleep(0.2)
+            web.env.probe.gate.set()
+            result = await watching
+            assert result.end == {}
+            sequences = [int(m["sequence"]) for m in result.messages]
+            assert sequences == list(range(2, 2 + len(sequences)))
+            assert result.messages[-1]["completed"]["content"] == "model answer"
+            # gRPC-Web: the same events, from the same sequence on.
+            binary = await grpc_web(
+                web.http,
+                "WatchTurn",
+                pb.WatchTurnRequest(session_id=sid, turn_id="t-1", after_sequence=1),
+            )
+            assert binary.code == 0, binary.trailers
+            events = [pb.StreamTurnResponse.FromString(m) for m in binary.messages]
+            assert [e.sequence for e in events] == sequences
+            # Errors as over gRPC; a cancel of a finished turn reports it.
+            unknown = await stream(web.http, "WatchTurn", {"sessionId": sid, "turnId": "none"})
+            assert unknown.error is not None
+            assert reason(unknown.error) == "ERROR_REASON_TURN_NOT_FOUND"
+            done = await unary(web.http, "CancelTurn", {"sessionId": sid, "turnId": "t-1"})
+            assert done.status_code == 200
+            assert done.json()["turn"]["outcome"] == "TURN_OUTCOME_COMPLETED"
+            assert "cancelled" not in done.json()
+
+    run(scenario())
+
+
+def test_cancel_turn_over_connect_ends_a_running_turn_cancelled(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            sid = (await web.env.client.create_session("probe")).session_id
+            request = {"sessionId": sid, "turnId": "t-2", "submit": {"content": "/slow"}}
+            starter = asyncio.ensure_future(stream(web.http, "StreamTurn", request))
+            await web.env.probe.entered.wait()
+            stopped = await unary(web.http, "CancelTurn", {"sessionId": sid, "turnId": "t-2"})
+            assert stopped.json() == {"cancelled": True}
+            result = await starter
+            assert result.messages[-1]["failed"]["code"] == "cancelled"
+            assert result.messages[-1]["failed"]["retryable"] is True
+
+    run(scenario())
