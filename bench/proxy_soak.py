@@ -116,11 +116,12 @@ async def drive(target: str, replicas: Replicas, proxy: Nginx, config: Config) -
     return clients, done
 
 
-def run(config: Config) -> dict[str, Any]:
-    """The soak; its figures and problems."""
+def run(config: Config, keep: Path | None = None) -> dict[str, Any]:
+    """The soak; its figures and problems. `keep`: a directory to leave the replicas' and
+    nginx's files in, rather than a temporary one."""
     answer = "".join(slow_reply(config.chunks, config.delay).chunks)
     with tempfile.TemporaryDirectory(prefix="proxy-soak-") as temp, cluster() as database:
-        directory = Path(temp)
+        directory = keep or Path(temp)
         password_file = directory / "store-password"
         password_file.write_text(database.password + "\n")
         password_file.chmod(0o600)
@@ -156,7 +157,7 @@ def figures(
     reattaches: list[Reattach] = [r for client in clients for r in client.clock.reattaches]
     running: dict[str, str] = {}
     for call in calls:
-        if call.method == "StreamTurn" and call.grpc_status not in ("10", "14"):
+        if call.method == "StreamTurn" and call.grpc_status not in ("1", "10", "14"):
             running.setdefault(call.turn, call.upstreams[-1] if call.upstreams else "")
     watches = [c for c in calls if c.method == "WatchTurn" and c.upstreams]
     elsewhere = [c for c in watches if running.get(c.turn) not in (None, c.upstreams[-1])]
@@ -202,6 +203,7 @@ def figures(
         "runs": len(runs),
         "completed": sum(1 for run in runs if run.completed),
         "interrupted": sum(1 for run in runs if run.interrupted),
+        "refused_cancelled": sum(1 for run in runs if run.refused),
         "reloads": len(done.reloads),
         "drains": len(done.drains),
         "kills": len(done.kills),
@@ -264,7 +266,9 @@ def report(data: dict[str, Any]) -> None:
     )
     print(
         f"  turns: {data['runs']} runs, {data['completed']} completed,"
-        f" {data['interrupted']} interrupted (each ran again)"
+        f" {data['interrupted']} interrupted (each ran again),"
+        f" {data['refused_cancelled']} answered CANCELLED by a stopping replica before any"
+        " event (sent again)"
     )
     print(
         f"  reattaches: {data['reattaches']} WatchTurn calls,"
@@ -314,6 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, help=f"concurrent clients [{FULL.clients}]")
     parser.add_argument("--seconds", type=float, help=f"seconds of disruptions [{FULL.seconds:g}]")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="leave nginx's and the replicas' files here"
+    )
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     config = Config(
@@ -323,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         delay=base.delay,
         period=base.period,
     )
-    data = run(config)
+    data = run(config, args.keep)
     report(data)
     if args.json is not None:
         args.json.write_text(json.dumps(data, indent=2) + "\n")

@@ -142,9 +142,9 @@ async def collect_with(client: ChatClient, sid: str, turn_id: str) -> list[TurnE
 
 
 def runner(calls: list[Call], turn_id: str) -> Call:
-    """The StreamTurn call that ran `turn_id` (not one refused by a draining replica)."""
+    """The StreamTurn call that ran `turn_id` (not one a stopping replica refused)."""
     ran = [c for c in calls if c.method == "StreamTurn" and c.turn == turn_id]
-    ran = [c for c in ran if c.grpc_status not in ("10", "14")]
+    ran = [c for c in ran if c.grpc_status not in ("1", "10", "14")]
     assert ran, f"no StreamTurn ran {turn_id}"
     return ran[0]
 
