@@ -124,7 +124,7 @@ def test_a_continued_turn_is_reattached_through_either_worker_exactly_once(
     model.enqueue(Reply(chunks=CHUNKS, pause_after=5))
 
     async def scenario() -> None:
-        async with clients(server.target, 8) as opened:
+        async with clients(server.target) as opened:
             sid = (await opened[0].create_session("assistant")).session_id
             workers = await by_worker(server, opened, sid)
             here, there = (chat(c) for c in workers.values())
@@ -179,7 +179,7 @@ def test_cancel_turn_through_the_other_worker_stops_the_turn_and_frees_the_id(
     model.enqueue(Reply(chunks=CHUNKS, pause_after=2))
 
     async def scenario() -> None:
-        async with clients(server.target, 8) as opened:
+        async with clients(server.target) as opened:
             sid = (await opened[0].create_session("assistant")).session_id
             workers = await by_worker(server, opened, sid)
             here, there = (chat(c) for c in workers.values())
@@ -222,7 +222,7 @@ def test_a_killed_workers_turn_ends_interrupted_for_its_watchers_and_runs_again(
     model.enqueue(Reply(chunks=CHUNKS, pause_after=3))
 
     async def scenario() -> None:
-        async with clients(server.target, 8) as opened:
+        async with clients(server.target) as opened:
             sid = (await opened[0].create_session("assistant")).session_id
             workers = await by_worker(server, opened, sid)
             (doomed_pid, doomed), (_, survivor) = workers.items()

@@ -65,7 +65,20 @@ SEEDS: dict[str, list[bytes]] = {
                 messages=[pb.Message(id="m1", role=pb.ROLE_USER, content="/start")]
             ),
         ).SerializeToString(),
+        pb.StreamTurnRequest(
+            session_id="fz-server",
+            turn_id="t5",
+            submit=pb.SubmitOperation(content="/start"),
+            on_disconnect=pb.DISCONNECT_MODE_CONTINUE,
+        ).SerializeToString(),
     ],
+    "WatchTurn": [
+        pb.WatchTurnRequest(session_id="fz-server", turn_id="t1").SerializeToString(),
+        pb.WatchTurnRequest(
+            session_id="fz-server", turn_id="t5", after_sequence=2
+        ).SerializeToString(),
+    ],
+    "CancelTurn": [pb.CancelTurnRequest(session_id="fz-server", turn_id="t1").SerializeToString()],
 }
 
 

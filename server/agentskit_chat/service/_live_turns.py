@@ -9,9 +9,9 @@ end does to the turn is the request's `on_disconnect`:
   flow control did when the turn ran inside it). Closing it cancels the turn: the lease is
   released and nothing more is committed; the close returns once the turn ended.
 - CONTINUE: the turn runs to its end without pacing (its log's bound and the turn timeout
-  bound it) and commits. Once its stream is closed before the end, its events go to the
-  store (those so far, then the rest as they come), so a reattach on any process finds
-  them (`TurnBus`); while the stream reads, nothing is written but what every turn writes.
+  bound it) and commits. Once its stream is closed before the end, the turn writes its
+  events to the store when it ends, so a reattach on any process finds them (`TurnBus`);
+  while the stream reads, nothing is written but what every turn writes.
 
 Once a turn claims its lease its log is kept (`EventLogs`) where watchers of this process
 find it, and the turn can be stopped (`stop`): cancelled by CancelTurn or a CANCEL signal,
@@ -154,8 +154,8 @@ class LiveTurns:
     ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
         """The stream of a continued turn: closing it leaves the turn running. While the
         stream reads, nobody needs the turn's events in the store; once it is closed before
-        it took the terminal event, they go there (all of them, then the rest as they come)
-        for a reattach on any process."""
+        it took the terminal event, the turn writes them there when it ends (or as they
+        come, once a watcher on another process asks), for a reattach on any process."""
         task = publish()
         self._detached.add(task)
         task.add_done_callback(self._detached.discard)
@@ -168,7 +168,7 @@ class LiveTurns:
         finally:
             if not read:
                 live.detached = True
-                self._publish_to_store(live)
+                self._publish_to_store(live, eager=False)
 
     def _claimed(self, live: LiveTurn, claim: Claim) -> None:
         live.claim = claim
@@ -184,20 +184,26 @@ class LiveTurns:
             return
         bus.sweep()
         if live.detached:
-            self._publish_to_store(live)
+            self._publish_to_store(live, eager=False)
         if self._signals is None or self._signals.done():
             # A context of its own: the loop outlives this turn, and is no part of its span.
             self._signals = asyncio.get_running_loop().create_task(
                 bus.take(self._signal, lambda: bool(self._running)), context=contextvars.Context()
             )
 
-    def _publish_to_store(self, live: LiveTurn) -> None:
+    def _publish_to_store(self, live: LiveTurn, *, eager: bool) -> None:
+        """Write the turn's events to the store: as they come when `eager`, else all of
+        them when the turn ends."""
         bus, key = self.bus, live.store_key
-        if live.writer is not None or bus is None or bus.port is None or key is None:
+        if bus is None or bus.port is None or key is None:
             return
-        assert live.claim is not None
-        codec = bus.codec(key.session_id, key.turn_id, client_held=live.claim.client_held)
-        live.writer = BatchWriter(bus.port, key, codec, live.log, self._limits, self._track)
+        if live.writer is None:
+            assert live.claim is not None
+            codec = bus.codec(key.session_id, key.turn_id, client_held=live.claim.client_held)
+            live.writer = BatchWriter(
+                bus.port, key, codec, live.log, self._limits, self._track, eager=eager
+            )
+        live.writer.eager = live.writer.eager or eager
         live.writer.poke()
 
     def _signal(self, signal: TurnSignal) -> None:
@@ -205,7 +211,7 @@ class LiveTurns:
         if live is None or live.task is None or live.task.done():
             return
         if signal.kind == SignalKind.PUBLISH:
-            self._publish_to_store(live)
+            self._publish_to_store(live, eager=True)
         elif signal.kind == SignalKind.CANCEL:
             self._track(self.stop(live, CANCELLED))
 

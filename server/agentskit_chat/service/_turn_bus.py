@@ -1,9 +1,10 @@
 """The store as the bus between processes for live turns: batches of a turn's events,
 signals to the process running a turn, and the expiry of both.
 
-What is kept, and for how long: a turn's events are written (in batches, see
-`BatchWriter`) when it continues past its stream (from the moment its stream is gone), or
-when a watcher on another process asks for them (a PUBLISH signal). A running turn's
+What is kept, and for how long: a turn that continues past its stream writes its events
+once, in one final batch, when it ends (a reattach shortly after the end, on any process,
+gets them); a turn a watcher on another process follows live (a PUBLISH signal) writes
+them as they come, in batches (see `BatchWriter`). A running turn's
 batches expire `turn_timeout` + `RETENTION_SECONDS` after they are written, the final one
 (holding the terminal event) `RETENTION_SECONDS` after the turn ended. A turn writes at
 most its log's bound (its events and text, which the output limit bounds), in one batch per
@@ -39,11 +40,11 @@ log = logging.getLogger(__name__)
 
 SWEEP_SECONDS: Final = 30.0
 """How often each process drops expired batches and signals."""
-SIGNAL_POLL_SECONDS: Final = 0.5
+SIGNAL_POLL_SECONDS: Final = 0.25
 """Time between two looks at this process's signals while it runs turns. The process
 does not wait on its holder topic: on SQLite a wait makes the store poll for other
 processes' writes every 50 ms as long as it lasts, which would cost a process running one
-long turn far more CPU than the turn itself; one small query every half second costs
+long turn far more CPU than the turn itself; one small query every quarter second costs
 little anywhere, and bounds how long a cancel or a publish request waits."""
 BATCH_SECONDS: Final = 0.2
 """Shortest time between two writes of one turn's events, but for its final batch: the
@@ -68,10 +69,13 @@ def run_name(turn_id: str, started_at_ms: int) -> str:
 
 
 class BatchWriter:
-    """Writes one running turn's log to the store: while one write is in flight, and for
-    `BATCH_SECONDS` after it, the next events accumulate and go in the next batch; the
-    terminal event goes at once, in the `final` batch. A write the store refuses stops the
-    writing (watchers elsewhere then see the turn as interrupted once its lease is gone)."""
+    """Writes one running turn's log to the store. An `eager` writer writes as events come:
+    while one write is in flight, and for `BATCH_SECONDS` after it, the next events
+    accumulate and go in the next batch; the terminal event goes at once, in the `final`
+    batch. A writer that is not eager writes nothing until the turn ends, then everything
+    in one final batch (until it is made eager: someone elsewhere reads the turn live). A
+    write the store refuses stops the writing (watchers elsewhere then see the turn as
+    interrupted once its lease is gone)."""
 
     def __init__(
         self,
@@ -81,7 +85,10 @@ class BatchWriter:
         events: MemoryEventLog,
         limits: Limits,
         track: Track,
+        *,
+        eager: bool = True,
     ) -> None:
+        self.eager = eager
         self._port = port
         self._key = key
         self._codec = codec
@@ -100,6 +107,8 @@ class BatchWriter:
         spacing runs)."""
         if self._events.terminal:
             self._ending.set()
+        elif not self.eager:
+            return
         if self._failed or (self._task is not None and not self._task.done()):
             return
         if self._events.last > self.written:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import suppress
 from typing import Any, Final
 
@@ -24,6 +24,20 @@ NOTIFY_CHANNEL: Final = "agentskit_chat"
 TURN_LOCK: Final = 0x61676B74  # "agkt": the advisory lock class of one turn's appends
 EXPIRE_LIMIT: Final = 1000
 """Rows of each table one `expire` call drops at most."""
+INTEREST_TTL_MS: Final = 120_000
+"""How long a registered topic stays registered without being waited on again."""
+INTEREST_REFRESH: Final = 30.0
+"""Seconds after which a topic still waited on is registered again."""
+INTEREST_GRACE: Final = 0.5
+"""Seconds after a topic's registration during which waits on it return this early: a
+write already under way when the registration committed may not have seen it."""
+NOTIFY_IF_WAITED: Final = "(SELECT pg_notify(%s, topic) FROM wake_interest WHERE topic = %s)"
+"""A scalar subquery that notifies the topic when some store waits on it: (channel, topic)."""
+REGISTER: Final = (
+    "INSERT INTO wake_interest (topic, expires_at_ms) SELECT unnest(%s::text[]), %s"
+    " ON CONFLICT (topic) DO UPDATE"
+    " SET expires_at_ms = greatest(wake_interest.expires_at_ms, excluded.expires_at_ms)"
+)
 _KINDS: Final = ", ".join(f"'{kind.value}'" for kind in SignalKind)
 LISTEN_RETRY_MIN: Final = 0.1
 LISTEN_RETRY_MAX: Final = 5.0
@@ -62,6 +76,12 @@ MIGRATION: Final = (
         PRIMARY KEY (holder, kind, tenant, session_id, turn_id)
     )""",
     "CREATE INDEX turn_signals_expiry ON turn_signals (expires_at_ms)",
+    # The topics some store waits on: a write notifies its topic only when listed here.
+    """CREATE TABLE wake_interest (
+        topic text PRIMARY KEY,
+        expires_at_ms bigint NOT NULL
+    )""",
+    "CREATE INDEX wake_interest_expiry ON wake_interest (expires_at_ms)",
     # An append in one round trip: the turn's appends one at a time (an advisory lock,
     # so that two never both pass the check), the check, the insert, the wake-up.
     f"""CREATE FUNCTION append_turn_events(
@@ -83,7 +103,7 @@ MIGRATION: Final = (
             last_sequence, final, body, expires_at_ms)
         VALUES (p_tenant, p_session_id, p_turn_id, p_first, p_last, p_final, p_body,
             p_expires_at_ms);
-        PERFORM pg_notify(p_channel, p_topic);
+        PERFORM pg_notify(p_channel, topic) FROM wake_interest WHERE topic = p_topic;
         RETURN true;
     END
     $$""",
@@ -100,7 +120,7 @@ SEND_SIGNAL: Final = (
     " expires_at_ms) VALUES (%s, %s, %s, %s, %s, %s)"
     " ON CONFLICT (holder, kind, tenant, session_id, turn_id) DO UPDATE"
     " SET expires_at_ms = greatest(turn_signals.expires_at_ms, excluded.expires_at_ms)"
-    " RETURNING 1) SELECT pg_notify(%s, %s) FROM sent"
+    f" RETURNING 1) SELECT {NOTIFY_IF_WAITED} FROM sent"
 )
 TAKE_SIGNALS: Final = (
     "WITH bad AS (SELECT count(*) AS n FROM turn_signals"
@@ -115,9 +135,12 @@ EXPIRE: Final = (
     "WITH events AS (DELETE FROM turn_events WHERE ctid = ANY (ARRAY(SELECT ctid"
     f" FROM turn_events WHERE expires_at_ms <= %(now)s LIMIT {EXPIRE_LIMIT})) RETURNING 1),"
     " signals AS (DELETE FROM turn_signals WHERE ctid = ANY (ARRAY(SELECT ctid"
-    f" FROM turn_signals WHERE expires_at_ms <= %(now)s LIMIT {EXPIRE_LIMIT})) RETURNING 1)"
+    f" FROM turn_signals WHERE expires_at_ms <= %(now)s LIMIT {EXPIRE_LIMIT})) RETURNING 1),"
+    " interest AS (DELETE FROM wake_interest WHERE ctid = ANY (ARRAY(SELECT ctid"
+    f" FROM wake_interest WHERE expires_at_ms <= %(now)s LIMIT {EXPIRE_LIMIT})))"
     " SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM signals)"
 )
+"""Drops expired batches, signals and registered topics; counts the first two."""
 
 
 def batch_of_row(row: tuple[Any, ...]) -> EventBatch:
@@ -131,6 +154,47 @@ def batch_of_row(row: tuple[Any, ...]) -> EventBatch:
     ):
         raise StoreCorruptError("a stored batch of turn events cannot be read back")
     return EventBatch(first, last, bytes(body), final)
+
+
+class Interest:
+    """The topics a store has registered in `wake_interest`, by the loop time of their
+    first registration and of their latest."""
+
+    def __init__(self) -> None:
+        self._topics: dict[str, tuple[float, float]] = {}
+
+    def due(self, topics: Collection[str], now: float) -> tuple[list[str], bool]:
+        """The topics to register (again) now, and whether one of them is new (never
+        registered, or lapsed)."""
+        due: list[str] = []
+        new = False
+        for topic in topics:
+            known = self._topics.get(topic)
+            if known is None or now - known[1] >= INTEREST_REFRESH:
+                due.append(topic)
+                new = new or known is None or now - known[1] >= INTEREST_TTL_MS / 1000
+        return due, new
+
+    def registered(self, topics: Collection[str], now: float) -> None:
+        """Note that `topics` were registered at `now`; forget the lapsed ones."""
+        lapsed = [
+            topic
+            for topic, (_, latest) in self._topics.items()
+            if now - latest >= INTEREST_TTL_MS / 1000
+        ]
+        for topic in lapsed:
+            del self._topics[topic]
+        for topic in topics:
+            first = self._topics.get(topic, (now, now))[0]
+            self._topics[topic] = (first, now)
+
+    def bound(self, topics: Collection[str], now: float, timeout: float) -> float:
+        """`timeout`, shortened to the end of the grace of a topic registered just now."""
+        for topic in topics:
+            known = self._topics.get(topic)
+            if known is not None and now - known[0] < INTEREST_GRACE:
+                timeout = min(timeout, known[0] + INTEREST_GRACE - now)
+        return timeout
 
 
 class Listener:

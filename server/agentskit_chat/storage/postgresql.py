@@ -8,13 +8,19 @@ through the same compare-and-set.
 
 Live turns (`TurnEventStore`, the second migration): event batches and signals live in
 tables of their own. Wake-ups go through LISTEN/NOTIFY on channel NOTIFY_CHANNEL, the
-payload being the topic: every write that wakes a topic notifies in the same statement
-(create, compare-and-set and delete of a session, `append_turn_events`, a signal), so a
-turn costs no extra round trip, and the notification is sent if and only if the write
-commits. Each store listens on one connection of its own, opened on the first `wait`;
-when it breaks, waiters fall back on their timeouts and every waiter is woken (it may have
-missed a notification) once the store listens again. LISTEN needs a session-level
-connection: a pooler in transaction mode in front of the server does not carry it.
+payload being the topic. Every write that wakes a topic (create, compare-and-set and
+delete of a session, `append_turn_events`, a signal) notifies it in the same statement,
+so a turn costs no extra round trip and the notification is sent if and only if the write
+commits; but only when some store waits on the topic (table `wake_interest`, which `wait`
+fills and `expire` empties): PostgreSQL serialises the commits of every transaction that
+notifies, which would otherwise cost every turn of every session. A store's first wait on
+a topic returns at once (earlier writes notified nobody: the caller reads again), and its
+waits on it end within INTEREST_GRACE for a moment (a write under way when the topic was
+registered may not have seen it). Each store listens on one connection of its own, opened
+on the first `wait`; when it breaks, waiters fall back on their timeouts and every waiter
+is woken (it may have missed a notification) once the store listens again. LISTEN needs
+a session-level connection: a pooler in transaction mode in front of the server does not
+carry it.
 
 The schema is versioned: `MIGRATIONS[n - 1]` brings a database from version n - 1 to n,
 and table `schema_migrations` records each applied version. `migrate()` (the
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
@@ -50,6 +57,7 @@ from ._ports import (
     StoredSession,
     StoreUnavailableError,
 )
+from ._postgresql_turns import INTEREST_GRACE as INTEREST_GRACE
 from ._postgresql_turns import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 from ._turn_events import (
     EventBatch,
@@ -148,7 +156,7 @@ _INSERT_SESSION: Final = (
     " history_mode, cursor, record, updated_at_ms, incarnation)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
     " ON CONFLICT (tenant, session_id) DO NOTHING RETURNING 1)"
-    " SELECT pg_notify(%s, %s) FROM inserted"
+    f" SELECT {turns.NOTIFY_IF_WAITED} FROM inserted"
 )
 """Each session write notifies its topic in the same statement: one row when it wrote."""
 _SELECT_SESSION: Final = (
@@ -159,20 +167,21 @@ _UPDATE_SESSION: Final = (
     "WITH changed AS (UPDATE sessions SET definition_id = %s, revision = %s,"
     " history_mode = %s, cursor = %s, record = %s, updated_at_ms = %s"
     " WHERE tenant = %s AND session_id = %s AND cursor = %s AND incarnation = %s RETURNING 1)"
-    " SELECT pg_notify(%s, %s) FROM changed"
+    f" SELECT {turns.NOTIFY_IF_WAITED} FROM changed"
 )
 _SAVE_SESSION: Final = (
     "SELECT saved.ok FROM save_session(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
     " %s::text[], %s::text[], %s::bytea[]) AS saved (ok)"
-    " LEFT JOIN LATERAL (SELECT pg_notify(%s, %s) WHERE saved.ok) AS woken ON true"
+    " LEFT JOIN LATERAL (SELECT pg_notify(%s, topic) FROM wake_interest"
+    " WHERE saved.ok AND topic = %s) AS woken ON true"
 )
 _DELETE_SESSION: Final = (
     "WITH deleted AS (DELETE FROM sessions WHERE tenant = %s AND session_id = %s RETURNING 1)"
-    " SELECT pg_notify(%s, %s) FROM deleted"
+    f" SELECT {turns.NOTIFY_IF_WAITED} FROM deleted"
 )
 _DELETE_SESSION_AT: Final = (
     "WITH deleted AS (DELETE FROM sessions WHERE tenant = %s AND session_id = %s"
-    " AND cursor = %s RETURNING 1) SELECT pg_notify(%s, %s) FROM deleted"
+    f" AND cursor = %s RETURNING 1) SELECT {turns.NOTIFY_IF_WAITED} FROM deleted"
 )
 _SELECT_SESSION_WITH_MESSAGES: Final = (
     "SELECT s.session_id, s.definition_id, s.revision, s.history_mode, s.cursor, s.record,"
@@ -230,6 +239,7 @@ class PostgresqlStore:
         )
         self._checking: asyncio.Task[None] | None = None
         self._wakeups = Wakeups()
+        self._interest = turns.Interest()
         self._listener = turns.Listener(
             self._conninfo,
             timeout=timeout,
@@ -492,8 +502,10 @@ class PostgresqlStore:
 
         The first call opens the store's listening connection. While it is not listening
         (not yet, or after it broke) waits run to their timeouts; each time it starts
-        listening every waiter is woken. Raises StoreUnavailableError only when the store
-        is closed or not open."""
+        listening every waiter is woken. A topic this store did not wait on lately is
+        registered first (one statement), and the call returns at once; a registration
+        that fails shortens the wait instead. Raises StoreUnavailableError only when the
+        store is closed or not open."""
         if self._closed or not self._opened:
             raise StoreUnavailableError(
                 "the postgresql store is closed"
@@ -502,7 +514,27 @@ class PostgresqlStore:
             )
         if timeout > 0 and topics:
             self._listener.start()
+            loop = asyncio.get_running_loop()
+            due, new = self._interest.due(topics, loop.time())
+            if due:
+                try:
+                    await self._register(due)
+                except StoreUnavailableError:
+                    timeout = min(timeout, turns.INTEREST_GRACE)  # the caller reads again
+                else:
+                    self._interest.registered(due, loop.time())
+                    if new:
+                        return  # writes until now notified nobody: the caller reads again
+            timeout = self._interest.bound(topics, loop.time(), timeout)
         await self._wakeups.wait(topics, timeout)
+
+    async def _register(self, topics: list[str]) -> None:
+        expires_at_ms = int(time.time() * 1000) + turns.INTEREST_TTL_MS
+
+        async def register(db: AsyncConnection[Any]) -> None:
+            await db.execute(turns.REGISTER, (topics, expires_at_ms))
+
+        await self._write("wait", register)
 
     async def close(self) -> None:
         """Close every connection and wake every waiter. Idempotent; later calls raise
