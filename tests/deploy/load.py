@@ -232,7 +232,7 @@ def problems(
             if (done := run.completed) is not None:
                 text = "".join(e.text for e in run.events if isinstance(e, TextDelta))
                 if text != answer or done.content != answer:
-                    found.append(f"{name}: deltas or answer differ from the model's answer")
+                    found.append(f"{name}: {_differs(text, done.content, answer)}")
                 if run.turn_id in completed:
                     found.append(f"{name}: completed twice")
                 completed[run.turn_id] = done
@@ -260,6 +260,19 @@ def problems(
         if len(answers) != len(completed):
             found.append(f"client {client.index}: {len(answers)} answers, {len(completed)} turns")
     return found
+
+
+def _differs(deltas: str, content: str, answer: str) -> str:
+    """Where the deltas and the completed content part from the model's answer."""
+
+    def where(text: str) -> str:
+        if text == answer:
+            return "as the model's"
+        at = next((n for n, (a, b) in enumerate(zip(text, answer, strict=False)) if a != b), None)
+        at = min(len(text), len(answer)) if at is None else at
+        return f"{len(text)} characters of {len(answer)}, apart from {at}: {text[at : at + 24]!r}"
+
+    return f"deltas {where(deltas)}; completed content {where(content)}"
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
