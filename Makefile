@@ -16,7 +16,7 @@ SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
-	postgresql-server chromium web web-build
+	postgresql-server chromium nginx web web-build
 
 install: $(STAMP)
 
@@ -46,7 +46,7 @@ tools:
 	[ -z "$$missing" ] || { apt-get update && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }
 
-unit: $(STAMP) contract-tools tools deploy-tools postgresql-server $(NEEDS_CHROMIUM)
+unit: $(STAMP) contract-tools tools deploy-tools postgresql-server nginx $(NEEDS_CHROMIUM)
 	$(BIN)/pytest
 
 test: lint lint-proto breaking-proto check-generated typecheck conversation-tests unit
@@ -55,13 +55,14 @@ test: lint lint-proto breaking-proto check-generated typecheck conversation-test
 conversation-tests: $(STAMP)
 	$(BIN)/agentskit-chat test examples/definitions --junit build/conversation-tests.xml
 
-bench: $(STAMP) postgresql-server
+bench: $(STAMP) postgresql-server nginx
 	$(BIN)/python -m bench.conversation
 	$(BIN)/python -m bench.service
 	$(BIN)/python -m bench.model
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.stores
 	$(BIN)/python -m bench.snapshot
+	$(BIN)/python -m bench.proxy_soak
 
 # Debian's Chromium, which the browser tests (tests/web) drive headless through playwright-core
 # (installed when absent; not needed when CONTRACT_SKIP_TOOLCHAINS names node).
@@ -69,6 +70,13 @@ chromium:
 	@command -v chromium > /dev/null || { echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -qq -y \
 	    --no-install-recommends -o DPkg::Lock::Timeout=300 chromium > /dev/null; }
+
+# Debian's nginx, which tests/deploy/test_proxy.py and the proxy soak put in front of three
+# replicas as a gRPC proxy (deploy/nginx; installed when absent).
+nginx:
+	@command -v nginx > /dev/null || { echo "installing Debian's nginx for the proxy test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -qq -y \
+	    --no-install-recommends -o DPkg::Lock::Timeout=300 nginx > /dev/null; }
 
 # The tests and the stores benchmark start a throwaway PostgreSQL cluster on loopback
 # (tests/postgres.py): install the Debian server package when it is absent.
