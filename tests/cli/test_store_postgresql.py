@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agentskit_chat.storage.postgresql import SCHEMA_VERSION
 from agentskit_chat_client import ChatClient, Submit, TurnCompleted
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import collect, run_cli, terminal
@@ -48,10 +49,10 @@ def test_serve_refuses_an_unmigrated_database_and_migrate_fixes_it(
     flags = ("--store", empty_database, "--store-password-file", str(password_file))
     first = run_cli("migrate", *flags)
     assert first.returncode == 0, first.stderr
-    assert "migrated from schema version 0 to 1" in first.stdout
+    assert f"migrated from schema version 0 to {SCHEMA_VERSION}" in first.stdout
     again = run_cli("migrate", *flags)
     assert again.returncode == 0, again.stderr
-    assert "is at schema version 1; nothing to do" in again.stdout
+    assert f"is at schema version {SCHEMA_VERSION}; nothing to do" in again.stdout
 
     server = launch(tmp_path / "state", "--store", empty_database, env=env)
     server.send(signal.SIGTERM)
