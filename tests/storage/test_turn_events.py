@@ -28,6 +28,8 @@ T = TypeVar("T")
 KEY = TurnKey("", "s1", "t1")
 LATER = 2_000_000_000_000
 """An expiry far after any `now_ms` the tests pass to `expire`."""
+SETTLE = 0.6
+"""Longer than the PostgreSQL store's grace after registering a topic."""
 WAIT = 10.0
 """A bound for wake-ups that must come: far above any real delay, never reached."""
 
@@ -131,21 +133,21 @@ def test_signals_keep_their_tenant(store: Store) -> None:
     assert run(store.take_signals("holder-a")) == (mine, theirs)
 
 
-async def settled(store: Store) -> None:
-    """Wait until a wait runs to its timeout: a backend that starts listening wakes every
-    waiter once (it may have missed a write), so the first wait may return early."""
+async def settled(store: Store, *topics: str) -> None:
+    """Wait on `topics` until a wait runs to its timeout: a backend may return early from
+    its first waits on a topic (when it starts listening, or registers the topic)."""
     loop = asyncio.get_running_loop()
     for _ in range(20):
         started = loop.time()
-        await store.wait(["settling"], 0.1)
-        if loop.time() - started >= 0.1:
+        await store.wait(topics or ["settling"], SETTLE)
+        if loop.time() - started >= SETTLE:
             return
     raise AssertionError("every wait was woken early")
 
 
 def test_wait_returns_after_its_timeout_when_nothing_happens(store: Store) -> None:
     async def body() -> None:
-        await settled(store)
+        await settled(store, turn_topic(KEY))
         waiting = asyncio.ensure_future(store.wait([turn_topic(KEY)], 0.2))
         await asyncio.sleep(0.05)
         assert not waiting.done()
@@ -174,7 +176,7 @@ def in_a_moment(write: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
 
 def test_append_wakes_the_turn_topic(store: Store) -> None:
     async def body() -> None:
-        await settled(store)
+        await settled(store, turn_topic(KEY), "unrelated")
         writing = in_a_moment(store.append_events(KEY, batch(1, 1), expires_at_ms=LATER))
         await woken_by(store, turn_topic(KEY))
         assert await writing is True
@@ -186,7 +188,7 @@ def test_signal_wakes_the_holder_topic(store: Store) -> None:
     signal = TurnSignal("holder-a", SignalKind.PUBLISH, KEY)
 
     async def body() -> None:
-        await settled(store)
+        await settled(store, holder_topic("holder-a"), "unrelated")
         writing = in_a_moment(store.send_signal(signal, expires_at_ms=LATER))
         await woken_by(store, holder_topic("holder-a"))
         await writing
@@ -198,7 +200,7 @@ def test_session_writes_wake_the_session_topic(store: Store) -> None:
     topic = session_topic("", "s1")
 
     async def body() -> None:
-        await settled(store)
+        await settled(store, topic, "unrelated")
         creating = in_a_moment(store.create(session()))
         await woken_by(store, topic)
         await creating

@@ -26,6 +26,7 @@ from agentskit_chat.storage import (
     session_topic,
     turn_topic,
 )
+from agentskit_chat.storage._postgresql_turns import INTEREST_GRACE
 from agentskit_chat.storage.postgresql import MIGRATIONS, NOTIFY_CHANNEL, SCHEMA_VERSION
 from tests.postgres import Cluster
 
@@ -56,13 +57,14 @@ def _sql(postgres: Cluster, url: str, statement: str) -> list[tuple[object, ...]
         return cursor.fetchall() if cursor.description else []
 
 
-async def settled(store: PostgresqlStore) -> None:
-    """Wait until the store listens: its first waits may be woken when it starts to."""
+async def settled(store: PostgresqlStore, *topics: str) -> None:
+    """Wait until the store listens and has registered `topics` past their grace: its
+    first waits on them return early."""
     loop = asyncio.get_running_loop()
-    for _ in range(50):
+    for _ in range(20):
         started = loop.time()
-        await store.wait(["settling"], 0.1)
-        if loop.time() - started >= 0.1:
+        await store.wait(topics, INTEREST_GRACE + 0.1)
+        if loop.time() - started >= INTEREST_GRACE + 0.1:
             return
     raise AssertionError("every wait was woken early")
 
@@ -88,8 +90,8 @@ def test_writes_through_another_store_wake_the_waiter(postgres: Cluster, schema:
         waiting = await open_postgresql_store(schema, password=postgres.password, migrate=True)
         writing = await open_postgresql_store(schema, password=postgres.password)
         try:
-            await settled(waiting)
             topic = session_topic("", "s1")
+            await settled(waiting, topic, turn_topic(KEY), holder_topic("h"))
             await wakes(waiting, topic, writing.create(session()))
             await wakes(
                 waiting, topic, writing.compare_and_set(session(cursor=1), expected_cursor=0)
@@ -119,6 +121,7 @@ def test_writes_that_change_nothing_notify_nothing(postgres: Cluster, schema: st
         try:
             await store.create(session())
             await store.append_events(KEY, EventBatch(1, 1, b"e"), expires_at_ms=LATER)
+            await settled(store, session_topic("", "s1"), turn_topic(KEY))
             async with await _listener(postgres, schema) as listener:
                 assert not await store.compare_and_set(session(cursor=5), expected_cursor=4)
                 assert not await store.compare_and_set(
@@ -134,6 +137,40 @@ def test_writes_that_change_nothing_notify_nothing(postgres: Cluster, schema: st
             await store.close()
 
     assert run(body()) == [session_topic("", "s1")]
+
+
+def test_only_topics_some_store_waits_on_are_notified(postgres: Cluster, schema: str) -> None:
+    async def body() -> list[str]:
+        store = await open_postgresql_store(schema, password=postgres.password, migrate=True)
+        try:
+            async with await _listener(postgres, schema) as listener:
+                await store.create(session("unwatched"))
+                await store.append_events(KEY, EventBatch(1, 1, b"e"), expires_at_ms=LATER)
+                signal = TurnSignal("h", SignalKind.CANCEL, KEY)
+                await store.send_signal(signal, expires_at_ms=LATER)
+                await store.wait([session_topic("", "watched")], 0.01)  # registers it
+                await store.create(session("watched"))
+                return [note.payload async for note in listener.notifies(timeout=1.0, stop_after=1)]
+        finally:
+            await store.close()
+
+    assert run(body()) == [session_topic("", "watched")]
+
+
+def test_expire_forgets_topics_nobody_waits_on(postgres: Cluster, schema: str) -> None:
+    async def body() -> int:
+        store = await open_postgresql_store(schema, password=postgres.password, migrate=True)
+        try:
+            await store.wait(["a", "b"], 0.01)
+            assert _sql(postgres, schema, "SELECT count(*) FROM wake_interest") == [(2,)]
+            assert await store.expire(0) == 0
+            assert _sql(postgres, schema, "SELECT count(*) FROM wake_interest") == [(2,)]
+            return await store.expire(LATER)
+        finally:
+            await store.close()
+
+    assert run(body()) == 0
+    assert _sql(postgres, schema, "SELECT count(*) FROM wake_interest") == [(0,)]
 
 
 async def _listener(postgres: Cluster, url: str) -> psycopg.AsyncConnection[Any]:
@@ -153,7 +190,7 @@ def test_a_broken_listening_connection_times_out_then_listens_again(
         writing = await open_postgresql_store(schema, password=postgres.password)
         loop = asyncio.get_running_loop()
         try:
-            await settled(waiting)
+            await settled(waiting, turn_topic(KEY))
             killed = await asyncio.to_thread(
                 _sql,
                 postgres,
@@ -166,7 +203,7 @@ def test_a_broken_listening_connection_times_out_then_listens_again(
                 started = loop.time()
                 await waiting.wait([turn_topic(KEY)], 0.3)
                 assert loop.time() - started < WAIT
-            await settled(waiting)
+            await settled(waiting, turn_topic(KEY))
             appended = writing.append_events(KEY, EventBatch(1, 1, b"e"), expires_at_ms=LATER)
             await wakes(waiting, turn_topic(KEY), appended)
         finally:
@@ -179,7 +216,7 @@ def test_a_broken_listening_connection_times_out_then_listens_again(
 def test_a_closed_store_wakes_its_waiters_and_refuses_waits(postgres: Cluster, schema: str) -> None:
     async def body() -> None:
         store = await open_postgresql_store(schema, password=postgres.password, migrate=True)
-        await settled(store)
+        await settled(store, turn_topic(KEY))
         waiter = asyncio.ensure_future(store.wait([turn_topic(KEY)], WAIT))
         await asyncio.sleep(0.05)
         await store.close()

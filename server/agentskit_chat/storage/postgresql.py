@@ -8,13 +8,19 @@ through the same compare-and-set.
 
 Live turns (`TurnEventStore`, the second migration): event batches and signals live in
 tables of their own. Wake-ups go through LISTEN/NOTIFY on channel NOTIFY_CHANNEL, the
-payload being the topic: every write that wakes a topic notifies in the same statement
-(create, compare-and-set and delete of a session, `append_turn_events`, a signal), so a
-turn costs no extra round trip, and the notification is sent if and only if the write
-commits. Each store listens on one connection of its own, opened on the first `wait`;
-when it breaks, waiters fall back on their timeouts and every waiter is woken (it may have
-missed a notification) once the store listens again. LISTEN needs a session-level
-connection: a pooler in transaction mode in front of the server does not carry it.
+payload being the topic. Every write that wakes a topic (create, compare-and-set and
+delete of a session, `append_turn_events`, a signal) notifies it in the same statement,
+so a turn costs no extra round trip and the notification is sent if and only if the write
+commits; but only when some store waits on the topic (table `wake_interest`, which `wait`
+fills and `expire` empties): PostgreSQL serialises the commits of every transaction that
+notifies, which would otherwise cost every turn of every session. A store's first wait on
+a topic returns at once (earlier writes notified nobody: the caller reads again), and its
+waits on it end within INTEREST_GRACE for a moment (a write under way when the topic was
+registered may not have seen it). Each store listens on one connection of its own, opened
+on the first `wait`; when it breaks, waiters fall back on their timeouts and every waiter
+is woken (it may have missed a notification) once the store listens again. LISTEN needs
+a session-level connection: a pooler in transaction mode in front of the server does not
+carry it.
 
 The schema is versioned: `MIGRATIONS[n - 1]` brings a database from version n - 1 to n,
 and table `schema_migrations` records each applied version. `migrate()` (the
@@ -30,8 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -39,6 +46,7 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from . import _postgresql_turns as turns
 from ._ports import (
     DEFAULT_TENANT,
     HistoryChange,
@@ -49,6 +57,8 @@ from ._ports import (
     StoredSession,
     StoreUnavailableError,
 )
+from ._postgresql_turns import INTEREST_GRACE as INTEREST_GRACE
+from ._postgresql_turns import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 from ._turn_events import (
     EventBatch,
     SignalKind,
@@ -67,12 +77,6 @@ log = logging.getLogger("agentskit_chat.storage.postgresql")
 
 KEEP_BEYOND_HISTORY: Final = "AK001"
 """The SQLSTATE `save_session` raises when `history.keep` exceeds the stored history."""
-NOTIFY_CHANNEL: Final = "agentskit_chat"
-"""The LISTEN/NOTIFY channel of wake-ups; each notification's payload is one topic."""
-TURN_LOCK: Final = 0x61676B74  # "agkt": the advisory lock class of one turn's appends
-EXPIRE_LIMIT: Final = 1000
-"""Rows of each table one `expire` call drops at most."""
-_KINDS: Final = ", ".join(f"'{kind.value}'" for kind in SignalKind)
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
         """CREATE TABLE sessions (
@@ -133,72 +137,11 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         END
         $$""",
     ),
-    (
-        """CREATE TABLE turn_events (
-            tenant text NOT NULL,
-            session_id text NOT NULL,
-            turn_id text NOT NULL,
-            first_sequence bigint NOT NULL,
-            last_sequence bigint NOT NULL,
-            final boolean NOT NULL,
-            body bytea NOT NULL,
-            expires_at_ms bigint NOT NULL,
-            PRIMARY KEY (tenant, session_id, turn_id, first_sequence)
-        )""",
-        "CREATE INDEX turn_events_expiry ON turn_events (expires_at_ms)",
-        # `sent` orders a holder's signals: a repeated signal keeps its row (and place).
-        """CREATE TABLE turn_signals (
-            holder text NOT NULL,
-            kind text NOT NULL,
-            tenant text NOT NULL,
-            session_id text NOT NULL,
-            turn_id text NOT NULL,
-            expires_at_ms bigint NOT NULL,
-            sent bigint GENERATED ALWAYS AS IDENTITY,
-            PRIMARY KEY (holder, kind, tenant, session_id, turn_id)
-        )""",
-        "CREATE INDEX turn_signals_expiry ON turn_signals (expires_at_ms)",
-        # An append in one round trip: the turn's appends one at a time (an advisory lock,
-        # so that two never both pass the check), the check, the insert, the wake-up.
-        f"""CREATE FUNCTION append_turn_events(
-            p_tenant text, p_session_id text, p_turn_id text, p_first bigint, p_last bigint,
-            p_final boolean, p_body bytea, p_expires_at_ms bigint, p_channel text, p_topic text
-        ) RETURNS boolean LANGUAGE plpgsql AS $$
-        BEGIN
-            PERFORM pg_advisory_xact_lock(
-                {TURN_LOCK}, hashtext(concat_ws('/', p_tenant, p_session_id, p_turn_id)));
-            IF EXISTS (
-                SELECT 1 FROM turn_events
-                WHERE tenant = p_tenant AND session_id = p_session_id AND turn_id = p_turn_id
-                    AND (final OR (first_sequence <= p_last AND last_sequence >= p_first)
-                        OR (p_final AND first_sequence > p_last))
-            ) THEN
-                RETURN false;
-            END IF;
-            INSERT INTO turn_events (tenant, session_id, turn_id, first_sequence,
-                last_sequence, final, body, expires_at_ms)
-            VALUES (p_tenant, p_session_id, p_turn_id, p_first, p_last, p_final, p_body,
-                p_expires_at_ms);
-            PERFORM pg_notify(p_channel, p_topic);
-            RETURN true;
-        END
-        $$""",
-    ),
+    turns.MIGRATION,
 )
 """Schema changes, oldest first; entry n - 1 migrates version n - 1 to version n."""
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 MIGRATION_LOCK: Final = 0x61676B63  # "agkc": one advisory lock id for every migration
-LISTEN_RETRY_MIN: Final = 0.1
-LISTEN_RETRY_MAX: Final = 5.0
-"""Seconds before listening again after the listening connection failed: doubling."""
-_KEEPALIVES: Final = {
-    "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
-}
-"""TCP keepalives of the listening connection (unless the URL sets its own), so that a
-server gone without a word is noticed: that connection only ever reads."""
 DEFAULT_POOL_SIZE: Final = 8
 DEFAULT_TIMEOUT: Final = 5.0
 """Seconds to wait for a connection before a call fails as unavailable, unless the URL sets
@@ -213,7 +156,7 @@ _INSERT_SESSION: Final = (
     " history_mode, cursor, record, updated_at_ms, incarnation)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
     " ON CONFLICT (tenant, session_id) DO NOTHING RETURNING 1)"
-    " SELECT pg_notify(%s, %s) FROM inserted"
+    f" SELECT {turns.NOTIFY_IF_WAITED} FROM inserted"
 )
 """Each session write notifies its topic in the same statement: one row when it wrote."""
 _SELECT_SESSION: Final = (
@@ -224,20 +167,21 @@ _UPDATE_SESSION: Final = (
     "WITH changed AS (UPDATE sessions SET definition_id = %s, revision = %s,"
     " history_mode = %s, cursor = %s, record = %s, updated_at_ms = %s"
     " WHERE tenant = %s AND session_id = %s AND cursor = %s AND incarnation = %s RETURNING 1)"
-    " SELECT pg_notify(%s, %s) FROM changed"
+    f" SELECT {turns.NOTIFY_IF_WAITED} FROM changed"
 )
 _SAVE_SESSION: Final = (
     "SELECT saved.ok FROM save_session(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
     " %s::text[], %s::text[], %s::bytea[]) AS saved (ok)"
-    " LEFT JOIN LATERAL (SELECT pg_notify(%s, %s) WHERE saved.ok) AS woken ON true"
+    " LEFT JOIN LATERAL (SELECT pg_notify(%s, topic) FROM wake_interest"
+    " WHERE saved.ok AND topic = %s) AS woken ON true"
 )
 _DELETE_SESSION: Final = (
     "WITH deleted AS (DELETE FROM sessions WHERE tenant = %s AND session_id = %s RETURNING 1)"
-    " SELECT pg_notify(%s, %s) FROM deleted"
+    f" SELECT {turns.NOTIFY_IF_WAITED} FROM deleted"
 )
 _DELETE_SESSION_AT: Final = (
     "WITH deleted AS (DELETE FROM sessions WHERE tenant = %s AND session_id = %s"
-    " AND cursor = %s RETURNING 1) SELECT pg_notify(%s, %s) FROM deleted"
+    f" AND cursor = %s RETURNING 1) SELECT {turns.NOTIFY_IF_WAITED} FROM deleted"
 )
 _SELECT_SESSION_WITH_MESSAGES: Final = (
     "SELECT s.session_id, s.definition_id, s.revision, s.history_mode, s.cursor, s.record,"
@@ -252,35 +196,6 @@ _SELECT_SESSION_WITH_MESSAGES: Final = (
 _SELECT_MESSAGES: Final = (
     "SELECT message_id, role, content FROM messages"
     " WHERE tenant = %s AND session_id = %s ORDER BY position"
-)
-_APPEND_EVENTS: Final = "SELECT append_turn_events(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-_SELECT_EVENTS: Final = (
-    "SELECT first_sequence, last_sequence, final, body FROM turn_events"
-    " WHERE tenant = %s AND session_id = %s AND turn_id = %s AND last_sequence > %s"
-    " ORDER BY first_sequence"
-)
-_SEND_SIGNAL: Final = (
-    "WITH sent AS (INSERT INTO turn_signals (holder, kind, tenant, session_id, turn_id,"
-    " expires_at_ms) VALUES (%s, %s, %s, %s, %s, %s)"
-    " ON CONFLICT (holder, kind, tenant, session_id, turn_id) DO UPDATE"
-    " SET expires_at_ms = greatest(turn_signals.expires_at_ms, excluded.expires_at_ms)"
-    " RETURNING 1) SELECT pg_notify(%s, %s) FROM sent"
-)
-_TAKE_SIGNALS: Final = (
-    "WITH bad AS (SELECT count(*) AS n FROM turn_signals"
-    f" WHERE holder = %(holder)s AND kind NOT IN ({_KINDS})),"
-    " taken AS (DELETE FROM turn_signals WHERE holder = %(holder)s"
-    " AND (SELECT n FROM bad) = 0 RETURNING sent, kind, tenant, session_id, turn_id)"
-    " SELECT sent, kind, tenant, session_id, turn_id FROM taken"
-    " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL FROM bad WHERE n > 0"
-)
-"""Takes every signal of the holder, or (a row of NULLs) none when one has an unknown kind."""
-_EXPIRE: Final = (
-    "WITH events AS (DELETE FROM turn_events WHERE ctid = ANY (ARRAY(SELECT ctid"
-    f" FROM turn_events WHERE expires_at_ms <= %(now)s LIMIT {EXPIRE_LIMIT})) RETURNING 1),"
-    " signals AS (DELETE FROM turn_signals WHERE ctid = ANY (ARRAY(SELECT ctid"
-    f" FROM turn_signals WHERE expires_at_ms <= %(now)s LIMIT {EXPIRE_LIMIT})) RETURNING 1)"
-    " SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM signals)"
 )
 
 
@@ -312,8 +227,6 @@ class PostgresqlStore:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self._timeout = timeout
-        keepalives = {name: value for name, value in _KEEPALIVES.items() if name not in parameters}
-        self._listen_conninfo = make_conninfo(self._conninfo, **keepalives)
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             self._conninfo,
             kwargs={"autocommit": True},
@@ -326,7 +239,13 @@ class PostgresqlStore:
         )
         self._checking: asyncio.Task[None] | None = None
         self._wakeups = Wakeups()
-        self._listening: asyncio.Task[None] | None = None
+        self._interest = turns.Interest()
+        self._listener = turns.Listener(
+            self._conninfo,
+            timeout=timeout,
+            wakeups=self._wakeups,
+            describe=lambda error: describe(error, self._secret),
+        )
         self._opened = False
         self._closed = False
 
@@ -522,7 +441,7 @@ class PostgresqlStore:
         )
 
         async def append(db: AsyncConnection[Any]) -> bool:
-            found = await (await db.execute(_APPEND_EVENTS, row)).fetchone()
+            found = await (await db.execute(turns.APPEND_EVENTS, row)).fetchone()
             return found is not None and found[0] is True
 
         return await self._write("append_events", append)
@@ -531,8 +450,8 @@ class PostgresqlStore:
         """The turn's stored batches holding a sequence after `after`, in order."""
         turn = (key.tenant, key.session_id, key.turn_id, after)
         async with self._connection("read_events") as db:
-            rows = await (await db.execute(_SELECT_EVENTS, turn)).fetchall()
-        return tuple(_batch(row) for row in rows)
+            rows = await (await db.execute(turns.SELECT_EVENTS, turn)).fetchall()
+        return tuple(turns.batch_of_row(row) for row in rows)
 
     async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
         """Leave `signal` for its holder; a repeated one keeps its place and the later
@@ -550,7 +469,7 @@ class PostgresqlStore:
         )
 
         async def send(db: AsyncConnection[Any]) -> None:
-            await db.execute(_SEND_SIGNAL, row)
+            await db.execute(turns.SEND_SIGNAL, row)
 
         await self._write("send_signal", send)
 
@@ -558,7 +477,7 @@ class PostgresqlStore:
         """Remove and return the signals left for `holder`, oldest first."""
 
         async def take(db: AsyncConnection[Any]) -> list[tuple[Any, ...]]:
-            return await (await db.execute(_TAKE_SIGNALS, {"holder": holder})).fetchall()
+            return await (await db.execute(turns.TAKE_SIGNALS, {"holder": holder})).fetchall()
 
         rows = sorted(await self._write("take_signals", take), key=lambda row: row[0] or 0)
         if any(row[0] is None for row in rows):
@@ -570,10 +489,10 @@ class PostgresqlStore:
 
     async def expire(self, now_ms: int) -> int:
         """Drop the batches and signals whose expiry is at or before `now_ms` (at most
-        EXPIRE_LIMIT of each per call); how many."""
+        turns.EXPIRE_LIMIT of each per call); how many."""
 
         async def expire(db: AsyncConnection[Any]) -> int:
-            row = await (await db.execute(_EXPIRE, {"now": now_ms})).fetchone()
+            row = await (await db.execute(turns.EXPIRE, {"now": now_ms})).fetchone()
             return int(row[0]) if row is not None else 0
 
         return await self._write("expire", expire)
@@ -583,47 +502,39 @@ class PostgresqlStore:
 
         The first call opens the store's listening connection. While it is not listening
         (not yet, or after it broke) waits run to their timeouts; each time it starts
-        listening every waiter is woken. Raises StoreUnavailableError only when the store
-        is closed or not open."""
+        listening every waiter is woken. A topic this store did not wait on lately is
+        registered first (one statement), and the call returns at once; a registration
+        that fails shortens the wait instead. Raises StoreUnavailableError only when the
+        store is closed or not open."""
         if self._closed or not self._opened:
             raise StoreUnavailableError(
                 "the postgresql store is closed"
                 if self._closed
                 else "the postgresql store is not open"
             )
-        if self._listening is None and timeout > 0 and topics:
-            self._listening = asyncio.ensure_future(self._listen())
+        if timeout > 0 and topics:
+            self._listener.start()
+            loop = asyncio.get_running_loop()
+            due, new = self._interest.due(topics, loop.time())
+            if due:
+                try:
+                    await self._register(due)
+                except StoreUnavailableError:
+                    timeout = min(timeout, turns.INTEREST_GRACE)  # the caller reads again
+                else:
+                    self._interest.registered(due, loop.time())
+                    if new:
+                        return  # writes until now notified nobody: the caller reads again
+            timeout = self._interest.bound(topics, loop.time(), timeout)
         await self._wakeups.wait(topics, timeout)
 
-    async def _listen(self) -> None:
-        """Listen while anyone waits; after a failure, again after a pause."""
-        pause = LISTEN_RETRY_MIN
-        try:
-            await asyncio.sleep(0)  # the first waiter registers first
-            while self._wakeups.pending and not self._closed:
-                try:
-                    connection = await AsyncConnection.connect(
-                        self._listen_conninfo,
-                        autocommit=True,
-                        connect_timeout=max(1, round(self._timeout)),
-                    )
-                    async with connection:
-                        await connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                        pause = LISTEN_RETRY_MIN
-                        # What was written before LISTEN took effect is not notified.
-                        self._wakeups.notify_all()
-                        async for notification in connection.notifies():
-                            self._wakeups.notify(notification.payload)
-                except (psycopg.Error, OSError) as exc:
-                    log.warning(
-                        "postgresql store stopped listening for wake-ups: %s",
-                        describe(exc, self._secret),
-                    )
-                self._wakeups.notify_all()  # notifications may have been lost meanwhile
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, LISTEN_RETRY_MAX)
-        finally:
-            self._listening = None
+    async def _register(self, topics: list[str]) -> None:
+        expires_at_ms = int(time.time() * 1000) + turns.INTEREST_TTL_MS
+
+        async def register(db: AsyncConnection[Any]) -> None:
+            await db.execute(turns.REGISTER, (topics, expires_at_ms))
+
+        await self._write("wait", register)
 
     async def close(self) -> None:
         """Close every connection and wake every waiter. Idempotent; later calls raise
@@ -635,11 +546,7 @@ class PostgresqlStore:
         checking, self._checking = self._checking, None
         if checking is not None:
             checking.cancel()
-        listening, self._listening = self._listening, None
-        if listening is not None:
-            listening.cancel()
-            with suppress(asyncio.CancelledError):
-                await listening
+        await self._listener.close()
         await self._pool.close()
 
     async def _write(
@@ -817,19 +724,6 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
     """Mark a write's outcome as seen: a caller that was cancelled no longer awaits it."""
     if not task.cancelled():
         task.exception()
-
-
-def _batch(row: tuple[Any, ...]) -> EventBatch:
-    first, last, final, body = row
-    if (
-        type(first) is not int
-        or type(last) is not int
-        or not 1 <= first <= last
-        or type(final) is not bool
-        or not isinstance(body, bytes | bytearray | memoryview)
-    ):
-        raise StoreCorruptError("a stored batch of turn events cannot be read back")
-    return EventBatch(first, last, bytes(body), final)
 
 
 def _session(row: tuple[Any, ...]) -> StoredSession:

@@ -46,6 +46,7 @@ from functools import partial
 from pathlib import Path
 from typing import Final, TypeVar
 
+from . import _sqlite_turns as turns
 from ._files import create_private_file, private_dir, warn_if_exposed
 from ._ports import (
     DEFAULT_TENANT,
@@ -59,7 +60,6 @@ from ._ports import (
 )
 from ._turn_events import (
     EventBatch,
-    SignalKind,
     TurnKey,
     TurnSignal,
     holder_topic,
@@ -78,8 +78,6 @@ RESTART_EVERY: Final = 4
 """Every RESTART_EVERY-th checkpoint waits for writers so the log starts over."""
 POLL_INTERVAL: Final = 0.05
 """Seconds between two looks for other processes' writes, while someone waits."""
-EXPIRE_LIMIT: Final = 1000
-"""Rows of each table one `expire` call drops at most."""
 _BUSY: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 _CREATING: Final = threading.Lock()
 """Held while this process creates a database file and closes its descriptor."""
@@ -111,32 +109,7 @@ _TABLES: Final = (
             ON DELETE CASCADE
     )""",
 )
-_TURN_TABLES: Final = (
-    """CREATE TABLE turn_events (
-        tenant TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        turn_id TEXT NOT NULL,
-        first_sequence INTEGER NOT NULL,
-        last_sequence INTEGER NOT NULL,
-        final INTEGER NOT NULL,
-        body BLOB NOT NULL,
-        expires_at_ms INTEGER NOT NULL,
-        PRIMARY KEY (tenant, session_id, turn_id, first_sequence)
-    )""",
-    "CREATE INDEX turn_events_expiry ON turn_events (expires_at_ms)",
-    # The rowid orders a holder's signals: a repeated signal keeps its row (and place).
-    """CREATE TABLE turn_signals (
-        holder TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        tenant TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        turn_id TEXT NOT NULL,
-        expires_at_ms INTEGER NOT NULL,
-        UNIQUE (holder, kind, tenant, session_id, turn_id)
-    )""",
-    "CREATE INDEX turn_signals_expiry ON turn_signals (expires_at_ms)",
-)
-_SCHEMA: Final = (*_TABLES, *_TURN_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
+_SCHEMA: Final = (*_TABLES, *turns.TURN_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
 _FROM_V1: Final = (
     "ALTER TABLE messages RENAME TO messages_v1",
     "ALTER TABLE sessions RENAME TO sessions_v1",
@@ -147,11 +120,11 @@ _FROM_V1: Final = (
     " FROM messages_v1",
     "DROP TABLE messages_v1",
     "DROP TABLE sessions_v1",
-    *_TURN_TABLES,
+    *turns.TURN_TABLES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """Version 1 had no tenants: its sessions move to the default tenant."""
-_FROM_V2: Final = (*_TURN_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
+_FROM_V2: Final = (*turns.TURN_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
 """Version 2 had no live turns: their tables are added."""
 _INSERT_SESSION: Final = (
     "INSERT INTO sessions (tenant, session_id, definition_id, revision, history_mode, cursor,"
@@ -185,37 +158,6 @@ _INSERT_MESSAGE: Final = (
 _SELECT_MESSAGES: Final = (
     "SELECT message_id, role, CAST(content AS BLOB) FROM messages"
     " WHERE tenant = ? AND session_id = ? ORDER BY position"
-)
-_EVENTS_REFUSED: Final = (
-    "SELECT 1 FROM turn_events WHERE tenant = ? AND session_id = ? AND turn_id = ?"
-    " AND (final <> 0 OR (first_sequence <= ? AND last_sequence >= ?)"
-    " OR (? AND first_sequence > ?)) LIMIT 1"
-)
-_INSERT_EVENTS: Final = (
-    "INSERT INTO turn_events (tenant, session_id, turn_id, first_sequence, last_sequence,"
-    " final, body, expires_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SELECT_EVENTS: Final = (
-    "SELECT first_sequence, last_sequence, final, body FROM turn_events"
-    " WHERE tenant = ? AND session_id = ? AND turn_id = ? AND last_sequence > ?"
-    " ORDER BY first_sequence"
-)
-_INSERT_SIGNAL: Final = (
-    "INSERT INTO turn_signals (holder, kind, tenant, session_id, turn_id, expires_at_ms)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (holder, kind, tenant, session_id, turn_id)"
-    " DO UPDATE SET expires_at_ms = max(expires_at_ms, excluded.expires_at_ms)"
-)
-_HAS_SIGNALS: Final = "SELECT 1 FROM turn_signals WHERE holder = ? LIMIT 1"
-_TAKE_SIGNALS: Final = (
-    "DELETE FROM turn_signals WHERE holder = ? RETURNING rowid, kind, tenant, session_id, turn_id"
-)
-_EXPIRE_EVENTS: Final = (
-    "DELETE FROM turn_events WHERE rowid IN (SELECT rowid FROM turn_events"
-    f" WHERE expires_at_ms <= ? LIMIT {EXPIRE_LIMIT})"
-)
-_EXPIRE_SIGNALS: Final = (
-    "DELETE FROM turn_signals WHERE rowid IN (SELECT rowid FROM turn_signals"
-    f" WHERE expires_at_ms <= ? LIMIT {EXPIRE_LIMIT})"
 )
 
 
@@ -343,7 +285,7 @@ class SqliteStore:
         of its sequences or ended the turn, or when `batch` is final and a stored batch
         follows it. ValueError for a batch whose sequences are not 1 <= first <= last."""
         check_batch(batch)
-        append = partial(_append_events, key, frozen_batch(batch), expires_at_ms)
+        append = partial(turns.append_events, key, frozen_batch(batch), expires_at_ms)
         appended = await self._run("append_events", append, write=True)
         if appended:
             self._wakeups.notify(turn_topic(key))
@@ -351,22 +293,24 @@ class SqliteStore:
 
     async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
         """The turn's stored batches holding a sequence after `after`, in order."""
-        return await self._run("read_events", partial(_read_events, key, after))
+        return await self._run("read_events", partial(turns.read_events, key, after))
 
     async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
         """Leave `signal` for its holder; a repeated one keeps its place and the later
         of the two expiries."""
-        await self._run("send_signal", partial(_send_signal, signal, expires_at_ms), write=True)
+        await self._run(
+            "send_signal", partial(turns.send_signal, signal, expires_at_ms), write=True
+        )
         self._wakeups.notify(holder_topic(signal.holder))
 
     async def take_signals(self, holder: str) -> tuple[TurnSignal, ...]:
         """Remove and return the signals left for `holder`, oldest first."""
-        return await self._run("take_signals", partial(_take_signals, holder), write=True)
+        return await self._run("take_signals", partial(turns.take_signals, holder), write=True)
 
     async def expire(self, now_ms: int) -> int:
         """Drop the batches and signals whose expiry is at or before `now_ms` (at most
-        EXPIRE_LIMIT of each per call); how many."""
-        return await self._run("expire", partial(_expire, now_ms), write=True)
+        turns.EXPIRE_LIMIT of each per call); how many."""
+        return await self._run("expire", partial(turns.expire, now_ms), write=True)
 
     async def wait(self, topics: Collection[str], timeout: float) -> None:
         """Return when one of `topics` may have changed, or after `timeout` seconds: at
@@ -755,69 +699,6 @@ def _load_with_messages(
     messages = () if stored is None else _list_messages(tenant, session_id, db)
     db.execute("COMMIT")
     return None if stored is None else (stored, messages)
-
-
-def _append_events(
-    key: TurnKey, batch: EventBatch, expires_at_ms: int, db: sqlite3.Connection
-) -> bool:
-    turn = (key.tenant, key.session_id, key.turn_id)
-    db.execute("BEGIN IMMEDIATE")
-    refused = (*turn, batch.last, batch.first, batch.final, batch.last)
-    if db.execute(_EVENTS_REFUSED, refused).fetchone() is not None:
-        db.execute("ROLLBACK")
-        return False
-    row = (*turn, batch.first, batch.last, batch.final, batch.body, expires_at_ms)
-    db.execute(_INSERT_EVENTS, row)
-    db.execute("COMMIT")
-    return True
-
-
-def _read_events(key: TurnKey, after: int, db: sqlite3.Connection) -> tuple[EventBatch, ...]:
-    rows = db.execute(_SELECT_EVENTS, (key.tenant, key.session_id, key.turn_id, after))
-    return tuple(_batch(row) for row in rows.fetchall())
-
-
-def _batch(row: tuple[object, ...]) -> EventBatch:
-    first, last, final, body = row
-    if (
-        type(first) is not int
-        or type(last) is not int
-        or not 1 <= first <= last
-        or final not in (0, 1)
-        or type(body) is not bytes
-    ):
-        raise StoreCorruptError("a stored batch of turn events cannot be read back")
-    return EventBatch(first, last, body, bool(final))
-
-
-def _send_signal(signal: TurnSignal, expires_at_ms: int, db: sqlite3.Connection) -> None:
-    key = signal.key
-    row = (signal.holder, str(signal.kind), key.tenant, key.session_id, key.turn_id)
-    db.execute(_INSERT_SIGNAL, (*row, expires_at_ms))
-
-
-def _take_signals(holder: str, db: sqlite3.Connection) -> tuple[TurnSignal, ...]:
-    if db.execute(_HAS_SIGNALS, (holder,)).fetchone() is None:
-        return ()  # the usual answer, without taking the write lock
-    db.execute("BEGIN IMMEDIATE")
-    rows = sorted(db.execute(_TAKE_SIGNALS, (holder,)).fetchall())
-    try:
-        taken = tuple(
-            TurnSignal(holder, SignalKind(kind), TurnKey(tenant, session_id, turn_id))
-            for _, kind, tenant, session_id, turn_id in rows
-        )
-    except (ValueError, TypeError):
-        raise StoreCorruptError("a stored turn signal cannot be read back") from None
-    db.execute("COMMIT")
-    return taken
-
-
-def _expire(now_ms: int, db: sqlite3.Connection) -> int:
-    db.execute("BEGIN IMMEDIATE")
-    dropped = db.execute(_EXPIRE_EVENTS, (now_ms,)).rowcount
-    dropped += db.execute(_EXPIRE_SIGNALS, (now_ms,)).rowcount
-    db.execute("COMMIT")
-    return int(dropped)
 
 
 def _rollback(db: sqlite3.Connection) -> None:
