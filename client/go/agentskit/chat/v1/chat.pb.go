@@ -70,8 +70,9 @@ const (
 	// The tenant's rate of turns or session creations is over its limit (RESOURCE_EXHAUSTED);
 	// retry after metadata `retry_after_ms` (also sent as RetryInfo); metadata `limit` names it.
 	ErrorReason_ERROR_REASON_RATE_LIMITED ErrorReason = 17
-	// A watch fell further behind than the server keeps events for (ABORTED); watch again
-	// after metadata `cursor` (WatchSession) or `sequence` (WatchTurn), the last one sent.
+	// A session watch fell further behind than the server keeps events for (ABORTED); watch
+	// again after metadata `cursor`, the last session cursor sent. (A WatchTurn caller that
+	// stops reading ends as a StreamTurn caller does, with DEADLINE_EXCEEDED.)
 	ErrorReason_ERROR_REASON_WATCH_BEHIND ErrorReason = 18
 )
 
@@ -3389,7 +3390,8 @@ func (x *WatchSessionRequest) GetAfterCursor() int64 {
 }
 
 // WatchHeartbeat keeps an idle watch stream alive through proxies that close streams
-// without data; sent every 15 seconds without other messages.
+// without data; sent after 15 seconds without other messages (the server's
+// `--watch-heartbeat` sets the interval).
 type WatchHeartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// When the server sent it.

@@ -71,8 +71,9 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     retry after metadata `retry_after_ms` (also sent as RetryInfo); metadata `limit` names it.
     """
     ERROR_REASON_WATCH_BEHIND: _ErrorReason.ValueType  # 18
-    """A watch fell further behind than the server keeps events for (ABORTED); watch again
-    after metadata `cursor` (WatchSession) or `sequence` (WatchTurn), the last one sent.
+    """A session watch fell further behind than the server keeps events for (ABORTED); watch
+    again after metadata `cursor`, the last session cursor sent. (A WatchTurn caller that
+    stops reading ends as a StreamTurn caller does, with DEADLINE_EXCEEDED.)
     """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
@@ -117,8 +118,9 @@ ERROR_REASON_RATE_LIMITED: ErrorReason.ValueType  # 17
 retry after metadata `retry_after_ms` (also sent as RetryInfo); metadata `limit` names it.
 """
 ERROR_REASON_WATCH_BEHIND: ErrorReason.ValueType  # 18
-"""A watch fell further behind than the server keeps events for (ABORTED); watch again
-after metadata `cursor` (WatchSession) or `sequence` (WatchTurn), the last one sent.
+"""A session watch fell further behind than the server keeps events for (ABORTED); watch
+again after metadata `cursor`, the last session cursor sent. (A WatchTurn caller that
+stops reading ends as a StreamTurn caller does, with DEADLINE_EXCEEDED.)
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
@@ -1755,7 +1757,8 @@ Global___WatchSessionRequest: _TypeAlias = WatchSessionRequest  # noqa: Y015
 @_typing.final
 class WatchHeartbeat(_message.Message):
     """WatchHeartbeat keeps an idle watch stream alive through proxies that close streams
-    without data; sent every 15 seconds without other messages.
+    without data; sent after 15 seconds without other messages (the server's
+    `--watch-heartbeat` sets the interval).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -1597,7 +1597,8 @@ export const WatchSessionRequestSchema: GenMessage<WatchSessionRequest> = /*@__P
 
 /**
  * WatchHeartbeat keeps an idle watch stream alive through proxies that close streams
- * without data; sent every 15 seconds without other messages.
+ * without data; sent after 15 seconds without other messages (the server's
+ * `--watch-heartbeat` sets the interval).
  *
  * @generated from message agentskit.chat.v1.WatchHeartbeat
  */
@@ -1799,8 +1800,9 @@ export enum ErrorReason {
   RATE_LIMITED = 17,
 
   /**
-   * A watch fell further behind than the server keeps events for (ABORTED); watch again
-   * after metadata `cursor` (WatchSession) or `sequence` (WatchTurn), the last one sent.
+   * A session watch fell further behind than the server keeps events for (ABORTED); watch
+   * again after metadata `cursor`, the last session cursor sent. (A WatchTurn caller that
+   * stops reading ends as a StreamTurn caller does, with DEADLINE_EXCEEDED.)
    *
    * @generated from enum value: ERROR_REASON_WATCH_BEHIND = 18;
    */
