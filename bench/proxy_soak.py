@@ -203,7 +203,6 @@ def figures(
         "runs": len(runs),
         "completed": sum(1 for run in runs if run.completed),
         "interrupted": sum(1 for run in runs if run.interrupted),
-        "refused_cancelled": sum(1 for run in runs if run.refused),
         "reloads": len(done.reloads),
         "drains": len(done.drains),
         "kills": len(done.kills),
@@ -266,9 +265,7 @@ def report(data: dict[str, Any]) -> None:
     )
     print(
         f"  turns: {data['runs']} runs, {data['completed']} completed,"
-        f" {data['interrupted']} interrupted (each ran again),"
-        f" {data['refused_cancelled']} answered CANCELLED by a stopping replica before any"
-        " event (sent again)"
+        f" {data['interrupted']} interrupted (each ran again)"
     )
     print(
         f"  reattaches: {data['reattaches']} WatchTurn calls,"

@@ -181,6 +181,34 @@ def test_a_cut_before_any_event_sends_the_turn_again_then_follows_it(
     assert watch.after_sequence == 0
 
 
+def test_a_call_the_server_cancelled_before_any_event_is_sent_again(
+    service: FakeChatService,
+) -> None:
+    """A stopping server cancels the calls it has not begun: nothing ran, so the turn is
+    sent again under its id, and a cancel after events is followed with WatchTurn."""
+    service.turn = _turn()
+    service.stream_rejections = [Abort(grpc.StatusCode.CANCELLED, "server stopping")]
+    service.watch_rejections = [Abort(grpc.StatusCode.CANCELLED, "cancelled")]
+    service.events = service.turn[:2]
+    service.stream_abort = CUT
+    events = _serve(service)(lambda client: _collect(client, on_disconnect=CONTINUE))
+    assert [e.sequence for e in events] == [1, 2, 3, 4, 5, 6]
+    starts = _requests(service, chat_pb2.StreamTurnRequest)
+    assert [s.turn_id for s in starts] == ["t1", "t1"]
+    assert [w.after_sequence for w in _requests(service, chat_pb2.WatchTurnRequest)] == [2, 2]
+
+
+def test_a_cancel_the_server_chose_is_an_answer(service: FakeChatService) -> None:
+    _cut_after(service, 3)
+    service.watch_rejections = [
+        Abort(grpc.StatusCode.CANCELLED, "cancelled", "ERROR_REASON_TURN_NOT_FOUND")
+    ]
+    with pytest.raises(ChatError) as raised:
+        _serve(service)(lambda client: _collect(client, on_disconnect=CONTINUE))
+    assert raised.value.code == grpc.StatusCode.CANCELLED
+    assert len(_requests(service, chat_pb2.WatchTurnRequest)) == 1
+
+
 def test_the_caller_leaving_the_stream_is_not_a_break(service: FakeChatService) -> None:
     service.turn = _turn()
     service.events = service.turn[:2]

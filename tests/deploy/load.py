@@ -3,11 +3,10 @@
 Each client has a session and a channel of its own, and runs turns in a loop until told to
 stop, through `ChatClient.stream_turn(on_disconnect=CONTINUE)`, whose automatic reattach
 hides broken streams. A turn that ends `interrupted` (its server died) runs again under the
-same turn id. A turn a replica answered CANCELLED before any event (a call that reached
-it as it stopped: gRPC cancels calls its application had not taken yet) is sent again under
-the same turn id, and counted apart (`TurnRun.refused`): the client does not follow such a
-stream by itself. Every call of a turn carries the turn id as metadata (`TURN_HEADER`), so the
-proxy's access log tells which replica served which call. `ReattachClock` times every
+same turn id. A call a stopping replica cancelled before it began (gRPC cancels calls its
+application had not taken yet) is sent again by the client itself. Every call of a turn
+carries the turn id as metadata (`TURN_HEADER`), so the proxy's access log tells which
+replica served which call. `ReattachClock` times every
 WatchTurn from the moment it is sent to its first event.
 
 `problems()` checks the runs against the sessions' histories: the answer to what a test or
@@ -122,17 +121,6 @@ class TurnRun:
     ended: float = 0.0
 
     @property
-    def refused(self) -> bool:
-        """Answered CANCELLED by a stopping replica before any event: sent again."""
-        error = self.error
-        return (
-            not self.events
-            and error is not None
-            and error.code == grpc.StatusCode.CANCELLED
-            and error.reason is None
-        )
-
-    @property
     def terminal(self) -> TurnEvent | None:
         return self.events[-1] if self.events else None
 
@@ -167,8 +155,6 @@ class LoadClient:
                     break
                 turn_id = f"c{self.index}-t{number}"
                 run = await self._turn(client, turn_id, rerun=False)
-                while run.refused:
-                    run = await self._turn(client, turn_id, rerun=False)
                 if run.interrupted:  # its server died: the id may run again
                     await self._turn(client, turn_id, rerun=True)
             await channel.close()
@@ -208,15 +194,12 @@ def problems(
     a repeat, its deltas adding up to `answer` when it completed (so no delta was lost or
     doubled across reattaches); it either completed or was interrupted, and an interrupted
     run ran again and completed. Every completed turn is in its session's history exactly
-    once (its user message and answer), and nothing else is. Runs a stopping replica
-    refused (`TurnRun.refused`) are left out: the same turn id ran again.
+    once (its user message and answer), and nothing else is.
     """
     found: list[str] = []
     for client in clients:
         completed: dict[str, TurnCompleted] = {}
         for run in client.runs:
-            if run.refused:
-                continue
             name = f"{run.turn_id}{' (again)' if run.rerun else ''}"
             if run.error is not None:
                 found.append(f"{name}: ended with {run.error.code.name} {run.error.reason}")

@@ -280,11 +280,6 @@ async def watch_idle_then_turn(target: str) -> list[WatchItem]:
         return items
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="WatchTurn sends its response headers with its first event only: until then "
-    "nginx waits for them at most grpc_read_timeout, and HTTP/2 pings do not count",
-)
 def test_a_quiet_reattach_through_nginx_outlives_its_read_timeout(
     store: Store, tmp_path: Path
 ) -> None:

@@ -186,6 +186,30 @@ def test_watchers_reattach_after_cuts_and_get_every_event_once_in_order(tmp_path
     run(scenario())
 
 
+def test_a_quiet_watch_sends_its_response_headers_before_any_event(tmp_path: Path) -> None:
+    """A proxy waits for the headers only so long: a reattach to a turn whose model pauses
+    must not hold them until the turn's next event."""
+
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            chat, _ = stub(env)
+            sid = await session(env)
+            seen = await cut_after_first_delta(env, turn(sid, "t-quiet", "/slow", keep=True))
+            await env.probe.entered.wait()
+            call = chat.WatchTurn(
+                pb.WatchTurnRequest(
+                    session_id=sid, turn_id="t-quiet", after_sequence=seen[-1].sequence
+                )
+            )
+            await asyncio.wait_for(call.initial_metadata(), timeout=5)
+            env.probe.gate.set()
+            rest = await collect(call)
+            assert rest[0].sequence == seen[-1].sequence + 1
+            assert rest[-1].WhichOneof("event") == "completed"
+
+    run(scenario())
+
+
 def test_a_finished_turn_past_its_retention_answers_with_its_recorded_outcome(
     tmp_path: Path,
 ) -> None:

@@ -15,8 +15,7 @@ import pytest
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
-from agentskit_chat.service import Limits, Reason
-from agentskit_chat.service._session_watch import WatchSettings
+from agentskit_chat.service import Limits, Reason, WatchSettings
 from agentskit_chat.service._watchers import Watchers
 from agentskit_chat.transport._status import CODES
 from agentskit_chat_client import (

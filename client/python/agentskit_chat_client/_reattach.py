@@ -11,7 +11,12 @@ from ._errors import ChatError
 __all__ = ["ReattachPolicy"]
 
 _TRANSPORT_CODES = frozenset(
-    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.CANCELLED,
+    }
 )
 WATCH_BEHIND = "ERROR_REASON_WATCH_BEHIND"
 TURN_IN_PROGRESS = "ERROR_REASON_TURN_IN_PROGRESS"
@@ -49,10 +54,12 @@ def breaks_stream(error: ChatError) -> bool:
     """True when ``error`` ended a stream without ending the turn it follows.
 
     A transport failure (UNAVAILABLE: the connection closed or the server went away;
-    INTERNAL or UNKNOWN without an ErrorInfo: the stream was reset), or a watch that fell
-    behind. A status the server chose for the request itself (an ErrorInfo reason) is an
-    answer, not a break, except UNAVAILABLE (a draining or storeless server: another may
-    serve the reattach).
+    INTERNAL or UNKNOWN without an ErrorInfo: the stream was reset; CANCELLED without an
+    ErrorInfo: the server or a proxy cancelled the call, as a stopping server does with
+    calls it had not begun), or a watch that fell behind. The caller's own cancellation is
+    no status: it raises ``asyncio.CancelledError`` and never gets here. A status the
+    server chose for the request itself (an ErrorInfo reason) is an answer, not a break,
+    except UNAVAILABLE (a draining or storeless server: another may serve the reattach).
     """
     if error.reason == WATCH_BEHIND:
         return True

@@ -15,8 +15,13 @@ from pathlib import Path
 
 from agentskit_chat.conversation import ConfigError
 from agentskit_chat.models import AdapterRegistry
-from agentskit_chat.service import Catalog, ChatService, Limits
-from agentskit_chat.service._session_watch import HEARTBEAT_SECONDS, WatchSettings
+from agentskit_chat.service import (
+    HEARTBEAT_SECONDS,
+    Catalog,
+    ChatService,
+    Limits,
+    WatchSettings,
+)
 from agentskit_chat.service._watchers import (
     MAX_WATCHERS_PER_SESSION,
     MAX_WATCHERS_PER_TENANT,

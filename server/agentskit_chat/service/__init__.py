@@ -17,6 +17,7 @@ from ._observer import (
 )
 from ._rates import Rate, Rated, RateLimiter, RateLimits
 from ._service import ChatService
+from ._session_watch import HEARTBEAT_SECONDS, Heartbeat, WatchedEvent, WatchItem, WatchSettings
 from ._tenancy import ANONYMOUS, Principal, act_as, acting_as, current_principal
 from ._types import (
     AnswerOrigin,
@@ -45,6 +46,7 @@ from ._types import (
 __all__ = [
     "ANONYMOUS",
     "DEFAULT_TENANT",
+    "HEARTBEAT_SECONDS",
     "NO_SCOPE",
     "AnswerOrigin",
     "CancelOutcome",
@@ -59,6 +61,7 @@ __all__ = [
     "Dispatch",
     "Edit",
     "Failed",
+    "Heartbeat",
     "Limits",
     "ModelCallReport",
     "NoObserver",
@@ -86,6 +89,9 @@ __all__ = [
     "TurnTracer",
     "TurnView",
     "Usage",
+    "WatchItem",
+    "WatchSettings",
+    "WatchedEvent",
     "act_as",
     "acting_as",
     "current_principal",

@@ -19,6 +19,7 @@ from agentskit_chat.service import (
     Dispatch,
     Edit,
     Failed,
+    Heartbeat,
     Operation,
     Regenerate,
     Retry,
@@ -29,9 +30,10 @@ from agentskit_chat.service import (
     TurnEvent,
     TurnView,
     Usage,
+    WatchedEvent,
+    WatchItem,
     invalid,
 )
-from agentskit_chat.service._session_watch import Heartbeat, WatchedEvent, WatchItem
 from agentskit_chat.storage import HistoryMode
 
 KINDS: Final = {

@@ -103,6 +103,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
     ) -> AsyncIterator[pb.StreamTurnResponse]:
         """Stream one turn's events after a sequence the caller has."""
         try:
+            await _start_response(context)
             stream = self.rpcs.watch_turn(request, stalled=lambda: _end_stalled(context))
             async with aclosing(stream) as events:
                 async for event in events:
@@ -126,6 +127,7 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
     ) -> AsyncIterator[pb.WatchSessionResponse]:
         """Stream the session's turns and changes as they happen."""
         try:
+            await _start_response(context)
             async with aclosing(self.rpcs.watch_session(request)) as items:
                 async for item in items:
                     yield item
@@ -136,6 +138,16 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         except Exception as exc:
             log.error("session watch failed unexpectedly: %s", type(exc).__name__)
             await abort_internal(context)
+
+
+async def _start_response(context: Context) -> None:
+    """Send the response headers at once, before the first item.
+
+    A watch may be quiet for long (a model pause, a turn waiting for its lease to lapse);
+    a proxy waits for the response headers at most its read timeout, and HTTP/2 pings do
+    not count, so they must not wait for the first item.
+    """
+    await context.send_initial_metadata(())
 
 
 def _end_stalled(context: Context) -> None:

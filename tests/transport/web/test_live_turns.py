@@ -4,13 +4,16 @@ errors as over gRPC."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from pathlib import Path
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from tests.transport.conftest import run
+from tests.transport.test_live_turns import cut_after_first_delta, turn
 
 from .conftest import web_live
-from .wire import grpc_web, reason, stream, unary
+from .wire import END_STREAM, SERVICE, TRAILERS, envelope, frames, grpc_web, reason, stream, unary
 
 
 def test_a_continued_turn_is_reattached_and_cancelled_over_connect_and_grpc_web(
@@ -72,5 +75,42 @@ def test_cancel_turn_over_connect_ends_a_running_turn_cancelled(tmp_path: Path) 
             result = await starter
             assert result.messages[-1]["failed"]["code"] == "cancelled"
             assert result.messages[-1]["failed"]["retryable"] is True
+
+    run(scenario())
+
+
+def test_a_quiet_watch_starts_its_response_before_any_event(tmp_path: Path) -> None:
+    """A proxy waits for the response headers only so long: a watch of a turn whose model
+    pauses starts its response at once, over Connect and gRPC-Web."""
+
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            sid = (await web.env.client.create_session("probe")).session_id
+            started = turn(sid, "t-3", "/slow", keep=True)
+            seen = (await cut_after_first_delta(web.env, started))[-1].sequence
+            await web.env.probe.entered.wait()
+            as_json = {"sessionId": sid, "turnId": "t-3", "afterSequence": str(seen)}
+            as_proto = pb.WatchTurnRequest(session_id=sid, turn_id="t-3", after_sequence=seen)
+            calls = [
+                ({"content-type": "application/connect+json"}, json.dumps(as_json).encode()),
+                (
+                    {"content-type": "application/grpc-web+proto", "x-grpc-web": "1"},
+                    as_proto.SerializeToString(),
+                ),
+            ]
+            async with contextlib.AsyncExitStack() as stack:
+                responses = []
+                for headers, body in calls:
+                    call = web.http.stream(
+                        "POST", SERVICE + "WatchTurn", content=envelope(body), headers=headers
+                    )
+                    response = await asyncio.wait_for(stack.enter_async_context(call), 5)
+                    assert response.status_code == 200
+                    responses.append(response)
+                web.env.probe.gate.set()
+                for response in responses:
+                    found = frames(await response.aread())
+                    assert found[-1][0] & (END_STREAM | TRAILERS)
+                    assert len(found) > 1
 
     run(scenario())

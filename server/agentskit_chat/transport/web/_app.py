@@ -30,7 +30,6 @@ from connectrpc.interceptor import Interceptor
 from grpc_health.v1 import health_pb2
 
 from agentskit.chat.v1 import chat_pb2
-from agentskit.chat.v1.chat_connect import ChatServiceASGIApplication
 from agentskit_chat.transport._auth import Authenticator
 from agentskit_chat.transport._guard import UNAUTHENTICATED
 from agentskit_chat.transport._health import HealthService
@@ -40,6 +39,7 @@ from agentskit_chat.transport._status import error_details
 from ._asgi import App, Receive, Scope, Send, header, respond
 from ._codecs import CODECS
 from ._cors import Cors
+from ._prompt import PromptHeaders
 from ._screen import DRAIN_SECONDS, Screen
 from ._service import Authentication, ConnectChatService
 from ._static import StaticFiles
@@ -174,7 +174,7 @@ def web_app(
     drain_seconds: float = DRAIN_SECONDS,
 ) -> App:
     """The listener's whole application."""
-    connect = ChatServiceASGIApplication(
+    connect = PromptHeaders(
         ConnectChatService(rpcs),
         interceptors=(*interceptors, Authentication(authenticator), Ends()),
         read_max_bytes=max_request_bytes,
