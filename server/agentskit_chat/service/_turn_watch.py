@@ -71,23 +71,20 @@ class TurnWatch:
         self._live = live
         self._bus = bus
 
-    async def events(
+    def events(
         self, loaded: Loaded, turn_id: str, after: int
     ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
-        """(sequence, event) of the turn `turn_id` of `loaded`'s session after `after`."""
+        """(sequence, event) of the turn `turn_id` of `loaded`'s session after `after`;
+        `loaded` was just read. The stream of the source itself (no generator in between:
+        each one costs every event a step); TURN_NOT_FOUND at once when there is none."""
         session_id = loaded.record.session_id
         run = _run_of(loaded.record, turn_id, now_ms())
         local = self._live.logs.find((loaded.tenant, session_id, turn_id))
         if local is not None and (run.name is None or local.name == run.name):
-            async with aclosing(_read(local, after)) as events:
-                async for item in events:
-                    yield item
-            return
+            return _read(local, after)
         if run.name is None:
             raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
-        async with aclosing(self._stored(loaded, turn_id, run, after)) as events:
-            async for item in events:
-                yield item
+        return self._stored(loaded, turn_id, run, after)
 
     async def _stored(
         self, loaded: Loaded, turn_id: str, run: _Run, after: int
@@ -108,6 +105,8 @@ class TurnWatch:
         """When the record was last read: wake-ups that bring nothing (another process's
         write to anything wakes every waiter on SQLite) read it again at most every
         WAIT_SECONDS."""
+        first: Loaded | None = loaded
+        """The record read just before: the first look at it needs no read of its own."""
         while True:
             fresh = False
             if port is not None:
@@ -142,7 +141,10 @@ class TurnWatch:
                 continue
             checked = loop.time()
             # Nothing new: what does the record say of this run now?
-            loaded = await self._records.load(session_id)
+            if first is None:
+                loaded = await self._records.load(session_id)
+            else:
+                loaded, first = first, None
             now = _run_of(loaded.record, turn_id, now_ms())
             if now.name == run.name and now.running:
                 if now.holder == self._bus.holder:
