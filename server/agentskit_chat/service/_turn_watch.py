@@ -30,11 +30,17 @@ from ._event_log import MemoryEventLog
 from ._live_turns import LiveTurns
 from ._records import Loaded, Records, now_ms
 from ._terminal import INTERRUPTED, failure, repeat
-from ._turn_bus import TurnBus, run_name
+from ._turn_bus import BATCH_SECONDS, TurnBus, run_name
 from ._types import TurnEvent
 
 WAIT_SECONDS: Final = 1.0
 """Longest wait for a stored turn's next events before its record is read again."""
+NEXT_BATCH_SECONDS: Final = BATCH_SECONDS
+"""Longest wait for the next batch after a read that brought events. The turn's next write
+wakes the watcher; one written while the watcher handed its events on woke nobody (a
+wake-up finds only those who wait) and is read after this time, no later than the writer's
+spacing would have brought it. A read at once after each batch instead would find nothing
+nearly always: one read per batch rather than two."""
 FINAL_GRACE_SECONDS: Final = 5.0
 """How long a watcher waits for the final batch of a turn recorded as finished before it
 answers with the recorded outcome instead."""
@@ -134,6 +140,7 @@ class TurnWatch:
                     if batch.final:
                         return
             if fresh:
+                await _wait(port, key, NEXT_BATCH_SECONDS)
                 continue
             since = None if checked is None else loop.time() - checked
             if since is not None and since < WAIT_SECONDS:
