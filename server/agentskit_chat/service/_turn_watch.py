@@ -112,7 +112,9 @@ class TurnWatch:
         write to anything wakes every waiter on SQLite) read it again at most every
         WAIT_SECONDS."""
         first: Loaded | None = loaded
-        """The record read just before: the first look at it needs no read of its own."""
+        """The record the watch began with: when it says the run is running, the first look
+        takes its word (at worst the run ended since, and the next look, WAIT_SECONDS later,
+        sees it) rather than reading it again at once."""
         while True:
             fresh = False
             if port is not None:
@@ -148,11 +150,11 @@ class TurnWatch:
                 continue
             checked = loop.time()
             # Nothing new: what does the record say of this run now?
-            if first is None:
+            now = None if first is None else _run_of(first.record, turn_id, now_ms())
+            first = None
+            if now is None or not now.running:
                 loaded = await self._records.load(session_id)
-            else:
-                loaded, first = first, None
-            now = _run_of(loaded.record, turn_id, now_ms())
+                now = _run_of(loaded.record, turn_id, now_ms())
             if now.name == run.name and now.running:
                 if now.holder == self._bus.holder:
                     log = self._live.logs.find((loaded.tenant, session_id, turn_id))
