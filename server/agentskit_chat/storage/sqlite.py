@@ -29,8 +29,10 @@ Live turns (`TurnEventStore`): event batches and signals live in tables of their
 (`turn_events`, `turn_signals`); an append checks and writes in one write transaction.
 Wake-ups: a write of this store wakes this store's waiters at once. Writes of other
 connections (the stores of other worker processes on the same file) are noticed by
-reading `PRAGMA data_version` on a connection of its own every POLL_INTERVAL seconds, only
-while at least one `wait` is pending; a change wakes every waiter, which re-reads.
+reading `PRAGMA data_version` every POLL_INTERVAL seconds, only while at least one `wait`
+is pending; a change wakes every waiter, which re-reads. It is read on the connection this
+store writes with on the event loop, whose own commits do not change it: a store's own
+turns do not wake its waiters twice.
 """
 
 from __future__ import annotations
@@ -195,8 +197,6 @@ class SqliteStore:
         self._writes = 0
         self._checkpoint: asyncio.Future[None] | None = None
         self._wakeups = Wakeups()
-        self._watch: sqlite3.Connection | None = None
-        """The connection that reads `PRAGMA data_version` while someone waits."""
         self._data_version: int | None = None
         self._polling: asyncio.Task[None] | None = None
         self._closed = False
@@ -342,12 +342,9 @@ class SqliteStore:
             self._polling = None
 
     def _read_data_version(self) -> int:
-        if self._watch is None:
-            if self._inline is None:
-                self._inline_connection()  # creates the file (owner-only) and the schema
-            # Only ever reads one pragma: none of the store connection's settings apply.
-            self._watch = sqlite3.connect(self._path, timeout=0, isolation_level=None)
-        (version,) = self._watch.execute("PRAGMA data_version").fetchone()
+        # Never inside a transaction: every statement on this connection runs and commits
+        # (or rolls back) synchronously on the event loop, between two of these reads.
+        (version,) = self._inline_connection().execute("PRAGMA data_version").fetchone()
         return int(version)
 
     async def close(self) -> None:
@@ -370,9 +367,6 @@ class SqliteStore:
             inline, self._inline = self._inline, None
             if inline is not None:
                 inline.close()
-            watch, self._watch = self._watch, None
-            if watch is not None:
-                watch.close()
             await loop.run_in_executor(self._executor, self._close_on_worker)
         except sqlite3.Error as exc:
             raise _unavailable("close", exc) from exc
