@@ -6,7 +6,8 @@ fresh store runs agentic turns of a scripted model streaming `CHUNKS` chunks, on
 other, each in a session of its own, and reports the process CPU time per turn. Variants:
 
 - `base`: the service as it was before turns could outlive their stream (the server code
-  of `--baseline-ref`, main by default, extracted with `git archive`);
+  of `--baseline-ref`, extracted with `git archive`; by default BASELINE_REF, the last
+  commit before turns could outlive their stream);
 - `cancel`: this code, a turn that neither continues nor is watched;
 - `continue`: this code, a turn started with DISCONNECT_MODE_CONTINUE, its stream read to
   the end (nothing more is stored);
@@ -56,6 +57,8 @@ CHUNK_SECONDS: Final = 0.02
 CONCURRENT: Final = 25
 """Turns running at once (each in a session of its own)."""
 KEY: Final = b"live-turns-bench-digest-key-32by"
+BASELINE_REF: Final = "56f65ce"
+"""The service before turns could outlive their stream: what every variant is compared with."""
 VARIANTS: Final = ("base", "cancel", "continue", "detached", "watched")
 
 
@@ -172,7 +175,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--postgresql", action="store_true", help="measure PostgreSQL as well")
-    parser.add_argument("--baseline-ref", default="main")
+    parser.add_argument("--baseline-ref", default=BASELINE_REF)
     parser.add_argument(
         "--variants",
         default=",".join(VARIANTS[1:]),
