@@ -25,6 +25,7 @@ from typing import Any, Final, cast
 from agentskit_chat.conversation import ResponseSealer
 from agentskit_chat.storage import Store
 from agentskit_chat.storage._turn_events import (
+    EXPIRE_LIMIT,
     EventBatch,
     SignalKind,
     TurnEventStore,
@@ -161,6 +162,20 @@ class BatchWriter:
                     await asyncio.wait_for(self._ending.wait(), BATCH_SECONDS)
 
 
+async def expire_all(port: TurnEventStore) -> None:
+    """Drop everything expired: calls again (letting the loop run between calls) while a
+    call stopped at its limit."""
+    while True:
+        try:
+            dropped = await port.expire(now_ms())
+        except Exception as exc:
+            log.warning("expiring stored turn events failed: %s", type(exc).__name__)
+            return
+        if dropped < EXPIRE_LIMIT:
+            return
+        await asyncio.sleep(0)
+
+
 class TurnBus:
     """The live-turn port of the store, as this process uses it."""
 
@@ -191,10 +206,7 @@ class TurnBus:
 
     async def _sweep(self, port: TurnEventStore) -> None:
         while True:
-            try:
-                await port.expire(now_ms())
-            except Exception as exc:
-                log.warning("expiring stored turn events failed: %s", type(exc).__name__)
+            await expire_all(port)
             await asyncio.sleep(SWEEP_SECONDS)
 
     async def signal(self, holder: str, kind: SignalKind, key: TurnKey) -> None:
