@@ -24,6 +24,7 @@ from agentskit_chat.storage._turn_events import SignalKind, TurnKey, session_top
 
 from ._catalog import Catalog, CatalogChanges
 from ._errors import Reason, ServiceError, invalid
+from ._event_log import MAX_EVENTS
 from ._limits import Limits
 from ._live_turns import LiveTurns
 from ._observer import TurnObserver
@@ -249,6 +250,8 @@ class ChatService:
         turn_id = self.limits.check_id("turn_id", turn_id)
         if after_sequence < 0:
             raise invalid("after_sequence", "after_sequence must not be negative")
+        if after_sequence > MAX_EVENTS + 1:  # past any turn's last event
+            raise invalid("after_sequence", "after_sequence is past the turn's last event")
         tenant = current_principal().tenant
         with self.watchers.watching(tenant, session_id):
             loaded = await self._records.load(session_id)

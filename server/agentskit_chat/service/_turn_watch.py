@@ -38,6 +38,7 @@ WAIT_SECONDS: Final = 1.0
 FINAL_GRACE_SECONDS: Final = 5.0
 """How long a watcher waits for the final batch of a turn recorded as finished before it
 answers with the recorded outcome instead."""
+FINAL_GRACE_MS: Final = int(FINAL_GRACE_SECONDS * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,7 @@ class _Run:
     """Its lease is live."""
     holder: str | None = None
     finished: bool = False
+    finished_at_ms: int = 0
 
 
 def _run_of(record: SessionRecord, turn_id: str, at_ms: int) -> _Run:
@@ -59,7 +61,8 @@ def _run_of(record: SessionRecord, turn_id: str, at_ms: int) -> _Run:
         return _Run(name, lease.expires_at_ms > at_ms, lease.holder)
     finished = record.find_turn(turn_id)
     if finished is not None:
-        return _Run(run_name(turn_id, finished.started_at_ms or 0), False, finished=True)
+        name = run_name(turn_id, finished.started_at_ms or 0)
+        return _Run(name, False, finished=True, finished_at_ms=finished.finished_at_ms)
     return _Run(None, False)
 
 
@@ -84,8 +87,30 @@ class TurnWatch:
                     yield item
             return
         if run.name is None:
+            stream = self._ended(loaded, turn_id, after)
+        else:
+            stream = self._stored(loaded, turn_id, run, after)
+        async with aclosing(stream) as events:
+            async for item in events:
+                yield item
+
+    async def _ended(
+        self, loaded: Loaded, turn_id: str, after: int
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        """The turn's newest stored run when its final batch is kept: a run that ended
+        recording nothing (cancelled, or interrupted by a drain) leaves the record naming no
+        run, and only the store knows its end."""
+        port = self._bus.port
+        session_id = loaded.record.session_id
+        name = None if port is None else await port.newest_run(loaded.tenant, session_id, turn_id)
+        if port is None or name is None:
             raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
-        async with aclosing(self._stored(loaded, turn_id, run, after)) as events:
+        batches = await port.read_events(TurnKey(loaded.tenant, session_id, name))
+        if not batches or not batches[-1].final:
+            raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
+        if after > batches[-1].last:
+            raise invalid("after_sequence", "after_sequence is past the turn's last event")
+        async with aclosing(self._stored(loaded, turn_id, _Run(name, False), after)) as events:
             async for item in events:
                 yield item
 
@@ -158,7 +183,10 @@ class TurnWatch:
                 await _wait(port, key)
                 continue
             lapsed = now.name == run.name and not now.finished  # its holder stopped
-            if not lapsed:  # finished or released: the holder may still write its end
+            # A run recorded as finished a while ago wrote its final batch long since (or
+            # that batch expired before the earlier ones): nothing more is coming.
+            settled = now.finished and now_ms() - now.finished_at_ms > FINAL_GRACE_MS
+            if not lapsed and not settled:  # the holder may still write its end
                 if final_wait is None:
                     final_wait = loop.time() + FINAL_GRACE_SECONDS
                     if not stored and port is not None and position > 0:  # stored up to here?
