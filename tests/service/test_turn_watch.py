@@ -29,8 +29,18 @@ from agentskit_chat.service import (
     _turn_watch,
 )
 from agentskit_chat.service._records import now_ms
-from agentskit_chat.storage import HistoryMode, MemoryStore
+from agentskit_chat.storage import (
+    EventBatch,
+    HistoryMode,
+    MemoryStore,
+    Store,
+    StoreCorruptError,
+    StoreUnavailableError,
+    TurnSignal,
+)
 from agentskit_chat.storage._turn_events import TurnKey
+
+from .forwarding import Forwarding
 
 T = TypeVar("T")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
@@ -73,21 +83,22 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
 class Pair:
     """Two services ("processes") over one store, with one model."""
 
-    def __init__(self) -> None:
+    def __init__(self, wrap: type[Forwarding] | None = None) -> None:
         self.model = Gated()
         self.store = MemoryStore()
+        self.other: Store = self.store if wrap is None else wrap(self.store)
         definitions = list(load_definitions(EXAMPLES).values())
         assisted = dataclasses.replace(definitions[0], id="assisted", model={"adapter": "gated"})
         catalog = Catalog([*definitions, assisted])
         self.a, self.b = (
             ChatService(
                 catalog,
-                self.store,
+                store,
                 digest_key=KEY,
                 adapters=AdapterRegistry({"gated": lambda settings: self.model}),
                 holder=holder,
             )
-            for holder in ("process-a", "process-b")
+            for holder, store in (("process-a", self.store), ("process-b", self.other))
         )
 
     async def session(self, mode: HistoryMode = HistoryMode.SERVER) -> str:
@@ -302,5 +313,51 @@ def test_a_turn_finished_long_ago_whose_final_batch_expired_answers_at_once(
         assert isinstance(watched[-1][1], Completed)
         assert watched[0][0] == kept[-1].last + 1
         await pair.b.close()
+
+    run(scenario())
+
+
+class Failing(Forwarding):
+    """Its live-turn calls fail with `error` once it is set."""
+
+    error: Exception | None = None
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+        self._check()
+        return await super().read_events(key, after)
+
+    async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
+        self._check()
+        await super().send_signal(signal, expires_at_ms=expires_at_ms)
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (StoreUnavailableError("down"), "STORE_UNAVAILABLE"),
+        (StoreCorruptError("unreadable"), "SESSION_CORRUPT"),
+    ],
+)
+def test_store_errors_of_watch_and_cancel_are_service_errors(error: Exception, reason: str) -> None:
+    async def scenario() -> None:
+        pair = Pair(Failing)
+        assert isinstance(pair.other, Failing)
+        sid = await pair.session()
+        request = TurnRequest(sid, "t-9", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        await cut(pair.a, request, pair.model)
+        pair.other.error = error
+        with pytest.raises(ServiceError) as watching:
+            await take(pair.b.watch_turn(sid, "t-9", 0))
+        assert watching.value.reason.name == reason
+        with pytest.raises(ServiceError) as cancelling:
+            await pair.b.cancel_turn(sid, "t-9")
+        assert cancelling.value.reason.name == reason
+        pair.model.gate.set()
+        await pair.a.turns.wait_idle()
+        await pair.a.close()
 
     run(scenario())

@@ -34,6 +34,7 @@ from agentskit_chat.storage._turn_events import (
 )
 
 from ._event_log import RETENTION_SECONDS, MemoryEventLog
+from ._guarded_port import GuardedPort
 from ._limits import Limits
 from ._records import now_ms
 from ._turn_codec import BatchCodec
@@ -58,7 +59,15 @@ Track = Callable[[Coroutine[Any, Any, object]], "asyncio.Task[object]"]
 
 def event_port(store: Store) -> TurnEventStore | None:
     """The store's live-turn port, when it implements one."""
-    needed = ("append_events", "read_events", "send_signal", "take_signals", "expire", "wait")
+    needed = (
+        "append_events",
+        "read_events",
+        "newest_run",
+        "send_signal",
+        "take_signals",
+        "expire",
+        "wait",
+    )
     if all(callable(getattr(store, name, None)) for name in needed):
         return cast(TurnEventStore, store)
     return None
@@ -186,7 +195,8 @@ class TurnBus:
         limits: Limits,
         sealer: ResponseSealer,
     ) -> None:
-        self.port = port
+        self.port: TurnEventStore | None = None if port is None else GuardedPort(port)
+        """The port; its store errors are ServiceErrors (STORE_UNAVAILABLE, ...)."""
         self.holder = holder
         self._limits = limits
         self._sealer = sealer
