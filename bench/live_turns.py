@@ -26,6 +26,7 @@ back from the store after the turn.
 
     .venv/bin/python -m bench.live_turns                 # SQLite, 5 rounds
     .venv/bin/python -m bench.live_turns --postgresql    # SQLite and PostgreSQL
+    .venv/bin/python -m bench.live_turns --variants watched --rounds 9  # base and watched
 """
 
 from __future__ import annotations
@@ -172,6 +173,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--postgresql", action="store_true", help="measure PostgreSQL as well")
     parser.add_argument("--baseline-ref", default="main")
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS[1:]),
+        help="comma-separated variants to measure besides base (default: all)",
+    )
     parser.add_argument("--child", choices=VARIANTS)
     parser.add_argument("--url")
     args = parser.parse_args()
@@ -187,12 +193,13 @@ def main() -> None:
             from tests.postgres import cluster
 
             stores.append(("postgresql", stack.enter_context(cluster())))
+        chosen = ("base", *(v for v in VARIANTS[1:] if v in args.variants.split(",")))
         for name, database in stores:
-            cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
-            ratios: dict[str, list[float]] = {v: [] for v in VARIANTS}
+            cpu: dict[str, list[float]] = {v: [] for v in chosen}
+            ratios: dict[str, list[float]] = {v: [] for v in chosen}
             written: list[dict[str, Any]] = []
             for round_ in range(args.rounds):
-                order = VARIANTS[round_ % len(VARIANTS) :] + VARIANTS[: round_ % len(VARIANTS)]
+                order = chosen[round_ % len(chosen) :] + chosen[: round_ % len(chosen)]
                 figures = {}
                 for variant in order:
                     if database is None:
@@ -203,21 +210,23 @@ def main() -> None:
                         url, password = database.create_database(db), database.password
                     figures[variant] = _measure(variant, url, password, args.turns, base)
                     cpu[variant].append(figures[variant]["cpu_ms"])
-                for variant in VARIANTS:
+                for variant in chosen:
                     ratios[variant].append(figures[variant]["cpu_ms"] / figures["base"]["cpu_ms"])
-                written.append(figures["detached"])
+                if "detached" in figures:
+                    written.append(figures["detached"])
             print(
                 f"\n{name}: {args.turns} turns of {CHUNKS} chunks per variant, {args.rounds} rounds"
             )
             print(f"{'variant':<10} {'CPU ms/turn':>12} {'vs base':>9}   rounds (ms)")
-            for variant in VARIANTS:
+            for variant in chosen:
                 extra = statistics.median(ratios[variant]) - 1
                 rounds = " ".join(f"{v:.2f}" for v in cpu[variant])
                 median = statistics.median(cpu[variant])
                 print(f"{variant:<10} {median:>12.3f} {extra:>+9.1%}   {rounds}")
-            writes = statistics.median(w["writes"] for w in written)
-            size = statistics.median(w["bytes"] for w in written)
-            print(f"store per detached turn: {writes:g} writes, {size:g} bytes")
+            if written:
+                writes = statistics.median(w["writes"] for w in written)
+                size = statistics.median(w["bytes"] for w in written)
+                print(f"store per detached turn: {writes:g} writes, {size:g} bytes")
 
 
 if __name__ == "__main__":

@@ -112,13 +112,15 @@ class BatchWriter:
         self.bytes = 0
         self._task: asyncio.Task[object] | None = None
         self._failed = False
-        self._ending = asyncio.Event()
+        self._spacing: asyncio.Future[None] | None = None
+        """Resolved when the spacing after a write ends: at its time, or at the terminal
+        event."""
 
     def poke(self) -> None:
         """New events were appended: write them unless a write is in flight (or its
         spacing runs)."""
         if self._events.terminal:
-            self._ending.set()
+            _resolve(self._spacing)
         elif not self.eager:
             return
         if self._failed or (self._task is not None and not self._task.done()):
@@ -166,9 +168,26 @@ class BatchWriter:
             self.written = last
             self.writes += 1
             self.bytes += len(body)
-            if not final:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._ending.wait(), BATCH_SECONDS)
+            if not final and not self._events.terminal:
+                await self._space()
+
+    async def _space(self) -> None:
+        """Wait `BATCH_SECONDS`, or until the terminal event comes (one future and one
+        timer: cheaper than a task per batch)."""
+        loop = asyncio.get_running_loop()
+        spacing: asyncio.Future[None] = loop.create_future()
+        self._spacing = spacing
+        timer = loop.call_later(BATCH_SECONDS, _resolve, spacing)
+        try:
+            await spacing
+        finally:
+            timer.cancel()
+            self._spacing = None
+
+
+def _resolve(future: asyncio.Future[None] | None) -> None:
+    if future is not None and not future.done():
+        future.set_result(None)
 
 
 async def expire_all(port: TurnEventStore) -> None:

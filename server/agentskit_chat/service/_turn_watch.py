@@ -30,11 +30,17 @@ from ._event_log import MemoryEventLog
 from ._live_turns import LiveTurns
 from ._records import Loaded, Records, now_ms
 from ._terminal import INTERRUPTED, failure, repeat
-from ._turn_bus import TurnBus, run_name
+from ._turn_bus import BATCH_SECONDS, TurnBus, run_name
 from ._types import TurnEvent
 
 WAIT_SECONDS: Final = 1.0
 """Longest wait for a stored turn's next events before its record is read again."""
+NEXT_BATCH_SECONDS: Final = BATCH_SECONDS
+"""Longest wait for the next batch after a read that brought events. The turn's next write
+wakes the watcher; one written while the watcher handed its events on woke nobody (a
+wake-up finds only those who wait) and is read after this time, no later than the writer's
+spacing would have brought it. A read at once after each batch instead would find nothing
+nearly always: one read per batch rather than two."""
 FINAL_GRACE_SECONDS: Final = 5.0
 """How long a watcher waits for the final batch of a turn recorded as finished before it
 answers with the recorded outcome instead."""
@@ -74,25 +80,21 @@ class TurnWatch:
         self._live = live
         self._bus = bus
 
-    async def events(
+    def events(
         self, loaded: Loaded, turn_id: str, after: int
     ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
-        """(sequence, event) of the turn `turn_id` of `loaded`'s session after `after`."""
+        """(sequence, event) of the turn `turn_id` of `loaded`'s session after `after`;
+        `loaded` was just read. The stream of the source itself (no generator in between:
+        each one costs every event a step); TURN_NOT_FOUND when there is none (at once
+        when the record names no run and the store keeps no ended one: at the first step)."""
         session_id = loaded.record.session_id
         run = _run_of(loaded.record, turn_id, now_ms())
         local = self._live.logs.find((loaded.tenant, session_id, turn_id))
         if local is not None and (run.name is None or local.name == run.name):
-            async with aclosing(_read(local, after)) as events:
-                async for item in events:
-                    yield item
-            return
+            return _read(local, after)
         if run.name is None:
-            stream = self._ended(loaded, turn_id, after)
-        else:
-            stream = self._stored(loaded, turn_id, run, after)
-        async with aclosing(stream) as events:
-            async for item in events:
-                yield item
+            return self._ended(loaded, turn_id, after)
+        return self._stored(loaded, turn_id, run, after)
 
     async def _ended(
         self, loaded: Loaded, turn_id: str, after: int
@@ -133,6 +135,10 @@ class TurnWatch:
         """When the record was last read: wake-ups that bring nothing (another process's
         write to anything wakes every waiter on SQLite) read it again at most every
         WAIT_SECONDS."""
+        first: Loaded | None = loaded
+        """The record the watch began with: when it says the run is running, the first look
+        takes its word (at worst the run ended since, and the next look, WAIT_SECONDS later,
+        sees it) rather than reading it again at once."""
         while True:
             fresh = False
             if port is not None:
@@ -160,6 +166,7 @@ class TurnWatch:
                     if batch.final:
                         return
             if fresh:
+                await _wait(port, key, NEXT_BATCH_SECONDS)
                 continue
             since = None if checked is None else loop.time() - checked
             if since is not None and since < WAIT_SECONDS:
@@ -167,8 +174,11 @@ class TurnWatch:
                 continue
             checked = loop.time()
             # Nothing new: what does the record say of this run now?
-            loaded = await self._records.load(session_id)
-            now = _run_of(loaded.record, turn_id, now_ms())
+            now = None if first is None else _run_of(first.record, turn_id, now_ms())
+            first = None
+            if now is None or not now.running:
+                loaded = await self._records.load(session_id)
+                now = _run_of(loaded.record, turn_id, now_ms())
             if now.name == run.name and now.running:
                 if now.holder == self._bus.holder:
                     log = self._live.logs.find((loaded.tenant, session_id, turn_id))
