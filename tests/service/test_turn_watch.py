@@ -361,3 +361,30 @@ def test_store_errors_of_watch_and_cancel_are_service_errors(error: Exception, r
         await pair.a.close()
 
     run(scenario())
+
+
+def test_a_watch_from_the_last_stored_event_ends_at_once_on_another_process() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        pair.model.gate.set()
+        request = TurnRequest(sid, "t-10", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        await cut(pair.a, request, pair.model)
+        await pair.a.turns.wait_idle()
+        whole = await take(pair.b.watch_turn(sid, "t-10", 0))
+        last = whole[-1][0]
+        watched = await asyncio.wait_for(
+            take(pair.b.watch_turn(sid, "t-10", last)), _turn_watch.FINAL_GRACE_SECONDS / 2
+        )
+        assert watched == []
+        # The same of a run that recorded nothing: its end is only in the store.
+        pair.model.gate.clear()
+        pair.model.entered.clear()
+        other = TurnRequest(sid, "t-11", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        await cut(pair.a, other, pair.model)
+        assert (await pair.a.cancel_turn(sid, "t-11")).cancelled
+        ended = await take(pair.b.watch_turn(sid, "t-11", 0))
+        assert await take(pair.b.watch_turn(sid, "t-11", ended[-1][0])) == []
+        await pair.b.close()
+
+    run(scenario())

@@ -112,6 +112,8 @@ class TurnWatch:
             raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
         if after > batches[-1].last:
             raise invalid("after_sequence", "after_sequence is past the turn's last event")
+        if after == batches[-1].last:
+            return
         async with aclosing(self._stored(loaded, turn_id, _Run(name, False), after)) as events:
             async for item in events:
                 yield item
@@ -130,6 +132,7 @@ class TurnWatch:
         asked = False
         stored = False
         final_wait: float | None = None
+        looked_behind = False
         loop = asyncio.get_running_loop()
         checked: float | None = None
         """When the record was last read: wake-ups that bring nothing (another process's
@@ -192,6 +195,13 @@ class TurnWatch:
                     await self._bus.signal(now.holder, SignalKind.PUBLISH, key)
                 await _wait(port, key)
                 continue
+            if not looked_behind and port is not None and position > 0:
+                # Once the run no longer runs: did its final batch end at `position`?
+                looked_behind = True
+                behind = await port.read_events(key, position - 1)
+                if any(batch.final and batch.last == position for batch in behind):
+                    return  # the caller has the terminal event
+                stored = stored or bool(behind)
             lapsed = now.name == run.name and not now.finished  # its holder stopped
             # A run recorded as finished a while ago wrote its final batch long since (or
             # that batch expired before the earlier ones): nothing more is coming.
@@ -199,8 +209,6 @@ class TurnWatch:
             if not lapsed and not settled:  # the holder may still write its end
                 if final_wait is None:
                     final_wait = loop.time() + FINAL_GRACE_SECONDS
-                    if not stored and port is not None and position > 0:  # stored up to here?
-                        stored = bool(await port.read_events(key, position - 1))
                 coming = stored or (asked and not now.finished)
                 if coming and loop.time() < final_wait:
                     await _wait(port, key)  # its final batch may be on its way
