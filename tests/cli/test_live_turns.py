@@ -17,7 +17,7 @@ import pytest
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 from agentskit_chat.fakemodel import FakeModelServer, Reply
-from agentskit_chat_client import ChatClient, Submit
+from agentskit_chat_client import ChatClient, ChatError, Submit
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import Server, collect
 from tests.cli.test_model_turns import write_assistant
@@ -244,6 +244,30 @@ def test_a_killed_workers_turn_ends_interrupted_for_its_watchers_and_runs_again(
             model.enqueue(Reply(chunks=("again",)))
             rerun = await once_free(there, continued(sid, "t-k"))
             assert rerun[-1].completed.content == "again"
+
+    asyncio.run(scenario())
+    stop(server)
+
+
+def test_cancel_turn_of_a_killed_workers_turn_says_it_still_holds_the_session(
+    launch: Launcher, model: FakeModelServer, tmp_path: Path
+) -> None:
+    server = start(launch, tmp_path, model)
+    model.enqueue(Reply(chunks=CHUNKS, pause_after=3))
+
+    async def scenario() -> None:
+        async with clients(server.target) as opened:
+            sid = (await opened[0].create_session("assistant")).session_id
+            workers = await by_worker(server, opened, sid)
+            (doomed_pid, doomed), (_, survivor) = workers.items()
+            await read_until(chat(doomed).StreamTurn(continued(sid, "t-x")), 3)
+            os.kill(doomed_pid, signal.SIGKILL)
+            # Nobody stops the turn: its lease stays until it lapses.
+            with pytest.raises(ChatError) as held:
+                await survivor.cancel_turn(sid, "t-x")
+            assert held.value.code == grpc.StatusCode.ABORTED
+            assert held.value.reason == "ERROR_REASON_TURN_IN_PROGRESS"
+            assert int(held.value.metadata["retry_after_ms"]) > 0
 
     asyncio.run(scenario())
     stop(server)

@@ -75,7 +75,9 @@ class FakeChatService(chat_pb2_grpc.ChatServiceServicer):
     ``watch_rejections`` (aborting before any event), then sends the events of ``turn``
     after the request's ``after_sequence``; when ``watch_cuts`` holds a number for this
     call (popped), it aborts with UNAVAILABLE after that many events, as a stream cut by
-    the network ends. WatchSession sends ``session_items``, then aborts with
+    the network ends. With ``watch_outcome`` set, WatchTurn answers with it instead, as a
+    server that no longer keeps the events does: numbered from ``after_sequence + 1``.
+    WatchSession sends ``session_items``, then aborts with
     ``stream_abort`` or holds like a turn stream.
     """
 
@@ -93,6 +95,7 @@ class FakeChatService(chat_pb2_grpc.ChatServiceServicer):
         self.turn: list[chat_pb2.StreamTurnResponse] = []
         self.watch_rejections: list[Abort] = []
         self.watch_cuts: list[int] = []
+        self.watch_outcome: list[chat_pb2.StreamTurnResponse] = []
         self.session_items: list[chat_pb2.WatchSessionResponse] = []
 
     def _record(self, request: pb_message.Message, context) -> None:
@@ -158,6 +161,13 @@ class FakeChatService(chat_pb2_grpc.ChatServiceServicer):
             await context.abort(rejection.code, rejection.message, rejection.trailing_metadata())
         cut = self.watch_cuts.pop(0) if self.watch_cuts else None
         missed = [e for e in self.turn if e.sequence > request.after_sequence]
+        if self.watch_outcome:  # a recorded outcome: numbered from after_sequence + 1
+            missed = []
+            for offset, recorded in enumerate(self.watch_outcome, request.after_sequence + 1):
+                response = chat_pb2.StreamTurnResponse()
+                response.CopyFrom(recorded)
+                response.sequence = offset
+                missed.append(response)
         for index, response in enumerate(missed):
             if index == cut:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "connection cut")

@@ -289,6 +289,24 @@ def test_a_recorded_outcome_after_a_long_break_is_passed_on(service: FakeChatSer
     assert repeat.duplicate
 
 
+def test_a_recorded_outcome_that_breaks_is_followed_again_from_the_start(
+    service: FakeChatService,
+) -> None:
+    _cut_after(service, 3)
+    service.watch_outcome = [  # the server no longer keeps the events
+        event(0, started=chat_pb2.TurnStarted(duplicate=True)),
+        event(0, delta=chat_pb2.TextDelta(text="one two three")),
+        event(0, completed=chat_pb2.TurnCompleted(content="one two three")),
+    ]
+    service.watch_cuts = [2]  # the outcome breaks after its first two events
+    events = _serve(service)(lambda client: _collect(client, on_disconnect=CONTINUE))
+    watches = [w.after_sequence for w in _requests(service, chat_pb2.WatchTurnRequest)]
+    assert watches == [3, 0]  # its own numbering: from the start again, never mixed
+    assert [e.sequence for e in events] == [1, 2, 3, 4, 5, 6]
+    assert [type(e).__name__ for e in events[3:]] == ["TurnStarted", "TextDelta", "TurnCompleted"]
+    assert sum(isinstance(e, TurnStarted) and e.duplicate for e in events) == 1
+
+
 def test_the_policy_doubles_its_backoff_up_to_its_bound() -> None:
     policy = ReattachPolicy()
     assert (policy.attempts, policy.initial_backoff, policy.max_backoff) == (8, 0.1, 2.0)

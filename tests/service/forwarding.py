@@ -56,6 +56,9 @@ class Forwarding:
     async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
         return await self.store.read_events(key, after)
 
+    async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
+        return await self.store.newest_run(tenant, session_id, turn_id)
+
     async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
         await self.store.send_signal(signal, expires_at_ms=expires_at_ms)
 

@@ -141,3 +141,40 @@ def test_a_stream_closed_before_its_first_step_runs_nothing() -> None:
         assert live.logs.kept == 0
 
     asyncio.run(scenario())
+
+
+def test_a_cancel_after_the_terminal_event_changes_nothing() -> None:
+    async def scenario() -> None:
+        started, completed = Started("submit", "u-1"), Completed("a", "done")
+
+        async def events(claimed: Callable[[Claim], None]) -> AsyncGenerator[TurnEvent, None]:
+            claimed(Claim("here", 1, client_held=False))
+            yield started
+            yield completed
+            await asyncio.Event().wait()  # its bookkeeping after the end (a lease release)
+
+        live = LiveTurns(Limits())
+        key = (DEFAULT_TENANT, "s-1", "t-1")
+        stream = live.start(REQUEST, events)
+        assert await anext(stream) == (1, started)
+        assert await anext(stream) == (2, completed)
+        running = live.running(key)
+        assert running is not None
+        assert running.task is not None
+        watched = asyncio.ensure_future(asyncio.wait_for(_all(running.log.read()), 5))
+        assert await live.stop(running) is False
+        assert not running.task.done()  # not cancelled
+        await stream.aclose()  # its stream leaves before the end: the task is cancelled
+        assert await watched == [(1, started), (2, completed)]  # and the log ended well
+        log = live.logs.find(key)
+        assert log is not None  # kept for watchers
+        assert await _all(log.read()) == [(1, started), (2, completed)]
+
+    asyncio.run(scenario())
+
+
+async def _all(
+    events: AsyncGenerator[tuple[int, TurnEvent], None],
+) -> list[tuple[int, TurnEvent]]:
+    async with aclosing(events) as items:
+        return [item async for item in items]

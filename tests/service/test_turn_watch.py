@@ -26,9 +26,21 @@ from agentskit_chat.service import (
     Submit,
     TurnEvent,
     TurnRequest,
+    _turn_watch,
 )
-from agentskit_chat.storage import HistoryMode, MemoryStore
+from agentskit_chat.service._records import now_ms
+from agentskit_chat.storage import (
+    EventBatch,
+    HistoryMode,
+    MemoryStore,
+    Store,
+    StoreCorruptError,
+    StoreUnavailableError,
+    TurnSignal,
+)
 from agentskit_chat.storage._turn_events import TurnKey
+
+from .forwarding import Forwarding
 
 T = TypeVar("T")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
@@ -71,21 +83,22 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
 class Pair:
     """Two services ("processes") over one store, with one model."""
 
-    def __init__(self) -> None:
+    def __init__(self, wrap: type[Forwarding] | None = None) -> None:
         self.model = Gated()
         self.store = MemoryStore()
+        self.other: Store = self.store if wrap is None else wrap(self.store)
         definitions = list(load_definitions(EXAMPLES).values())
         assisted = dataclasses.replace(definitions[0], id="assisted", model={"adapter": "gated"})
         catalog = Catalog([*definitions, assisted])
         self.a, self.b = (
             ChatService(
                 catalog,
-                self.store,
+                store,
                 digest_key=KEY,
                 adapters=AdapterRegistry({"gated": lambda settings: self.model}),
                 holder=holder,
             )
-            for holder in ("process-a", "process-b")
+            for holder, store in (("process-a", self.store), ("process-b", self.other))
         )
 
     async def session(self, mode: HistoryMode = HistoryMode.SERVER) -> str:
@@ -206,6 +219,172 @@ def test_a_client_held_turns_text_is_stored_sealed() -> None:
         assert stored
         assert all(CANARY.encode() not in batch.body for batch in stored)
         assert await take(pair.b.watch_turn(sid, "t-4", 0)) == events  # and it opens
+        await pair.b.close()
+
+    run(scenario())
+
+
+CANCELLED = Failed(
+    "cancelled", "the turn was cancelled before it ended; nothing was committed", True
+)
+INTERRUPTED = Failed(
+    "interrupted",
+    "the server running the turn stopped before it ended; nothing was committed",
+    True,
+)
+
+
+def test_a_cancelled_turn_ends_for_a_watcher_on_another_process() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        request = TurnRequest(sid, "t-5", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        seen = await cut(pair.a, request, pair.model)
+        assert (await pair.a.cancel_turn(sid, "t-5")).cancelled
+        # Nothing recorded, the lease gone: only the store knows how the run ended.
+        watched = await take(pair.b.watch_turn(sid, "t-5", seen[-1][0]))
+        assert watched[-1][1] == CANCELLED
+        assert [s for s, _ in seen + watched] == list(range(1, len(seen + watched) + 1))
+        await pair.b.close()
+
+    run(scenario())
+
+
+def test_a_turn_interrupted_by_a_drain_ends_for_a_watcher_on_another_process() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        request = TurnRequest(sid, "t-6", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        await cut(pair.a, request, pair.model)
+        pair.a.begin_drain()
+        await pair.a.live.interrupt_all()  # the drain's grace ran out
+        watched = await take(pair.b.watch_turn(sid, "t-6", 0))
+        assert watched[-1][1] == INTERRUPTED
+        with pytest.raises(ServiceError) as missing:
+            await take(pair.b.watch_turn(sid, "t-unknown", 0))
+        assert missing.value.reason.name == "TURN_NOT_FOUND"
+        await pair.b.close()
+
+    run(scenario())
+
+
+def test_an_after_sequence_past_any_turn_is_refused() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        pair.model.gate.set()
+        request = TurnRequest(sid, "t-7", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        await cut(pair.a, request, pair.model)
+        await pair.a.turns.wait_idle()
+        await pair.store.expire(now_ms() + 10**9)  # no events kept: the recorded outcome
+        for after in (2**63, 2**64):
+            with pytest.raises(ServiceError) as refused:
+                await take(pair.b.watch_turn(sid, "t-7", after))
+            assert refused.value.reason.name == "INVALID_ARGUMENT"
+            assert refused.value.metadata["field"] == "after_sequence"
+        await pair.b.close()
+
+    run(scenario())
+
+
+def test_a_turn_finished_long_ago_whose_final_batch_expired_answers_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        pair.model.gate.set()
+        request = TurnRequest(sid, "t-8", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        await cut(pair.a, request, pair.model)
+        await pair.a.turns.wait_idle()
+        started = (await pair.a.get_turn(sid, "t-8")).started_at_ms
+        key = TurnKey("", sid, f"t-8@{started}")
+        # The final batch expires a minute after the end, the earlier ones later.
+        await pair.store.expire(now_ms() + 61_000)
+        kept = await pair.store.read_events(key)
+        assert kept
+        assert not kept[-1].final
+        later = now_ms() + 61_000
+        monkeypatch.setattr(_turn_watch, "now_ms", lambda: later)
+        watched = await asyncio.wait_for(
+            take(pair.b.watch_turn(sid, "t-8", kept[-1].last)),
+            _turn_watch.FINAL_GRACE_SECONDS / 2,
+        )
+        assert isinstance(watched[-1][1], Completed)
+        assert watched[0][0] == kept[-1].last + 1
+        await pair.b.close()
+
+    run(scenario())
+
+
+class Failing(Forwarding):
+    """Its live-turn calls fail with `error` once it is set."""
+
+    error: Exception | None = None
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+        self._check()
+        return await super().read_events(key, after)
+
+    async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
+        self._check()
+        await super().send_signal(signal, expires_at_ms=expires_at_ms)
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (StoreUnavailableError("down"), "STORE_UNAVAILABLE"),
+        (StoreCorruptError("unreadable"), "SESSION_CORRUPT"),
+    ],
+)
+def test_store_errors_of_watch_and_cancel_are_service_errors(error: Exception, reason: str) -> None:
+    async def scenario() -> None:
+        pair = Pair(Failing)
+        assert isinstance(pair.other, Failing)
+        sid = await pair.session()
+        request = TurnRequest(sid, "t-9", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        await cut(pair.a, request, pair.model)
+        pair.other.error = error
+        with pytest.raises(ServiceError) as watching:
+            await take(pair.b.watch_turn(sid, "t-9", 0))
+        assert watching.value.reason.name == reason
+        with pytest.raises(ServiceError) as cancelling:
+            await pair.b.cancel_turn(sid, "t-9")
+        assert cancelling.value.reason.name == reason
+        pair.model.gate.set()
+        await pair.a.turns.wait_idle()
+        await pair.a.close()
+
+    run(scenario())
+
+
+def test_a_watch_from_the_last_stored_event_ends_at_once_on_another_process() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        pair.model.gate.set()
+        request = TurnRequest(sid, "t-10", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        await cut(pair.a, request, pair.model)
+        await pair.a.turns.wait_idle()
+        whole = await take(pair.b.watch_turn(sid, "t-10", 0))
+        last = whole[-1][0]
+        watched = await asyncio.wait_for(
+            take(pair.b.watch_turn(sid, "t-10", last)), _turn_watch.FINAL_GRACE_SECONDS / 2
+        )
+        assert watched == []
+        # The same of a run that recorded nothing: its end is only in the store.
+        pair.model.gate.clear()
+        pair.model.entered.clear()
+        other = TurnRequest(sid, "t-11", Submit("hello"), on_disconnect=DisconnectMode.CONTINUE)
+        await cut(pair.a, other, pair.model)
+        assert (await pair.a.cancel_turn(sid, "t-11")).cancelled
+        ended = await take(pair.b.watch_turn(sid, "t-11", 0))
+        assert await take(pair.b.watch_turn(sid, "t-11", ended[-1][0])) == []
         await pair.b.close()
 
     run(scenario())

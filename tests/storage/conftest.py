@@ -132,6 +132,9 @@ class OnOwnLoop:
     async def take_signals(self, holder: str) -> tuple[TurnSignal, ...]:
         return await self._call(self._store.take_signals(holder))
 
+    async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
+        return await self._call(self._store.newest_run(tenant, session_id, turn_id))
+
     async def expire(self, now_ms: int) -> int:
         return await self._call(self._store.expire(now_ms))
 

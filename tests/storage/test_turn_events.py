@@ -54,6 +54,21 @@ def test_unknown_turn_reads_nothing(store: Store) -> None:
     assert run(store.read_events(replace(KEY, session_id="s2"))) == ()
 
 
+def test_the_newest_run_of_a_turn_id_is_found_by_its_start(store: Store) -> None:
+    assert run(store.newest_run("", "s1", "t1")) is None
+    for name in ("t1@900", "t1@1000", "t1@95", "t1@x@2000", "t1x@5000", "t10@7000", "T1@8000"):
+        run(store.append_events(replace(KEY, turn_id=name), batch(1, 1), expires_at_ms=LATER))
+    run(store.append_events(TurnKey("", "s2", "t1@9000"), batch(1, 1), expires_at_ms=LATER))
+    run(store.append_events(TurnKey("other", "s1", "t1@9000"), batch(1, 1), expires_at_ms=LATER))
+    assert run(store.newest_run("", "s1", "t1")) == "t1@1000"  # by its start, not as text
+    assert run(store.newest_run("", "s1", "t1@x")) == "t1@x@2000"
+    assert run(store.newest_run("", "s1", "t")) is None
+    assert run(store.newest_run("", "s1", "t1%")) is None
+    assert run(store.newest_run("other", "s1", "t1")) == "t1@9000"
+    run(store.expire(LATER))
+    assert run(store.newest_run("", "s1", "t1")) is None
+
+
 def test_overlapping_batch_is_refused_and_writes_nothing(store: Store) -> None:
     run(store.append_events(KEY, batch(3, 5), expires_at_ms=LATER))
     for first, last in ((1, 3), (5, 6), (4, 4), (2, 8)):
@@ -222,3 +237,5 @@ def test_closed_store_refuses_turn_calls(store: Store) -> None:
         run(store.read_events(KEY))
     with pytest.raises(StoreUnavailableError):
         run(store.wait([turn_topic(KEY)], 0.01))
+    with pytest.raises(StoreUnavailableError):
+        run(store.newest_run("", "s1", "t1"))

@@ -79,6 +79,14 @@ SEEDS: dict[str, list[bytes]] = {
         ).SerializeToString(),
     ],
     "CancelTurn": [pb.CancelTurnRequest(session_id="fz-server", turn_id="t1").SerializeToString()],
+    # A watch of a known session never ends by itself: the seed names none (NOT_FOUND), and
+    # no few mutations of it name one.
+    "WatchSession": [
+        pb.WatchSessionRequest(session_id="no-such-watched-session").SerializeToString(),
+        pb.WatchSessionRequest(
+            session_id="no-such-watched-session", after_cursor=3
+        ).SerializeToString(),
+    ],
 }
 
 

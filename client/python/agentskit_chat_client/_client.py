@@ -528,6 +528,14 @@ class ChatClient:
         call_timeout, call_metadata = self._call_options(timeout, metadata)
         deadline = None if call_timeout is None else time.monotonic() + call_timeout
         last, failures, resent = after_sequence, 0, False
+        # A recorded outcome (a repeat: TurnStarted.duplicate) is numbered by the answer
+        # that sends it, from its after_sequence + 1, not as the turn numbered its events:
+        # after a break in it, follow it again from 0 (the same repeat, numbered from 1)
+        # and shift that numbering onto the one passed on.
+        repeat: int | None = None
+        """The sequence passed on before the repeat's first event."""
+        shift = 0
+        """What the current call's sequences are shifted by."""
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if start is not None:
@@ -536,13 +544,20 @@ class ChatClient:
                 )
             else:
                 watch = chat_pb2.WatchTurnRequest(
-                    session_id=session_id, turn_id=turn_id, after_sequence=last
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    after_sequence=last if repeat is None else 0,
                 )
+                shift = 0 if repeat is None else repeat
                 call = self._stub.WatchTurn(watch, timeout=remaining, metadata=call_metadata)
             try:
                 async for response in call:
+                    if response.sequence and shift:
+                        response.sequence += shift
                     if response.sequence and response.sequence <= last:
                         continue  # delivered before the break: each event once
+                    if repeat is None and response.started.duplicate:
+                        repeat = response.sequence - 1
                     last, failures = max(last, response.sequence), 0
                     event = _convert.event_from_pb(response)
                     if event is not None:

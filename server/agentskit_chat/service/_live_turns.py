@@ -126,17 +126,20 @@ class LiveTurns:
         """The turn `key` while it runs here, once it claimed its lease."""
         return self._running.get(key)
 
-    async def stop(self, live: LiveTurn, code: str = CANCELLED) -> None:
+    async def stop(self, live: LiveTurn, code: str = CANCELLED) -> bool:
         """Stop a running turn (its streams end with the failed event of `code`) and
-        return once it ended: its lease is released then."""
+        return once it ended: its lease is released then. False, changing nothing, when
+        the turn already has its terminal event (it ended on its own; what is left is its
+        bookkeeping)."""
         task = live.task
-        if task is None:
-            return
+        if task is None or live.log.terminal:
+            return False
         if live.stop_code is None:
             live.stop_code = code
         if not task.done():
             task.cancel()
         await asyncio.wait((task,))
+        return True
 
     async def interrupt_all(self) -> None:
         """Stop every turn still running (the process is closing)."""
@@ -251,7 +254,9 @@ class LiveTurns:
         except asyncio.CancelledError as cancelled:
             # The turn is closed (its lease released). A turn that claimed its lease ends
             # for every stream with a failed event; one that had not just ends.
-            if live.claim is None or log.terminal:
+            if log.terminal:
+                pass  # Cancelled after its end: the log ended as it should.
+            elif live.claim is None:
                 error = cancelled
             else:
                 code = live.stop_code or (INTERRUPTED if self.draining else CANCELLED)

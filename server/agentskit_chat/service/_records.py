@@ -124,7 +124,7 @@ class Records:
         loaded = Loaded(definition, record, mode, secrets.token_hex(8), tenant)
         stored = self._stored(loaded, record, encoder)
         try:
-            await _guard(self.store.create(stored))
+            await guard(self.store.create(stored))
         except SessionExistsError:
             raise ServiceError(Reason.SESSION_EXISTS, "a session with this id exists") from None
         self._remember(Entry(stored.record, loaded, encoder, ()))
@@ -134,7 +134,7 @@ class Records:
         """The verified stored record of `session_id`, without its history (one small read);
         raises ServiceError when unusable."""
         tenant = current_principal().tenant
-        stored = await _guard(self.store.load(session_id, tenant=tenant))
+        stored = await guard(self.store.load(session_id, tenant=tenant))
         return self._accept(session_id, tenant, stored)
 
     async def load_with_messages(self, session_id: str) -> tuple[Loaded, tuple[Message, ...]]:
@@ -180,7 +180,7 @@ class Records:
         if entry is not None and (
             entry.messages is not None or entry.loaded.history_mode == HistoryMode.CLIENT
         ):
-            stored = await _guard(self.store.load(session_id, tenant=tenant))
+            stored = await guard(self.store.load(session_id, tenant=tenant))
             if stored is None or stored.history_mode == HistoryMode.CLIENT:
                 return stored, ()
             entry = self._cache.get(session_id, tenant)  # as it is now, after the read
@@ -191,7 +191,7 @@ class Records:
                 and stored.incarnation == entry.loaded.incarnation
             ):
                 return stored, entry.messages
-        found = await _guard(self.store.load_with_messages(session_id, tenant=tenant))
+        found = await guard(self.store.load_with_messages(session_id, tenant=tenant))
         if found is None:
             return None, ()
         return found[0], tuple(_message(m) for m in found[1])
@@ -256,7 +256,7 @@ class Records:
             saved = saved.evolve(messages=history.keep + len(history.append))
         stored = self._stored(loaded, saved, encoder)
         try:
-            won = await _guard(
+            won = await guard(
                 self.store.compare_and_set(stored, expected_cursor=loaded.cursor, history=history)
             )
         except ValueError:
@@ -291,15 +291,15 @@ class Records:
         tenant = principal.tenant
         self._cache.pop(session_id, tenant)
         if principal.definitions is not None:
-            stored = await _guard(self.store.load(session_id, tenant=tenant))
+            stored = await guard(self.store.load(session_id, tenant=tenant))
             if stored is None or not principal.may_use(stored.definition_id):
                 return False
         deleted = self.store.delete(session_id, tenant=tenant, expected_cursor=expected_cursor)
-        if await _guard(deleted):
+        if await guard(deleted):
             return True
         if expected_cursor is None:
             return False
-        stored = await _guard(self.store.load(session_id, tenant=tenant))
+        stored = await guard(self.store.load(session_id, tenant=tenant))
         if stored is None:
             return False
         raise conflict(stored.cursor)
@@ -340,7 +340,7 @@ def to_stored(message: Message) -> StoredMessage:
     return StoredMessage(message.id, str(message.role), message.content)
 
 
-async def _guard(call: Awaitable[T]) -> T:
+async def guard(call: Awaitable[T]) -> T:
     try:
         return await call
     except StoreCorruptError:

@@ -24,6 +24,7 @@ from agentskit_chat.storage._turn_events import SignalKind, TurnKey, session_top
 
 from ._catalog import Catalog, CatalogChanges
 from ._errors import Reason, ServiceError, invalid
+from ._event_log import MAX_EVENTS
 from ._limits import Limits
 from ._live_turns import LiveTurns
 from ._observer import TurnObserver
@@ -249,6 +250,8 @@ class ChatService:
         turn_id = self.limits.check_id("turn_id", turn_id)
         if after_sequence < 0:
             raise invalid("after_sequence", "after_sequence must not be negative")
+        if after_sequence > MAX_EVENTS + 1:  # past any turn's last event
+            raise invalid("after_sequence", "after_sequence is past the turn's last event")
         tenant = current_principal().tenant
         with self.watchers.watching(tenant, session_id):
             loaded = await self._records.load(session_id)
@@ -269,8 +272,9 @@ class ChatService:
         loaded = await self._records.load(session_id)
         live = self.live.running((loaded.tenant, session_id, turn_id))
         if live is not None:
-            await self.live.stop(live, CANCELLED)
-            return CancelOutcome(True)
+            if await self.live.stop(live, CANCELLED):
+                return CancelOutcome(True)
+            loaded = await self._records.load(session_id)  # it ended first: as recorded
         lease = loaded.record.lease
         if (
             lease is not None
@@ -282,14 +286,25 @@ class ChatService:
             name = run_name(turn_id, lease.started_at_ms or 0)
             key = TurnKey(loaded.tenant, session_id, name)
             await self.bus.signal(lease.holder, SignalKind.CANCEL, key)
-            await self._lease_gone(session_id, turn_id, lease.started_at_ms)
-            return CancelOutcome(True)
+            loaded = await self._lease_gone(loaded, turn_id, lease.started_at_ms)
+            if loaded.record.find_turn(turn_id) is None:
+                still = loaded.record.lease
+                if still is None or (still.turn_id, still.started_at_ms) != (
+                    turn_id,
+                    lease.started_at_ms,
+                ):
+                    return CancelOutcome(True)  # stopped, recording nothing
+                # Its holder did not stop it (gone, or too slow): it may run on.
+                refuse_if_leased(loaded, now_ms(), turn_id)
+                return CancelOutcome(False)  # its lease lapsed: its holder is gone
         finished = loaded.record.find_turn(turn_id)
         return CancelOutcome(False, None if finished is None else finished_view(finished))
 
-    async def _lease_gone(self, session_id: str, turn_id: str, started_at: int | None) -> None:
+    async def _lease_gone(self, loaded: Loaded, turn_id: str, started_at: int | None) -> Loaded:
         """Wait (at most CANCEL_WAIT_SECONDS) until the run of `turn_id` started at
-        `started_at` no longer holds the session's lease."""
+        `started_at` no longer holds the session's lease; the record then (or at the end
+        of the wait)."""
+        session_id = loaded.record.session_id
         loop = asyncio.get_running_loop()
         until = loop.time() + CANCEL_WAIT_SECONDS
         port = self.bus.port
@@ -299,13 +314,11 @@ class ChatService:
                 await asyncio.sleep(0.1)
             else:
                 await port.wait((topic,), max(0.0, min(1.0, until - loop.time())))
-            try:
-                loaded = await self._records.load(session_id)
-            except ServiceError:
-                return
+            loaded = await self._records.load(session_id)
             lease = loaded.record.lease
             if lease is None or lease.turn_id != turn_id or lease.started_at_ms != started_at:
-                return
+                break
+        return loaded
 
     watch_settings: WatchSettings = WatchSettings()
     """The session watches' heartbeat and behind bound (set before serving)."""

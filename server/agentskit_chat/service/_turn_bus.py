@@ -25,6 +25,7 @@ from typing import Any, Final, cast
 from agentskit_chat.conversation import ResponseSealer
 from agentskit_chat.storage import Store
 from agentskit_chat.storage._turn_events import (
+    EXPIRE_LIMIT,
     EventBatch,
     SignalKind,
     TurnEventStore,
@@ -33,6 +34,7 @@ from agentskit_chat.storage._turn_events import (
 )
 
 from ._event_log import RETENTION_SECONDS, MemoryEventLog
+from ._guarded_port import GuardedPort
 from ._limits import Limits
 from ._records import now_ms
 from ._turn_codec import BatchCodec
@@ -57,7 +59,15 @@ Track = Callable[[Coroutine[Any, Any, object]], "asyncio.Task[object]"]
 
 def event_port(store: Store) -> TurnEventStore | None:
     """The store's live-turn port, when it implements one."""
-    needed = ("append_events", "read_events", "send_signal", "take_signals", "expire", "wait")
+    needed = (
+        "append_events",
+        "read_events",
+        "newest_run",
+        "send_signal",
+        "take_signals",
+        "expire",
+        "wait",
+    )
     if all(callable(getattr(store, name, None)) for name in needed):
         return cast(TurnEventStore, store)
     return None
@@ -180,6 +190,20 @@ def _resolve(future: asyncio.Future[None] | None) -> None:
         future.set_result(None)
 
 
+async def expire_all(port: TurnEventStore) -> None:
+    """Drop everything expired: calls again (letting the loop run between calls) while a
+    call stopped at its limit."""
+    while True:
+        try:
+            dropped = await port.expire(now_ms())
+        except Exception as exc:
+            log.warning("expiring stored turn events failed: %s", type(exc).__name__)
+            return
+        if dropped < EXPIRE_LIMIT:
+            return
+        await asyncio.sleep(0)
+
+
 class TurnBus:
     """The live-turn port of the store, as this process uses it."""
 
@@ -190,7 +214,8 @@ class TurnBus:
         limits: Limits,
         sealer: ResponseSealer,
     ) -> None:
-        self.port = port
+        self.port: TurnEventStore | None = None if port is None else GuardedPort(port)
+        """The port; its store errors are ServiceErrors (STORE_UNAVAILABLE, ...)."""
         self.holder = holder
         self._limits = limits
         self._sealer = sealer
@@ -210,10 +235,7 @@ class TurnBus:
 
     async def _sweep(self, port: TurnEventStore) -> None:
         while True:
-            try:
-                await port.expire(now_ms())
-            except Exception as exc:
-                log.warning("expiring stored turn events failed: %s", type(exc).__name__)
+            await expire_all(port)
             await asyncio.sleep(SWEEP_SECONDS)
 
     async def signal(self, holder: str, kind: SignalKind, key: TurnKey) -> None:

@@ -44,6 +44,7 @@ nearly always: one read per batch rather than two."""
 FINAL_GRACE_SECONDS: Final = 5.0
 """How long a watcher waits for the final batch of a turn recorded as finished before it
 answers with the recorded outcome instead."""
+FINAL_GRACE_MS: Final = int(FINAL_GRACE_SECONDS * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,7 @@ class _Run:
     """Its lease is live."""
     holder: str | None = None
     finished: bool = False
+    finished_at_ms: int = 0
 
 
 def _run_of(record: SessionRecord, turn_id: str, at_ms: int) -> _Run:
@@ -65,7 +67,8 @@ def _run_of(record: SessionRecord, turn_id: str, at_ms: int) -> _Run:
         return _Run(name, lease.expires_at_ms > at_ms, lease.holder)
     finished = record.find_turn(turn_id)
     if finished is not None:
-        return _Run(run_name(turn_id, finished.started_at_ms or 0), False, finished=True)
+        name = run_name(turn_id, finished.started_at_ms or 0)
+        return _Run(name, False, finished=True, finished_at_ms=finished.finished_at_ms)
     return _Run(None, False)
 
 
@@ -82,15 +85,38 @@ class TurnWatch:
     ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
         """(sequence, event) of the turn `turn_id` of `loaded`'s session after `after`;
         `loaded` was just read. The stream of the source itself (no generator in between:
-        each one costs every event a step); TURN_NOT_FOUND at once when there is none."""
+        each one costs every event a step); TURN_NOT_FOUND when there is none (at once
+        when the record names no run and the store keeps no ended one: at the first step)."""
         session_id = loaded.record.session_id
         run = _run_of(loaded.record, turn_id, now_ms())
         local = self._live.logs.find((loaded.tenant, session_id, turn_id))
         if local is not None and (run.name is None or local.name == run.name):
             return _read(local, after)
         if run.name is None:
-            raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
+            return self._ended(loaded, turn_id, after)
         return self._stored(loaded, turn_id, run, after)
+
+    async def _ended(
+        self, loaded: Loaded, turn_id: str, after: int
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        """The turn's newest stored run when its final batch is kept: a run that ended
+        recording nothing (cancelled, or interrupted by a drain) leaves the record naming no
+        run, and only the store knows its end."""
+        port = self._bus.port
+        session_id = loaded.record.session_id
+        name = None if port is None else await port.newest_run(loaded.tenant, session_id, turn_id)
+        if port is None or name is None:
+            raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
+        batches = await port.read_events(TurnKey(loaded.tenant, session_id, name))
+        if not batches or not batches[-1].final:
+            raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
+        if after > batches[-1].last:
+            raise invalid("after_sequence", "after_sequence is past the turn's last event")
+        if after == batches[-1].last:
+            return
+        async with aclosing(self._stored(loaded, turn_id, _Run(name, False), after)) as events:
+            async for item in events:
+                yield item
 
     async def _stored(
         self, loaded: Loaded, turn_id: str, run: _Run, after: int
@@ -106,6 +132,7 @@ class TurnWatch:
         asked = False
         stored = False
         final_wait: float | None = None
+        looked_behind = False
         loop = asyncio.get_running_loop()
         checked: float | None = None
         """When the record was last read: wake-ups that bring nothing (another process's
@@ -168,12 +195,20 @@ class TurnWatch:
                     await self._bus.signal(now.holder, SignalKind.PUBLISH, key)
                 await _wait(port, key)
                 continue
+            if not looked_behind and port is not None and position > 0:
+                # Once the run no longer runs: did its final batch end at `position`?
+                looked_behind = True
+                behind = await port.read_events(key, position - 1)
+                if any(batch.final and batch.last == position for batch in behind):
+                    return  # the caller has the terminal event
+                stored = stored or bool(behind)
             lapsed = now.name == run.name and not now.finished  # its holder stopped
-            if not lapsed:  # finished or released: the holder may still write its end
+            # A run recorded as finished a while ago wrote its final batch long since (or
+            # that batch expired before the earlier ones): nothing more is coming.
+            settled = now.finished and now_ms() - now.finished_at_ms > FINAL_GRACE_MS
+            if not lapsed and not settled:  # the holder may still write its end
                 if final_wait is None:
                     final_wait = loop.time() + FINAL_GRACE_SECONDS
-                    if not stored and port is not None and position > 0:  # stored up to here?
-                        stored = bool(await port.read_events(key, position - 1))
                 coming = stored or (asked and not now.finished)
                 if coming and loop.time() < final_wait:
                     await _wait(port, key)  # its final batch may be on its way

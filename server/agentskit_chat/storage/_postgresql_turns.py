@@ -14,7 +14,7 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ._ports import StoreCorruptError
-from ._turn_events import EventBatch, SignalKind
+from ._turn_events import EXPIRE_LIMIT, EventBatch, SignalKind
 from ._wakeups import Wakeups
 
 log = logging.getLogger("agentskit_chat.storage.postgresql")
@@ -22,7 +22,6 @@ log = logging.getLogger("agentskit_chat.storage.postgresql")
 NOTIFY_CHANNEL: Final = "agentskit_chat"
 """The LISTEN/NOTIFY channel of wake-ups; each notification's payload is one topic."""
 TURN_LOCK: Final = 0x61676B74  # "agkt": the advisory lock class of one turn's appends
-EXPIRE_LIMIT: Final = 1000
 """Rows of each table one `expire` call drops at most."""
 INTEREST_TTL_MS: Final = 120_000
 """How long a registered topic stays registered without being waited on again."""
@@ -115,6 +114,12 @@ SELECT_EVENTS: Final = (
     " WHERE tenant = %s AND session_id = %s AND turn_id = %s AND last_sequence > %s"
     " ORDER BY first_sequence"
 )
+SELECT_RUNS: Final = (
+    "SELECT DISTINCT turn_id FROM turn_events WHERE tenant = %s AND session_id = %s"
+    " AND left(turn_id, char_length(%s)) = %s"
+)
+"""The run names of a turn id: keys that start with `id@` (an equality, whatever the
+collation)."""
 SEND_SIGNAL: Final = (
     "WITH sent AS (INSERT INTO turn_signals (holder, kind, tenant, session_id, turn_id,"
     " expires_at_ms) VALUES (%s, %s, %s, %s, %s, %s)"

@@ -6,10 +6,7 @@ import sqlite3
 from typing import Final
 
 from ._ports import StoreCorruptError
-from ._turn_events import EventBatch, SignalKind, TurnKey, TurnSignal
-
-EXPIRE_LIMIT: Final = 1000
-"""Rows of each table one `expire` call drops at most."""
+from ._turn_events import EXPIRE_LIMIT, EventBatch, SignalKind, TurnKey, TurnSignal, newest_run
 
 TURN_TABLES: Final = (
     """CREATE TABLE turn_events (
@@ -51,6 +48,12 @@ _SELECT_EVENTS: Final = (
     " WHERE tenant = ? AND session_id = ? AND turn_id = ? AND last_sequence > ?"
     " ORDER BY first_sequence"
 )
+_SELECT_RUNS: Final = (
+    "SELECT DISTINCT turn_id FROM turn_events WHERE tenant = ? AND session_id = ?"
+    " AND turn_id >= ? AND turn_id < ?"
+)
+"""The run names of a turn id: keys from `id@` up to (not including) `idA` (text compares
+as bytes: exactly the names that start with `id@`)."""
 _INSERT_SIGNAL: Final = (
     "INSERT INTO turn_signals (holder, kind, tenant, session_id, turn_id, expires_at_ms)"
     " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (holder, kind, tenant, session_id, turn_id)"
@@ -88,6 +91,12 @@ def append_events(
 def read_events(key: TurnKey, after: int, db: sqlite3.Connection) -> tuple[EventBatch, ...]:
     rows = db.execute(_SELECT_EVENTS, (key.tenant, key.session_id, key.turn_id, after))
     return tuple(batch_of_row(row) for row in rows.fetchall())
+
+
+def newest_run_of(tenant: str, session_id: str, turn_id: str, db: sqlite3.Connection) -> str | None:
+    bounds = (f"{turn_id}@", f"{turn_id}A")
+    rows = db.execute(_SELECT_RUNS, (tenant, session_id, *bounds)).fetchall()
+    return newest_run([name for (name,) in rows if isinstance(name, str)], turn_id)
 
 
 def batch_of_row(row: tuple[object, ...]) -> EventBatch:

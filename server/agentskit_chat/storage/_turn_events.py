@@ -21,7 +21,28 @@ import hashlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Final, Protocol
+
+EXPIRE_LIMIT: Final = 1000
+"""Rows of each kind (batches, signals) one `expire` call may stop at: a caller that got
+this many or more calls again."""
+
+
+def run_of_name(name: str, turn_id: str) -> int | None:
+    """The start (ms) of a run of `turn_id` named `name` (`turn_id@started_at_ms`), or
+    None when `name` names no run of `turn_id`."""
+    head, at, started = name.rpartition("@")
+    if head != turn_id or not at or not started.isascii() or not started.isdigit():
+        return None
+    return int(started)
+
+
+def newest_run(names: Collection[str], turn_id: str) -> str | None:
+    """Of run names `names`, the one of `turn_id` started last; None when there is none."""
+    runs = [
+        (started, name) for name in names if (started := run_of_name(name, turn_id)) is not None
+    ]
+    return max(runs)[1] if runs else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +96,11 @@ class TurnEventStore(Protocol):
     async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
         """The stored batches of the turn holding any sequence after `after`, in order
         (the first may start at or before `after`; readers skip what they have)."""
+        ...
+
+    async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
+        """The name (`TurnKey.turn_id`) of the run of `turn_id` started last of those with
+        stored batches: keys named `turn_id@started_at_ms`; None when none is stored."""
         ...
 
     async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:

@@ -19,6 +19,7 @@ from ._turn_events import (
     TurnKey,
     TurnSignal,
     holder_topic,
+    newest_run,
     turn_topic,
 )
 from ._wakeups import Wakeups
@@ -147,6 +148,14 @@ class MemoryStore:
         """The turn's stored batches holding a sequence after `after`, in order."""
         self._check_open()
         return tuple(batch for batch, _ in self._events.get(key, ()) if batch.last > after)
+
+    async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
+        """The name of the newest stored run of `turn_id`, or None."""
+        self._check_open()
+        names = [
+            k.turn_id for k in self._events if (k.tenant, k.session_id) == (tenant, session_id)
+        ]
+        return newest_run(names, turn_id)
 
     async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
         """Leave `signal` for its holder; a repeated one keeps its place and the later

@@ -65,6 +65,7 @@ from ._turn_events import (
     TurnKey,
     TurnSignal,
     holder_topic,
+    newest_run,
     session_topic,
     turn_topic,
 )
@@ -452,6 +453,14 @@ class PostgresqlStore:
         async with self._connection("read_events") as db:
             rows = await (await db.execute(turns.SELECT_EVENTS, turn)).fetchall()
         return tuple(turns.batch_of_row(row) for row in rows)
+
+    async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
+        """The name of the newest stored run of `turn_id`, or None."""
+        prefix = f"{turn_id}@"
+        async with self._connection("newest_run") as db:
+            found = await db.execute(turns.SELECT_RUNS, (tenant, session_id, prefix, prefix))
+            rows = await found.fetchall()
+        return newest_run([name for (name,) in rows if isinstance(name, str)], turn_id)
 
     async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
         """Leave `signal` for its holder; a repeated one keeps its place and the later

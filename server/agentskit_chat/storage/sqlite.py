@@ -295,6 +295,11 @@ class SqliteStore:
         """The turn's stored batches holding a sequence after `after`, in order."""
         return await self._run("read_events", partial(turns.read_events, key, after))
 
+    async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
+        """The name of the newest stored run of `turn_id`, or None."""
+        find = partial(turns.newest_run_of, tenant, session_id, turn_id)
+        return await self._run("newest_run", find)
+
     async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
         """Leave `signal` for its holder; a repeated one keeps its place and the later
         of the two expiries."""

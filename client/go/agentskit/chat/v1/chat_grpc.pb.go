@@ -87,7 +87,9 @@ type ChatServiceClient interface {
 	WatchTurn(ctx context.Context, in *WatchTurnRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamTurnResponse], error)
 	// CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
 	// is committed, the model stream is closed, the lease is released and the turn id may
-	// run again. Cancelling a turn that is not running changes nothing.
+	// run again. Cancelling a turn that is not running changes nothing. A turn run by a
+	// server that does not stop it in time (one that stopped answering keeps the lease until
+	// it lapses) is ABORTED (ERROR_REASON_TURN_IN_PROGRESS, with a retry delay).
 	CancelTurn(ctx context.Context, in *CancelTurnRequest, opts ...grpc.CallOption) (*CancelTurnResponse, error)
 	// WatchSession streams the session's turns as they happen, whoever started them: the
 	// session first, then the events of each turn (tagged with its turn id) and the session
@@ -297,7 +299,9 @@ type ChatServiceServer interface {
 	WatchTurn(*WatchTurnRequest, grpc.ServerStreamingServer[StreamTurnResponse]) error
 	// CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
 	// is committed, the model stream is closed, the lease is released and the turn id may
-	// run again. Cancelling a turn that is not running changes nothing.
+	// run again. Cancelling a turn that is not running changes nothing. A turn run by a
+	// server that does not stop it in time (one that stopped answering keeps the lease until
+	// it lapses) is ABORTED (ERROR_REASON_TURN_IN_PROGRESS, with a retry delay).
 	CancelTurn(context.Context, *CancelTurnRequest) (*CancelTurnResponse, error)
 	// WatchSession streams the session's turns as they happen, whoever started them: the
 	// session first, then the events of each turn (tagged with its turn id) and the session

@@ -124,7 +124,9 @@ class ChatService(Protocol):
         """
         CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
         is committed, the model stream is closed, the lease is released and the turn id may
-        run again. Cancelling a turn that is not running changes nothing.
+        run again. Cancelling a turn that is not running changes nothing. A turn run by a
+        server that does not stop it in time (one that stopped answering keeps the lease until
+        it lapses) is ABORTED (ERROR_REASON_TURN_IN_PROGRESS, with a retry delay).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -582,7 +584,9 @@ class ChatServiceClient(ConnectClient):
         """
         CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
         is committed, the model stream is closed, the lease is released and the turn id may
-        run again. Cancelling a turn that is not running changes nothing.
+        run again. Cancelling a turn that is not running changes nothing. A turn run by a
+        server that does not stop it in time (one that stopped answering keeps the lease until
+        it lapses) is ABORTED (ERROR_REASON_TURN_IN_PROGRESS, with a retry delay).
         """
         return await self.execute_unary(
             request=request,

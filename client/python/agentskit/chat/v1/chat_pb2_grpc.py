@@ -202,7 +202,9 @@ class ChatServiceServicer:
     def CancelTurn(self, request, context):
         """CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
         is committed, the model stream is closed, the lease is released and the turn id may
-        run again. Cancelling a turn that is not running changes nothing.
+        run again. Cancelling a turn that is not running changes nothing. A turn run by a
+        server that does not stop it in time (one that stopped answering keeps the lease until
+        it lapses) is ABORTED (ERROR_REASON_TURN_IN_PROGRESS, with a retry delay).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -86,7 +86,9 @@ class ChatServiceStub:
     CancelTurn: _grpc.UnaryUnaryMultiCallable[_chat_pb2.CancelTurnRequest, _chat_pb2.CancelTurnResponse]
     """CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
     is committed, the model stream is closed, the lease is released and the turn id may
-    run again. Cancelling a turn that is not running changes nothing.
+    run again. Cancelling a turn that is not running changes nothing. A turn run by a
+    server that does not stop it in time (one that stopped answering keeps the lease until
+    it lapses) is ABORTED (ERROR_REASON_TURN_IN_PROGRESS, with a retry delay).
     """
     WatchSession: _grpc.UnaryStreamMultiCallable[_chat_pb2.WatchSessionRequest, _chat_pb2.WatchSessionResponse]
     """WatchSession streams the session's turns as they happen, whoever started them: the
@@ -146,7 +148,9 @@ class ChatServiceAsyncStub(ChatServiceStub):
     CancelTurn: _aio.UnaryUnaryMultiCallable[_chat_pb2.CancelTurnRequest, _chat_pb2.CancelTurnResponse]  # type: ignore[assignment]
     """CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
     is committed, the model stream is closed, the lease is released and the turn id may
-    run again. Cancelling a turn that is not running changes nothing.
+    run again. Cancelling a turn that is not running changes nothing. A turn run by a
+    server that does not stop it in time (one that stopped answering keeps the lease until
+    it lapses) is ABORTED (ERROR_REASON_TURN_IN_PROGRESS, with a retry delay).
     """
     WatchSession: _aio.UnaryStreamMultiCallable[_chat_pb2.WatchSessionRequest, _chat_pb2.WatchSessionResponse]  # type: ignore[assignment]
     """WatchSession streams the session's turns as they happen, whoever started them: the
@@ -269,7 +273,9 @@ class ChatServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_chat_pb2.CancelTurnResponse, _abc.Awaitable[_chat_pb2.CancelTurnResponse]]:
         """CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
         is committed, the model stream is closed, the lease is released and the turn id may
-        run again. Cancelling a turn that is not running changes nothing.
+        run again. Cancelling a turn that is not running changes nothing. A turn run by a
+        server that does not stop it in time (one that stopped answering keeps the lease until
+        it lapses) is ABORTED (ERROR_REASON_TURN_IN_PROGRESS, with a retry delay).
         """
 
     @_abc_1.abstractmethod

@@ -2207,7 +2207,9 @@ export const ChatService: GenService<{
   /**
    * CancelTurn stops a running turn as a disconnect of a cancelling stream does: nothing
    * is committed, the model stream is closed, the lease is released and the turn id may
-   * run again. Cancelling a turn that is not running changes nothing.
+   * run again. Cancelling a turn that is not running changes nothing. A turn run by a
+   * server that does not stop it in time (one that stopped answering keeps the lease until
+   * it lapses) is ABORTED (ERROR_REASON_TURN_IN_PROGRESS, with a retry delay).
    *
    * @generated from rpc agentskit.chat.v1.ChatService.CancelTurn
    */
