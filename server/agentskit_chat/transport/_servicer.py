@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from contextlib import aclosing
 from typing import Final, TypeVar
 
@@ -85,36 +85,20 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         self, request: pb.StreamTurnRequest, context: Context
     ) -> AsyncIterator[pb.StreamTurnResponse]:
         """Run one turn and stream its events."""
-        try:
-            stream = self.rpcs.stream_turn(request, stalled=lambda: _end_stalled(context))
-            async with aclosing(stream) as events:
-                async for event in events:
-                    yield event
-        except ServiceError as error:
-            await abort(context, error)
-        except (grpc.aio.AbortError, GeneratorExit):
-            raise
-        except Exception as exc:
-            log.error("turn failed unexpectedly: %s", type(exc).__name__)
-            await abort_internal(context)
+        stream = self.rpcs.stream_turn(request, stalled=lambda: _end_stalled(context))
+        async with aclosing(_streamed(context, stream, "turn")) as events:
+            async for event in events:
+                yield event
 
     async def WatchTurn(
         self, request: pb.WatchTurnRequest, context: Context
     ) -> AsyncIterator[pb.StreamTurnResponse]:
         """Stream one turn's events after a sequence the caller has."""
-        try:
-            await _start_response(context)
-            stream = self.rpcs.watch_turn(request, stalled=lambda: _end_stalled(context))
-            async with aclosing(stream) as events:
-                async for event in events:
-                    yield event
-        except ServiceError as error:
-            await abort(context, error)
-        except (grpc.aio.AbortError, GeneratorExit):
-            raise
-        except Exception as exc:
-            log.error("turn watch failed unexpectedly: %s", type(exc).__name__)
-            await abort_internal(context)
+        await _start_response(context)
+        stream = self.rpcs.watch_turn(request, stalled=lambda: _end_stalled(context))
+        async with aclosing(_streamed(context, stream, "turn watch")) as events:
+            async for event in events:
+                yield event
 
     async def CancelTurn(
         self, request: pb.CancelTurnRequest, context: Context
@@ -126,18 +110,30 @@ class ChatServicer(chat_pb2_grpc.ChatServiceServicer):
         self, request: pb.WatchSessionRequest, context: Context
     ) -> AsyncIterator[pb.WatchSessionResponse]:
         """Stream the session's turns and changes as they happen."""
-        try:
-            await _start_response(context)
-            async with aclosing(self.rpcs.watch_session(request)) as items:
-                async for item in items:
-                    yield item
-        except ServiceError as error:
-            await abort(context, error)
-        except (grpc.aio.AbortError, GeneratorExit):
-            raise
-        except Exception as exc:
-            log.error("session watch failed unexpectedly: %s", type(exc).__name__)
-            await abort_internal(context)
+        await _start_response(context)
+        stream = self.rpcs.watch_session(request)
+        async with aclosing(_streamed(context, stream, "session watch")) as items:
+            async for item in items:
+                yield item
+
+
+async def _streamed(
+    context: Context, stream: AsyncGenerator[T, None], what: str
+) -> AsyncGenerator[T, None]:
+    """The items of `stream`, closed when the call ends; a ServiceError ends the call with
+    its status, anything unexpected with a bare INTERNAL that names only its type (`what`
+    says which call failed, in the log)."""
+    try:
+        async with aclosing(stream) as items:
+            async for item in items:
+                yield item
+    except ServiceError as error:
+        await abort(context, error)
+    except (grpc.aio.AbortError, GeneratorExit):
+        raise
+    except Exception as exc:
+        log.error("%s failed unexpectedly: %s", what, type(exc).__name__)
+        await abort_internal(context)
 
 
 async def _start_response(context: Context) -> None:

@@ -8,7 +8,7 @@ code and details, and anything unexpected a bare INTERNAL that names nothing of 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from contextlib import aclosing
 from typing import Any, TypeVar
 
@@ -111,17 +111,9 @@ class ConnectChatService:
         (see `Flow`)."""
         flow = current_flow()
         stalled = None if flow is None else flow.stall
-        try:
-            async with aclosing(self.rpcs.stream_turn(request, stalled)) as events:
-                async for event in events:
-                    yield event
-        except ServiceError as error:
-            raise connect_error(error) from None
-        except (ConnectError, GeneratorExit):
-            raise
-        except Exception as exc:
-            log.error("turn failed unexpectedly: %s", type(exc).__name__)
-            raise internal_error() from None
+        async with aclosing(_streamed(self.rpcs.stream_turn(request, stalled), "turn")) as events:
+            async for event in events:
+                yield event
 
     async def watch_turn(
         self, request: pb.WatchTurnRequest, ctx: Context, /
@@ -130,17 +122,10 @@ class ConnectChatService:
         away only ends its watch."""
         flow = current_flow()
         stalled = None if flow is None else flow.stall
-        try:
-            async with aclosing(self.rpcs.watch_turn(request, stalled)) as events:
-                async for event in events:
-                    yield event
-        except ServiceError as error:
-            raise connect_error(error) from None
-        except (ConnectError, GeneratorExit):
-            raise
-        except Exception as exc:
-            log.error("turn watch failed unexpectedly: %s", type(exc).__name__)
-            raise internal_error() from None
+        stream = self.rpcs.watch_turn(request, stalled)
+        async with aclosing(_streamed(stream, "turn watch")) as events:
+            async for event in events:
+                yield event
 
     async def cancel_turn(
         self, request: pb.CancelTurnRequest, ctx: Context, /
@@ -153,17 +138,26 @@ class ConnectChatService:
     ) -> AsyncIterator[pb.WatchSessionResponse]:
         """Stream the session's turns and changes as they happen; a browser that goes away
         only ends its watch."""
-        try:
-            async with aclosing(self.rpcs.watch_session(request)) as items:
-                async for item in items:
-                    yield item
-        except ServiceError as error:
-            raise connect_error(error) from None
-        except (ConnectError, GeneratorExit):
-            raise
-        except Exception as exc:
-            log.error("session watch failed unexpectedly: %s", type(exc).__name__)
-            raise internal_error() from None
+        async with aclosing(_streamed(self.rpcs.watch_session(request), "session watch")) as items:
+            async for item in items:
+                yield item
+
+
+async def _streamed(stream: AsyncGenerator[T, None], what: str) -> AsyncGenerator[T, None]:
+    """The items of `stream`, closed when the call ends; a ServiceError ends the call with
+    its Connect error, anything unexpected with a bare INTERNAL that names only its type
+    (`what` says which call failed, in the log)."""
+    try:
+        async with aclosing(stream) as items:
+            async for item in items:
+                yield item
+    except ServiceError as error:
+        raise connect_error(error) from None
+    except (ConnectError, GeneratorExit):
+        raise
+    except Exception as exc:
+        log.error("%s failed unexpectedly: %s", what, type(exc).__name__)
+        raise internal_error() from None
 
 
 async def _call(call: Awaitable[T]) -> T:
