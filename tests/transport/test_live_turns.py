@@ -261,6 +261,22 @@ def test_an_unknown_turn_is_not_found_and_watching_changes_nothing(tmp_path: Pat
     run(scenario())
 
 
+def test_an_unknown_disconnect_mode_is_refused_and_runs_nothing(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            chat, _ = stub(env)
+            sid = await session(env)
+            before = env.dump()
+            request = turn(sid, "t-mode", "/start", keep=False)
+            request.on_disconnect = 7  # type: ignore[assignment]  # a value no server knows
+            refused = await error_of(chat.StreamTurn(request))
+            assert refused.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert refused.metadata["field"] == "on_disconnect"
+            assert env.dump() == before
+
+    run(scenario())
+
+
 @pytest.mark.parametrize("keep", [False, True])
 def test_cancel_turn_stops_a_running_turn_and_its_streams_end_cancelled(
     tmp_path: Path, keep: bool
