@@ -43,6 +43,7 @@ def test_submit_streams_started_decision_delta_completed_in_sequence(tmp_path: P
             started, decision, delta, completed = events
             assert isinstance(started, TurnStarted)
             assert started.operation == "submit"
+            assert started.assistant_message_id  # known before any text
             assert isinstance(decision, TurnDecision)
             assert (decision.kind, decision.route_id) == ("deterministic", "start")
             assert (decision.from_state, decision.to_state) == ("idle", "collecting")
@@ -51,6 +52,7 @@ def test_submit_streams_started_decision_delta_completed_in_sequence(tmp_path: P
             assert delta.text == "What is your name?"
             assert isinstance(completed, TurnCompleted)
             assert completed.content == "What is your name?"
+            assert completed.assistant_message_id == started.assistant_message_id
             assert completed.snapshot.state == "collecting"
             assert completed.snapshot.allowed_events == ("finish",)
             assert completed.cursor == session.cursor + 2  # lease claim, then commit
@@ -105,6 +107,8 @@ def test_agentic_turns_carry_model_usage_and_the_unchanged_history(tmp_path: Pat
             result = await env.client.run_turn(sid, Submit("hello model"))
             assert result.text == "model answer"
             assert result.completed is not None
+            assert result.started is not None  # an agentic answer's id is known before its text
+            assert result.started.assistant_message_id == result.completed.assistant_message_id
             assert result.completed.usage is not None
             assert (result.completed.usage.input_tokens, result.completed.usage.output_tokens) == (
                 7,
@@ -276,6 +280,7 @@ def test_a_repeated_turn_id_returns_the_recorded_outcome_without_running(
             assert again.completed is not None
             assert first.completed is not None
             assert again.completed.assistant_message_id == first.completed.assistant_message_id
+            assert again.started.assistant_message_id == first.completed.assistant_message_id
             assert await env.stored(sid) == before
 
     run(scenario())

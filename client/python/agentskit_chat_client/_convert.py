@@ -299,6 +299,7 @@ def event_from_pb(response: chat_pb2.StreamTurnResponse) -> TurnEvent | None:
                 operation=operation_from_pb(started.operation),
                 user_message_id=_optional(started.user_message_id),
                 duplicate=started.duplicate,
+                assistant_message_id=_optional(started.assistant_message_id),
             )
         case "decision":
             decision = response.decision

@@ -301,11 +301,14 @@ class TurnStarted(_TurnEventBase):
         operation: The operation the turn runs.
         user_message_id: The user message being resolved; ``None`` when the history has none.
         duplicate: True when the turn id already finished and the stream repeats its outcome.
+        assistant_message_id: The id the answer is stored under (``TurnCompleted`` carries
+            the same one); ``None`` for a repeat that committed no answer, or an older server.
     """
 
     operation: OperationName
     user_message_id: str | None
     duplicate: bool
+    assistant_message_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -143,7 +143,7 @@ async def repeat(
     content = ""
     if turn.assistant_message_id and loaded.history_mode == HistoryMode.SERVER:
         content = next((m.content for m in history if m.id == turn.assistant_message_id), "")
-    yield Started(turn.operation, turn.user_message_id, duplicate=True)
+    yield Started(turn.operation, turn.user_message_id, True, turn.assistant_message_id)
     if turn.outcome == "failed":
         if turn.decided:
             yield recorded_decision(turn, loaded.record.state)

@@ -70,7 +70,13 @@ def _encode(event: TurnEvent) -> list[Any]:
     if isinstance(event, Delta):
         return ["d", event.text]
     if isinstance(event, Started):
-        return ["s", event.operation, event.user_message_id, event.duplicate]
+        return [
+            "s",
+            event.operation,
+            event.user_message_id,
+            event.duplicate,
+            event.assistant_message_id,
+        ]
     if isinstance(event, Decided):
         return ["k", event.kind, event.route_id, event.from_state, event.to_state, event.replayed]
     if isinstance(event, Completed):
@@ -92,7 +98,8 @@ def _decode(item: Any) -> TurnEvent:
     if tag == "d":
         return Delta(str(fields[0]))
     if tag == "s":
-        return Started(fields[0], fields[1], bool(fields[2]))
+        answer_id = fields[3] if len(fields) > 3 else None  # absent from older servers' logs
+        return Started(fields[0], fields[1], bool(fields[2]), answer_id)
     if tag == "k":
         return Decided(fields[0], fields[1], fields[2], fields[3], bool(fields[4]))
     if tag == "c":

@@ -95,6 +95,8 @@ class _Turn:
     declarative: bool
     """Every route is declared as data: resolving runs no application code and never waits."""
     progress: TurnProgress
+    answer_id: str
+    """The id the answer is stored under, told to the renderer when the turn starts."""
 
 
 class TurnRunner:
@@ -280,11 +282,14 @@ class TurnRunner:
             return None
         deadline = asyncio.get_running_loop().time() + self._limits.turn_timeout
         progress.definition = claimed.definition
-        return _Turn(request, plan, claimed, deadline, _declarative(claimed.definition), progress)
+        declarative = _declarative(claimed.definition)
+        return _Turn(request, plan, claimed, deadline, declarative, progress, new_id("a"))
 
     async def _execute(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
         ended = False  # committed, recorded as failed, or lost to another writer
-        first = Started(turn.request.operation_name, turn.plan.user_message_id)
+        first = Started(
+            turn.request.operation_name, turn.plan.user_message_id, False, turn.answer_id
+        )
         started: Started | None = first
         try:
             if not turn.declarative:
@@ -345,7 +350,7 @@ class TurnRunner:
         if utf8_size(outcome.response) > self._limits.max_output_bytes:
             yield await self._fail(turn, OUTPUT_LIMIT, None)
             return
-        answer = Message(new_id("a"), Role.ASSISTANT, outcome.response)
+        answer = Message(turn.answer_id, Role.ASSISTANT, outcome.response)
         saved = await self._commit(turn, outcome, decided, answer, None)
         if isinstance(saved, Failed):
             yield saved
@@ -398,7 +403,7 @@ class TurnRunner:
                     yield Delta(chunk.text)
                 elif isinstance(chunk, UsageChunk):
                     usage = Usage(chunk.input_tokens, chunk.output_tokens)
-        answer = Message(new_id("a"), Role.ASSISTANT, "".join(parts))
+        answer = Message(turn.answer_id, Role.ASSISTANT, "".join(parts))
         saved = await self._commit(turn, outcome, decided, answer, usage)
         if isinstance(saved, Failed):
             yield saved

@@ -112,6 +112,8 @@ class Started:
     operation: str
     user_message_id: str | None
     duplicate: bool = False
+    assistant_message_id: str | None = None
+    """The id the answer will be stored under (`Completed` carries the same one)."""
 
 
 @dataclass(frozen=True, slots=True)

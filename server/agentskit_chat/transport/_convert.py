@@ -246,6 +246,7 @@ def _fill(response: pb.StreamTurnResponse, event: TurnEvent) -> None:
         response.started.operation = OPERATIONS[event.operation]
         response.started.user_message_id = event.user_message_id or ""
         response.started.duplicate = event.duplicate
+        response.started.assistant_message_id = event.assistant_message_id or ""
     elif isinstance(event, Decided):
         decision = response.decision
         decision.kind = KINDS[event.kind]

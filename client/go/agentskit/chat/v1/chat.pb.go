@@ -2063,9 +2063,13 @@ type TurnStarted struct {
 	// True when the turn id already finished and this stream repeats its recorded outcome:
 	// the decision, and the answer's content while the server still holds that message
 	// (never for client-held history, whose content the server does not keep).
-	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// Id of the assistant message this turn answers with, chosen when the turn starts so a
+	// renderer can place the answer before any text arrives; TurnCompleted carries the same
+	// id. Empty for a repeated turn that committed no answer, and from older servers.
+	AssistantMessageId string `protobuf:"bytes,4,opt,name=assistant_message_id,json=assistantMessageId,proto3" json:"assistant_message_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TurnStarted) Reset() {
@@ -2117,6 +2121,13 @@ func (x *TurnStarted) GetDuplicate() bool {
 		return x.Duplicate
 	}
 	return false
+}
+
+func (x *TurnStarted) GetAssistantMessageId() string {
+	if x != nil {
+		return x.AssistantMessageId
+	}
+	return ""
 }
 
 // TurnDecision says how the turn is answered.
@@ -3657,11 +3668,12 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x0fexpected_cursor\x18\b \x01(\x03H\x01R\x0eexpectedCursor\x88\x01\x01\x12F\n" +
 	"\ron_disconnect\x18\t \x01(\x0e2!.agentskit.chat.v1.DisconnectModeR\fonDisconnectB\v\n" +
 	"\toperationB\x12\n" +
-	"\x10_expected_cursor\"\x8f\x01\n" +
+	"\x10_expected_cursor\"\xc1\x01\n" +
 	"\vTurnStarted\x12:\n" +
 	"\toperation\x18\x01 \x01(\x0e2\x1c.agentskit.chat.v1.OperationR\toperation\x12&\n" +
 	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\xb0\x01\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x120\n" +
+	"\x14assistant_message_id\x18\x04 \x01(\tR\x12assistantMessageId\"\xb0\x01\n" +
 	"\fTurnDecision\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.agentskit.chat.v1.TurnKindR\x04kind\x12\x19\n" +
 	"\broute_id\x18\x02 \x01(\tR\arouteId\x12\x1d\n" +

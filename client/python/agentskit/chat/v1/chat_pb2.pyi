@@ -1096,6 +1096,7 @@ class TurnStarted(_message.Message):
     OPERATION_FIELD_NUMBER: _builtins.int
     USER_MESSAGE_ID_FIELD_NUMBER: _builtins.int
     DUPLICATE_FIELD_NUMBER: _builtins.int
+    ASSISTANT_MESSAGE_ID_FIELD_NUMBER: _builtins.int
     operation: Global___Operation.ValueType
     """The operation the turn runs."""
     user_message_id: _builtins.str
@@ -1105,16 +1106,22 @@ class TurnStarted(_message.Message):
     the decision, and the answer's content while the server still holds that message
     (never for client-held history, whose content the server does not keep).
     """
+    assistant_message_id: _builtins.str
+    """Id of the assistant message this turn answers with, chosen when the turn starts so a
+    renderer can place the answer before any text arrives; TurnCompleted carries the same
+    id. Empty for a repeated turn that committed no answer, and from older servers.
+    """
     def __init__(
         self,
         *,
         operation: Global___Operation.ValueType = ...,
         user_message_id: _builtins.str = ...,
         duplicate: _builtins.bool = ...,
+        assistant_message_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "operation", b"operation", "user_message_id", b"user_message_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assistant_message_id", b"assistant_message_id", "duplicate", b"duplicate", "operation", b"operation", "user_message_id", b"user_message_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
