@@ -408,6 +408,7 @@ async def _start(
         reuse_port=worker is not None,
         http=settings.http,
         http_interceptors=[telemetry.connect_interceptor()],
+        http_telemetry=telemetry.http_telemetry(),
     )
 
 

@@ -8,6 +8,7 @@ context) to the gRPC server. `configure_logging` sets up stdout, never blocking 
 """
 
 from ._grpc import server_interceptors
+from ._http import HttpTelemetry
 from ._logging import configure_logging
 from ._observer import OtelObserver, log_fields
 from ._once import LogOnce
@@ -16,6 +17,7 @@ from ._setup import Telemetry, configure_telemetry
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
+    "HttpTelemetry",
     "LogOnce",
     "OtelObserver",
     "Telemetry",

@@ -27,6 +27,7 @@ from agentskit_chat import __version__
 
 from ._connect import ConnectTelemetry
 from ._grpc import server_interceptors
+from ._http import HttpTelemetry
 from ._observer import OtelObserver
 from ._once import LogOnce, otel_loggers
 from ._prometheus import PrometheusEndpoint
@@ -102,6 +103,10 @@ class Telemetry:
     def connect_interceptor(self) -> ConnectTelemetry:
         """The same for the HTTP listener's Connect and gRPC-Web calls."""
         return ConnectTelemetry(self.tracer_provider, self.meter_provider)
+
+    def http_telemetry(self) -> HttpTelemetry:
+        """The same for the HTTP listener's framework fronts (AG-UI, AI SDK, OpenAI)."""
+        return HttpTelemetry(self.tracer_provider, self.meter_provider)
 
     def force_flush(self, timeout: float = DEFAULT_SHUTDOWN_SECONDS) -> bool:
         """Export what is pending; False when that did not finish within `timeout` seconds."""

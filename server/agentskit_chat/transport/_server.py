@@ -26,7 +26,7 @@ from ._tls import ServerTls
 if TYPE_CHECKING:
     from connectrpc.interceptor import Interceptor
 
-    from .web import HttpListener, HttpSettings
+    from .web import HttpListener, HttpSettings, RequestTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,7 @@ async def start_server(
     reuse_port: bool = False,
     http: HttpSettings | None = None,
     http_interceptors: Sequence[Interceptor] = (),
+    http_telemetry: RequestTelemetry | None = None,
 ) -> RunningServer:
     """Bind `listen` (host:port; port 0 picks a free one) and start serving.
 
@@ -150,7 +151,8 @@ async def start_server(
     of `serve --workers` do; without it a second server on a taken port fails to start.
     With `http`, an HTTP listener for browsers (Connect and gRPC-Web) serves the same
     service beside it, with the same tokens, limits and TLS files; `http_interceptors`
-    (telemetry) wrap its calls as `interceptors` wrap gRPC ones.
+    (telemetry) wrap its calls as `interceptors` wrap gRPC ones, and `http_telemetry` its
+    framework fronts' requests.
     """
     limits = connections or ConnectionLimits()
     server = grpc.aio.server(
@@ -186,6 +188,7 @@ async def start_server(
             health_servicer,
             authenticator=authenticator,
             interceptors=http_interceptors,
+            telemetry=http_telemetry,
             max_request_bytes=max_request_bytes,
             cors_origins=http.cors_origins,
             static=None if http.web_root is None else StaticFiles(Path(http.web_root)),

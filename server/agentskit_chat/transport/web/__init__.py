@@ -4,6 +4,7 @@ all over the same service as the gRPC listener."""
 
 from ._app import HEALTH_PATH, web_app
 from ._cors import OriginError, checked_origins
+from ._fronts import RequestTelemetry
 from ._listener import HttpListener, HttpSettings, start_http
 from ._static import StaticFiles
 
@@ -12,6 +13,7 @@ __all__ = [
     "HttpListener",
     "HttpSettings",
     "OriginError",
+    "RequestTelemetry",
     "StaticFiles",
     "checked_origins",
     "start_http",

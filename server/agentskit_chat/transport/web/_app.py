@@ -5,6 +5,8 @@
   (given by the caller), then authentication; both run before the request body is read.
 - `GET /healthz`: `SERVING` (200) or `NOT_SERVING` (503, while draining), as the gRPC
   health service reports the server as a whole; it needs no token.
+- Paths under a framework front's prefix (see `_fronts`): that front, for every HTTP
+  method; it authenticates and answers refusals in its own protocol's shape.
 - Anything else: the static files under `--web-root` when one is given, else 404.
 
 Everything passes through `Cors` first, so preflights stay open, then `Screen`, which
@@ -39,6 +41,7 @@ from agentskit_chat.transport._status import error_details
 from ._asgi import App, Receive, Scope, Send, header, respond
 from ._codecs import CODECS
 from ._cors import Cors
+from ._fronts import Front, FrontContext, Fronts, NoTelemetry, RequestTelemetry
 from ._prompt import PromptHeaders
 from ._screen import DRAIN_SECONDS, Screen
 from ._service import Authentication, ConnectChatService
@@ -85,8 +88,10 @@ class WebApp:
         rpc_prefix: str,
         authenticator: Authenticator | None = None,
         streaming: Mapping[str, bool] | None = None,
+        fronts: Sequence[Front] = (),
     ) -> None:
         self.connect = connect
+        self.fronts = Fronts(fronts)
         self.health = health
         self.static = static
         self.rpc_prefix = rpc_prefix
@@ -104,7 +109,10 @@ class WebApp:
         path: str = scope["path"]
         method: str = scope["method"]
         rpc = path.startswith(self.rpc_prefix)
-        if (rpc or method not in OPEN_METHODS) and not self._authenticated(scope):
+        front = None if rpc else self.fronts.owner(path)
+        if front is not None:
+            await front(scope, receive, send)
+        elif (rpc or method not in OPEN_METHODS) and not self._authenticated(scope):
             if self._speaks(scope):
                 await self.connect(scope, receive, send)  # refused by Connect, in its protocol
             else:
@@ -168,6 +176,7 @@ def web_app(
     *,
     authenticator: Authenticator | None = None,
     interceptors: Sequence[Interceptor] = (),
+    telemetry: RequestTelemetry | None = None,
     max_request_bytes: int,
     cors_origins: frozenset[str] = frozenset(),
     static: StaticFiles | None = None,
@@ -182,6 +191,9 @@ def web_app(
     )
     prefix = connect.path + "/"
     service = chat_pb2.DESCRIPTOR.services_by_name["ChatService"]
+    context = FrontContext(
+        rpcs, health, authenticator, max_request_bytes, telemetry or NoTelemetry()
+    )
     app = WebApp(
         connect,
         health,
@@ -189,6 +201,12 @@ def web_app(
         prefix,
         authenticator=authenticator,
         streaming={prefix + m.name: m.server_streaming for m in service.methods},
+        fronts=framework_fronts(context),
     )
     screen = Screen(app, prefix, max_drain_bytes=max_request_bytes, drain_seconds=drain_seconds)
     return Flows(Cors(screen, cors_origins))
+
+
+def framework_fronts(context: FrontContext) -> tuple[Front, ...]:
+    """The framework fronts the listener serves, each under its own prefix."""
+    return ()
