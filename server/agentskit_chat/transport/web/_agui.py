@@ -32,6 +32,7 @@ e.g. `messages[2].role`), never repeating request content; after it opens, `RUN_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import aclosing
@@ -180,7 +181,14 @@ class AguiFront:
                 request.dispatch.messages.extend(run.proto_messages())
         document = state_document(definition, state)
         opening.append(state_snapshot(document))
-        return opening, await self._run(request, document)
+        try:
+            return opening, await self._run(request, document)
+        except ServiceError:
+            if session is None:  # The thread this run created goes with its refused turn.
+                delete = pb.DeleteSessionRequest(session_id=run.thread_id)
+                with contextlib.suppress(ServiceError):
+                    await self.rpcs.delete_session(delete)
+            raise
 
     async def _session(self, thread_id: str) -> pb.GetSessionResponse | None:
         try:
