@@ -49,7 +49,8 @@ def test_a_new_thread_is_client_held_and_streams_the_model_answer(tmp_path: Path
             ids = [event_id for event_id, _ in answer.events]
             assert ids[:2] == ["0.0", "0.1"]
             positions = [tuple(int(p) for p in str(i).split(".")) for i in ids]
-            assert positions == sorted(positions) and len(set(positions)) == len(positions)
+            assert positions == sorted(positions)
+            assert len(set(positions)) == len(positions)
             (done,) = answer.of("RUN_FINISHED")
             message_ids = {e["messageId"] for e in answer.text_events()}
             assert message_ids == {done["result"]["assistantMessageId"]}
@@ -93,7 +94,7 @@ def test_a_server_held_thread_takes_only_the_new_message_and_shows_the_transitio
             assert patched["commands"] == []
             assert answer.types.index("STATE_DELTA") < answer.types.index("RUN_FINISHED")
             got = await web.env.client.get_session(sid)
-            assert [m.id for m in got.messages][0] == "u1"
+            assert next(m.id for m in got.messages) == "u1"
             assert len(got.messages) == 2
             # Reopened with no new user message: the stored history, no turn.
             reopen = await post_run(web.http, "support", run_input(sid, "r2"))
@@ -131,7 +132,7 @@ def test_a_repeated_run_repeats_its_outcome_and_a_regenerate_runs_again(tmp_path
             assert decision["value"]["replayed"] is True
             assert web.env.probe.route_calls == ["count"]
             got = await web.env.client.get_session(sid)
-            assert [m.id for m in got.messages][0] == "u1"
+            assert next(m.id for m in got.messages) == "u1"
             assert len(got.messages) == 2
 
     run(scenario())
@@ -148,7 +149,9 @@ def test_a_failed_turn_ends_with_run_error_and_its_code(tmp_path: Path) -> None:
             error = answer.of("RUN_ERROR")[0]
             assert error["code"] == "model_server_error"
             assert CANARY not in error["message"]
-            boom = await post_run(web.http, "probe", run_input("thread-b", "r1", [user("u", "/boom")]))
+            boom = await post_run(
+                web.http, "probe", run_input("thread-b", "r1", [user("u", "/boom")])
+            )
             failed = boom.of("RUN_ERROR")[0]
             assert failed["code"] == "route_failed"
             assert CANARY not in str(boom.events)

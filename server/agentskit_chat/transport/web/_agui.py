@@ -264,7 +264,7 @@ class AguiFront:
                     await self._send(stream, proto, translator.translate(event), after)
             except ServiceError as error:
                 failed = {"type": "RUN_ERROR", "message": error.message}
-                failed["code"] = str(error.reason).lower()
+                failed["code"] = str(error.reason).lower().removeprefix("error_reason_")
                 await self._send(stream, proto, [("0.9", failed)], None)
             except (asyncio.CancelledError, GeneratorExit):
                 raise

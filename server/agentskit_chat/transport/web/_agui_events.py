@@ -115,7 +115,8 @@ class TurnEvents:
     """Translates one turn's service events, in order, into AG-UI events with their ids.
 
     `baseline` is the state document the client was sent before the turn (None when it is
-    unknown, as on a resume: the state delta then replaces every key).
+    unknown, as on a resume: the document of the decision's `from` state stands for it, and
+    without a decision the state delta replaces every key).
     """
 
     thread_id: str
@@ -161,7 +162,10 @@ class TurnEvents:
             end = {"type": "TEXT_MESSAGE_END", "messageId": self.message_id}
             yield f"{sequence}.2", end
         after = self._document(done.snapshot.state)
-        changes = patch(self.baseline, after)
+        baseline = self.baseline
+        if baseline is None and self.from_state is not None:
+            baseline = self._document(self.from_state)
+        changes = patch(baseline, after)
         if changes:
             yield f"{sequence}.3", {"type": "STATE_DELTA", "delta": changes}
         result = {"assistantMessageId": done.assistant_message_id, "cursor": done.cursor}

@@ -142,6 +142,8 @@ def _content(at: str, content: Any) -> str:
 
 
 def refusal(error: FrontError, run: RunInput) -> FrontError:
-    """`error` with its field named as the request names it."""
+    """`error` with its field named as the request names it, and its code as the
+    listener's own refusals spell it (`invalid_argument`, not `error_reason_...`)."""
     error.field = run.field_of(error.field)
+    error.code = error.code.removeprefix("error_reason_")
     return error
