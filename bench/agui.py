@@ -36,6 +36,7 @@ from typing import Final
 
 import httpx
 
+from ._servers import Server, pin, placement, running
 from .service import (
     DEFINITION_ID,
     FULL,
@@ -51,7 +52,6 @@ from .service import (
     measure,
     server_commands,
 )
-from ._servers import Server, pin, placement, running
 
 TARGETS: Final = ("connect", "agui")
 GOAL: Final = 1.15
