@@ -18,6 +18,7 @@ and the load on the others (`--no-pin` leaves placement to the scheduler).
 
     .venv/bin/python -m bench.agui               # 5 rounds of 2 s per target
     .venv/bin/python -m bench.agui --quick       # one short round, a smoke test
+    .venv/bin/python -m bench.agui --sqlite      # a SQLite store (AG-UI reads the session)
 """
 
 from __future__ import annotations
@@ -127,8 +128,11 @@ async def run_round(target: str, server: Server, config: Config) -> Phase:
         return await measure(workers, server, config.seconds)
 
 
-async def run(config: Config) -> tuple[list[dict[str, float]], list[str], bool]:
-    """Per round, each target's server CPU per turn (µs); failures; whether pinned."""
+async def run(
+    config: Config, store: str = "memory"
+) -> tuple[list[dict[str, float]], list[str], bool]:
+    """Per round, each target's server CPU per turn (µs) on a server with `store` (memory
+    or sqlite); failures; whether the server was pinned."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
     where = placement() if config.pin else None
     server_cpus, load_cpus = where if where is not None else (None, None)
@@ -140,8 +144,10 @@ async def run(config: Config) -> tuple[list[dict[str, float]], list[str], bool]:
             stack.callback(pin, os.getpid(), os.sched_getaffinity(0))
             if not pin(os.getpid(), load_cpus):
                 server_cpus = load_cpus = None
-        command = server_commands(state_dir)["memory"]
-        async with running("memory", command, cwd=ROOT, env=env, cpus=server_cpus) as server:
+        command = server_commands(state_dir)[store]
+        if store == "sqlite":
+            command = [*command, "--http-listen", "127.0.0.1:0"]
+        async with running(store, command, cwd=ROOT, env=env, cpus=server_cpus) as server:
             for number in range(config.rounds):
                 order = TARGETS if number % 2 == 0 else TARGETS[::-1]
                 figures: dict[str, float] = {}
@@ -186,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="rounds (default 5)")
     parser.add_argument("--clients", type=int, help="concurrent clients (default 16)")
     parser.add_argument("--no-pin", action="store_true", help="leave CPU placement alone")
+    parser.add_argument("--sqlite", action="store_true", help="a SQLite store, not memory")
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
     config = Config(
@@ -195,7 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmup=config.warmup,
         pin=not args.no_pin,
     )
-    rounds, failures, pinned = asyncio.run(run(config))
+    store = "sqlite" if args.sqlite else "memory"
+    rounds, failures, pinned = asyncio.run(run(config, store))
+    print(f"store: {store}")
     print(report(rounds, pinned))
     for failure in failures[:5]:
         print(f"failure: {failure}", file=sys.stderr)
