@@ -32,7 +32,6 @@ e.g. `messages[2].role`), never repeating request content; after it opens, `RUN_
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import aclosing
@@ -45,13 +44,12 @@ from ._agui_encoding import PROTO_MEDIA_TYPE, proto_event, sse_event, wants_prot
 from ._agui_events import (
     Slotted,
     TurnEvents,
-    messages_snapshot,
-    run_finished,
     run_started,
     state_document,
     state_snapshot,
 )
 from ._agui_input import RunInput, last_event_id, refusal, run_input
+from ._agui_plan import forget, plan_run
 from ._asgi import Receive, Scope, Send, respond
 from ._fronts import (
     SSE_HEADERS,
@@ -134,11 +132,15 @@ class AguiFront:
                 opening, turn = await self._start(run, definition, DISCONNECT_MODES[mode])
         except ServiceError as error:
             raise refusal(FrontError.of(error), run) from None
-        await stream.open(200, PROTO_HEADERS if proto else SSE_HEADERS)
-        async with stream.cancelled_when_gone():
-            await self._send(stream, proto, opening, resume)
-            if turn is not None:
-                await self._stream_turn(stream, proto, run, definition, turn, resume)
+        try:
+            await stream.open(200, PROTO_HEADERS if proto else SSE_HEADERS)
+            async with stream.cancelled_when_gone():
+                await self._send(stream, proto, opening, resume)
+                if turn is not None:
+                    await self._stream_turn(stream, proto, run, definition, turn, resume)
+        finally:
+            if turn is not None:  # However the run ended: a cancelling turn stops here.
+                await turn.events.aclose()
         return 200
 
     async def _definition(self, definition_id: str) -> pb.Definition:
@@ -149,70 +151,15 @@ class AguiFront:
         self, run: RunInput, definition: pb.Definition, on_disconnect: int
     ) -> tuple[list[Slotted], _Turn | None]:
         """The run's opening events and its turn (None when it runs none)."""
-        session = await self._session(run.thread_id)
-        if session is not None and session.session.definition_id != definition.id:
-            raise FrontError(409, "conflict", "the thread is of another definition", "threadId")
-        asks = bool(run.messages) and run.messages[-1].role == pb.ROLE_USER
-        opening = [run_started(run.thread_id, run.run_id)]
-        if session is None and not asks:
-            document = state_document(definition, definition.initial_state)
-            finished = run_finished(run.thread_id, run.run_id)
-            return [*opening, state_snapshot(document), ("0.4", finished)], None
-        request = pb.StreamTurnRequest(
-            session_id=run.thread_id,
-            turn_id=run.run_id,
-            on_disconnect=on_disconnect,  # type: ignore[arg-type]
-        )
-        if session is None:
-            state = await self._create(run, definition.id)
-            request.dispatch.messages.extend(run.proto_messages())
-        else:
-            state = session.session.snapshot.state
-            server_held = session.session.history_mode != pb.HISTORY_MODE_CLIENT
-            if not asks:
-                opening.append(state_snapshot(state_document(definition, state)))
-                if server_held:
-                    opening.append(messages_snapshot(session.messages))
-                finished = run_finished(run.thread_id, run.run_id)
-                return [*opening, ("0.4", finished)], None
-            if server_held:
-                _operation(request, run, session.messages)
-            else:
-                request.dispatch.messages.extend(run.proto_messages())
-        document = state_document(definition, state)
-        opening.append(state_snapshot(document))
+        plan = await plan_run(self.rpcs, run, definition, on_disconnect)
+        if plan.request is None:
+            return plan.opening, None
         try:
-            return opening, await self._run(request, document)
+            return plan.opening, await self._run(plan.request, plan.document)
         except ServiceError:
-            if session is None:  # The thread this run created goes with its refused turn.
-                delete = pb.DeleteSessionRequest(session_id=run.thread_id)
-                with contextlib.suppress(ServiceError):
-                    await self.rpcs.delete_session(delete)
+            if plan.created:  # The thread this run created goes with its refused turn.
+                await forget(self.rpcs, run.thread_id)
             raise
-
-    async def _session(self, thread_id: str) -> pb.GetSessionResponse | None:
-        try:
-            return await self.rpcs.get_session(pb.GetSessionRequest(session_id=thread_id))
-        except ServiceError as error:
-            if error.reason is Reason.SESSION_NOT_FOUND:
-                return None
-            raise
-
-    async def _create(self, run: RunInput, definition_id: str) -> str:
-        """Create the client-held session the thread names; its state."""
-        request = pb.CreateSessionRequest(
-            definition_id=definition_id,
-            session_id=run.thread_id,
-            history_mode=pb.HISTORY_MODE_CLIENT,
-        )
-        try:
-            created = await self.rpcs.create_session(request)
-        except ServiceError as error:  # Created meanwhile by another run of the thread.
-            if error.reason is not Reason.SESSION_EXISTS:
-                raise
-            got = await self.rpcs.get_session(pb.GetSessionRequest(session_id=run.thread_id))
-            return got.session.snapshot.state
-        return created.session.snapshot.state
 
     async def _run(self, request: pb.StreamTurnRequest, document: dict[str, Any]) -> _Turn:
         """The turn's events, its first one already there (so a refusal is an HTTP error);
@@ -301,28 +248,6 @@ class _Turn:
         self.first = first
         self.events = events
         self.baseline = baseline
-
-
-def _operation(request: pb.StreamTurnRequest, run: RunInput, history: Iterable[pb.Message]) -> None:
-    """What a server-held thread does with the input's last (user) message."""
-    last = run.messages[-1]
-    stored = list(history)
-    index = next((i for i, m in enumerate(stored) if m.id == last.id), None)
-    if index is None:
-        request.submit.content = last.content
-        request.submit.message_id = last.id
-    elif stored[index].content != last.content:
-        request.edit.message_id = last.id
-        request.edit.content = last.content
-    else:
-        answer = next(
-            (m for m in stored[index + 1 :] if m.role == pb.ROLE_ASSISTANT),
-            None,
-        )
-        if answer is None:
-            request.retry.message_id = last.id
-        else:
-            request.regenerate.message_id = answer.id
 
 
 async def _chain(
