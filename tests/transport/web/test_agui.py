@@ -3,6 +3,7 @@ events and their ids, repeated runs, failures and reopened threads."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from agentskit_chat.service import Limits
@@ -184,5 +185,44 @@ def test_a_thread_of_another_definition_is_refused(tmp_path: Path) -> None:
             assert web.env.dump() == before
             missing = await post_run(web.http, "nothing", run_input(sid, "r", [user("u", "hi")]))
             assert missing.status == 404
+
+    run(scenario())
+
+
+def test_an_edited_message_of_a_server_held_thread_is_answered_again(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            sid = (await web.env.client.create_session("support")).session_id
+            first = await post_run(
+                web.http, "support", run_input(sid, "r1", [user("u1", "/start")])
+            )
+            assert first.text() == "What is your name?"
+            # The same message id with other text: an edit of it, answered anew.
+            edited = await post_run(
+                web.http, "support", run_input(sid, "r2", [user("u1", "hello")])
+            )
+            assert edited.status == 200, edited.body
+            (decision,) = edited.of("CUSTOM")
+            assert decision["value"]["kind"] == "agentic"
+            got = await web.env.client.get_session(sid)
+            assert [(m.id, m.content) for m in got.messages][0] == ("u1", "hello")
+            assert len(got.messages) == 2
+
+    run(scenario())
+
+
+def test_a_run_id_still_running_is_followed_not_run_twice(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            body = run_input("thread-twice", "r1", [user("u1", "/slow")])
+            first = asyncio.ensure_future(post_run(web.http, "probe", body))
+            await web.env.probe.entered.wait()
+            second = asyncio.ensure_future(post_run(web.http, "probe", body))
+            await asyncio.sleep(0.2)
+            web.env.probe.gate.set()
+            one, two = await first, await second
+            assert one.text() == two.text() == "model answer"
+            assert one.events[2:] == two.events[2:]
+            assert web.env.probe.model_calls == [1]
 
     run(scenario())
