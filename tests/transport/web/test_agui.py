@@ -205,7 +205,7 @@ def test_an_edited_message_of_a_server_held_thread_is_answered_again(tmp_path: P
             (decision,) = edited.of("CUSTOM")
             assert decision["value"]["kind"] == "agentic"
             got = await web.env.client.get_session(sid)
-            assert [(m.id, m.content) for m in got.messages][0] == ("u1", "hello")
+            assert (got.messages[0].id, got.messages[0].content) == ("u1", "hello")
             assert len(got.messages) == 2
 
     run(scenario())
