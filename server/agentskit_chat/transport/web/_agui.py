@@ -31,7 +31,6 @@ e.g. `messages[2].role`), never repeating request content; after it opens, `RUN_
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import aclosing
@@ -213,8 +212,6 @@ class AguiFront:
                 failed = {"type": "RUN_ERROR", "message": error.message}
                 failed["code"] = str(error.reason).lower().removeprefix("error_reason_")
                 await self._send(stream, proto, [("0.9", failed)], None)
-            except (asyncio.CancelledError, GeneratorExit):
-                raise
             except Exception as exc:
                 refused(f"agui run failed unexpectedly: {type(exc).__name__}", level=logging.ERROR)
                 failed = {"type": "RUN_ERROR", "message": "internal error", "code": "internal"}
@@ -264,7 +261,7 @@ def _position(event_id: str) -> tuple[int, int]:
 
 
 async def _refuse(send: Send, error: FrontError, stream: EventStream) -> None:
-    """The refusal as an HTTP error (or `RUN_ERROR`, once the stream is open), and one
+    """The refusal as an HTTP error (nothing more once the stream is open), and one
     bounded log line naming its status, code and field."""
     level = logging.ERROR if error.status >= 500 else logging.INFO
     refused(f"agui run refused: {error.status} {error.code} {error.field or ''}"[:120], level=level)
