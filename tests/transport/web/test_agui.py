@@ -226,3 +226,20 @@ def test_a_run_id_still_running_is_followed_not_run_twice(tmp_path: Path) -> Non
             assert web.env.probe.model_calls == [1]
 
     run(scenario())
+
+
+def test_the_turn_deadline_ends_a_run_with_run_error(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path, limits=Limits(turn_timeout=0.3, lease_ttl=5)) as web:
+            body = run_input("thread-late", "r1", [user("u1", "/slow")])
+            late = await post_run(web.http, "probe", body)
+            assert late.types[-1] == "RUN_ERROR"
+            assert late.of("RUN_ERROR")[0]["code"] == "deadline_exceeded"
+            await asyncio.wait_for(web.env.probe.model_closed.wait(), 10)
+            web.env.probe.gate.set()
+            again = await post_run(
+                web.http, "probe", run_input("thread-late", "r2", body["messages"])
+            )
+            assert again.text() == "model answer"
+
+    run(scenario())
