@@ -115,3 +115,29 @@ test("HttpAgent reads a binary answer with its own parser", async () => {
   assert.equal(chat.messages.at(-1).content, contents.join(""));
   assert.deepEqual(formats, ["started"]);
 });
+
+test("a reopened server-held thread's history decodes from the binary encoding", async () => {
+  const created = await fetch(`${BASE}/agentskit.chat.v1.ChatService/CreateSession`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${TOKEN}` },
+    body: JSON.stringify({ definitionId: DEFINITION }),
+  });
+  const threadId = (await created.json()).session.sessionId;
+  const asked = input(threadId, "/start");
+  assert.equal((await post(asked, AGUI_MEDIA_TYPE)).status, 200);
+  const reopened = await post({ ...input(threadId, "unused"), messages: [] }, AGUI_MEDIA_TYPE);
+  const events = frames(new Uint8Array(await reopened.arrayBuffer()));
+  assert.deepEqual(
+    events.map((e) => e.type),
+    ["RUN_STARTED", "STATE_SNAPSHOT", "MESSAGES_SNAPSHOT", "RUN_FINISHED"],
+  );
+  assert.deepEqual(
+    events[2].messages.map((m) => [m.role, m.content]),
+    [
+      ["user", "/start"],
+      ["assistant", "What is your name?"],
+    ],
+  );
+  assert.equal(events[2].messages[0].id, asked.messages[0].id);
+  assert.equal(events[1].snapshot.state, "collecting");
+});
