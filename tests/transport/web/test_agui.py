@@ -244,3 +244,26 @@ def test_the_turn_deadline_ends_a_run_with_run_error(tmp_path: Path) -> None:
             assert again.text() == "model answer"
 
     run(scenario())
+
+
+def test_two_runs_opening_one_new_thread_at_once_share_it(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            history = [user("u1", "/count")]
+            answers = await asyncio.gather(
+                *(
+                    post_run(web.http, "probe", run_input("thread-race", f"r{n}", history))
+                    for n in range(4)
+                )
+            )
+            statuses = sorted(answer.status for answer in answers)
+            assert set(statuses) <= {200, 409}, [a.body for a in answers]
+            assert statuses[0] == 200
+            for answer in answers:
+                if answer.status == 409:
+                    code = json.loads(answer.body)["error"]["code"]
+                    assert code in {"session_busy", "conflict"}
+            got = await web.env.client.get_session("thread-race")
+            assert got.session.history_mode.name == "CLIENT"
+
+    run(scenario())
