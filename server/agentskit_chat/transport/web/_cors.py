@@ -34,6 +34,8 @@ ALLOWED_HEADERS: Final = ", ".join(
         "Traceparent",
         "Tracestate",
         "Baggage",
+        "Last-Event-ID",
+        "AgentsKit-On-Disconnect",
     )
 )
 """What Connect and gRPC-Web clients send, plus the bearer token and W3C trace context."""
