@@ -296,12 +296,12 @@ class EventStream:
     @contextlib.asynccontextmanager
     async def cancelled_when_gone(self) -> AsyncIterator[None]:
         """Cancel the block's task when the client goes away; the block then ends quietly
-        (the stream must be open, or be opened inside the block)."""
+        (the stream must be open, or be opened inside the block). A client that went away
+        before the block began is not noticed here: the block's sends are dropped, and a
+        front that must not start work for it checks `gone` first."""
         task = asyncio.current_task()
         assert task is not None
         self._worker = task
-        if self.gone.is_set():
-            return
         try:
             yield
         except asyncio.CancelledError:
