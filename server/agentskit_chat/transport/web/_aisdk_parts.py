@@ -103,6 +103,7 @@ class ChatRequest:
 def refusal(error: ServiceError) -> FrontError:
     """The front's refusal of `error`, its field named as the AI SDK request names it."""
     refused = FrontError.of(error)
+    refused.code = error.reason.name.lower()  # as the front's own refusals name theirs
     if refused.field is None:
         return refused
     found = _SERVICE_FIELD.fullmatch(refused.field)
@@ -124,7 +125,7 @@ def _checked_id(value: object, field: str, limits: Limits) -> str:
     try:
         return limits.check_id(field, value)
     except ServiceError as error:
-        raise FrontError.of(error) from None
+        raise refusal(error) from None
 
 
 def _message(item: object, index: int, limits: Limits) -> pb.Message:
