@@ -391,3 +391,23 @@ def test_telemetry_names_the_route_and_never_the_content(
             assert CANARY not in json.dumps(dict(event.attributes or {}), default=str)
     for record in caplog.records:
         assert CANARY not in record.getMessage()
+
+
+def test_requests_over_the_limits_are_refused(tmp_path: Path, model: FakeModelServer) -> None:
+    async def scenario() -> None:
+        async with served(tmp_path, model, max_request_bytes=64 * 1024) as web:
+            before = web.env.dump()
+            body = _with(messages=[user("u1", CANARY * 4000)])  # over 64 KiB
+            large = await post(web.http, body)
+            assert large.status_code == 413
+            assert large.json()["error"]["field"] == "body"
+            body = _with(messages=[user("u1", "x" * 40_000)])  # over the 32 KiB of a message
+            long = await post(web.http, body)
+            assert long.status_code == 429
+            error = long.json()["error"]
+            assert (error["code"], error["field"]) == ("limit_exceeded", "messages[0].parts")
+            assert "dispatch" not in error["message"]
+            assert web.env.dump() == before
+            assert CANARY not in large.text + long.text
+
+    run(scenario())
