@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from agentskit_chat.fakemodel import FakeModelServer, HttpResponse, Reply
+from tests.conformance.harness import live_server
 from tests.transport.conftest import CANARY, run
 from tests.transport.test_auth import TOKEN_A, authenticator
 
@@ -211,3 +212,29 @@ def test_a_turn_that_is_not_resumable_ends_with_its_connection(
             assert result["reconnected"] is False
 
     run(scenario())
+
+
+def test_the_ai_sdk_chat_against_serve(tmp_path: Path) -> None:
+    """The same chat against `agentskit-chat serve` (a child process, JSON logs, tokens)
+    and the fake model: the front is wired into the listener the CLI starts, and its log
+    holds none of the messages."""
+    require_node()
+    answers = {STREAM_TEXT: STREAM_REPLY, FAIL_TEXT: HttpResponse(400, f'"{CANARY}"')}
+    with live_server(tmp_path, answers=answers) as server:
+
+        async def scenario() -> list[dict[str, Any]]:
+            env = {"chat_id": "chat-serve", "stream_text": STREAM_TEXT, "fail_text": FAIL_TEXT}
+            api = f"{server.http_url}/ai-sdk/conformance"
+            async with node("turns", api, server.tokens["curl"], **env) as script:
+                steps: list[dict[str, Any]] = await script.result()
+            return steps
+
+        start, name, regenerated, agentic, failed, retried = run(scenario())
+    assert parts(start["last"], "decision")[0]["to"] == "collecting"
+    assert text(name["last"]) == "Welcome, Ada."
+    assert parts(regenerated["last"], "decision")[0]["replayed"] is True
+    assert text(agentic["last"]) == STREAM_REPLY.text
+    assert failed["status"] == retried["status"] == "error"
+    log = (tmp_path / "serve.log").read_text(encoding="utf-8")
+    assert "chat-serve" in log  # the turns' log lines, which name the session
+    assert CANARY not in log
