@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agentskit_chat.fakemodel import FakeModelServer, HttpResponse, Reply
+from agentskit_chat.fakemodel import FakeModelServer, HttpResponse, Reply, Script
 from tests.conformance.harness import live_server
 from tests.transport.conftest import CANARY, run
 from tests.transport.test_auth import TOKEN_A, authenticator
@@ -219,7 +219,10 @@ def test_the_ai_sdk_chat_against_serve(tmp_path: Path) -> None:
     and the fake model: the front is wired into the listener the CLI starts, and its log
     holds none of the messages."""
     require_node()
-    answers = {STREAM_TEXT: STREAM_REPLY, FAIL_TEXT: HttpResponse(400, f'"{CANARY}"')}
+    answers: dict[str, Script] = {
+        STREAM_TEXT: STREAM_REPLY,
+        FAIL_TEXT: HttpResponse(400, f'"{CANARY}"'),
+    }
     with live_server(tmp_path, answers=answers) as server:
 
         async def scenario() -> list[dict[str, Any]]:
