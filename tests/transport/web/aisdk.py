@@ -19,10 +19,15 @@ from agentskit_chat.conversation import (
     RouteContext,
     command_route,
     define_chat,
+    load_definitions,
     pattern_route,
 )
+from agentskit_chat.fakemodel import FakeModelServer, Reply
 from tests.contract.tooling import ROOT, require_toolchain
-from tests.transport.conftest import CANARY
+from tests.transport.conftest import CANARY, EXAMPLES
+from tests.transport.test_auth import TOKEN_A, authenticator
+
+from .conftest import WebLive, web_live
 
 SCRIPT: Final = ROOT / "tests" / "frameworks" / "aisdk" / "chat.mjs"
 NODE_TIMEOUT: Final = 60.0
@@ -164,3 +169,40 @@ async def node(
         if process.returncode is None:
             process.kill()
         await process.wait()
+
+
+AUTH_A = {"authorization": f"Bearer {TOKEN_A}"}
+ORIGIN = "https://chat.example.com"
+SLOW = Reply(chunks=("one ", "two"), pause_after=1)
+SLOW_TEXT = "slowly"
+
+
+@asynccontextmanager
+async def served(tmp_path: Path, model: FakeModelServer, **options: Any) -> AsyncIterator[WebLive]:
+    definitions = [chat_definition(model.url), load_definitions(EXAMPLES)["support"]]
+    async with web_live(
+        tmp_path,
+        definitions=definitions,
+        authenticator=authenticator(tmp_path),
+        token=TOKEN_A,
+        cors=frozenset({ORIGIN}),
+        **options,
+    ) as web:
+        web.http.headers.update(AUTH_A)
+        yield web
+
+
+def decision(found: list[Any]) -> dict[str, Any]:
+    (data,) = [c["data"] for c in found if c != "[DONE]" and c["type"].endswith("-decision")]
+    return data  # type: ignore[no-any-return]
+
+
+def answer(found: list[Any]) -> str:
+    return "".join(c["delta"] for c in found if c != "[DONE]" and c["type"] == "text-delta")
+
+
+GOOD = {"id": "chat-1", "trigger": "submit-message", "messages": [user("u1", "/start")]}
+
+
+def with_(**changes: Any) -> dict[str, Any]:
+    return {**GOOD, **changes}
