@@ -110,7 +110,7 @@ def test_a_request_without_a_valid_token_is_refused(tmp_path: Path, model: FakeM
                 for method, path in (
                     ("POST", f"/ai-sdk/{DEFINITION}"),
                     ("GET", f"/ai-sdk/{DEFINITION}/chat-1/stream"),
-                    ("DELETE", f"/ai-sdk/{DEFINITION}/chat-1/stream"),
+                    ("POST", f"/ai-sdk/{DEFINITION}/chat-1/cancel"),
                     ("GET", "/ai-sdk/nothing/here"),
                 ):
                     response = await web.http.request(method, path, json=GOOD)
@@ -132,7 +132,9 @@ def test_paths_methods_and_definitions(tmp_path: Path, model: FakeModelServer) -
             wrong = await web.http.get(f"/ai-sdk/{DEFINITION}")
             assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
             wrong = await web.http.post(f"/ai-sdk/{DEFINITION}/chat-1/stream")
-            assert (wrong.status_code, wrong.headers["allow"]) == (405, "GET, DELETE")
+            assert (wrong.status_code, wrong.headers["allow"]) == (405, "GET")
+            wrong = await web.http.get(f"/ai-sdk/{DEFINITION}/chat-1/cancel")
+            assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
             for path in ("/ai-sdk/", f"/ai-sdk/{DEFINITION}/chat-1", "/ai-sdk/a/b/c/d"):
                 assert (await web.http.get(path)).status_code == 404
             assert web.env.dump() == before

@@ -162,7 +162,7 @@ def test_a_resumable_turn_is_reattached_and_cancelled(
             async with web.http.stream("GET", path) as watching:
                 assert watching.status_code == 200
                 assert watching.headers["x-vercel-ai-ui-message-stream"] == "v1"
-                cancel = await web.http.delete(path)
+                cancel = await web.http.post(f"/ai-sdk/{DEFINITION}/chat-1/cancel")
                 assert cancel.status_code == 204
                 watched = chunks((await watching.aread()).decode())
             assert watched[-2]["type"] == "error"
@@ -170,7 +170,8 @@ def test_a_resumable_turn_is_reattached_and_cancelled(
             started = chunks((await first).text)
             assert started[-2] == watched[-2]
             assert (await web.http.get(path)).status_code == 204
-            assert (await web.http.delete(path)).status_code == 204
+            cancelled = await web.http.post(f"/ai-sdk/{DEFINITION}/chat-1/cancel")
+            assert cancelled.status_code == 204
 
     run(scenario())
 
