@@ -20,6 +20,7 @@ server: the load generator is the limit on throughput, so throughput is not the 
 
     .venv/bin/python -m bench.aisdk             # 5 rounds of 2 s per target
     .venv/bin/python -m bench.aisdk --quick     # one short round (smoke run)
+    .venv/bin/python -m bench.aisdk --server-held  # server-held sessions: Connect submits
 """
 
 from __future__ import annotations
@@ -65,9 +66,12 @@ GOAL: Final = 1.15
 class ChatWorker:
     """Turns on client-held chats, the history kept here; `turn` is the protocol's."""
 
-    def __init__(self, client: httpx.AsyncClient, tag: str) -> None:
+    def __init__(self, client: httpx.AsyncClient, tag: str, held: bool) -> None:
         self.client = client
         self.tag = tag
+        self.held = held
+        """Server-held sessions instead: Connect submits, the AI SDK front takes the last
+        user message of the history it is sent."""
         self.serial = 0
         self.chat = ""
         self.history: list[tuple[str, str]] = []
@@ -75,8 +79,9 @@ class ChatWorker:
         self.spare: list[str] = []
 
     async def create(self) -> str:
-        """A new client-held session of the ping definition."""
-        request = {"definitionId": DEFINITION_ID, "historyMode": "HISTORY_MODE_CLIENT"}
+        """A new session of the ping definition (client-held unless `held`)."""
+        mode = "HISTORY_MODE_SERVER" if self.held else "HISTORY_MODE_CLIENT"
+        request = {"definitionId": DEFINITION_ID, "historyMode": mode}
         reply = await _connect.unary(self.client, f"{SERVICE_PATH}/CreateSession", request)
         return str(reply["session"]["sessionId"])
 
@@ -119,11 +124,11 @@ class ConnectWorker(ChatWorker):
             {"id": mid, "role": f"ROLE_{role.upper()}", "content": self.text(role)}
             for mid, role in self.history
         ]
-        request = {
-            "sessionId": self.chat,
-            "turnId": f"{self.tag}-t{self.serial}",
-            "dispatch": {"messages": messages},
-        }
+        request: dict[str, Any] = {"sessionId": self.chat, "turnId": f"{self.tag}-t{self.serial}"}
+        if self.held:
+            request["submit"] = {"content": TURN_TEXT, "messageId": self.history[-1][0]}
+        else:
+            request["dispatch"] = {"messages": messages}
         try:
             events = await _connect.server_stream(
                 self.client, f"{SERVICE_PATH}/StreamTurn", request
@@ -160,7 +165,7 @@ class AiSdkWorker(ChatWorker):
         return str(chunks[0]["messageId"]), None
 
 
-async def run_round(target: str, server: Server, config: Config) -> Any:
+async def run_round(target: str, server: Server, config: Config, held: bool) -> Any:
     """Warm up, prepare and measure `target` with fresh connections."""
     async with AsyncExitStack() as stack:
         workers: list[ChatWorker] = []
@@ -172,7 +177,7 @@ async def run_round(target: str, server: Server, config: Config) -> Any:
             )
             await stack.enter_async_context(client)
             kind = AiSdkWorker if target == "aisdk" else ConnectWorker
-            workers.append(kind(client, f"{target[0]}{index}"))
+            workers.append(kind(client, f"{target[0]}{index}", held))
         warm = await measure(workers, server, config.warmup)
         if warm.failures:
             return warm
@@ -181,7 +186,7 @@ async def run_round(target: str, server: Server, config: Config) -> Any:
         return await measure(workers, server, config.seconds)
 
 
-async def run(config: Config) -> tuple[dict[str, Figures], list[float], bool]:
+async def run(config: Config, held: bool) -> tuple[dict[str, Figures], list[float], bool]:
     """Every round on a new server: both targets, in alternating order."""
     figures = {target: Figures(target) for target in TARGETS}
     ratios: list[float] = []
@@ -200,7 +205,7 @@ async def run(config: Config) -> tuple[dict[str, Figures], list[float], bool]:
             async with running("memory", command, cwd=ROOT, env=env, cpus=server_cpus) as server:
                 per_turn: dict[str, float] = {}
                 for target in order:
-                    phase = await run_round(target, server, config)
+                    phase = await run_round(target, server, config, held)
                     figures[target].add(phase)
                     if phase.server_cpu is not None:
                         per_turn[target] = phase.server_cpu / max(phase.calls, 1)
@@ -209,12 +214,15 @@ async def run(config: Config) -> tuple[dict[str, Figures], list[float], bool]:
     return figures, ratios, server_cpus is not None
 
 
-def report(figures: dict[str, Figures], ratios: list[float], config: Config, pinned: bool) -> Any:
+def report(
+    figures: dict[str, Figures], ratios: list[float], config: Config, pinned: bool, held: bool
+) -> Any:
     """Print the table and the goal line; the figures as plain data."""
     where = "server on its own CPU" if pinned else "placement left to the scheduler"
+    mode = "server-held" if held else "client-held"
     print(
         f"\nAI SDK front vs Connect, same server and listener: {config.clients} clients,"
-        f" {config.rounds} round(s) x {config.seconds:g} s per target, client-held chats of"
+        f" {config.rounds} round(s) x {config.seconds:g} s per target, {mode} chats of"
         f" up to {TURNS_PER_CHAT} turns ({os.cpu_count()} CPUs, {where})"
     )
     print(f"  {'target':<8} {'turns/s':>9} {'p50 ms':>8} {'CPU us/turn':>12}  per round")
@@ -248,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, help=f"concurrent clients [{FULL.clients}]")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
     parser.add_argument("--no-pin", action="store_true", help="leave placement to the scheduler")
+    parser.add_argument(
+        "--server-held", action="store_true", help="server-held sessions (Connect submits)"
+    )
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     config = Config(
@@ -257,8 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmup=base.warmup,
         pin=not args.no_pin,
     )
-    figures, ratios, pinned = asyncio.run(run(config))
-    data = report(figures, ratios, config, pinned)
+    figures, ratios, pinned = asyncio.run(run(config, args.server_held))
+    data = report(figures, ratios, config, pinned, args.server_held)
     if args.json is not None:
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     failed = sum(f.failures for f in figures.values())
