@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from agentskit_chat.fakemodel import FakeModelServer
+from agentskit_chat.service import Limits
 from agentskit_chat.telemetry import HttpTelemetry, OtelObserver
 from agentskit_chat_client import HistoryMode
 from tests.transport.conftest import CANARY, run
@@ -251,3 +252,22 @@ def test_telemetry_names_the_route_and_never_the_content(
             assert CANARY not in json.dumps(dict(event.attributes or {}), default=str)
     for record in caplog.records:
         assert CANARY not in record.getMessage()
+
+
+def test_a_turn_past_its_deadline_ends_with_an_error_chunk(
+    tmp_path: Path, model: FakeModelServer
+) -> None:
+    async def scenario() -> None:
+        limits = Limits(turn_timeout=0.5, lease_ttl=5.0)
+        async with served(tmp_path, model, limits=limits) as web:
+            response = await post(web.http, with_(messages=[user("u1", SLOW_TEXT)]))
+            found = chunks(response.text)
+            assert [c if c == "[DONE]" else c["type"] for c in found][-4:] == [
+                "text-delta",
+                "text-end",
+                "error",
+                "[DONE]",
+            ]
+            assert found[-2]["errorText"].startswith("deadline_exceeded: ")
+
+    run(scenario())
