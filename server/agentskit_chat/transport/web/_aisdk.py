@@ -35,7 +35,7 @@ from typing import Final
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.service import Reason, ServiceError
 
-from ._aisdk_parts import DONE, REGENERATE, ChatRequest, Chunks, chunk, refusal
+from ._aisdk_parts import DONE, REGENERATE, ChatRequest, Chunks, checked_id, chunk, refusal
 from ._asgi import Headers, Receive, Scope, Send, respond
 from ._fronts import (
     SSE_HEADERS,
@@ -153,6 +153,7 @@ class AiSdkFront:
         self, call: FrontCall, definition_id: str, chat_id: str, send: Send
     ) -> int:
         """Stream the chat's running turn from its start, or cancel it; 204 when none runs."""
+        checked_id(chat_id, "chat_id", self.rpcs.service.limits)
         running = await self._running(chat_id, definition_id)
         if running is None:
             await respond(send, 204, head=True)
@@ -181,7 +182,7 @@ class AiSdkFront:
                 return None
             found = await self.rpcs.get_session(pb.GetSessionRequest(session_id=chat_id))
         except ServiceError as error:
-            if error.reason in (Reason.SESSION_NOT_FOUND, Reason.INVALID_ARGUMENT):
+            if error.reason == Reason.SESSION_NOT_FOUND:
                 return None
             raise refusal(error) from None
         if found.session.definition_id != definition_id:

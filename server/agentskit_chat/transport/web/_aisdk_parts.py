@@ -54,7 +54,7 @@ class ChatRequest:
     @classmethod
     def parse(cls, body: dict[str, Any], limits: Limits) -> ChatRequest:
         """The request in `body`; `bad_request` naming the first malformed field."""
-        chat_id = _checked_id(body.get("id"), "id", limits)
+        chat_id = checked_id(body.get("id"), "id", limits)
         raw = body.get("messages")
         if not isinstance(raw, list) or not raw:
             raise bad_request("messages", "messages must be a non-empty array of UI messages")
@@ -64,10 +64,10 @@ class ChatRequest:
             raise bad_request("trigger", "trigger must be submit-message or regenerate-message")
         message_id = body.get("messageId")
         if message_id is not None:
-            message_id = _checked_id(message_id, "messageId", limits)
+            message_id = checked_id(message_id, "messageId", limits)
         turn_id = body.get("turnId")
         if turn_id is not None:
-            turn_id = _checked_id(turn_id, "turnId", limits)
+            turn_id = checked_id(turn_id, "turnId", limits)
         resumable = body.get("resumable", False)
         if not isinstance(resumable, bool):
             raise bad_request("resumable", "resumable must be a boolean")
@@ -121,7 +121,8 @@ def _field(found: re.Match[str]) -> str:
     return f"messages[{index}].{'id' if part == 'id' else 'parts'}"
 
 
-def _checked_id(value: object, field: str, limits: Limits) -> str:
+def checked_id(value: object, field: str, limits: Limits) -> str:
+    """`value` when it is a well-formed id; `bad_request` naming `field` otherwise."""
     if not isinstance(value, str):
         raise bad_request(field, f"{field} must be a string")
     try:
@@ -134,7 +135,7 @@ def _message(item: object, index: int, limits: Limits) -> pb.Message:
     where = f"messages[{index}]"
     if not isinstance(item, dict):
         raise bad_request(where, f"{where} must be a UI message object")
-    message_id = _checked_id(item.get("id"), f"{where}.id", limits)
+    message_id = checked_id(item.get("id"), f"{where}.id", limits)
     role = ROLES.get(item.get("role"))  # type: ignore[arg-type]
     if role is None:
         raise bad_request(f"{where}.role", f"{where}.role must be user, assistant or system")
