@@ -71,6 +71,10 @@ def test_a_deterministic_turn_and_its_replay_over_plain_http(
                 "[DONE]",
             ]
             assert found[1]["data"]["state"] == "idle"
+            assert found[1]["data"]["commands"] == [
+                {"route": "start", "input": "/start"},
+                {"route": "boom", "input": "/boom"},
+            ]
             assert found[6]["data"]["state"] == "collecting"
             assert found[1]["id"] == found[6]["id"]  # the second replaces the first
             # Regenerate with the answer still in the history: it is dropped, and the

@@ -26,7 +26,8 @@ ROLES: Final = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT, "system": 
 DECISION_PART: Final = "data-agentskit-decision"
 """The data part carrying the turn's decision (kind, route, from, to, replayed, turnId)."""
 SNAPSHOT_PART: Final = "data-agentskit-snapshot"
-"""The data part carrying the conversation snapshot (state, allowedEvents, actions)."""
+"""The data part carrying the conversation snapshot (state, allowedEvents, actions) and the
+commands a renderer may offer as buttons."""
 TEXT_ID: Final = "text"
 DONE: Final = b"data: [DONE]\n\n"
 KINDS: Final = {
@@ -167,12 +168,30 @@ def chunk(value: dict[str, Any]) -> bytes:
     return b"data: " + json_bytes(value) + b"\n\n"
 
 
-def snapshot_part(snapshot: pb.Snapshot) -> dict[str, Any]:
+class Commands:
+    """The commands a renderer may offer as buttons in a state: the input text of each
+    route that is eligible there (its event allowed, the state among its states)."""
+
+    def __init__(self, definition: pb.Definition) -> None:
+        self.routes = [r for r in definition.routes if r.input_text]
+
+    def of(self, snapshot: pb.Snapshot) -> list[dict[str, str]]:
+        """The commands of the snapshot's state, in route order."""
+        return [
+            {"route": route.id, "input": route.input_text}
+            for route in self.routes
+            if route.event in snapshot.allowed_events
+            and (not route.states or snapshot.state in route.states)
+        ]
+
+
+def snapshot_part(snapshot: pb.Snapshot, commands: Commands) -> dict[str, Any]:
     """The snapshot data part; a later one (same id) replaces it in the message."""
     data = {
         "state": snapshot.state,
         "allowedEvents": list(snapshot.allowed_events),
         "actions": list(snapshot.actions),
+        "commands": commands.of(snapshot),
     }
     return {"type": SNAPSHOT_PART, "id": "snapshot", "data": data}
 
@@ -180,9 +199,10 @@ def snapshot_part(snapshot: pb.Snapshot) -> dict[str, Any]:
 class Chunks:
     """The UI message stream chunks of one turn's events, in order."""
 
-    def __init__(self, chat_id: str, before: pb.Snapshot | None) -> None:
+    def __init__(self, chat_id: str, before: pb.Snapshot, commands: Commands) -> None:
         self.chat_id = chat_id
         self.before = before
+        self.commands = commands
         self.text_open = False
         self.ended = False
 
@@ -224,8 +244,7 @@ class Chunks:
             start["messageId"] = event.started.assistant_message_id
         start["messageMetadata"] = {"chatId": self.chat_id, "turnId": event.turn_id}
         found = [start]
-        if self.before is not None:
-            found.append(snapshot_part(self.before))
+        found.append(snapshot_part(self.before, self.commands))
         return found
 
     def _open_text(self) -> list[dict[str, Any]]:
@@ -243,7 +262,7 @@ class Chunks:
             found += [*self._open_text()]
             found.append({"type": "text-delta", "id": TEXT_ID, "delta": completed.content})
         found += self._close_text()
-        found.append(snapshot_part(completed.snapshot))
+        found.append(snapshot_part(completed.snapshot, self.commands))
         finish: dict[str, Any] = {"type": "finish", "finishReason": "stop"}
         if completed.HasField("usage"):
             usage = {
