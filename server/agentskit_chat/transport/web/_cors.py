@@ -47,6 +47,7 @@ EXPOSED_HEADERS: Final = ", ".join(
         "Grpc-Encoding",
         "Connect-Content-Encoding",
         "Content-Encoding",
+        "X-Vercel-AI-UI-Message-Stream",
     )
 )
 """Trailers-in-headers of gRPC-Web errors and the encodings clients must see to decode."""
