@@ -1,0 +1,200 @@
+// One chat over the AI SDK's useChat: its messages with their decision badges, the composer,
+// and the state panel with the commands the current state offers.
+import { useChat } from "@ai-sdk/react";
+import { DefaultChatTransport } from "ai";
+import { useEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
+import { authHeaders, type Config } from "./config.js";
+import { commandButtons, snapshotOf, type Definition } from "./definitions.js";
+import { MessageItem } from "./MessageItem.js";
+import { latestSnapshot, latestState, snapshotPart, type ChatMessage, type SnapshotPart } from "./parts.js";
+import { loadMessages, saveMessages } from "./storage.js";
+
+interface Props {
+  readonly config: Config;
+  readonly definition: Definition;
+  readonly chatId: string;
+  /** Reopened after a reload: reattach to the chat's running turn, if any. */
+  readonly reopened: boolean;
+}
+
+const STATUS_TEXT = {
+  submitted: "Waiting for the answer…",
+  streaming: "The answer is streaming…",
+  ready: "",
+  error: "",
+} as const;
+
+export function ChatView({ config, definition, chatId, reopened }: Props) {
+  const transport = useMemo(
+    () =>
+      new DefaultChatTransport<ChatMessage>({
+        api: `${config.serverUrl}/ai-sdk/${encodeURIComponent(definition.id)}`,
+        headers: authHeaders(config),
+      }),
+    [config, definition.id],
+  );
+  const [streamed, setStreamed] = useState<SnapshotPart>();
+  const { messages, sendMessage, regenerate, stop, status, error, clearError } = useChat<ChatMessage>({
+    id: chatId,
+    messages: useMemo(() => loadMessages(chatId), [chatId]),
+    transport,
+    resume: reopened,
+    onData: (part) => {
+      const snapshot = snapshotPart(part.type, part.data);
+      if (snapshot !== undefined) {
+        setStreamed(snapshot);
+      }
+    },
+  });
+  const [input, setInput] = useState("");
+  const inputRef = useRef<HTMLTextAreaElement>(null);
+  const busy = status === "submitted" || status === "streaming";
+
+  useEffect(() => saveMessages(chatId, messages), [chatId, messages]);
+  useEffect(() => {
+    document.body.dataset.status = status;
+  }, [status]);
+
+  const snapshot: SnapshotPart =
+    streamed ??
+    latestSnapshot(messages) ??
+    snapshotOf(definition, latestState(messages) ?? definition.initialState);
+  const commands = snapshot.commands ?? commandButtons(definition, snapshot);
+
+  const send = (text: string) => {
+    if (!text.trim() || busy) {
+      return;
+    }
+    clearError();
+    void sendMessage({ text });
+  };
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    send(input);
+    setInput("");
+  };
+  const onKeyDown = (event: KeyboardEvent<HTMLTextAreaElement>) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.nativeEvent.isComposing) {
+      submit(event);
+    } else if (event.key === "Escape" && busy) {
+      void stop();
+    }
+  };
+  const last = messages.at(-1);
+
+  return (
+    <section id="chat" aria-labelledby="chat-heading">
+      <h2 id="chat-heading">Conversation</h2>
+      <p className="session-line">
+        Chat <code id="chat-id">{chatId}</code> of <span id="chat-definition">{definition.id}</span>
+      </p>
+      <div className="chat-layout">
+        <div className="conversation">
+          <ol id="messages" aria-label="Messages">
+            {messages.map((message) => (
+              <MessageItem
+                key={message.id}
+                message={message}
+                streaming={busy && message === last && message.role === "assistant"}
+              />
+            ))}
+          </ol>
+          <form id="composer" onSubmit={submit}>
+            <label htmlFor="message-input">Message</label>
+            <textarea
+              id="message-input"
+              ref={inputRef}
+              rows={2}
+              value={input}
+              aria-describedby="composer-hint"
+              onChange={(event) => setInput(event.target.value)}
+              onKeyDown={onKeyDown}
+            />
+            <p id="composer-hint" className="hint">
+              Enter sends, Shift+Enter starts a new line, Escape stops the answer.
+            </p>
+            <div className="composer-buttons">
+              <button type="submit" id="send" disabled={busy}>
+                Send
+              </button>
+              <button type="button" id="stop" disabled={!busy} onClick={() => void stop()}>
+                Stop
+              </button>
+              <button
+                type="button"
+                id="regenerate"
+                disabled={busy || last === undefined}
+                onClick={() => {
+                  clearError();
+                  void regenerate();
+                }}
+              >
+                Regenerate
+              </button>
+            </div>
+          </form>
+        </div>
+        <aside id="state-panel" aria-labelledby="state-heading">
+          <h3 id="state-heading">
+            State: <span id="state-name">{snapshot.state}</span>
+          </h3>
+          <h4 id="actions-heading">Actions</h4>
+          <ul id="actions" aria-labelledby="actions-heading">
+            {snapshot.actions.length ? (
+              snapshot.actions.map((action) => (
+                <li key={action} className="action">
+                  {action}
+                </li>
+              ))
+            ) : (
+              <li className="none">none</li>
+            )}
+          </ul>
+          <h4 id="commands-heading">Commands</h4>
+          <div id="commands" role="group" aria-labelledby="commands-heading">
+            {commands.length ? (
+              commands.map((command) => (
+                <button
+                  key={command}
+                  type="button"
+                  className="command"
+                  data-command={command}
+                  disabled={busy}
+                  onClick={() => {
+                    send(command);
+                    inputRef.current?.focus();
+                  }}
+                >
+                  {command}
+                </button>
+              ))
+            ) : (
+              <p className="none">none in this state</p>
+            )}
+          </div>
+        </aside>
+      </div>
+      <p id="status" role="status" aria-live="polite">
+        {STATUS_TEXT[status]}
+      </p>
+      {error !== undefined && (
+        <p id="error" role="alert">
+          The turn failed: {errorText(error)}
+        </p>
+      )}
+    </section>
+  );
+}
+
+/** A failure's message: the service's JSON error when it sent one, else the error's text. */
+function errorText(error: Error): string {
+  try {
+    const body: unknown = JSON.parse(error.message);
+    if (typeof body === "object" && body !== null && "message" in body && typeof body.message === "string") {
+      return body.message;
+    }
+  } catch {
+    // Not JSON: the stream's own error text.
+  }
+  return error.message || "unknown error";
+}
