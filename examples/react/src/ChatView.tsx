@@ -30,6 +30,8 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
       new DefaultChatTransport<ChatMessage>({
         api: `${config.serverUrl}/ai-sdk/${encodeURIComponent(definition.id)}`,
         headers: authHeaders(config),
+        // The turn goes on when the page goes away, so that a reload reattaches to it.
+        body: { resumable: true },
       }),
     [config, definition.id],
   );
