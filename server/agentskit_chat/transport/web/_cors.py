@@ -17,7 +17,7 @@ from typing import Final
 
 from ._asgi import App, Headers, Message, Receive, Scope, Send, header, respond
 
-ALLOWED_METHODS: Final = "GET, POST"
+ALLOWED_METHODS: Final = "GET, POST, DELETE"
 ALLOWED_HEADERS: Final = ", ".join(
     (
         "Authorization",
@@ -45,6 +45,7 @@ EXPOSED_HEADERS: Final = ", ".join(
         "Grpc-Encoding",
         "Connect-Content-Encoding",
         "Content-Encoding",
+        "X-Vercel-AI-UI-Message-Stream",
     )
 )
 """Trailers-in-headers of gRPC-Web errors and the encodings clients must see to decode."""
