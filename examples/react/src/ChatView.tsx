@@ -25,15 +25,16 @@ const STATUS_TEXT = {
 } as const;
 
 export function ChatView({ config, definition, chatId, reopened }: Props) {
+  const api = `${config.serverUrl}/ai-sdk/${encodeURIComponent(definition.id)}`;
   const transport = useMemo(
     () =>
       new DefaultChatTransport<ChatMessage>({
-        api: `${config.serverUrl}/ai-sdk/${encodeURIComponent(definition.id)}`,
+        api,
         headers: authHeaders(config),
         // The turn goes on when the page goes away, so that a reload reattaches to it.
         body: { resumable: true },
       }),
-    [config, definition.id],
+    [config, api],
   );
   const [streamed, setStreamed] = useState<SnapshotPart>();
   const { messages, sendMessage, regenerate, stop, status, error, clearError } = useChat<ChatMessage>({
@@ -41,6 +42,10 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
     messages: useMemo(() => loadMessages(chatId), [chatId]),
     transport,
     resume: reopened,
+    // Each request's end, counted on the page (its tests wait for it).
+    onFinish: () => {
+      document.body.dataset.finished = String(Number(document.body.dataset.finished ?? "0") + 1);
+    },
     onData: (part) => {
       const snapshot = snapshotPart(part.type, part.data);
       if (snapshot !== undefined) {
@@ -79,10 +84,20 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
     if (event.key === "Enter" && !event.shiftKey && !event.nativeEvent.isComposing) {
       submit(event);
     } else if (event.key === "Escape" && busy) {
-      void stop();
+      stopTurn();
     }
   };
   const last = messages.at(-1);
+  // A resumable turn outlives its request: stop() only detaches the page, so the front's
+  // DELETE of the chat's stream then cancels the turn itself (204 whether or not one ran).
+  const stopTurn = () => {
+    void stop().then(() =>
+      fetch(`${api}/${encodeURIComponent(chatId)}/stream`, {
+        method: "DELETE",
+        headers: authHeaders(config),
+      }).catch(() => undefined),
+    );
+  };
 
   return (
     <section id="chat" aria-labelledby="chat-heading">
@@ -119,7 +134,7 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
               <button type="submit" id="send" disabled={busy}>
                 Send
               </button>
-              <button type="button" id="stop" disabled={!busy} onClick={() => void stop()}>
+              <button type="button" id="stop" disabled={!busy} onClick={stopTurn}>
                 Stop
               </button>
               <button
@@ -188,12 +203,16 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
   );
 }
 
-/** A failure's message: the service's JSON error when it sent one, else the error's text. */
+/**
+ * A failure's message: the message of the front's JSON refusal (`{"error": {code, message}}`)
+ * when the request was refused, else the stream's error text ("code: message").
+ */
 function errorText(error: Error): string {
   try {
     const body: unknown = JSON.parse(error.message);
-    if (typeof body === "object" && body !== null && "message" in body && typeof body.message === "string") {
-      return body.message;
+    const refusal = typeof body === "object" && body !== null && "error" in body ? body.error : undefined;
+    if (typeof refusal === "object" && refusal !== null && "message" in refusal) {
+      return String(refusal.message);
     }
   } catch {
     // Not JSON: the stream's own error text.

@@ -92,16 +92,26 @@ async function assertText(locator, expected) {
 
 /** Send `text` from the message box and wait until the answer is over. */
 async function send(page, text) {
-  await page.getByLabel("Message", { exact: true }).fill(text);
-  await page.getByLabel("Message", { exact: true }).press("Enter");
-  await settled(page);
+  await settled(page, async () => {
+    await page.getByLabel("Message", { exact: true }).fill(text);
+    await page.getByLabel("Message", { exact: true }).press("Enter");
+  });
 }
 
-/** Wait until useChat has started a request and is ready (or failed) again. */
-async function settled(page) {
-  await page.waitForFunction(() => ["ready", "error"].includes(document.body.dataset.status ?? ""), undefined, {
-    timeout: TIMEOUT,
-  });
+/** How many requests of useChat the page has seen end. */
+const finished = (page) => page.evaluate(() => Number(document.body.dataset.finished ?? "0"));
+
+/** Do `action`, then wait until the request it makes has ended and useChat is idle again. */
+async function settled(page, action) {
+  const before = await finished(page);
+  await action();
+  await page.waitForFunction(
+    (count) =>
+      Number(document.body.dataset.finished ?? "0") > count &&
+      ["ready", "error"].includes(document.body.dataset.status ?? ""),
+    before,
+    { timeout: TIMEOUT },
+  );
 }
 
 /** The messages shown, oldest first: id, role, text, badges. */
@@ -135,7 +145,8 @@ const answer = (content, kind, route = null, transition = null) => ({
 });
 
 async function noError(page) {
-  assert.equal(await page.locator("#error").count(), 0, await page.locator("#error").textContent().catch(() => ""));
+  const shown = await page.locator("#error").allTextContents();
+  assert.deepEqual(shown, []);
 }
 
 /**
@@ -173,12 +184,10 @@ test("a deterministic turn shows its decision badges and the new state", async (
 test("a command button of the state sends its command", async () => {
   const opened = await newChat();
   const { page } = opened;
-  await page.locator('#commands [data-command="/start"]').click();
+  await settled(page, () => page.locator('#commands [data-command="/start"]').click());
   await assertText(page.locator("#state-name"), "collecting");
-  await settled(page);
-  await page.locator('#commands [data-command="/cancel"]').click();
+  await settled(page, () => page.locator('#commands [data-command="/cancel"]').click());
   await assertText(page.locator("#state-name"), "idle");
-  await settled(page);
   await noError(page);
   assert.deepEqual(await shown(page), [
     user("/start"),
@@ -214,17 +223,11 @@ test("regenerate replaces the last answer with a new one", async () => {
   await send(page, story);
   const [, first] = await messages(page);
   assert.equal(first.content, env("AGENTSKIT_REACT_STORY_ANSWER"));
-  await page.getByRole("button", { name: "Regenerate" }).click();
-  await page.waitForFunction(
-    (id) => {
-      const items = document.querySelectorAll("#messages > li");
-      return items.length === 2 && items[1].dataset.messageId !== id && document.body.dataset.status === "ready";
-    },
-    first.id,
-    { timeout: TIMEOUT },
-  );
+  await settled(page, () => page.getByRole("button", { name: "Regenerate" }).click());
   await noError(page);
   assert.deepEqual(await shown(page), [user(story), answer(env("AGENTSKIT_REACT_STORY_ANSWER"), "agentic")]);
+  const [, second] = await messages(page);
+  assert.notEqual(second.id, first.id, "the regenerated answer is a new message");
   await finish(opened);
 });
 
@@ -233,7 +236,10 @@ test("a failed turn shows its error, and the chat goes on", async () => {
   const { page } = opened;
   await send(page, env("AGENTSKIT_REACT_FAIL_TEXT"));
   await page.locator("#error").waitFor({ state: "visible" });
-  assert.match((await page.locator("#error").textContent()) ?? "", /^The turn failed: \S/);
+  const error = (await page.locator("#error").textContent()) ?? "";
+  assert.match(error, /^The turn failed: \S/);
+  assert.ok(!error.includes(env("AGENTSKIT_REACT_FAIL_TEXT")), error);
+  console.log(`# failed turn shown as: ${error}`);
   assert.equal(await page.locator("#error").getAttribute("role"), "alert");
   assert.equal(await page.evaluate(() => document.body.dataset.status), "error");
   await send(page, "/start");
@@ -248,13 +254,21 @@ test("stop ends an answer where it is", async () => {
   await page.getByLabel("Message", { exact: true }).fill(env("AGENTSKIT_REACT_STALL_TEXT"));
   await page.getByRole("button", { name: "Send" }).click();
   await assertText(page.locator('#messages > li[data-role="assistant"] .content'), "Let me think");
-  await page.getByRole("button", { name: "Stop" }).click();
-  await settled(page);
+  await settled(page, () => page.getByRole("button", { name: "Stop" }).click());
   await noError(page);
   assert.equal(await page.getByRole("button", { name: "Stop" }).isDisabled(), true);
   assert.equal(await page.getByRole("button", { name: "Send" }).isEnabled(), true);
   const [, stopped] = await shown(page);
   assert.equal(stopped.content, "Let me think");
+  // The turn itself was cancelled, not only left behind: the chat runs none now.
+  const chatId = await page.locator("#chat-id").textContent();
+  const running = await page.evaluate(
+    async ({ chatId, definition, token }) =>
+      (await fetch(`/ai-sdk/${definition}/${chatId}/stream`, { headers: { authorization: `Bearer ${token}` } }))
+        .status,
+    { chatId, definition: env("AGENTSKIT_REACT_DEFINITION"), token: env("AGENTSKIT_REACT_TOKEN") },
+  );
+  assert.equal(running, 204);
   // The chat goes on after it.
   await send(page, "/start");
   await noError(page);
@@ -274,7 +288,7 @@ test("a reload in the middle of an answer reattaches to it and loses nothing", a
   await page.locator("#chat").waitFor({ state: "visible" });
   assert.equal(await page.locator("#chat-id").textContent(), chatId);
   await assertText(page.locator('#messages > li[data-role="assistant"] .content'), env("AGENTSKIT_REACT_SLOW_ANSWER"));
-  await settled(page);
+  await page.waitForFunction(() => document.body.dataset.status === "ready");
   await noError(page);
   assert.deepEqual(await shown(page), [user(slow), answer(env("AGENTSKIT_REACT_SLOW_ANSWER"), "agentic")]);
   // The reloaded page showed the answer growing too, not only at its end.
@@ -288,9 +302,8 @@ test("every control is labelled and the chat is usable from the keyboard", async
   const { page } = opened;
   await page.getByLabel("Message", { exact: true }).focus();
   await page.keyboard.type("/start");
-  await page.keyboard.press("Enter");
+  await settled(page, () => page.keyboard.press("Enter"));
   await assertText(page.locator("#state-name"), "collecting");
-  await settled(page);
   const unlabelled = await page.$$eval("input, select, textarea", (fields) =>
     fields.filter((field) => field.labels.length === 0).map((field) => field.outerHTML),
   );
@@ -308,7 +321,7 @@ test("every control is labelled and the chat is usable from the keyboard", async
   await finish(opened);
 });
 
-test("a conversation with a route, a transition and the model (saved as a screenshot)", async () => {
+test("a conversation with routes, transitions, the model and a replay (saved as a screenshot)", async () => {
   const opened = await newChat();
   const { page } = opened;
   await send(page, "/start");
@@ -323,6 +336,13 @@ test("a conversation with a route, a transition and the model (saved as a screen
     user("/name Ada"),
     answer("Welcome, Ada.", "deterministic", "name", "collecting → complete"),
   ]);
+  // Regenerating a routed answer replays its recorded decision.
+  await settled(page, () => page.getByRole("button", { name: "Regenerate" }).click());
+  await noError(page);
+  assert.deepEqual((await shown(page)).at(-1), {
+    ...answer("Welcome, Ada.", "deterministic", "name", "collecting → complete"),
+    replayed: true,
+  });
   await assertText(page.locator("#state-name"), "complete");
   await page.getByLabel("Message", { exact: true }).blur();
   const directory = env("AGENTSKIT_REACT_ARTIFACTS");
