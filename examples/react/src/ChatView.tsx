@@ -6,7 +6,7 @@ import { useEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEven
 import { authHeaders, type Config } from "./config.js";
 import { commandButtons, snapshotOf, type Definition } from "./definitions.js";
 import { MessageItem } from "./MessageItem.js";
-import { latestSnapshot, latestState, snapshotPart, type ChatMessage, type SnapshotPart } from "./parts.js";
+import { latestSnapshot, latestState, snapshotPart, textOf, type ChatMessage, type SnapshotPart } from "./parts.js";
 import { loadMessages, saveMessages } from "./storage.js";
 
 interface Props {
@@ -37,7 +37,7 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
     [config, api],
   );
   const [streamed, setStreamed] = useState<SnapshotPart>();
-  const { messages, sendMessage, regenerate, stop, status, error, clearError } = useChat<ChatMessage>({
+  const { messages, setMessages, sendMessage, regenerate, stop, status, error, clearError } = useChat<ChatMessage>({
     id: chatId,
     messages: useMemo(() => loadMessages(chatId), [chatId]),
     transport,
@@ -68,9 +68,13 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
     snapshotOf(definition, latestState(messages) ?? definition.initialState);
   const commands = snapshot.commands ?? commandButtons(definition, snapshot);
 
+  const last = messages.at(-1);
   const send = (text: string) => {
     if (!text.trim() || busy) {
       return;
+    }
+    if (status === "error" && last?.role === "assistant" && !textOf(last)) {
+      setMessages(messages.slice(0, -1)); // the failed turn's empty answer is no history
     }
     clearError();
     void sendMessage({ text });
@@ -87,7 +91,6 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
       stopTurn();
     }
   };
-  const last = messages.at(-1);
   // A resumable turn outlives its request: stop() only detaches the page, so the front's
   // DELETE of the chat's stream then cancels the turn itself (204 whether or not one ran).
   const stopTurn = () => {

@@ -35,6 +35,7 @@ export const MessageItem = memo(function MessageItem({
   streaming: boolean;
 }) {
   const decision = message.role === "assistant" ? decisionOf(message) : undefined;
+  const text = textOf(message);
   return (
     <li
       className={`message ${message.role}`}
@@ -45,7 +46,8 @@ export const MessageItem = memo(function MessageItem({
     >
       <span className="role">{message.role === "user" ? "You" : "Assistant"}</span>
       {decision !== undefined && <Badges decision={decision} />}
-      <div className="content">{textOf(message)}</div>
+      <div className="content">{text}</div>
+      {message.role === "assistant" && !streaming && !text && <p className="reply-note">No answer.</p>}
     </li>
   );
 });

@@ -239,11 +239,19 @@ test("a failed turn shows its error, and the chat goes on", async () => {
   const error = (await page.locator("#error").textContent()) ?? "";
   assert.match(error, /^The turn failed: \S/);
   assert.ok(!error.includes(env("AGENTSKIT_REACT_FAIL_TEXT")), error);
-  console.log(`# failed turn shown as: ${error}`);
   assert.equal(await page.locator("#error").getAttribute("role"), "alert");
   assert.equal(await page.evaluate(() => document.body.dataset.status), "error");
+  const fail = env("AGENTSKIT_REACT_FAIL_TEXT");
+  assert.deepEqual(await shown(page), [user(fail), answer("", "agentic")]);
+  assert.equal(await page.locator('#messages [data-role="assistant"] .reply-note').textContent(), "No answer.");
+  // The next message goes without the failed turn's empty answer.
   await send(page, "/start");
   await noError(page);
+  assert.deepEqual(await shown(page), [
+    user(fail),
+    user("/start"),
+    answer("What is your name?", "deterministic", "start", "idle → collecting"),
+  ]);
   await assertText(page.locator("#state-name"), "collecting");
   await finish(opened);
 });
