@@ -12,8 +12,9 @@
   (`regenerate-message`).
 - `GET /ai-sdk/{definition_id}/{chat_id}/stream` (the transport's reconnect request):
   the chat's running turn from its first event, in the same shape, or 204 when none runs.
-- `DELETE /ai-sdk/{definition_id}/{chat_id}/stream`: cancel the chat's running turn (a
-  resumable turn outlives its connection, so the AI SDK's `stop()` alone does not end it).
+- `POST /ai-sdk/{definition_id}/{chat_id}/cancel`: cancel the chat's running turn (a
+  resumable turn outlives its connection, so the AI SDK's `stop()` alone does not end it);
+  204 whether or not one ran.
 
 Turn ids: each POST is a new turn with a fresh server-chosen id (`ai-` and 24 hex digits),
 since the AI SDK never posts a request again by itself (it reconnects with GET); a client
@@ -55,6 +56,7 @@ PREFIX: Final = "/ai-sdk/"
 STREAM_HEADERS: Final[Headers] = [*SSE_HEADERS, (b"x-vercel-ai-ui-message-stream", b"v1")]
 CHAT_ROUTE: Final = "/ai-sdk/{definition_id}"
 STREAM_ROUTE: Final = "/ai-sdk/{definition_id}/{chat_id}/stream"
+CANCEL_ROUTE: Final = "/ai-sdk/{definition_id}/{chat_id}/cancel"
 
 
 class AiSdkFront:
@@ -70,21 +72,20 @@ class AiSdkFront:
         """Answer one request under `/ai-sdk/`."""
         call = FrontCall(self.context, scope, receive)
         parts = call.path[len(PREFIX) :].split("/")
-        chat = len(parts) == 1 and parts[0] != ""
-        resume = len(parts) == 3 and parts[2] == "stream" and "" not in parts
-        end = call.traced(CHAT_ROUTE if chat or not resume else STREAM_ROUTE)
+        route, method = _route(parts)
+        end = call.traced(route or CHAT_ROUTE)
         status = 500
         try:
             call.authenticate()
-            if chat and call.method == "POST":
-                status = await self._chat(call, parts[0], send)
-            elif resume and call.method in ("GET", "DELETE"):
-                status = await self._resume(call, parts[0], parts[1], send)
-            elif chat or resume:
-                allow = b"POST" if chat else b"GET, DELETE"
-                status = await _refuse(send, _not_allowed(), [(b"allow", allow)])
-            else:
+            if route is None:
                 status = await _refuse(send, FrontError(404, "not_found", "no such path"))
+            elif call.method != method:
+                allow = [(b"allow", method.encode())]
+                status = await _refuse(send, _not_allowed(), allow)
+            elif route == CHAT_ROUTE:
+                status = await self._chat(call, parts[0], send)
+            else:
+                status = await self._running_turn(call, parts[0], parts[1], send)
         except FrontError as error:
             status = await _refuse(send, error)
         except ClientGoneError:
@@ -148,13 +149,16 @@ class AiSdkFront:
             raise FrontError(409, "conflict", "id names a chat of another definition", "id")
         return session
 
-    async def _resume(self, call: FrontCall, definition_id: str, chat_id: str, send: Send) -> int:
+    async def _running_turn(
+        self, call: FrontCall, definition_id: str, chat_id: str, send: Send
+    ) -> int:
+        """Stream the chat's running turn from its start, or cancel it; 204 when none runs."""
         running = await self._running(chat_id, definition_id)
         if running is None:
             await respond(send, 204, head=True)
             return 204
         session, turn_id = running
-        if call.method == "DELETE":
+        if call.method == "POST":  # the cancel route
             try:
                 await self.rpcs.cancel_turn(
                     pb.CancelTurnRequest(session_id=chat_id, turn_id=turn_id)
@@ -183,6 +187,20 @@ class AiSdkFront:
         if found.session.definition_id != definition_id:
             return None
         return found.session, page.turns[0].turn_id
+
+
+def _route(parts: list[str]) -> tuple[str | None, str]:
+    """The route template of a path (split after the prefix) and the method it takes;
+    None for a path that names no route."""
+    if "" in parts:
+        return None, ""
+    if len(parts) == 1:
+        return CHAT_ROUTE, "POST"
+    if len(parts) == 3 and parts[2] == "stream":
+        return STREAM_ROUTE, "GET"
+    if len(parts) == 3 and parts[2] == "cancel":
+        return CANCEL_ROUTE, "POST"
+    return None, ""
 
 
 def _server_held(turn: pb.StreamTurnRequest, request: ChatRequest, stored: set[str]) -> None:

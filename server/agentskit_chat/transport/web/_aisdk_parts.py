@@ -36,6 +36,7 @@ KINDS: Final = {
     pb.TURN_KIND_FALLBACK: "fallback",
 }
 _SERVICE_FIELD: Final = re.compile(r"dispatch\.messages\[(\d+)\]\.(id|content)")
+_FIELDS: Final = {"turn_id": "turnId", "session_id": "id", "dispatch.messages": "messages"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,21 +102,23 @@ class ChatRequest:
 
 
 def refusal(error: ServiceError) -> FrontError:
-    """The front's refusal of `error`, its field named as the AI SDK request names it."""
+    """The front's refusal of `error`, the fields it names named as the AI SDK request
+    names them (`dispatch.messages[2].content` is `messages[2].parts`)."""
     refused = FrontError.of(error)
-    if refused.field is None:
-        return refused
-    found = _SERVICE_FIELD.fullmatch(refused.field)
-    if found is not None:
-        index, part = found.groups()
-        field = f"messages[{index}].{'id' if part == 'id' else 'parts'}"
-    else:
-        field = {"turn_id": "turnId", "session_id": "id", "dispatch.messages": "messages"}.get(
-            refused.field, refused.field
-        )
-    refused.message = refused.message.replace(refused.field, field)
-    refused.field = field
+    refused.code = error.reason.name.lower()  # as the front's own refusals name theirs
+    refused.message = _SERVICE_FIELD.sub(_field, refused.message)
+    if refused.field is not None:
+        refused.field = _SERVICE_FIELD.sub(_field, refused.field)
+        refused.field = _FIELDS.get(refused.field, refused.field)
+    else:  # a size limit names the message in its text only
+        found = _SERVICE_FIELD.search(error.message)
+        refused.field = None if found is None else _field(found)
     return refused
+
+
+def _field(found: re.Match[str]) -> str:
+    index, part = found.groups()
+    return f"messages[{index}].{'id' if part == 'id' else 'parts'}"
 
 
 def _checked_id(value: object, field: str, limits: Limits) -> str:
@@ -124,7 +127,7 @@ def _checked_id(value: object, field: str, limits: Limits) -> str:
     try:
         return limits.check_id(field, value)
     except ServiceError as error:
-        raise FrontError.of(error) from None
+        raise refusal(error) from None
 
 
 def _message(item: object, index: int, limits: Limits) -> pb.Message:

@@ -17,7 +17,7 @@ from typing import Final
 
 from ._asgi import App, Headers, Message, Receive, Scope, Send, header, respond
 
-ALLOWED_METHODS: Final = "GET, POST, DELETE"
+ALLOWED_METHODS: Final = "GET, POST"
 ALLOWED_HEADERS: Final = ", ".join(
     (
         "Authorization",
