@@ -92,11 +92,11 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
     }
   };
   // A resumable turn outlives its request: stop() only detaches the page, so the front's
-  // DELETE of the chat's stream then cancels the turn itself (204 whether or not one ran).
+  // cancel request then ends the turn itself (204 whether or not one ran).
   const stopTurn = () => {
     void stop().then(() =>
-      fetch(`${api}/${encodeURIComponent(chatId)}/stream`, {
-        method: "DELETE",
+      fetch(`${api}/${encodeURIComponent(chatId)}/cancel`, {
+        method: "POST",
         headers: authHeaders(config),
       }).catch(() => undefined),
     );
