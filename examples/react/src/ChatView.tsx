@@ -55,7 +55,8 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
   });
   const [input, setInput] = useState("");
   const inputRef = useRef<HTMLTextAreaElement>(null);
-  const busy = status === "submitted" || status === "streaming";
+  const [stopping, setStopping] = useState(false);
+  const busy = status === "submitted" || status === "streaming" || stopping;
 
   useEffect(() => saveMessages(chatId, messages), [chatId, messages]);
   useEffect(() => {
@@ -66,23 +67,26 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
     streamed ??
     latestSnapshot(messages) ??
     snapshotOf(definition, latestState(messages) ?? definition.initialState);
-  const commands = snapshot.commands ?? commandButtons(definition, snapshot);
+  const commands = commandButtons(definition, snapshot);
 
   const last = messages.at(-1);
-  const send = (text: string) => {
+  /** Send `text` as the next user message; false when nothing was sent. */
+  const send = (text: string): boolean => {
     if (!text.trim() || busy) {
-      return;
+      return false;
     }
     if (status === "error" && last?.role === "assistant" && !textOf(last)) {
       setMessages(messages.slice(0, -1)); // the failed turn's empty answer is no history
     }
     clearError();
     void sendMessage({ text });
+    return true;
   };
   const submit = (event: FormEvent) => {
     event.preventDefault();
-    send(input);
-    setInput("");
+    if (send(input)) {
+      setInput("");
+    }
   };
   const onKeyDown = (event: KeyboardEvent<HTMLTextAreaElement>) => {
     if (event.key === "Enter" && !event.shiftKey && !event.nativeEvent.isComposing) {
@@ -92,14 +96,19 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
     }
   };
   // A resumable turn outlives its request: stop() only detaches the page, so the front's
-  // cancel request then ends the turn itself (204 whether or not one ran).
+  // cancel request then ends the turn itself (204 whether or not one ran). Nothing is sent
+  // until it has answered, so that it cannot cancel the next turn.
   const stopTurn = () => {
-    void stop().then(() =>
-      fetch(`${api}/${encodeURIComponent(chatId)}/cancel`, {
-        method: "POST",
-        headers: authHeaders(config),
-      }).catch(() => undefined),
-    );
+    setStopping(true);
+    void stop()
+      .then(() =>
+        fetch(`${api}/${encodeURIComponent(chatId)}/cancel`, {
+          method: "POST",
+          headers: authHeaders(config),
+        }),
+      )
+      .catch(() => undefined)
+      .finally(() => setStopping(false));
   };
 
   return (
@@ -137,7 +146,7 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
               <button type="submit" id="send" disabled={busy}>
                 Send
               </button>
-              <button type="button" id="stop" disabled={!busy} onClick={stopTurn}>
+              <button type="button" id="stop" disabled={!busy || stopping} onClick={stopTurn}>
                 Stop
               </button>
               <button

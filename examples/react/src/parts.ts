@@ -15,14 +15,8 @@ export interface Decision {
   readonly turnId: string;
 }
 
-/** The conversation's snapshot after a turn (`data-agentskit-snapshot`). */
-export interface SnapshotPart {
-  readonly state: string;
-  readonly allowedEvents: readonly string[];
-  readonly actions: readonly string[];
-  /** The inputs the state offers as buttons, when the service names them. */
-  readonly commands?: readonly string[];
-}
+/** The conversation's snapshot (`data-agentskit-snapshot`): at a turn's start and end. */
+export type SnapshotPart = Snapshot;
 
 export type AgentskitData = {
   "agentskit-decision": Decision;
@@ -35,14 +29,11 @@ type Json = Record<string, unknown>;
 const record = (value: unknown): Json =>
   typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Json) : {};
 const text = (value: unknown): string => (typeof value === "string" ? value : "");
-const texts = (value: unknown): string[] =>
-  (Array.isArray(value) ? value : []).map((item) =>
-    typeof item === "string" ? item : text(record(item).text) || text(record(item).inputText),
-  ).filter(Boolean);
+const texts = (value: unknown): string[] => (Array.isArray(value) ? value : []).map(text).filter(Boolean);
 
-/** "TURN_KIND_AGENTIC", "agentic", "AGENTIC" -> "agentic". */
-export function kindName(kind: string): string {
-  return kind.toLowerCase().replace(/^turn_kind_/, "") || "unspecified";
+/** The kind as a class-safe word ("deterministic", "agentic", ...). */
+function kindName(kind: string): string {
+  return kind.toLowerCase().replace(/[^a-z]/g, "") || "unspecified";
 }
 
 /** The decision part of `message`, if it carries one. */
@@ -73,13 +64,7 @@ export function snapshotPart(type: string, data: unknown): SnapshotPart | undefi
   if (!state) {
     return undefined;
   }
-  const commands = body.commands ?? body.commandButtons;
-  return {
-    state,
-    allowedEvents: texts(body.allowedEvents ?? body.allowed_events),
-    actions: texts(body.actions),
-    ...(commands === undefined ? {} : { commands: texts(commands) }),
-  };
+  return { state, allowedEvents: texts(body.allowedEvents), actions: texts(body.actions) };
 }
 
 /** The newest snapshot the messages carry. */
@@ -110,5 +95,3 @@ export function latestState(messages: readonly ChatMessage[]): string | undefine
 export function textOf(message: ChatMessage): string {
   return message.parts.map((part) => (part.type === "text" ? part.text : "")).join("");
 }
-
-export type { Snapshot };
