@@ -1,10 +1,12 @@
 """The React renderer (examples/react, the AI SDK's `useChat`) in headless Chromium.
 
 The renderer is typechecked and bundled with its pinned tools, served by `serve --web-root`
-on the HTTP listener beside the `/ai-sdk/` front it talks to, and its browser tests
+on the HTTP listener beside the `/ai-sdk/` front it talks to (and from a plain static server
+whose origin `--cors-origin` allows), and its browser tests
 (examples/react/test, node:test driving Debian's chromium through playwright-core) then run
 deterministic and agentic turns against the fake model, a command button, regenerate, stop,
-a failed turn and a reload in the middle of an answer, with no console error anywhere.
+a failed turn, a reload in the middle of an answer, a chat across origins and a page without
+a token, with no console error anywhere but the refused request's.
 Node.js and chromium are required (`make chromium` installs chromium) unless
 CONTRACT_SKIP_TOOLCHAINS names `node`.
 """
@@ -23,6 +25,7 @@ from tests.web.test_renderer import (
     SUMMARY,
     TOP_LEVEL_TEST,
     _require_browser,
+    static_site,
 )
 
 TESTS = ROOT / "examples" / "react" / "test"
@@ -49,15 +52,19 @@ ANSWERS: dict[str, Script] = {
     SLOW_TEXT: SLOW_ANSWER,
 }
 
+__all__ = ["static_site"]  # the static server fixture of the reference renderer's test
 
-def test_react_renderer_in_a_real_browser(tmp_path: Path) -> None:
+
+def test_react_renderer_in_a_real_browser(tmp_path: Path, static_site: tuple[Path, int]) -> None:
     _require_browser()
-    site = tmp_path / "site"
+    site, static_port = static_site
     SCREENSHOT.unlink(missing_ok=True)
     run(["npm", "run", "build", "--workspace", "examples/react", "--", "--outdir", str(site)])
+    allowed = f"http://127.0.0.1:{static_port}"
+    serve_args = ["--web-root", str(site), "--cors-origin", allowed]
     live = tmp_path / "live"
     live.mkdir()
-    with live_server(live, serve_args=["--web-root", str(site)], answers=ANSWERS) as server:
+    with live_server(live, serve_args=serve_args, answers=ANSWERS) as server:
         done = run(
             [
                 "node",
@@ -69,6 +76,7 @@ def test_react_renderer_in_a_real_browser(tmp_path: Path) -> None:
             ],
             env={
                 "AGENTSKIT_REACT_URL": f"{server.http_url}/",
+                "AGENTSKIT_REACT_CROSS_URL": f"{allowed}/?server={server.http_url}",
                 "AGENTSKIT_REACT_TOKEN": server.tokens["typescript"],
                 "AGENTSKIT_REACT_DEFINITION": "conformance",
                 "AGENTSKIT_REACT_ARTIFACTS": str(ARTIFACTS),

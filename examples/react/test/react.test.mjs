@@ -3,6 +3,7 @@
 //
 // Environment:
 //   AGENTSKIT_REACT_URL          the renderer served by the service itself
+//   AGENTSKIT_REACT_CROSS_URL    the renderer on an origin the service allows (?server=)
 //   AGENTSKIT_REACT_TOKEN        bearer token of the service
 //   AGENTSKIT_REACT_DEFINITION   definition with a few routes, the fake model for the rest
 //   AGENTSKIT_REACT_ARTIFACTS    directory of the screenshot
@@ -40,10 +41,11 @@ after(async () => {
 });
 
 /**
- * A page with a new chat of the test definition, its console and page errors collected in
- * `problems`. `init` runs in every document the page loads, before the renderer.
+ * The renderer at `base` (with the token unless `token` is false), its console errors and
+ * warnings and its page errors collected in `problems`. `init` runs in every document the
+ * page loads, before the renderer.
  */
-async function newChat(init) {
+async function openPage({ init, base = env("AGENTSKIT_REACT_URL"), token = true } = {}) {
   const context = await browser.newContext({ viewport: { width: 1100, height: 860 } });
   const page = await context.newPage();
   page.setDefaultTimeout(TIMEOUT);
@@ -57,16 +59,25 @@ async function newChat(init) {
   if (init !== undefined) {
     await page.addInitScript(init);
   }
-  const url = new URL(env("AGENTSKIT_REACT_URL"));
-  url.searchParams.set("token", env("AGENTSKIT_REACT_TOKEN"));
+  const url = new URL(base);
+  if (token) {
+    url.searchParams.set("token", env("AGENTSKIT_REACT_TOKEN"));
+  }
   await page.goto(url.href);
+  return { page, context, problems };
+}
+
+/** A page (see openPage) with a new chat of the test definition, at its initial state. */
+async function newChat(init, base) {
+  const opened = await openPage({ init, base });
+  const { page } = opened;
   const definition = env("AGENTSKIT_REACT_DEFINITION");
   await page.locator(`#definition option[value="${definition}"]`).waitFor({ state: "attached" });
   await page.selectOption("#definition", definition);
   await page.getByRole("button", { name: "Start a new chat" }).click();
   await page.locator("#chat").waitFor({ state: "visible" });
   await assertText(page.locator("#state-name"), "idle");
-  return { page, context, problems };
+  return opened;
 }
 
 /** Close the page's context once it showed no console error, warning or page error. */
@@ -304,6 +315,34 @@ test("a reload in the middle of an answer reattaches to it and loses nothing", a
   const partials = await page.evaluate(() => window.partials);
   assert.ok(partials.length >= 2, `partials after the reload: ${JSON.stringify(partials)}`);
   await finish(opened);
+});
+
+test("a page on another origin the service allows chats across origins", async () => {
+  const opened = await newChat(recordPartials, env("AGENTSKIT_REACT_CROSS_URL"));
+  const { page } = opened;
+  assert.notEqual(new URL(page.url()).origin, new URL(env("AGENTSKIT_REACT_URL")).origin);
+  await settled(page, () => page.locator('#commands [data-command="/start"]').click());
+  await send(page, env("AGENTSKIT_REACT_STREAM_TEXT"));
+  await noError(page);
+  assert.deepEqual(await shown(page), [
+    user("/start"),
+    answer("What is your name?", "deterministic", "start", "idle → collecting"),
+    user(env("AGENTSKIT_REACT_STREAM_TEXT")),
+    answer(env("AGENTSKIT_REACT_STREAM_ANSWER"), "agentic"),
+  ]);
+  assert.ok((await page.evaluate(() => window.partials)).length >= 2);
+  await finish(opened);
+});
+
+test("a page without a token shows the service's refusal", async () => {
+  const { page, context, problems } = await openPage({ token: false });
+  await assertText(page.locator("#load-error"), "listing the definitions failed: HTTP 401 (unauthenticated)");
+  assert.equal(await page.locator("#load-error").getAttribute("role"), "alert");
+  assert.equal(await page.getByRole("button", { name: "Start a new chat" }).isDisabled(), true);
+  await context.close();
+  // The browser logs the refused request itself, and nothing else.
+  assert.equal(problems.length, 1, JSON.stringify(problems));
+  assert.match(problems[0], /401/);
 });
 
 test("every control is labelled and the chat is usable from the keyboard", async () => {
