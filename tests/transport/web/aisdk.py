@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
+import pytest
 
 from agentskit_chat.conversation import (
     ChatDefinition,
@@ -23,7 +24,7 @@ from agentskit_chat.conversation import (
     pattern_route,
 )
 from agentskit_chat.fakemodel import FakeModelServer, Reply
-from tests.contract.tooling import ROOT, require_toolchain
+from tests.contract.tooling import ROOT, SKIP_ENV, require_toolchain
 from tests.transport.conftest import CANARY, EXAMPLES
 from tests.transport.test_auth import TOKEN_A, authenticator
 
@@ -93,10 +94,16 @@ async def post(
 
 
 def require_node() -> None:
-    """Fail (or skip, by CONTRACT_SKIP_TOOLCHAINS=node) without Node.js and the workspaces."""
+    """Fail (or skip, by CONTRACT_SKIP_TOOLCHAINS=node) without Node.js and the `ai` package
+    the workspaces install (`npm ci` at the repository root)."""
     require_toolchain("node", "node")
-    if not (ROOT / "node_modules" / "ai" / "package.json").is_file():
-        require_toolchain("node", ROOT / "node_modules" / ".bin" / "ai-sdk-missing")
+    if (ROOT / "node_modules" / "ai" / "package.json").is_file():
+        return
+    skipped = os.environ.get(SKIP_ENV, "").replace(",", " ").split()
+    message = "the AI SDK (npm package ai) is missing: run `npm ci` at the repository root"
+    if "node" in skipped:
+        pytest.skip(f"{message}; skipped by {SKIP_ENV}")
+    pytest.fail(f"{message}; set {SKIP_ENV}=node to skip on purpose", pytrace=False)
 
 
 @dataclass

@@ -135,6 +135,9 @@ def test_paths_methods_and_definitions(tmp_path: Path, model: FakeModelServer) -
             assert (wrong.status_code, wrong.headers["allow"]) == (405, "GET")
             wrong = await web.http.get(f"/ai-sdk/{DEFINITION}/chat-1/cancel")
             assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
+            bad = await web.http.get(f"/ai-sdk/{DEFINITION}/{CANARY}%20x/stream")
+            assert (bad.status_code, bad.json()["error"]["field"]) == (400, "chat_id")
+            assert CANARY not in bad.text
             for path in ("/ai-sdk/", f"/ai-sdk/{DEFINITION}/chat-1", "/ai-sdk/a/b/c/d"):
                 assert (await web.http.get(path)).status_code == 404
             assert web.env.dump() == before

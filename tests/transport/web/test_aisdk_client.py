@@ -103,7 +103,12 @@ def test_turns_through_the_ai_sdk_chat(
             "turnId": start["last"]["metadata"]["turnId"],
         }
     ]
-    snapshot = {"state": "collecting", "allowedEvents": ["finish"], "actions": ["cancel"]}
+    snapshot = {
+        "state": "collecting",
+        "allowedEvents": ["finish"],
+        "actions": ["cancel"],
+        "commands": [],  # the name route has a pattern, no command
+    }
     assert parts(start["last"], "snapshot") == [snapshot]
     assert types(start["chunks"])[0] == "start"
     assert start["chunks"][0]["messageId"] == start["last"]["id"]

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from agentskit_chat.fakemodel import FakeModelServer
+from agentskit_chat.service import Limits
 from agentskit_chat.telemetry import HttpTelemetry, OtelObserver
 from agentskit_chat_client import HistoryMode
 from tests.transport.conftest import CANARY, run
@@ -70,6 +71,10 @@ def test_a_deterministic_turn_and_its_replay_over_plain_http(
                 "[DONE]",
             ]
             assert found[1]["data"]["state"] == "idle"
+            assert found[1]["data"]["commands"] == [
+                {"route": "start", "input": "/start"},
+                {"route": "boom", "input": "/boom"},
+            ]
             assert found[6]["data"]["state"] == "collecting"
             assert found[1]["id"] == found[6]["id"]  # the second replaces the first
             # Regenerate with the answer still in the history: it is dropped, and the
@@ -251,3 +256,22 @@ def test_telemetry_names_the_route_and_never_the_content(
             assert CANARY not in json.dumps(dict(event.attributes or {}), default=str)
     for record in caplog.records:
         assert CANARY not in record.getMessage()
+
+
+def test_a_turn_past_its_deadline_ends_with_an_error_chunk(
+    tmp_path: Path, model: FakeModelServer
+) -> None:
+    async def scenario() -> None:
+        limits = Limits(turn_timeout=0.5, lease_ttl=5.0)
+        async with served(tmp_path, model, limits=limits) as web:
+            response = await post(web.http, with_(messages=[user("u1", SLOW_TEXT)]))
+            found = chunks(response.text)
+            assert [c if c == "[DONE]" else c["type"] for c in found][-4:] == [
+                "text-delta",
+                "text-end",
+                "error",
+                "[DONE]",
+            ]
+            assert found[-2]["errorText"].startswith("deadline_exceeded: ")
+
+    run(scenario())

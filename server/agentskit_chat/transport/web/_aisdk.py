@@ -28,35 +28,31 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.service import Reason, ServiceError
 
-from ._aisdk_parts import DONE, REGENERATE, ChatRequest, Chunks, chunk, refusal
-from ._asgi import Headers, Receive, Scope, Send, respond
+from ._aisdk_parts import REGENERATE, ChatRequest, Chunks, Commands, checked_id, refusal
+from ._aisdk_stream import not_allowed, refuse, stream_turn
+from ._asgi import Receive, Scope, Send, respond
 from ._fronts import (
-    SSE_HEADERS,
     ClientGoneError,
-    EventStream,
     FrontCall,
     FrontContext,
     FrontError,
     internal,
-    json_bytes,
 )
-from ._logbound import refused
 from ._streams import current_flow
 
 log = logging.getLogger("agentskit_chat.transport")
 
 PREFIX: Final = "/ai-sdk/"
-STREAM_HEADERS: Final[Headers] = [*SSE_HEADERS, (b"x-vercel-ai-ui-message-stream", b"v1")]
 CHAT_ROUTE: Final = "/ai-sdk/{definition_id}"
 STREAM_ROUTE: Final = "/ai-sdk/{definition_id}/{chat_id}/stream"
 CANCEL_ROUTE: Final = "/ai-sdk/{definition_id}/{chat_id}/cancel"
+MAX_DEFINITIONS: Final = 256
+"""Definitions (by revision) whose commands are kept; the cache starts over past it."""
 
 
 class AiSdkFront:
@@ -67,6 +63,24 @@ class AiSdkFront:
     def __init__(self, context: FrontContext) -> None:
         self.context = context
         self.rpcs = context.rpcs
+        self._commands: dict[tuple[str, int], Commands] = {}
+
+    async def chunks(self, chat_id: str, session: pb.Session) -> Chunks:
+        """The stream's chunk maker for a turn of `session`."""
+        key = (session.definition_id, session.definition_revision)
+        commands = self._commands.get(key)
+        if commands is None:
+            request = pb.GetDefinitionRequest(definition_id=session.definition_id)
+            try:
+                definition = (await self.rpcs.get_definition(request)).definition
+            except ServiceError as error:
+                raise refusal(error) from None
+            commands = Commands(definition)
+            if definition.revision == session.definition_revision:
+                if len(self._commands) >= MAX_DEFINITIONS:
+                    self._commands.clear()
+                self._commands[key] = commands
+        return Chunks(chat_id, session.snapshot, commands)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request under `/ai-sdk/`."""
@@ -78,21 +92,21 @@ class AiSdkFront:
         try:
             call.authenticate()
             if route is None:
-                status = await _refuse(send, FrontError(404, "not_found", "no such path"))
+                status = await refuse(send, FrontError(404, "not_found", "no such path"))
             elif call.method != method:
                 allow = [(b"allow", method.encode())]
-                status = await _refuse(send, _not_allowed(), allow)
+                status = await refuse(send, not_allowed(), allow)
             elif route == CHAT_ROUTE:
                 status = await self._chat(call, parts[0], send)
             else:
                 status = await self._running_turn(call, parts[0], parts[1], send)
         except FrontError as error:
-            status = await _refuse(send, error)
+            status = await refuse(send, error)
         except ClientGoneError:
             status = 499
         except Exception as exc:
             log.error("ai-sdk request failed unexpectedly: %s", type(exc).__name__)
-            status = await _refuse(send, internal())
+            status = await refuse(send, internal())
         finally:
             end(status)
 
@@ -111,10 +125,10 @@ class AiSdkFront:
             turn.dispatch.messages.extend(request.history())
         else:
             _server_held(turn, request, stored)
+        chunks = await self.chunks(request.chat_id, session)
         flow = current_flow()
         events = self.rpcs.stream_turn(turn, None if flow is None else flow.stall)
-        chunks = Chunks(request.chat_id, session.snapshot)
-        return await _stream(call, send, events, chunks)
+        return await stream_turn(call, send, events, chunks)
 
     async def _session(
         self, request: ChatRequest, definition_id: str
@@ -153,6 +167,7 @@ class AiSdkFront:
         self, call: FrontCall, definition_id: str, chat_id: str, send: Send
     ) -> int:
         """Stream the chat's running turn from its start, or cancel it; 204 when none runs."""
+        checked_id(chat_id, "chat_id", self.rpcs.service.limits)
         running = await self._running(chat_id, definition_id)
         if running is None:
             await respond(send, 204, head=True)
@@ -167,10 +182,11 @@ class AiSdkFront:
                 raise refusal(error) from None
             await respond(send, 204, head=True)
             return 204
+        chunks = await self.chunks(chat_id, session)
         flow = current_flow()
         watch = pb.WatchTurnRequest(session_id=chat_id, turn_id=turn_id, after_sequence=0)
         events = self.rpcs.watch_turn(watch, None if flow is None else flow.stall)
-        return await _stream(call, send, events, Chunks(chat_id, session.snapshot))
+        return await stream_turn(call, send, events, chunks)
 
     async def _running(self, chat_id: str, definition_id: str) -> tuple[pb.Session, str] | None:
         """The chat's session and running turn id; None when the chat (of this definition)
@@ -181,7 +197,7 @@ class AiSdkFront:
                 return None
             found = await self.rpcs.get_session(pb.GetSessionRequest(session_id=chat_id))
         except ServiceError as error:
-            if error.reason in (Reason.SESSION_NOT_FOUND, Reason.INVALID_ARGUMENT):
+            if error.reason == Reason.SESSION_NOT_FOUND:
                 return None
             raise refusal(error) from None
         if found.session.definition_id != definition_id:
@@ -213,62 +229,3 @@ def _server_held(turn: pb.StreamTurnRequest, request: ChatRequest, stored: set[s
         turn.retry.CopyFrom(pb.RetryOperation(message_id=last.id))
     else:
         turn.edit.CopyFrom(pb.EditOperation(message_id=last.id, content=last.content))
-
-
-async def _stream(
-    call: FrontCall,
-    send: Send,
-    events: AsyncGenerator[pb.StreamTurnResponse, None],
-    chunks: Chunks,
-) -> int:
-    """Stream `events` as the UI message stream; a refusal before the first event is an
-    HTTP error instead. The turn's events stop when the client goes away."""
-    async with aclosing(events) as turn:
-        try:
-            first = await anext(turn)
-        except StopAsyncIteration:
-            raise internal() from None
-        except ServiceError as error:
-            raise refusal(error) from None
-        stream = EventStream(call.receive, send)
-        await stream.open(200, STREAM_HEADERS)
-        async with stream.cancelled_when_gone():
-            for item in chunks.of(first):
-                await stream.send(chunk(item))
-            try:
-                async for event in turn:
-                    for item in chunks.of(event):
-                        await stream.send(chunk(item))
-            except ServiceError as error:
-                failed = refusal(error)
-                for item in chunks.failure(failed.code, failed.message):
-                    await stream.send(chunk(item))
-            except Exception as exc:  # the head is sent: end the stream with an error chunk
-                log.error("ai-sdk stream failed unexpectedly: %s", type(exc).__name__)
-                for item in chunks.failure("internal", "internal error"):
-                    await stream.send(chunk(item))
-            await stream.send(DONE)
-        await stream.close()
-    return 200
-
-
-def _not_allowed() -> FrontError:
-    return FrontError(405, "method_not_allowed", "this path does not take this method")
-
-
-async def _refuse(send: Send, error: FrontError, extra: Headers | None = None) -> int:
-    """Answer `error` as JSON `{"error": {code, message, field}}`, with one log line of
-    its code and field for a client mistake."""
-    if error.status < 500 and error.status != 401:
-        refused(f"ai-sdk request refused: {error.code} {error.field or ''}".rstrip())
-    body: dict[str, object] = {"code": error.code, "message": error.message}
-    if error.field is not None:
-        body["field"] = error.field
-    await respond(
-        send,
-        error.status,
-        json_bytes({"error": body}),
-        content_type="application/json",
-        headers=[*error.headers(), *(extra or [])],
-    )
-    return error.status

@@ -26,7 +26,8 @@ ROLES: Final = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT, "system": 
 DECISION_PART: Final = "data-agentskit-decision"
 """The data part carrying the turn's decision (kind, route, from, to, replayed, turnId)."""
 SNAPSHOT_PART: Final = "data-agentskit-snapshot"
-"""The data part carrying the conversation snapshot (state, allowedEvents, actions)."""
+"""The data part carrying the conversation snapshot (state, allowedEvents, actions) and the
+commands a renderer may offer as buttons."""
 TEXT_ID: Final = "text"
 DONE: Final = b"data: [DONE]\n\n"
 KINDS: Final = {
@@ -54,7 +55,7 @@ class ChatRequest:
     @classmethod
     def parse(cls, body: dict[str, Any], limits: Limits) -> ChatRequest:
         """The request in `body`; `bad_request` naming the first malformed field."""
-        chat_id = _checked_id(body.get("id"), "id", limits)
+        chat_id = checked_id(body.get("id"), "id", limits)
         raw = body.get("messages")
         if not isinstance(raw, list) or not raw:
             raise bad_request("messages", "messages must be a non-empty array of UI messages")
@@ -64,10 +65,10 @@ class ChatRequest:
             raise bad_request("trigger", "trigger must be submit-message or regenerate-message")
         message_id = body.get("messageId")
         if message_id is not None:
-            message_id = _checked_id(message_id, "messageId", limits)
+            message_id = checked_id(message_id, "messageId", limits)
         turn_id = body.get("turnId")
         if turn_id is not None:
-            turn_id = _checked_id(turn_id, "turnId", limits)
+            turn_id = checked_id(turn_id, "turnId", limits)
         resumable = body.get("resumable", False)
         if not isinstance(resumable, bool):
             raise bad_request("resumable", "resumable must be a boolean")
@@ -121,7 +122,8 @@ def _field(found: re.Match[str]) -> str:
     return f"messages[{index}].{'id' if part == 'id' else 'parts'}"
 
 
-def _checked_id(value: object, field: str, limits: Limits) -> str:
+def checked_id(value: object, field: str, limits: Limits) -> str:
+    """`value` when it is a well-formed id; `bad_request` naming `field` otherwise."""
     if not isinstance(value, str):
         raise bad_request(field, f"{field} must be a string")
     try:
@@ -134,7 +136,7 @@ def _message(item: object, index: int, limits: Limits) -> pb.Message:
     where = f"messages[{index}]"
     if not isinstance(item, dict):
         raise bad_request(where, f"{where} must be a UI message object")
-    message_id = _checked_id(item.get("id"), f"{where}.id", limits)
+    message_id = checked_id(item.get("id"), f"{where}.id", limits)
     role = ROLES.get(item.get("role"))  # type: ignore[arg-type]
     if role is None:
         raise bad_request(f"{where}.role", f"{where}.role must be user, assistant or system")
@@ -166,12 +168,30 @@ def chunk(value: dict[str, Any]) -> bytes:
     return b"data: " + json_bytes(value) + b"\n\n"
 
 
-def snapshot_part(snapshot: pb.Snapshot) -> dict[str, Any]:
+class Commands:
+    """The commands a renderer may offer as buttons in a state: the input text of each
+    route that is eligible there (its event allowed, the state among its states)."""
+
+    def __init__(self, definition: pb.Definition) -> None:
+        self.routes = [r for r in definition.routes if r.input_text]
+
+    def of(self, snapshot: pb.Snapshot) -> list[dict[str, str]]:
+        """The commands of the snapshot's state, in route order."""
+        return [
+            {"route": route.id, "input": route.input_text}
+            for route in self.routes
+            if route.event in snapshot.allowed_events
+            and (not route.states or snapshot.state in route.states)
+        ]
+
+
+def snapshot_part(snapshot: pb.Snapshot, commands: Commands) -> dict[str, Any]:
     """The snapshot data part; a later one (same id) replaces it in the message."""
     data = {
         "state": snapshot.state,
         "allowedEvents": list(snapshot.allowed_events),
         "actions": list(snapshot.actions),
+        "commands": commands.of(snapshot),
     }
     return {"type": SNAPSHOT_PART, "id": "snapshot", "data": data}
 
@@ -179,9 +199,10 @@ def snapshot_part(snapshot: pb.Snapshot) -> dict[str, Any]:
 class Chunks:
     """The UI message stream chunks of one turn's events, in order."""
 
-    def __init__(self, chat_id: str, before: pb.Snapshot | None) -> None:
+    def __init__(self, chat_id: str, before: pb.Snapshot, commands: Commands) -> None:
         self.chat_id = chat_id
         self.before = before
+        self.commands = commands
         self.text_open = False
         self.ended = False
 
@@ -223,8 +244,7 @@ class Chunks:
             start["messageId"] = event.started.assistant_message_id
         start["messageMetadata"] = {"chatId": self.chat_id, "turnId": event.turn_id}
         found = [start]
-        if self.before is not None:
-            found.append(snapshot_part(self.before))
+        found.append(snapshot_part(self.before, self.commands))
         return found
 
     def _open_text(self) -> list[dict[str, Any]]:
@@ -242,7 +262,7 @@ class Chunks:
             found += [*self._open_text()]
             found.append({"type": "text-delta", "id": TEXT_ID, "delta": completed.content})
         found += self._close_text()
-        found.append(snapshot_part(completed.snapshot))
+        found.append(snapshot_part(completed.snapshot, self.commands))
         finish: dict[str, Any] = {"type": "finish", "finishReason": "stop"}
         if completed.HasField("usage"):
             usage = {
