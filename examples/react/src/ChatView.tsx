@@ -67,7 +67,8 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
     streamed ??
     latestSnapshot(messages) ??
     snapshotOf(definition, latestState(messages) ?? definition.initialState);
-  const commands = commandButtons(definition, snapshot);
+  // The snapshot's own commands; before the first turn, the definition's for its initial state.
+  const commands = [...new Set(snapshot.commands?.map((command) => command.input) ?? commandButtons(definition, snapshot))];
 
   const last = messages.at(-1);
   /** Send `text` as the next user message; false when nothing was sent. */

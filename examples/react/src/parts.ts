@@ -15,8 +15,19 @@ export interface Decision {
   readonly turnId: string;
 }
 
-/** The conversation's snapshot (`data-agentskit-snapshot`): at a turn's start and end. */
-export type SnapshotPart = Snapshot;
+/** A command the state offers: the input text that fires an eligible route. */
+export interface Command {
+  readonly route: string;
+  readonly input: string;
+}
+
+/**
+ * The conversation's snapshot (`data-agentskit-snapshot`), at a turn's start and end, with
+ * the commands its state offers.
+ */
+export interface SnapshotPart extends Snapshot {
+  readonly commands?: readonly Command[];
+}
 
 export type AgentskitData = {
   "agentskit-decision": Decision;
@@ -64,7 +75,17 @@ export function snapshotPart(type: string, data: unknown): SnapshotPart | undefi
   if (!state) {
     return undefined;
   }
-  return { state, allowedEvents: texts(body.allowedEvents), actions: texts(body.actions) };
+  const commands = Array.isArray(body.commands)
+    ? body.commands
+        .map((command) => ({ route: text(record(command).route), input: text(record(command).input) }))
+        .filter((command) => command.input !== "")
+    : undefined;
+  return {
+    state,
+    allowedEvents: texts(body.allowedEvents),
+    actions: texts(body.actions),
+    ...(commands === undefined ? {} : { commands }),
+  };
 }
 
 /** The newest snapshot the messages carry. */
