@@ -42,6 +42,8 @@ SLOW_ANSWER = Reply(
     chunks=(*(f"Part {n} of a long answer. " for n in range(1, 13)), "The end."),
     delay=0.25,
 )
+MARKUP_TEXT = "Show <i>markup</i> as text"
+MARKUP_ANSWER = Reply(chunks=('<img src="x" onerror="window.injected = 1">', " and <b>bold</b>"))
 ANSWERS: dict[str, Script] = {
     STREAM_TEXT: STREAM_ANSWER,
     STORY_TEXT: STORY_ANSWER,
@@ -50,6 +52,8 @@ ANSWERS: dict[str, Script] = {
     FAIL_TEXT: HttpResponse(500, '{"error": {"message": "the model is down"}}'),
     # Long enough to reload the page while it streams.
     SLOW_TEXT: SLOW_ANSWER,
+    # Markup in a message and in an answer, which the page must show as text.
+    MARKUP_TEXT: MARKUP_ANSWER,
 }
 
 __all__ = ["static_site"]  # the static server fixture of the reference renderer's test
@@ -89,6 +93,8 @@ def test_react_renderer_in_a_real_browser(tmp_path: Path, static_site: tuple[Pat
                 "AGENTSKIT_REACT_FAIL_TEXT": FAIL_TEXT,
                 "AGENTSKIT_REACT_SLOW_TEXT": SLOW_TEXT,
                 "AGENTSKIT_REACT_SLOW_ANSWER": SLOW_ANSWER.text,
+                "AGENTSKIT_REACT_MARKUP_TEXT": MARKUP_TEXT,
+                "AGENTSKIT_REACT_MARKUP_ANSWER": MARKUP_ANSWER.text,
             },
             check=False,
         )

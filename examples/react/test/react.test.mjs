@@ -13,6 +13,7 @@
 //   AGENTSKIT_REACT_STALL_TEXT   input answered with one delta, then nothing
 //   AGENTSKIT_REACT_FAIL_TEXT    input the fake model answers with a 500
 //   AGENTSKIT_REACT_SLOW_TEXT, AGENTSKIT_REACT_SLOW_ANSWER       input answered in many slow chunks
+//   AGENTSKIT_REACT_MARKUP_TEXT, AGENTSKIT_REACT_MARKUP_ANSWER   HTML in an input and its answer
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -239,6 +240,20 @@ test("regenerate replaces the last answer with a new one", async () => {
   assert.deepEqual(await shown(page), [user(story), answer(env("AGENTSKIT_REACT_STORY_ANSWER"), "agentic")]);
   const [, second] = await messages(page);
   assert.notEqual(second.id, first.id, "the regenerated answer is a new message");
+  await finish(opened);
+});
+
+test("markup in a message or an answer is shown as text, never run", async () => {
+  const opened = await newChat();
+  const { page } = opened;
+  await send(page, env("AGENTSKIT_REACT_MARKUP_TEXT"));
+  await noError(page);
+  assert.deepEqual(await shown(page), [
+    user(env("AGENTSKIT_REACT_MARKUP_TEXT")),
+    answer(env("AGENTSKIT_REACT_MARKUP_ANSWER"), "agentic"),
+  ]);
+  assert.equal(await page.locator("#messages img, #messages i, #messages b").count(), 0);
+  assert.equal(await page.evaluate(() => window.injected), undefined);
   await finish(opened);
 });
 
