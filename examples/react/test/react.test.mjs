@@ -193,7 +193,7 @@ test("a deterministic turn shows its decision badges and the new state", async (
   await finish(opened);
 });
 
-test("a command button of the state sends its command", async () => {
+test("a command button of the state sends its command, and a reload keeps the chat", async () => {
   const opened = await newChat();
   const { page } = opened;
   await settled(page, () => page.locator('#commands [data-command="/start"]').click());
@@ -207,6 +207,15 @@ test("a command button of the state sends its command", async () => {
     user("/cancel"),
     answer("Cancelled.", "deterministic", "cancel", "collecting → idle"),
   ]);
+  assert.deepEqual(await page.locator("#commands button").allTextContents(), ["/start"]);
+  // A reload with no turn running reopens the chat as it was (the reconnect answers 204).
+  const before = await messages(page);
+  await page.reload();
+  await page.locator("#chat").waitFor({ state: "visible" });
+  await page.waitForFunction(() => document.body.dataset.status === "ready");
+  await noError(page);
+  assert.deepEqual(await messages(page), before);
+  await assertText(page.locator("#state-name"), "idle");
   assert.deepEqual(await page.locator("#commands button").allTextContents(), ["/start"]);
   await finish(opened);
 });
