@@ -60,6 +60,15 @@ MALFORMED: list[tuple[Any, str]] = [
     (with_(messages=[user("u1", "/start"), user("u1", CANARY)]), "messages[1].id"),
     (with_(messages=[assistant("a1", CANARY)]), "messages"),
     (with_(messages=[user("u1", CANARY), user("u2", "  ")]), "messages[1].parts"),
+    # A role that is not a string (an array or object cannot name one).
+    (_message(role=["user"]), "messages[0].role"),
+    (_message(role={"user": CANARY}), "messages[0].role"),
+    # Lone surrogates have no UTF-8 form: refused where they are read.
+    (_message(parts=[{"type": "text", "text": f"{CANARY} \ud800"}]), "messages[0].parts[0].text"),
+    (_message(id="u\ud800"), "messages[0].id"),
+    (with_(id="chat-\udfff"), "id"),
+    # Nesting deeper than the JSON parser follows.
+    ('{"id":"chat-9","messages":' + "[" * 50000 + "]" * 50000 + "}", "body"),
 ]
 
 

@@ -242,6 +242,8 @@ class FrontCall:
             value = json.loads(data)
         except (ValueError, UnicodeDecodeError):
             raise bad_request("body", "the request body is not valid JSON") from None
+        except RecursionError:
+            raise bad_request("body", "the request body is nested too deeply") from None
         if not isinstance(value, dict):
             raise bad_request("body", "the request body must be a JSON object")
         return value
