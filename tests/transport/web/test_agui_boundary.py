@@ -13,7 +13,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from agentskit_chat.telemetry import HttpTelemetry, OtelObserver
 from agentskit_chat.transport import Authenticator, token_digest
@@ -224,9 +224,18 @@ def test_agui_runs_are_traced_without_content(
     turn = next(s for s in finished if s.name.startswith("chat.turn"))
     assert turn.parent is not None
     assert turn.parent.span_id == first.context.span_id
+    # The failed turn (its route raised with the canary in its message) is recorded as an
+    # error without it: nowhere in names, attributes, status or events.
+    assert any(s.status.status_code is StatusCode.ERROR for s in finished)
     for span in finished:
         assert CANARY not in json.dumps(dict(span.attributes or {}), default=str)
         assert CANARY not in span.name
+        assert CANARY not in (span.status.description or "")
+        for event in span.events:
+            assert CANARY not in event.name
+            assert CANARY not in json.dumps(dict(event.attributes or {}), default=str)
+        for link in span.links:
+            assert CANARY not in json.dumps(dict(link.attributes or {}), default=str)
     assert CANARY not in caplog.text
     tracer_provider.shutdown()
     meter_provider.shutdown()
