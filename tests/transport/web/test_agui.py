@@ -383,6 +383,33 @@ def test_a_call_failing_mid_turn_ends_with_a_run_error_after_every_event_sent(
     run(scenario())
 
 
+def test_a_run_failing_unexpectedly_does_not_keep_the_thread_it_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(
+        self: ChatRpcs, request: pb.StreamTurnRequest, stalled: Any = None
+    ) -> AsyncIterator[pb.StreamTurnResponse]:
+        # A bug under the call, before its first event: no real input makes one on cue.
+        raise RuntimeError(CANARY)
+        yield pb.StreamTurnResponse()  # pragma: no cover (makes this a generator)
+
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            before = web.env.dump()
+            monkeypatch.setattr(ChatRpcs, "stream_turn", broken)
+            body = run_input("thread-bug", "r1", [user("u1", "/count")])
+            failed = await post_run(web.http, "probe", body)
+            assert failed.status == 500
+            assert json.loads(failed.body)["error"]["code"] == "internal"
+            assert CANARY not in failed.body.decode()
+            assert web.env.dump() == before
+            monkeypatch.undo()
+            again = await post_run(web.http, "probe", body)
+            assert again.types[-1] == "RUN_FINISHED"
+
+    run(scenario())
+
+
 def _assert_ids_increase(events: list[tuple[str | None, dict[str, Any]]]) -> None:
     ids = [tuple(int(part) for part in str(event_id).split(".")) for event_id, _ in events]
     assert ids == sorted(set(ids)), ids
