@@ -2,8 +2,8 @@
 
 `ChatRequest.parse` reads the body `DefaultChatTransport` posts (`id` = chat id, `messages`
 as UIMessages with `parts`, `trigger`, `messageId`, plus this server's optional `turnId`
-and `resumable`), checking each field and naming the one at fault, never its value (text that is not
-Unicode, a lone surrogate, is refused there too).
+and `resumable`), checking each field and naming the one at fault, never its value (text
+that is not Unicode, a lone surrogate, is refused there too).
 `Chunks` turns a turn's events into UI message stream chunks (`start`, data parts,
 `text-start` / `text-delta` / `text-end`, `finish`, `error`); `chunk` frames one as the
 server-sent event the AI SDK's parser reads.
