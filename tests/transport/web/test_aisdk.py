@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentskit_chat.fakemodel import FakeModelServer
+from agentskit_chat.service import Rate, RateLimits
 from agentskit_chat.transport.web._logbound import LOGGER_NAME, MAX_EVENT_CHARS
 from tests.transport.conftest import CANARY, run
 from tests.transport.test_auth import TOKEN_B
@@ -180,5 +181,24 @@ def test_requests_over_the_limits_are_refused(tmp_path: Path, model: FakeModelSe
             assert "dispatch" not in error["message"]
             assert web.env.dump() == before
             assert CANARY not in large.text + long.text
+
+    run(scenario())
+
+
+def test_a_chat_created_for_a_refused_turn_is_not_kept(
+    tmp_path: Path, model: FakeModelServer
+) -> None:
+    rates = RateLimits(turns=Rate(per_second=0.001, burst=1))
+
+    async def scenario() -> None:
+        async with served(tmp_path, model, rates=rates) as web:
+            first = await post(web.http, with_(id="chat-1"))
+            assert first.status_code == 200
+            before = web.env.dump()
+            refused = await post(web.http, with_(id="chat-2"))
+            assert refused.status_code == 429
+            assert refused.json()["error"]["code"] == "rate_limited"
+            assert int(refused.headers["retry-after"]) >= 1
+            assert web.env.dump() == before  # chat-2 was created for the turn, then deleted
 
     run(scenario())

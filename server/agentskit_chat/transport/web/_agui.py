@@ -48,7 +48,7 @@ from ._agui_events import (
     state_snapshot,
 )
 from ._agui_input import RunInput, last_event_id, refusal, run_input
-from ._agui_plan import forget, plan_run
+from ._agui_plan import plan_run
 from ._asgi import Receive, Scope, Send, respond
 from ._fronts import (
     SSE_HEADERS,
@@ -58,6 +58,7 @@ from ._fronts import (
     FrontContext,
     FrontError,
     bad_request,
+    forget_created,
     internal,
     json_bytes,
 )
@@ -157,7 +158,7 @@ class AguiFront:
             return plan.opening, await self._run(plan.request, plan.document)
         except Exception as error:
             if plan.created is not None:  # The thread this run created goes with its turn.
-                await forget(self.rpcs, run.thread_id, plan.created, error)
+                await forget_created(self.rpcs, run.thread_id, plan.created, error)
             raise
 
     async def _run(self, request: pb.StreamTurnRequest, document: dict[str, Any]) -> _Turn:

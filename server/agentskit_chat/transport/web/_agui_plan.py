@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -74,21 +73,6 @@ async def plan_run(
     document = state_document(definition, state)
     opening.append(state_snapshot(document))
     return Plan(opening, request, document, created)
-
-
-KEEP: frozenset[Reason] = frozenset({Reason.SESSION_BUSY, Reason.TURN_IN_PROGRESS, Reason.CONFLICT})
-"""Refusals that mean another run uses the thread: its session is never deleted then."""
-
-
-async def forget(rpcs: ChatRpcs, thread_id: str, cursor: int, error: BaseException) -> None:
-    """Delete the session a run created (at `cursor`) for a turn that failed with `error`,
-    only while nothing has touched it: a turn of another run that took its lease moved
-    the cursor, and keeps it."""
-    if isinstance(error, ServiceError) and error.reason in KEEP:
-        return
-    request = pb.DeleteSessionRequest(session_id=thread_id, expected_cursor=cursor)
-    with contextlib.suppress(ServiceError):
-        await rpcs.delete_session(request)
 
 
 def _check_dispatch(limits: Limits, run: RunInput) -> None:
