@@ -14,6 +14,7 @@ from mkdocs.commands.build import build
 from mkdocs.config import load_config
 from mkdocs.exceptions import Abort
 
+import agentskit_chat_client
 from agentskit_chat import cli
 from tools.docs import (
     cli_reference,
@@ -73,6 +74,12 @@ def test_the_site_builds_with_every_reference(site: Path) -> None:
         "reference/deploy.html": "PodDisruptionBudget",
     }.items():
         assert expected in (site / page).read_text(encoding="utf-8"), page
+
+
+def test_every_public_name_of_the_python_client_is_on_its_page(site: Path) -> None:
+    page = (site / "reference" / "python-client.html").read_text(encoding="utf-8")
+    for name in agentskit_chat_client.__all__:
+        assert f'id="agentskit_chat_client.{name}"' in page, name
 
 
 def test_the_site_fetches_nothing_from_the_network(site: Path) -> None:
