@@ -44,7 +44,7 @@ FRAMEWORK_PAGES: dict[str, str] = {
     "AG-UI": "ag-ui.md",
     "AI SDK": "ai-sdk.md",
     "OpenAI": "openai.md",
-    "React": "react.md",
+    "React renderer": "react.md",
 }
 """The framework fronts' pages, listed under Frameworks when they exist in docs/."""
 
