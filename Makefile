@@ -16,7 +16,7 @@ SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
-	postgresql-server chromium nginx web web-build
+	postgresql-server chromium nginx web web-build dist tour chat
 
 install: $(STAMP)
 
@@ -198,3 +198,45 @@ diagram: $(STAMP)
 # health check at 127.0.0.1:50051 (or AGENTSKIT_CHAT_TARGET) answers, else on one of its own.
 demo: $(STAMP)
 	$(BIN)/agentskit-chat demo
+
+# The installable packages, in DIST_DIR (docs/install.md installs them; tests/packaging proves
+# each outside the checkout): the server's and the Python client's wheel and sdist (built by
+# PyPA's `build`, in isolated environments) and the TypeScript client's npm tarball (`npm pack`
+# runs its `prepack`, which builds it). The Go client is used from the checkout (`replace`).
+DIST_DIR ?= dist
+
+dist: $(STAMP) node_modules/.installed
+	rm -rf $(DIST_DIR) client/python/build build/lib && mkdir -p $(DIST_DIR)
+	$(BIN)/python -m build --outdir $(DIST_DIR) client/python
+	$(BIN)/python -m build --outdir $(DIST_DIR) .
+	npm pack --workspace client/typescript --pack-destination $(abspath $(DIST_DIR)) --loglevel=error
+	@ls -l $(DIST_DIR)
+
+# The tour: `serve` as in `make serve` (same ports, its own state in var/tour), but every
+# example definition answers agentic turns with the project's fake model server
+# (agentskit_chat.fakemodel, started here on TOUR_MODEL_LISTEN), which streams a fixed
+# sentence in chunks: a streamed agentic answer without an account or a key. Plain
+# `make serve` keeps the definitions' offline adapter, which says no model is configured.
+TOUR_MODEL_LISTEN ?= 127.0.0.1:50060
+TOUR_LISTEN ?= 127.0.0.1:50051
+TOUR_HTTP_LISTEN ?= 127.0.0.1:8080
+TOUR_MODEL := {adapter: openai, base_url: "http://$(TOUR_MODEL_LISTEN)/v1", model: fake-model}
+
+tour: $(STAMP)
+	@rm -rf build/tour && mkdir -p build/tour
+	@for file in examples/definitions/*.yaml; do case "$$file" in *.test.yaml) continue;; esac; \
+	  sed 's|^model: {adapter: offline}$$|model: $(TOUR_MODEL)|' "$$file" > "build/tour/$${file##*/}"; \
+	done
+	@echo "tour: the fake model streams on $(TOUR_MODEL_LISTEN); in another terminal: make chat"
+	@$(BIN)/python -m agentskit_chat.fakemodel --listen $(TOUR_MODEL_LISTEN) --chunks 8 --delay 0.15 & \
+	  model=$$!; trap 'kill $$model 2> /dev/null' EXIT INT TERM; \
+	  $(BIN)/agentskit-chat serve --definitions build/tour --state-dir var/tour \
+	    --listen $(TOUR_LISTEN) --http-listen $(TOUR_HTTP_LISTEN)
+
+# The terminal renderer on the server at AGENTSKIT_CHAT_TARGET (else 127.0.0.1:50051, where
+# `make serve` and `make tour` listen): `make chat DEFINITION=tour`, or without DEFINITION
+# to pick one from the list the server offers. `.venv/bin/agentskit-chat` is the same command.
+DEFINITION ?=
+
+chat: $(STAMP)
+	@$(BIN)/agentskit-chat chat $(if $(DEFINITION),--definition $(DEFINITION))
