@@ -205,11 +205,12 @@ demo: $(STAMP)
 # runs its `prepack`, which builds it). The Go client is used from the checkout (`replace`).
 DIST_DIR ?= dist
 
-dist: $(STAMP) node_modules/.installed
+dist: $(STAMP) $(NEEDS_NODE)
 	rm -rf $(DIST_DIR) client/python/build build/lib && mkdir -p $(DIST_DIR)
 	$(BIN)/python -m build --outdir $(DIST_DIR) client/python
 	$(BIN)/python -m build --outdir $(DIST_DIR) .
-	npm pack --workspace client/typescript --pack-destination $(abspath $(DIST_DIR)) --loglevel=error
+	$(if $(NEEDS_NODE),npm pack --workspace client/typescript --loglevel=error \
+	  --pack-destination $(abspath $(DIST_DIR)),@$(SKIP) the TypeScript tarball)
 	@ls -l $(DIST_DIR)
 
 # The tour: `serve` as in `make serve` (same ports, its own state in var/tour), but every
