@@ -11,6 +11,7 @@ AGENTSKIT_CHAT_TARGET.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -75,7 +76,7 @@ def assert_printed_a_turn(output: str) -> None:
     """What each program prints against the example `support` chat on the offline adapter."""
     lines = output.splitlines()
     assert len(lines) == 3, output
-    assert lines[0].startswith("session s-") and lines[0].endswith(" in state idle"), output
+    assert re.fullmatch(r"session s-[0-9a-f]+ in state idle", lines[0]), output
     assert lines[1] == (
         "No language model is configured for this chat, so I can only answer its known commands."
     )
