@@ -343,8 +343,8 @@ def test_without_a_definition_a_pipe_gets_the_list_and_status_2(launch: Launcher
     assert done.stdout == ""  # the input was not taken for a choice
     assert done.stderr.splitlines() == [
         f"chat: name the chat with --definition ID; the server at {server.target} offers:",
-        "  1. coffee r1   Orders a coffee, showing a command, a phrase, a pattern, a repaired typo, "
-        "help, and the model for anything else.",
+        "  1. coffee r1   Orders a coffee, showing a command, a phrase, a pattern, a repaired "
+        "typo, help, and the model for anything else.",
         "  2. orders r1   Walks a customer through returning an order; typos and dead ends have "
         "routes too.",
         "  3. support r1  Collects a name with two known commands; everything else goes to the "
