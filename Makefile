@@ -16,7 +16,7 @@ SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
-	postgresql-server chromium nginx web web-build dist tour chat
+	postgresql-server chromium nginx web web-build dist tour chat postgres postgres-stop
 
 install: $(STAMP)
 
@@ -241,3 +241,34 @@ DEFINITION ?=
 
 chat: $(STAMP)
 	@$(BIN)/agentskit-chat chat $(if $(DEFINITION),--definition $(DEFINITION))
+
+# A throwaway PostgreSQL cluster for trying the PostgreSQL store (the README's commands, in
+# one target): Debian's server package on 127.0.0.1:PG_PORT, its files, a random password and
+# a digest key under PG_DIR, the schema migrated; it prints the `serve` line to run on it.
+# initdb refuses root, so as root the cluster's own commands run as the `postgres` user.
+# `make postgres-stop` stops the cluster and removes PG_DIR.
+PG_DIR ?= build/postgres
+PG_PORT ?= 55432
+PG_BIN = $$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+AS_PG = $$([ "$$(id -u)" = 0 ] && echo runuser -u postgres --)
+PG_STORE = postgresql://chat@127.0.0.1:$(PG_PORT)/chat
+PG_FILES = --store $(PG_STORE) --store-password-file $(PG_DIR)/db-password
+
+postgres: $(STAMP) postgresql-server
+	@[ ! -e $(PG_DIR) ] || { echo "make postgres: $(PG_DIR) exists; make postgres-stop removes it" >&2; exit 1; }
+	@set -e; mkdir -p $(dir $(abspath $(PG_DIR))); umask 077; mkdir $(PG_DIR); \
+	  openssl rand -hex 16 > $(PG_DIR)/db-password; openssl rand -hex 32 > $(PG_DIR)/digest-key; \
+	  [ "$$(id -u)" != 0 ] || chown postgres $(PG_DIR) $(PG_DIR)/db-password; \
+	  $(AS_PG) $(PG_BIN)/initdb -D $(PG_DIR)/data -U chat --auth=scram-sha-256 \
+	    --pwfile=$(PG_DIR)/db-password > $(PG_DIR)/initdb.log; \
+	  $(AS_PG) $(PG_BIN)/pg_ctl -D $(PG_DIR)/data -l $(PG_DIR)/server.log -w start \
+	    -o "-p $(PG_PORT) -k $(abspath $(PG_DIR)) -c listen_addresses=127.0.0.1" > /dev/null; \
+	  PGPASSWORD="$$(cat $(PG_DIR)/db-password)" $(PG_BIN)/createdb -h 127.0.0.1 -p $(PG_PORT) -U chat chat; \
+	  $(BIN)/agentskit-chat migrate $(PG_FILES)
+	@echo "PostgreSQL listens on 127.0.0.1:$(PG_PORT) (files in $(PG_DIR)); serve on it with:"
+	@echo "  $(BIN)/agentskit-chat serve $(PG_FILES) --digest-key-file $(PG_DIR)/digest-key"
+	@echo "make postgres-stop stops it and removes $(PG_DIR)"
+
+postgres-stop:
+	@[ ! -e $(PG_DIR)/data ] || $(AS_PG) $(PG_BIN)/pg_ctl -D $(PG_DIR)/data -w stop > /dev/null
+	rm -rf $(PG_DIR)
