@@ -235,8 +235,9 @@ tour: $(STAMP)
 	    --listen $(TOUR_LISTEN) --http-listen $(TOUR_HTTP_LISTEN)
 
 # The terminal renderer on the server at AGENTSKIT_CHAT_TARGET (else 127.0.0.1:50051, where
-# `make serve` and `make tour` listen): `make chat DEFINITION=tour`, or without DEFINITION
-# to pick one from the list the server offers. `.venv/bin/agentskit-chat` is the same command.
+# `make serve` and `make tour` listen; when none answers there, on a private server of its
+# own over examples/definitions): `make chat DEFINITION=coffee`, or without DEFINITION to
+# pick one from the list the server offers. `.venv/bin/agentskit-chat chat` is the same.
 DEFINITION ?=
 
 chat: $(STAMP)
