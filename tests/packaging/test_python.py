@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,6 +90,10 @@ def test_each_sdist_builds_the_wheel_make_dist_built(
     """pip builds the sdist outside the checkout (an isolated PEP 517 build) into a wheel
     holding exactly the files of the one `make dist` built."""
     sdist = checkout / "dist" / f"{name}-0.1.0.tar.gz"
+    with tarfile.open(sdist) as archive:
+        top = {member.split("/")[1] for member in archive.getnames() if "/" in member}
+    assert "tests" not in top  # the sources and their metadata, not the test suite
+    assert "README.md" in top
     built = subprocess.run(
         [
             sys.executable,
