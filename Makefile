@@ -90,7 +90,7 @@ postgresql-server:
 	    apt-get install -q -y --no-install-recommends postgresql; fi
 
 clean:
-	rm -rf $(VENV) node_modules build examples/web/dist .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) node_modules build dist examples/web/dist .mypy_cache .pytest_cache .ruff_cache .hypothesis
 
 # The contract: Python code generated from proto/ is committed under client/python.
 PROTOS := $(wildcard proto/agentskit/chat/v1/*.proto)
