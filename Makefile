@@ -81,7 +81,7 @@ nginx:
 	    --no-install-recommends -o DPkg::Lock::Timeout=300 nginx > /dev/null; }
 
 # The tests and the stores benchmark start a throwaway PostgreSQL cluster on loopback
-# (tests/postgres.py): install the Debian server package when it is absent.
+# (bench/_postgres.py): install the Debian server package when it is absent.
 # AGENTSKIT_CHAT_SKIP_POSTGRES=1 skips the PostgreSQL tests instead.
 postgresql-server:
 	@if [ -n "$(filter-out 0,$(AGENTSKIT_CHAT_SKIP_POSTGRES))" ] \
