@@ -58,6 +58,8 @@ conversation-tests: $(STAMP)
 bench: $(STAMP) postgresql-server nginx
 	$(BIN)/python -m bench.conversation
 	$(BIN)/python -m bench.service
+	$(BIN)/python -m bench.telemetry
+	$(BIN)/python -m bench.peer
 	$(BIN)/python -m bench.model
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.stores

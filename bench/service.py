@@ -4,15 +4,13 @@ Every server runs in its own child process; this process only generates load, wi
 channel (or HTTP connection) per concurrent client. Each round measures the echo, the echo
 with the tracing interceptor exporting its server spans, the service with the memory store,
 the same server's turns over its HTTP listener with the Connect protocol (JSON messages,
-HTTP/1.1, as a browser sends them; bench/_connect.py), the memory service with tracing and
-metrics exported over OTLP to a collector process (every turn traced, then one trace in ten
-sampled, then metrics without spans), and the service with SQLite, one after the other.
-Throughput is the median round; each ratio pairs a target with the echo of the same round,
-the telemetry targets with memory, and Connect with the gRPC turns of its own server (the
-two alternate in going first from round to round). The Connect client is httpx, pure
-Python, which spends more CPU per turn than grpcio's C core: when the load generator's CPU
-is the limit (the server's CPU share shows it), the server CPU per turn, printed beside
-the ratio, is the fairer comparison.
+HTTP/1.1, as a browser sends them; bench/_connect.py), and the service with SQLite, one
+after the other. Throughput is the median round; each ratio pairs a target with the echo of
+the same round, and Connect with the gRPC turns of its own server (the two alternate in
+going first from round to round). Telemetry's price on turns is bench/telemetry.py's.
+The Connect client is httpx, pure Python, which spends more CPU per turn than grpcio's C
+core: when the load generator's CPU is the limit (the server's CPU share shows it), the
+server CPU per turn, printed beside the ratio, is the fairer comparison.
 
 With two or more CPUs, the servers run on the last one and the load generator and the
 collector on the others, so a server never competes with the load for its core and every
@@ -61,28 +59,13 @@ from ._turns import (
 
 SERVICE_PATH: Final = "/agentskit.chat.v1.ChatService"
 EVENT_KINDS: Final = ("started", "decision", "delta", "completed", "failed")
-TARGETS: Final = (
-    "echo",
-    "echo-traced",
-    "memory",
-    "connect",
-    "telemetry",
-    "sampled",
-    "metrics",
-    "sqlite",
-)
+TARGETS: Final = ("echo", "echo-traced", "memory", "connect", "sqlite")
 GUESTS: Final = {"connect": "memory"}
 """Targets measured on another target's server, in the same round: Connect turns over the
 memory server's HTTP listener, right before or after its gRPC turns (alternately)."""
 GOALS: Final = {"memory": 0.8, "sqlite": 0.6}
-TELEMETRY_GOALS: Final = {"telemetry": 0.75, "sampled": 0.92, "metrics": 0.95}
-"""Each telemetry target over telemetry off (the memory target), same round: every turn
-traced, one trace in ten, and metrics without spans."""
-SAMPLED: Final = {
-    "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
-    "OTEL_TRACES_SAMPLER_ARG": "0.1",
-}
-METRICS_ONLY: Final = {"OTEL_TRACES_EXPORTER": "none"}
+
+
 HTTP_TIMEOUT: Final = 30.0
 
 
@@ -255,17 +238,13 @@ def server_commands(state_dir: Path) -> dict[str, list[str]]:
     serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]  # a log line per turn
     serve += ["--listen", "127.0.0.1:0", "--definitions", str(DEFINITIONS), "--drain-delay", "0"]
     memory = [*serve, "--store", "memory://", "--state-dir", str(state_dir / "memory")]
-    # An HTTP listener too: the Connect target's turns go there, and the telemetry targets,
-    # compared with memory, keep the same idle listener.
+    # An HTTP listener too: the Connect target's turns go there.
     memory += ["--http-listen", "127.0.0.1:0"]
     echo = [sys.executable, "-m", "bench._echo", "--listen", "127.0.0.1:0"]
     return {
         "echo": echo,
         "echo-traced": [*echo, "--traced"],
         "memory": memory,
-        "telemetry": memory,
-        "sampled": memory,
-        "metrics": memory,
         "sqlite": [
             *serve,
             "--store",
@@ -315,13 +294,7 @@ async def run(config: Config) -> tuple[dict[str, Figures], bool]:
             for target in TARGETS:
                 if target in GUESTS:
                     continue
-                own = env
-                if target in ("echo-traced", *TELEMETRY_GOALS):
-                    own = telemetry_env(env, collector.address)
-                if target == "sampled":
-                    own = {**own, **SAMPLED}
-                if target == "metrics":
-                    own = {**own, **METRICS_ONLY}
+                own = telemetry_env(env, collector.address) if target == "echo-traced" else env
                 server = running(target, commands[target], cwd=ROOT, env=own, cpus=server_cpus)
                 guests = [guest for guest, host in GUESTS.items() if host == target]
                 order = [target, *guests] if number % 2 == 0 else [*guests, target]
@@ -372,15 +345,6 @@ def report(
         verdicts.append(
             f"{name} {ratio:.2f}x echo (goal >= {goal}x): {'met' if ratio >= goal else 'MISSED'}"
         )
-    telemetry_met = True
-    for name, goal in TELEMETRY_GOALS.items():
-        ratio = figures[name].ratio(figures["memory"])
-        data[name]["ratio_vs_off"] = ratio
-        telemetry_met = telemetry_met and ratio >= goal
-        verdicts.append(
-            f"{name} {ratio:.2f}x telemetry off (goal >= {goal}x): "
-            f"{'met' if ratio >= goal else 'MISSED'}"
-        )
     print(
         "  calls/s: median round; vs echo: median of same-round ratios; p50/p99: every call;"
         " server CPU: share of one core; CPU us/call: median round"
@@ -388,7 +352,7 @@ def report(
     floor = tracing_floor(figures)
     if floor is not None:
         data["echo-traced"]["interceptor_us_per_call"] = floor[0]
-        data["telemetry"]["bound_from_interceptor"] = floor[1]
+        data["echo-traced"]["bound_from_interceptor"] = floor[1]
         print(
             f"  tracing interceptor alone: {floor[0]:+,.0f} us CPU per call on the echo; at"
             f" that cost alone a turn runs at {floor[1]:.2f}x telemetry off"
@@ -402,7 +366,7 @@ def report(
         f"  connect: Connect JSON turns over HTTP/1.1 at {connect:.2f}x the gRPC turns of the"
         f" same server (memory), same round; server CPU per turn {_ratio(cost)} gRPC's"
     )
-    met = telemetry_met and all(data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items())
+    met = all(data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items())
     note = " (--quick: too few samples to trust)" if quick else ""
     print(f"Goals{note}: {'; '.join(verdicts)} -> {'all met' if met else 'not all met'}")
     return {
