@@ -8,9 +8,12 @@ with metrics; every turn traced with metrics; and every turn traced with `--rpc-
 the OTLP collector process run on the other cores, so a server never competes with the load
 for its core. Each round measures every setting once, in an order rotated from round to
 round (each setting comes first, second... equally often), after a short warm-up of its
-own; a setting's figure for a round is its throughput over telemetry off's in that same
-round, so drift on a shared machine (other processes, frequency changes) cancels in the
-ratio. The table gives the median of those per-round ratios and their range.
+own (each server keeps its clients' connections from round to round, so no round pays for
+connecting); a setting's figure for a round is its throughput over telemetry off's in that
+same round, so drift on a shared machine (other processes, frequency changes) cancels in
+the ratio. Many short rounds rather than a few long ones: a burst of someone else's work
+spoils one short measurement, and the median over the rounds leaves it out. The table gives
+the median of the per-round ratios and their interquartile range.
 
 Why both ratios are printed: the throughput ratio is the goal's measure, and it is sound only
 while every server keeps its core busy (the table shows each server's share of its core);
@@ -81,8 +84,8 @@ class Config:
     pin: bool = True
 
 
-FULL = Config(clients=16, rounds=8, seconds=2.0, warmup=0.5, metric_interval=60.0)
-QUICK = Config(clients=8, rounds=1, seconds=0.3, warmup=0.1, metric_interval=60.0)
+FULL = Config(clients=16, rounds=24, seconds=1.0, warmup=0.2, metric_interval=60.0)
+QUICK = Config(clients=8, rounds=2, seconds=0.3, warmup=0.1, metric_interval=60.0)
 
 
 def serve_command(state_dir: Path, setting: str) -> list[str]:
@@ -153,17 +156,23 @@ def rotation(rounds: int) -> list[tuple[str, ...]]:
     return [tuple(SETTINGS[(start + i) % count] for i in range(count)) for start in range(rounds)]
 
 
-async def measure_setting(server: Server, config: Config, tag: str) -> Phase:
-    """Warm up, prepare and measure one setting's server with fresh connections."""
-    async with AsyncExitStack() as stack:
-        workers = []
-        for index in range(config.clients):
-            channel = grpc.aio.insecure_channel(server.address, options=OWN_CONNECTION)
-            await stack.enter_async_context(channel)
-            workers.append(ChatWorker(channel, f"{tag}-{index}"))
-        return await warm_and_measure(
-            workers, server.cpu_seconds, warmup=config.warmup, seconds=config.seconds
-        )
+async def clients_of(server: Server, config: Config, stack: AsyncExitStack) -> list[ChatWorker]:
+    """`config.clients` clients of `server`, each on a connection of its own (closed with
+    `stack`), kept for every round so no round pays for connecting."""
+    workers = []
+    for index in range(config.clients):
+        channel = grpc.aio.insecure_channel(server.address, options=OWN_CONNECTION)
+        await stack.enter_async_context(channel)
+        workers.append(ChatWorker(channel, f"{server.name}-{index}"))
+    return workers
+
+
+async def measure_setting(server: Server, workers: list[ChatWorker], config: Config) -> Phase:
+    """A short warm-up (the server sat idle while the others were measured), then a
+    measured phase."""
+    return await warm_and_measure(
+        workers, server.cpu_seconds, warmup=config.warmup, seconds=config.seconds
+    )
 
 
 async def run(config: Config) -> tuple[dict[str, Figures], bool]:
@@ -190,22 +199,33 @@ async def run(config: Config) -> tuple[dict[str, Figures], bool]:
                 cpus=load_cpus,
             )
         )
-        servers: dict[str, Server] = {}
+        servers: dict[str, tuple[Server, list[ChatWorker]]] = {}
         for setting in SETTINGS:
             own = setting_env(env, setting, collector.address, config.metric_interval)
             argv = serve_command(state_dir / setting, setting)
-            servers[setting] = await stack.enter_async_context(
+            server = await stack.enter_async_context(
                 running(setting, argv, cwd=ROOT, env=own, cpus=server_cpus)
             )
-        for number, order in enumerate(rotation(config.rounds)):
+            servers[setting] = server, await clients_of(server, config, stack)
+        for order in rotation(config.rounds):
             for setting in order:
-                phase = await measure_setting(servers[setting], config, f"r{number}")
-                figures[setting].add(phase)
+                figures[setting].add(await measure_setting(*servers[setting], config))
     return figures, server_cpus is not None
 
 
+def quartiles(values: Sequence[float]) -> tuple[float, float]:
+    """The first and third quartiles (the middle half of the rounds lies between)."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (float("nan"), float("nan"))
+    first, _, third = statistics.quantiles(values, n=4, method="inclusive")
+    return first, third
+
+
 def _range(values: Sequence[float]) -> str:
-    return f"{min(values):.3f}-{max(values):.3f}" if values else "-"
+    if not values:
+        return "-"
+    first, third = quartiles(values)
+    return f"{first:.3f}-{third:.3f}"
 
 
 def report(
@@ -223,7 +243,7 @@ def report(
     )
     print(
         f"  {'setting':<12} {'turns/s':>8} {'p50 ms':>7} {'server core':>11} {'CPU us/turn':>11}"
-        f" {'vs off':>7} {'range':>11} {'CPU vs off':>10} {'range':>11}  goal"
+        f" {'vs off':>7} {'IQR':>11} {'CPU vs off':>10} {'IQR':>11}  goal"
     )
     data: dict[str, Any] = {}
     verdicts: list[str] = []
@@ -265,7 +285,7 @@ def report(
     idle = [name for name, row in data.items() if (row["server_core_share"] or 1.0) < BUSY]
     print(
         "  vs off: median of same-round throughput ratios; CPU vs off: telemetry off's server"
-        " CPU per turn over the setting's, median of rounds; ranges: min-max over rounds"
+        " CPU per turn over the setting's, median of rounds; IQR: the middle half of the rounds"
     )
     if idle:
         print(
