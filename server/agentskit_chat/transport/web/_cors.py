@@ -34,6 +34,8 @@ ALLOWED_HEADERS: Final = ", ".join(
         "Traceparent",
         "Tracestate",
         "Baggage",
+        "Last-Event-ID",
+        "AgentsKit-On-Disconnect",
     )
 )
 """What Connect and gRPC-Web clients send, plus the bearer token and W3C trace context."""
@@ -45,6 +47,7 @@ EXPOSED_HEADERS: Final = ", ".join(
         "Grpc-Encoding",
         "Connect-Content-Encoding",
         "Content-Encoding",
+        "X-Vercel-AI-UI-Message-Stream",
     )
 )
 """Trailers-in-headers of gRPC-Web errors and the encodings clients must see to decode."""

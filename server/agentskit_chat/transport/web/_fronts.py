@@ -58,6 +58,8 @@ HTTP_STATUS: Final[Mapping[Reason, int]] = {
     Reason.WATCH_BEHIND: 409,
 }
 """The HTTP status of each refusal, the same for every front."""
+SIZE_LIMITS: Final = frozenset({"input_bytes", "history_messages", "history_bytes"})
+"""The `limit` metadata of LIMIT_EXCEEDED refusals that a smaller request mends (413)."""
 SSE_HEADERS: Final[Headers] = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -123,19 +125,20 @@ class FrontError(Exception):
 
     @classmethod
     def of(cls, error: ServiceError) -> FrontError:
-        """The refusal of a `ServiceError`, with its status, reason and retry delay."""
+        """The refusal of a `ServiceError`: its status, its reason's name as the code
+        (`session_busy`, `limit_exceeded`...), and how long to wait when waiting helps. A
+        size limit (a message or history too large or too long) is 413, which no retry
+        mends; a count or rate limit is 429 with a delay."""
+        status = HTTP_STATUS.get(error.reason, 500)
+        limit = error.metadata.get("limit")
+        if error.reason is Reason.LIMIT_EXCEEDED and limit in SIZE_LIMITS:
+            status = 413
         retry_ms = error.metadata.get("retry_after_ms")
         retry = None if retry_ms is None else max(1, -(-int(retry_ms) // 1000))
-        if retry is None and error.reason in (Reason.LIMIT_EXCEEDED, Reason.RATE_LIMITED):
+        if retry is None and status == 429:
             retry = 1
-        return cls(
-            HTTP_STATUS.get(error.reason, 500),
-            str(error.reason).lower(),
-            error.message,
-            error.metadata.get("field"),
-            retry,
-            error.reason,
-        )
+        code = str(error.reason).lower().removeprefix("error_reason_")
+        return cls(status, code, error.message, error.metadata.get("field"), retry, error.reason)
 
     def headers(self) -> Headers:
         """`Retry-After` when the refusal says how long to wait."""
@@ -293,12 +296,12 @@ class EventStream:
     @contextlib.asynccontextmanager
     async def cancelled_when_gone(self) -> AsyncIterator[None]:
         """Cancel the block's task when the client goes away; the block then ends quietly
-        (the stream must be open, or be opened inside the block)."""
+        (the stream must be open, or be opened inside the block). A client that went away
+        before the block began is not noticed here: the block's sends are dropped, and a
+        front that must not start work for it checks `gone` first."""
         task = asyncio.current_task()
         assert task is not None
         self._worker = task
-        if self.gone.is_set():
-            return
         try:
             yield
         except asyncio.CancelledError:
