@@ -292,3 +292,15 @@ def test_without_spans_nothing_is_called_as_a_turn_starts(in_memory: InMemory) -
     metrics_only.turn_finished(REPORTS["deterministic"])
     assert "agentskit.chat.turns" in points(in_memory)
     assert in_memory.spans.get_finished_spans() == ()
+
+
+def test_observers_over_one_meter_provider_count_each_turn_once(in_memory: InMemory) -> None:
+    """The turn count is kept per provider: a second observer adds to the same counter."""
+    second = OtelObserver(None, in_memory.meter_provider)
+    in_memory.observer.turn_finished(REPORTS["deterministic"])
+    second.turn_finished(REPORTS["deterministic"])
+    (point,) = points(in_memory)["agentskit.chat.turns"]
+    assert point.value == 2
+    assert dict(point.attributes or {})["agentskit.chat.kind"] == "deterministic"
+    (duration,) = points(in_memory)["agentskit.chat.turn.duration"]
+    assert duration.count == 2

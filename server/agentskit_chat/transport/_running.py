@@ -8,10 +8,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import grpc
-from connectrpc.interceptor import Interceptor
 from grpc_health.v1 import health_pb2
 
 from agentskit_chat.service import ChatService
@@ -22,9 +21,13 @@ from ._lifetime import ConnectionLifetime
 from ._server import DEFAULT_MAX_REQUEST_BYTES, SERVICE_NAME, grpc_listener, serving
 from ._settings import ConnectionLimits
 from ._tls import ServerTls
-from .web import HttpListener, HttpSettings, RequestTelemetry, StaticFiles, start_http, web_app
 
-log = logging.getLogger("agentskit_chat.transport._server")
+if TYPE_CHECKING:  # The HTTP listener is imported only when a server asks for one.
+    from connectrpc.interceptor import Interceptor
+
+    from .web import HttpListener, HttpSettings, RequestTelemetry
+
+log = logging.getLogger("agentskit_chat.transport._server")  # The name its lines always had.
 
 CLEANUP_SECONDS: Final = 5.0
 CALLS_AFTER_TURNS_SECONDS: Final = 2.0
@@ -127,6 +130,8 @@ async def start_server(
     )
     listener = None
     if http is not None:
+        from .web import StaticFiles, start_http, web_app
+
         app = web_app(
             grpc_side.servicer.rpcs,
             grpc_side.health,
