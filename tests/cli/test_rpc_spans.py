@@ -4,6 +4,7 @@ caller's trace directly and names the RPC method, exported over real OTLP."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 GRPC_CALLER = "00f067aa0ba902b7"
 CONNECT_CALLER = "b7ad6b7169203331"
 STREAM_TURN = "agentskit.chat.v1.ChatService/StreamTurn"
+CANARY = "canary-2b7e-rpc-spans-off"
 HTTP_LISTENING = re.compile(r"http listening on 127\.0\.0\.1:(\d+)")
 QUIET = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "200"}
 
@@ -51,6 +53,8 @@ async def grpc_turn(server: Server) -> None:
             metadata=[("traceparent", traceparent(GRPC_CALLER))],
         )
         assert isinstance([e async for e in events][-1], TurnCompleted)
+        events = client.stream_turn(session, Submit(CANARY), turn_id="canary")
+        assert [e async for e in events]
 
 
 async def connect_turn(server: Server) -> None:
@@ -87,7 +91,7 @@ def test_turn_spans_continue_the_callers_trace_without_server_spans(
         await connect_turn(server)
 
     asyncio.run(scenario())
-    turns = receiver.wait_for_spans(lambda s: s.name.startswith("chat.turn "), count=2)
+    turns = receiver.wait_for_spans(lambda s: s.name.startswith("chat.turn "), count=3)
     by_id = {span.attributes["agentskit.chat.turn.id"]: span for span in turns}
     for turn_id, caller, system in (
         ("grpc", GRPC_CALLER, "grpc"),
@@ -112,6 +116,9 @@ def test_turn_spans_continue_the_callers_trace_without_server_spans(
     spans = receiver.spans()
     assert spans  # the flush at the drain exported everything there was
     assert not [s for s in spans if s.kind == "SERVER"]
+    exported = json.dumps([[s.name, s.attributes, s.status_message] for s in spans], default=str)
+    assert CANARY not in exported
+    assert CANARY not in server.stdout + server.stderr
 
 
 def test_the_default_keeps_the_server_span_between_caller_and_turn(
@@ -119,9 +126,13 @@ def test_the_default_keeps_the_server_span_between_caller_and_turn(
 ) -> None:
     server = launch(tmp_path / "state", "--definitions", str(EXAMPLES), env=receiver.env(**QUIET))
     asyncio.run(grpc_turn(server))
-    (turn,) = receiver.wait_for_spans(lambda s: s.name.startswith("chat.turn "))
-    (rpc,) = receiver.wait_for_spans(lambda s: s.kind == "SERVER" and s.name == STREAM_TURN)
-    assert turn.parent_span_id == rpc.span_id
+    (turn,) = receiver.wait_for_spans(
+        lambda s: (
+            s.name.startswith("chat.turn ") and s.attributes["agentskit.chat.turn.id"] == "grpc"
+        )
+    )
+    (rpc,) = receiver.wait_for_spans(lambda s: s.span_id == turn.parent_span_id)
+    assert (rpc.kind, rpc.name) == ("SERVER", STREAM_TURN)
     assert rpc.parent_span_id == GRPC_CALLER
     assert "rpc.method" not in turn.attributes
     server.send(15)
