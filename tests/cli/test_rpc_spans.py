@@ -143,3 +143,18 @@ def test_an_unknown_rpc_spans_value_from_the_environment_is_refused() -> None:
     result = run_cli("serve", "--listen", "127.0.0.1:0", env={"AGENTSKIT_CHAT_RPC_SPANS": "no"})
     assert result.returncode == 2
     assert "--rpc-spans must be on or off" in result.stderr
+
+
+def test_rpc_spans_off_from_the_environment(
+    launch: Launcher, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    env = receiver.env(**QUIET, AGENTSKIT_CHAT_RPC_SPANS="off")
+    server = launch(tmp_path / "state", "--definitions", str(EXAMPLES), env=env)
+    asyncio.run(grpc_turn(server))
+    receiver.wait_for_spans(lambda s: s.name.startswith("chat.turn "), count=2)
+    server.send(15)
+    assert server.wait() == 0
+    spans = receiver.spans()
+    assert not [s for s in spans if s.kind == "SERVER"]
+    (turn,) = [s for s in spans if s.attributes.get("agentskit.chat.turn.id") == "grpc"]
+    assert turn.parent_span_id == GRPC_CALLER
