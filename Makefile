@@ -16,7 +16,7 @@ SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
-	postgresql-server chromium nginx web web-build react react-build react-screenshot
+	postgresql-server chromium nginx web web-build react react-build react-screenshot docs
 
 install: $(STAMP)
 
@@ -32,8 +32,8 @@ $(STAMP): pyproject.toml client/python/pyproject.toml
 	@echo "done: $(VENV) is ready"
 
 lint: $(STAMP)
-	$(BIN)/ruff check server client/python tests bench
-	$(BIN)/ruff format --check server client/python tests bench
+	$(BIN)/ruff check server client/python tests bench tools/docs
+	$(BIN)/ruff format --check server client/python tests bench tools/docs
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -49,7 +49,14 @@ tools:
 unit: $(STAMP) contract-tools tools deploy-tools postgresql-server nginx $(NEEDS_CHROMIUM)
 	$(BIN)/pytest
 
-test: lint lint-proto breaking-proto check-generated typecheck conversation-tests unit
+test: lint lint-proto breaking-proto check-generated typecheck docs conversation-tests unit
+
+# The documentation site (mkdocs.yml, docs/) into build/site, in strict mode: a broken link or
+# anchor, or a page missing from the navigation, fails. The command line, environment,
+# contract and client references are generated from the code while it builds
+# (tools/docs). Open build/site/index.html, or serve it with `.venv/bin/mkdocs serve`.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 # The example definitions' conversation tests (examples/definitions/*.test.yaml), in-process.
 conversation-tests: $(STAMP)

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
-from agentskit_chat.service import Limits
+import pytest
+
+from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.service import Limits, Rate, RateLimits, Reason, ServiceError
+from agentskit_chat.transport._rpcs import ChatRpcs
 from tests.transport.conftest import CANARY, run
 
 from .agui import post_run, run_input, user
@@ -236,6 +243,7 @@ def test_the_turn_deadline_ends_a_run_with_run_error(tmp_path: Path) -> None:
             late = await post_run(web.http, "probe", body)
             assert late.types[-1] == "RUN_ERROR"
             assert late.of("RUN_ERROR")[0]["code"] == "deadline_exceeded"
+            _assert_ids_increase(late.events)
             await asyncio.wait_for(web.env.probe.model_closed.wait(), 10)
             web.env.probe.gate.set()
             again = await post_run(
@@ -263,7 +271,145 @@ def test_two_runs_opening_one_new_thread_at_once_share_it(tmp_path: Path) -> Non
                 if answer.status == 409:
                     code = json.loads(answer.body)["error"]["code"]
                     assert code in {"session_busy", "conflict"}
+                else:
+                    assert answer.types[-1] == "RUN_FINISHED", answer.types
+                    assert answer.text().startswith("counted ")
             got = await web.env.client.get_session("thread-race")
             assert got.session.history_mode.name == "CLIENT"
+            ran = await web.env.client.list_turns("thread-race")
+            finished = [a for a in answers if a.status == 200]
+            assert len(ran.turns) == len(finished)
 
     run(scenario())
+
+
+def test_a_refused_run_never_deletes_a_thread_another_run_is_using(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            # Run A creates the thread and is held there (a fault no real timing makes
+            # certain), while run B finds the thread and takes its lease; A is refused.
+            service = web.env.service
+            original = service.create_session
+            created, release = asyncio.Event(), asyncio.Event()
+
+            async def held_create(*args: Any, **kwargs: Any) -> Any:
+                view = await original(*args, **kwargs)
+                created.set()
+                await release.wait()
+                return view
+
+            service.create_session = held_create  # type: ignore[method-assign]
+            history = [user("u1", "/slow")]
+            a = asyncio.ensure_future(
+                post_run(web.http, "probe", run_input("thread-held", "rA", history))
+            )
+            await created.wait()
+            service.create_session = original  # type: ignore[method-assign]
+            b = asyncio.ensure_future(
+                post_run(web.http, "probe", run_input("thread-held", "rB", history))
+            )
+            await web.env.probe.entered.wait()  # B's turn holds the lease
+            release.set()
+            refused = await a
+            assert refused.status == 409, refused.body
+            assert json.loads(refused.body)["error"]["code"] == "session_busy"
+            got = await web.env.client.get_session("thread-held")  # still there
+            assert got.session.history_mode.name == "CLIENT"
+            web.env.probe.gate.set()
+            answered = await b
+            assert answered.types[-1] == "RUN_FINISHED", answered.types
+            assert answered.text() == "model answer"
+            turns = await web.env.client.list_turns("thread-held")
+            assert [t.turn_id for t in turns.turns] == ["rB"]
+
+    run(scenario())
+
+
+def test_a_thread_created_for_a_refused_turn_is_not_kept(tmp_path: Path) -> None:
+    rates = RateLimits(turns=Rate(per_second=0.001, burst=1))
+
+    async def scenario() -> None:
+        async with web_live(tmp_path, rates=rates) as web:
+            first = await post_run(web.http, "probe", run_input("t-1", "r1", [user("u", "/count")]))
+            assert first.types[-1] == "RUN_FINISHED"
+            before = web.env.dump()
+            limited = run_input("t-2", "r1", [user("u", "/count")])
+            refused = await post_run(web.http, "probe", limited)
+            assert refused.status == 429
+            assert json.loads(refused.body)["error"]["code"] == "rate_limited"
+            assert int(refused.headers["retry-after"]) >= 1
+            assert web.env.dump() == before  # t-2 was created for the turn, then deleted
+
+    run(scenario())
+
+
+def test_a_call_failing_mid_turn_ends_with_a_run_error_after_every_event_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = ChatRpcs.stream_turn
+
+    async def cut(
+        self: ChatRpcs, request: pb.StreamTurnRequest, stalled: Any = None
+    ) -> AsyncIterator[pb.StreamTurnResponse]:
+        # The store failing under a running call: a fault no real setup makes on cue.
+        async with aclosing(original(self, request, stalled)) as events:
+            async for event in events:
+                yield event
+                if event.WhichOneof("event") == "delta":
+                    raise ServiceError(Reason.STORE_UNAVAILABLE, "the store is unavailable")
+
+    monkeypatch.setattr(ChatRpcs, "stream_turn", cut)
+
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            body = run_input("thread-cut", "r1", [user("u1", "hello")])
+            cut_run = await post_run(
+                web.http, "probe", body, {"agentskit-on-disconnect": "continue"}
+            )
+            assert cut_run.types[-1] == "RUN_ERROR"
+            assert cut_run.of("RUN_ERROR")[0]["code"] == "store_unavailable"
+            assert "TEXT_MESSAGE_CONTENT" in cut_run.types
+            _assert_ids_increase(cut_run.events)
+            # A reconnect from the error's id sends only what the client does not have.
+            last_id = cut_run.events[-1][0]
+            assert last_id is not None
+            rest = await post_run(web.http, "probe", body, {"last-event-id": last_id})
+            assert rest.status == 200
+            sent = {event_id for event_id, _ in cut_run.events}
+            assert not sent & {event_id for event_id, _ in rest.events}, rest.events
+            assert rest.types[-1] == "RUN_FINISHED"
+            assert "RUN_STARTED" not in rest.types
+
+    run(scenario())
+
+
+def test_a_run_failing_unexpectedly_does_not_keep_the_thread_it_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(
+        self: ChatRpcs, request: pb.StreamTurnRequest, stalled: Any = None
+    ) -> AsyncIterator[pb.StreamTurnResponse]:
+        # A bug under the call, before its first event: no real input makes one on cue.
+        raise RuntimeError(CANARY)
+        yield pb.StreamTurnResponse()  # pragma: no cover (makes this a generator)
+
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            before = web.env.dump()
+            monkeypatch.setattr(ChatRpcs, "stream_turn", broken)
+            body = run_input("thread-bug", "r1", [user("u1", "/count")])
+            failed = await post_run(web.http, "probe", body)
+            assert failed.status == 500
+            assert json.loads(failed.body)["error"]["code"] == "internal"
+            assert CANARY not in failed.body.decode()
+            assert web.env.dump() == before
+            monkeypatch.undo()
+            again = await post_run(web.http, "probe", body)
+            assert again.types[-1] == "RUN_FINISHED"
+
+    run(scenario())
+
+
+def _assert_ids_increase(events: list[tuple[str | None, dict[str, Any]]]) -> None:
+    ids = [tuple(int(part) for part in str(event_id).split(".")) for event_id, _ in events]
+    assert ids == sorted(set(ids)), ids

@@ -13,7 +13,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from agentskit_chat.telemetry import HttpTelemetry, OtelObserver
 from agentskit_chat.transport import Authenticator, token_digest
@@ -56,7 +56,30 @@ MALFORMED: list[tuple[object, str]] = [
     ({"threadId": "t", "runId": "bad id!", "messages": [user("m", CANARY)]}, "runId"),
     ({"threadId": "t", "runId": "r", "messages": [user("bad id!", CANARY)]}, "messages[0].id"),
     ([CANARY], "body"),
+    # Lone surrogates: no UTF-8 form, refused where they are read.
+    (
+        {"threadId": "t", "runId": "r", "messages": [user("m", f"{CANARY} \ud800")]},
+        "messages[0].content",
+    ),
+    (
+        {
+            "threadId": "t",
+            "runId": "r",
+            "messages": [
+                {"id": "m", "role": "user", "content": [{"type": "text", "text": "\udfff"}]}
+            ],
+        },
+        "messages[0].content[0].text",
+    ),
+    ({"threadId": "t", "runId": "r", "messages": [user("m\ud800", CANARY)]}, "messages[0].id"),
+    ({"threadId": "t\ud800", "runId": "r", "messages": [user("m", CANARY)]}, "threadId"),
+    ({"threadId": "t", "runId": "r\ud800", "messages": [user("m", CANARY)]}, "runId"),
+    (
+        {"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": ["user"]}]},
+        "messages[0].role",
+    ),
 ]
+DEEP = '{"threadId":"t","runId":"r","messages":[],"state":' + "[" * 50000 + "]" * 50000 + "}"
 
 
 def test_malformed_input_is_a_400_naming_the_field_and_changes_nothing(tmp_path: Path) -> None:
@@ -74,6 +97,8 @@ def test_malformed_input_is_a_400_naming_the_field_and_changes_nothing(tmp_path:
                 assert CANARY not in answer.body.decode()
             broken = await post_run(web.http, "support", f'{{"threadId": "{CANARY}'.encode())
             assert (broken.status, json.loads(broken.body)["error"]["field"]) == (400, "body")
+            deep = await post_run(web.http, "support", DEEP.encode())
+            assert (deep.status, json.loads(deep.body)["error"]["field"]) == (400, "body")
             # A server-held thread: the new message is checked by the service, named here.
             empty = await post_run(web.http, "support", run_input(sid, "r1", [user("u2", " ")]))
             assert empty.status == 400
@@ -199,9 +224,18 @@ def test_agui_runs_are_traced_without_content(
     turn = next(s for s in finished if s.name.startswith("chat.turn"))
     assert turn.parent is not None
     assert turn.parent.span_id == first.context.span_id
+    # The failed turn (its route raised with the canary in its message) is recorded as an
+    # error without it: nowhere in names, attributes, status or events.
+    assert any(s.status.status_code is StatusCode.ERROR for s in finished)
     for span in finished:
         assert CANARY not in json.dumps(dict(span.attributes or {}), default=str)
         assert CANARY not in span.name
+        assert CANARY not in (span.status.description or "")
+        for event in span.events:
+            assert CANARY not in event.name
+            assert CANARY not in json.dumps(dict(event.attributes or {}), default=str)
+        for link in span.links:
+            assert CANARY not in json.dumps(dict(link.attributes or {}), default=str)
     assert CANARY not in caplog.text
     tracer_provider.shutdown()
     meter_provider.shutdown()

@@ -5,6 +5,7 @@ goes away cancels its turn."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from tests.transport.conftest import run
@@ -65,6 +66,26 @@ def test_a_resume_of_an_unknown_run_is_not_found(tmp_path: Path) -> None:
             bad = await post_run(web.http, "probe", body, {"last-event-id": "three"})
             assert bad.status == 400
             assert b'"field":"Last-Event-ID"' in bad.body
+
+    run(scenario())
+
+
+def test_a_resume_under_another_definition_is_refused_as_a_run_is(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            body = run_input("thread-d", "r1", [user("u1", "/count")])
+            assert (await post_run(web.http, "probe", body)).types[-1] == "RUN_FINISHED"
+            before = web.env.dump()
+            plain = await post_run(web.http, "support", body)
+            for last_id in ("0.0", "1.0"):
+                resumed = await post_run(web.http, "support", body, {"last-event-id": last_id})
+                assert (resumed.status, resumed.body) == (plain.status, plain.body)
+                assert resumed.status == 409
+                error = json.loads(resumed.body)["error"]
+                assert (error["code"], error["field"]) == ("conflict", "threadId")
+            assert web.env.dump() == before
+            same = await post_run(web.http, "probe", body, {"last-event-id": "0.0"})
+            assert same.types[-1] == "RUN_FINISHED"
 
     run(scenario())
 

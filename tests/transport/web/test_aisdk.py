@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentskit_chat.fakemodel import FakeModelServer
+from agentskit_chat.service import Rate, RateLimits
 from agentskit_chat.transport.web._logbound import LOGGER_NAME, MAX_EVENT_CHARS
 from tests.transport.conftest import CANARY, run
 from tests.transport.test_auth import TOKEN_B
@@ -60,6 +61,15 @@ MALFORMED: list[tuple[Any, str]] = [
     (with_(messages=[user("u1", "/start"), user("u1", CANARY)]), "messages[1].id"),
     (with_(messages=[assistant("a1", CANARY)]), "messages"),
     (with_(messages=[user("u1", CANARY), user("u2", "  ")]), "messages[1].parts"),
+    # A role that is not a string (an array or object cannot name one).
+    (_message(role=["user"]), "messages[0].role"),
+    (_message(role={"user": CANARY}), "messages[0].role"),
+    # Lone surrogates have no UTF-8 form: refused where they are read.
+    (_message(parts=[{"type": "text", "text": f"{CANARY} \ud800"}]), "messages[0].parts[0].text"),
+    (_message(id="u\ud800"), "messages[0].id"),
+    (with_(id="chat-\udfff"), "id"),
+    # Nesting deeper than the JSON parser follows.
+    ('{"id":"chat-9","messages":' + "[" * 50000 + "]" * 50000 + "}", "body"),
 ]
 
 
@@ -171,5 +181,24 @@ def test_requests_over_the_limits_are_refused(tmp_path: Path, model: FakeModelSe
             assert "dispatch" not in error["message"]
             assert web.env.dump() == before
             assert CANARY not in large.text + long.text
+
+    run(scenario())
+
+
+def test_a_chat_created_for_a_refused_turn_is_not_kept(
+    tmp_path: Path, model: FakeModelServer
+) -> None:
+    rates = RateLimits(turns=Rate(per_second=0.001, burst=1))
+
+    async def scenario() -> None:
+        async with served(tmp_path, model, rates=rates) as web:
+            first = await post(web.http, with_(id="chat-1"))
+            assert first.status_code == 200
+            before = web.env.dump()
+            refused = await post(web.http, with_(id="chat-2"))
+            assert refused.status_code == 429
+            assert refused.json()["error"]["code"] == "rate_limited"
+            assert int(refused.headers["retry-after"]) >= 1
+            assert web.env.dump() == before  # chat-2 was created for the turn, then deleted
 
     run(scenario())

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from grpc_health.v1 import health_pb2
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -22,7 +21,7 @@ from opentelemetry.trace import SpanKind
 from agentskit_chat.fakemodel import FakeModelServer
 from agentskit_chat.service import Limits
 from agentskit_chat.telemetry import HttpTelemetry, OtelObserver
-from agentskit_chat_client import HistoryMode
+from agentskit_chat_client import ChatError, HistoryMode
 from tests.transport.conftest import CANARY, run
 
 from .aisdk import (
@@ -164,6 +163,7 @@ def test_a_resumable_turn_is_reattached_and_cancelled(
                 if model.requests:
                     break
                 await asyncio.sleep(0.01)
+            assert model.requests, "the turn never reached the model"
             async with web.http.stream("GET", path) as watching:
                 assert watching.status_code == 200
                 assert watching.headers["x-vercel-ai-ui-message-stream"] == "v1"
@@ -198,13 +198,32 @@ def test_cors_and_drain(tmp_path: Path, model: FakeModelServer) -> None:
             assert response.headers["access-control-allow-origin"] == ORIGIN
             foreign = await post(web.http, with_(id="chat-2"), origin="https://elsewhere.example")
             assert "access-control-allow-origin" not in foreign.headers
-            before = web.env.dump()
-            await web.env.server.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-            refused = await post(web.http, with_(id="chat-3"))
+            # A real drain with a turn in flight: new chats are refused, the turn finishes.
+            slow = with_(id="chat-slow", messages=[user("u1", SLOW_TEXT)])
+            in_flight = asyncio.ensure_future(post(web.http, slow))
+            for _ in range(500):
+                if model.requests:
+                    break
+                await asyncio.sleep(0.01)
+            assert model.requests, "the turn never reached the model"
+            drain = asyncio.ensure_future(web.env.server.drain(10.0))
+            for _ in range(500):
+                if (await web.http.get("/healthz")).status_code == 503:
+                    break
+                await asyncio.sleep(0.01)
+            refused = await post(web.http, with_(id="chat-3"), origin=ORIGIN)
             assert refused.status_code == 503
             assert refused.headers["retry-after"] == "1"
+            exposed = refused.headers["access-control-expose-headers"].lower()
+            assert "retry-after" in [name.strip() for name in exposed.split(",")]
             assert refused.json()["error"]["code"] == "shutting_down"
-            assert web.env.dump() == before
+            with pytest.raises(ChatError):  # the refused chat was not created
+                await web.env.client.get_session("chat-3")
+            model.resume()
+            finished = chunks((await in_flight).text)
+            assert answer(finished) == "one two"
+            assert finished[-2]["type"] == "finish"
+            await asyncio.wait_for(drain, 15)
 
     run(scenario())
 

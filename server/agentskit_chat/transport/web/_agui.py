@@ -48,7 +48,7 @@ from ._agui_events import (
     state_snapshot,
 )
 from ._agui_input import RunInput, last_event_id, refusal, run_input
-from ._agui_plan import forget, plan_run
+from ._agui_plan import plan_run
 from ._asgi import Receive, Scope, Send, respond
 from ._fronts import (
     SSE_HEADERS,
@@ -58,6 +58,7 @@ from ._fronts import (
     FrontContext,
     FrontError,
     bad_request,
+    forget_created,
     internal,
     json_bytes,
 )
@@ -155,9 +156,9 @@ class AguiFront:
             return plan.opening, None
         try:
             return plan.opening, await self._run(plan.request, plan.document)
-        except ServiceError:
-            if plan.created:  # The thread this run created goes with its refused turn.
-                await forget(self.rpcs, run.thread_id)
+        except Exception as error:
+            if plan.created is not None:  # The thread this run created goes with its turn.
+                await forget_created(self.rpcs, run.thread_id, plan.created, error)
             raise
 
     async def _run(self, request: pb.StreamTurnRequest, document: dict[str, Any]) -> _Turn:
@@ -180,7 +181,11 @@ class AguiFront:
     async def _resume(
         self, run: RunInput, definition: pb.Definition, after: tuple[int, int]
     ) -> tuple[list[Slotted], _Turn]:
-        """The opening events the client misses, and the turn followed from its start."""
+        """The opening events the client misses, and the turn followed from its start
+        (a thread of another definition is refused as a run of it is)."""
+        got = await self.rpcs.get_session(pb.GetSessionRequest(session_id=run.thread_id))
+        if got.session.definition_id != definition.id:
+            raise FrontError(409, "conflict", "the thread is of another definition", "threadId")
         flow = current_flow()
         stalled = None if flow is None else flow.stall
         watch = pb.WatchTurnRequest(session_id=run.thread_id, turn_id=run.run_id)
@@ -188,7 +193,6 @@ class AguiFront:
         first = await anext(events)
         opening = [run_started(run.thread_id, run.run_id)]
         if after < (0, 1):
-            got = await self.rpcs.get_session(pb.GetSessionRequest(session_id=run.thread_id))
             opening.append(state_snapshot(state_document(definition, got.session.snapshot.state)))
         return opening, _Turn(first, events, None)
 
@@ -202,20 +206,23 @@ class AguiFront:
         after: tuple[int, int] | None,
     ) -> None:
         translator = TurnEvents(run.thread_id, run.run_id, definition, turn.baseline)
+        last = after or (0, 0)  # the last event the client has (or was sent)
         async with aclosing(turn.events) as rest:
             try:
                 async for event in _chain(turn.first, rest):
                     if after is not None and event.started.duplicate:
                         after = None  # No longer kept: the recorded outcome, renumbered.
-                    await self._send(stream, proto, translator.translate(event), after)
+                    slotted = list(translator.translate(event))
+                    await self._send(stream, proto, slotted, after)
+                    last = max([last, *(_position(event_id) for event_id, _ in slotted)])
             except ServiceError as error:
                 failed = {"type": "RUN_ERROR", "message": error.message}
                 failed["code"] = str(error.reason).lower().removeprefix("error_reason_")
-                await self._send(stream, proto, [("0.9", failed)], None)
+                await self._send(stream, proto, [(_after(last), failed)], None)
             except Exception as exc:
                 refused(f"agui run failed unexpectedly: {type(exc).__name__}", level=logging.ERROR)
                 failed = {"type": "RUN_ERROR", "message": "internal error", "code": "internal"}
-                await self._send(stream, proto, [("0.9", failed)], None)
+                await self._send(stream, proto, [(_after(last), failed)], None)
 
     async def _send(
         self,
@@ -258,6 +265,13 @@ async def _chain(
 def _position(event_id: str) -> tuple[int, int]:
     sequence, _, slot = event_id.partition(".")
     return int(sequence), int(slot)
+
+
+def _after(last: tuple[int, int]) -> str:
+    """The id of a `RUN_ERROR` the stream ends with when the service fails mid-turn: past
+    every slot of the last event's sequence, so ids never go backwards and a resume from
+    it does not replay what the client has."""
+    return f"{last[0]}.9"
 
 
 async def _refuse(send: Send, error: FrontError, stream: EventStream) -> None:

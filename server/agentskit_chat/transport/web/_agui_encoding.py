@@ -79,8 +79,9 @@ _PATCH_OPS: Final[Mapping[str, int]] = {
 
 
 def wants_proto(accept: str | None) -> bool:
-    """Whether `Accept` asks for the binary encoding: it names the AG-UI media type (or
-    `application/*`) with a quality above zero, and no higher for `text/event-stream`."""
+    """Whether `Accept` asks for the binary encoding: it names the AG-UI media type itself
+    (wildcards such as `application/*` or `*/*` do not choose it) with a quality above zero,
+    and no higher for `text/event-stream`."""
     if not accept:
         return False
     proto = sse = 0.0

@@ -1,11 +1,12 @@
 """An AG-UI `RunAgentInput`, checked by hand: each mistake is a 400 naming the field.
 
 Only what the service uses is read: `threadId` (the session), `runId` (the turn),
-`messages` (their ids, roles and text). `state`, `forwardedProps`, `tools` and `context`
-are accepted in any JSON shape the protocol allows and ignored: the client's state is
-never the machine's. Messages of roles the conversation does not hold (`activity`,
-`reasoning`) are skipped; `developer` counts as `system`. A user message's content is its
-text, or the concatenation of its text parts; any other part is refused.
+`messages` (their ids, roles and text); a string of those that is not Unicode text (a lone
+surrogate, which has no UTF-8 form) is refused naming its field. `state`, `forwardedProps`,
+`tools` and `context` are accepted in any JSON shape the protocol allows and ignored: the
+client's state is never the machine's. Messages of roles the conversation does not hold
+(`activity`, `reasoning`) are skipped; `developer` counts as `system`. A user message's
+content is its text, or the concatenation of its text parts; any other part is refused.
 """
 
 from __future__ import annotations
@@ -106,6 +107,16 @@ def _text(body: Mapping[str, Any], name: str) -> str:
     value = body.get(name)
     if not isinstance(value, str) or not value:
         raise bad_request(name, f"{name} must be a non-empty string")
+    return _unicode(name, value)
+
+
+def _unicode(field: str, value: str) -> str:
+    """`value` when it has a UTF-8 form; `bad_request` naming `field` otherwise."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise bad_request(field, f"{field} must be Unicode text (no lone surrogates)") from None
     return value
 
 
@@ -119,6 +130,7 @@ def _message(index: int, item: Any) -> InputMessage | None:
     message_id = item.get("id")
     if not isinstance(message_id, str) or not message_id:
         raise bad_request(f"{at}.id", f"{at}.id must be a non-empty string")
+    _unicode(f"{at}.id", message_id)
     if role in SKIPPED_ROLES:
         return None
     return InputMessage(index, message_id, ROLES[role], _content(at, item.get("content")))
@@ -126,7 +138,7 @@ def _message(index: int, item: Any) -> InputMessage | None:
 
 def _content(at: str, content: Any) -> str:
     if content is None or isinstance(content, str):
-        return content or ""
+        return _unicode(f"{at}.content", content or "")
     if not isinstance(content, list):
         raise bad_request(f"{at}.content", f"{at}.content must be a string or an array of parts")
     texts = []
@@ -137,7 +149,7 @@ def _content(at: str, content: Any) -> str:
         text = part.get("text")
         if not isinstance(text, str):
             raise bad_request(f"{where}.text", f"{where}.text must be a string")
-        texts.append(text)
+        texts.append(_unicode(f"{where}.text", text))
     return "".join(texts)
 
 

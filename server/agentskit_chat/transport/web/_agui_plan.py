@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from agentskit.chat.v1 import chat_pb2 as pb
-from agentskit_chat.service import Reason, ServiceError
+from agentskit_chat.conversation import Message
+from agentskit_chat.service import Limits, Reason, ServiceError
+from agentskit_chat.transport._convert import ROLE_OF
 from agentskit_chat.transport._rpcs import ChatRpcs
 
 from ._agui_events import (
@@ -26,12 +27,13 @@ from ._fronts import FrontError
 @dataclass(frozen=True, slots=True)
 class Plan:
     """A run's opening events; the turn to run (None: the run runs none) and the state
-    document before it; whether the run created the thread's session."""
+    document before it; the cursor of the session the run created for the thread (None
+    when it created none)."""
 
     opening: list[Slotted]
     request: pb.StreamTurnRequest | None
     document: dict[str, Any]
-    created: bool = False
+    created: int | None = None
 
 
 async def plan_run(
@@ -57,8 +59,9 @@ async def plan_run(
         turn_id=run.run_id,
         on_disconnect=on_disconnect,  # type: ignore[arg-type]
     )
-    created = False
+    created = None
     if session is None:
+        _check_dispatch(rpcs.service.limits, run)  # refused before anything is stored
         state, created = await _create(rpcs, run, definition.id)
         request.dispatch.messages.extend(run.proto_messages())
     else:
@@ -72,10 +75,15 @@ async def plan_run(
     return Plan(opening, request, document, created)
 
 
-async def forget(rpcs: ChatRpcs, thread_id: str) -> None:
-    """Delete the session a run created for a turn the service refused."""
-    with contextlib.suppress(ServiceError):
-        await rpcs.delete_session(pb.DeleteSessionRequest(session_id=thread_id))
+def _check_dispatch(limits: Limits, run: RunInput) -> None:
+    """Raise what the service would refuse of the run's dispatch (the turn id, the
+    messages' ids and sizes, the last user message's text), so a thread is not created
+    for a turn that cannot run."""
+    limits.check_id("turn_id", run.run_id)
+    messages = [Message(m.id, ROLE_OF[m.role], m.content) for m in run.messages]  # type: ignore[index]
+    limits.check_dispatch(messages)
+    last = len(messages) - 1
+    limits.check_text(f"dispatch.messages[{last}].content", messages[last].content)
 
 
 async def _session(rpcs: ChatRpcs, thread_id: str) -> pb.GetSessionResponse | None:
@@ -87,9 +95,9 @@ async def _session(rpcs: ChatRpcs, thread_id: str) -> pb.GetSessionResponse | No
         raise
 
 
-async def _create(rpcs: ChatRpcs, run: RunInput, definition_id: str) -> tuple[str, bool]:
-    """Create the client-held session the thread names: its state, and whether this run
-    created it (another run of the thread may have, meanwhile)."""
+async def _create(rpcs: ChatRpcs, run: RunInput, definition_id: str) -> tuple[str, int | None]:
+    """Create the client-held session the thread names: its state, and its cursor when
+    this run created it (None when another run of the thread did, meanwhile)."""
     request = pb.CreateSessionRequest(
         definition_id=definition_id,
         session_id=run.thread_id,
@@ -105,8 +113,8 @@ async def _create(rpcs: ChatRpcs, run: RunInput, definition_id: str) -> tuple[st
             raise FrontError(
                 409, "conflict", "the thread is of another definition", "threadId"
             ) from None
-        return got.session.snapshot.state, False
-    return created.session.snapshot.state, True
+        return got.session.snapshot.state, None
+    return created.session.snapshot.state, created.session.cursor
 
 
 def _operation(request: pb.StreamTurnRequest, run: RunInput, history: Iterable[pb.Message]) -> None:

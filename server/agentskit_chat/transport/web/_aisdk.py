@@ -41,6 +41,7 @@ from ._fronts import (
     FrontCall,
     FrontContext,
     FrontError,
+    forget_created,
     internal,
 )
 from ._streams import current_flow
@@ -113,7 +114,7 @@ class AiSdkFront:
     async def _chat(self, call: FrontCall, definition_id: str, send: Send) -> int:
         call.refuse_when_draining()
         request = ChatRequest.parse(await call.json_object(), self.rpcs.service.limits)
-        session, stored = await self._session(request, definition_id)
+        session, stored, created = await self._session(request, definition_id)
         turn = pb.StreamTurnRequest(
             session_id=request.chat_id,
             turn_id=request.turn_id or f"ai-{secrets.token_hex(12)}",
@@ -125,32 +126,41 @@ class AiSdkFront:
             turn.dispatch.messages.extend(request.history())
         else:
             _server_held(turn, request, stored)
-        chunks = await self.chunks(request.chat_id, session)
-        flow = current_flow()
-        events = self.rpcs.stream_turn(turn, None if flow is None else flow.stall)
-        return await stream_turn(call, send, events, chunks)
+        try:
+            chunks = await self.chunks(request.chat_id, session)
+            flow = current_flow()
+            events = self.rpcs.stream_turn(turn, None if flow is None else flow.stall)
+            return await stream_turn(call, send, events, chunks)
+        except FrontError as error:  # refused before its stream began
+            if created is not None:  # the chat this request created goes with its turn
+                await forget_created(self.rpcs, request.chat_id, created, error)
+            raise
 
     async def _session(
         self, request: ChatRequest, definition_id: str
-    ) -> tuple[pb.Session, set[str]]:
-        """The chat's session (created client-held when absent) and the ids of the messages
-        the server holds for it."""
+    ) -> tuple[pb.Session, set[str], int | None]:
+        """The chat's session (created client-held when absent), the ids of the messages
+        the server holds for it, and the cursor it was created at by this request (None
+        when it existed)."""
         try:
             found = await self.rpcs.get_session(pb.GetSessionRequest(session_id=request.chat_id))
         except ServiceError as error:
             if error.reason != Reason.SESSION_NOT_FOUND:
                 raise refusal(error) from None
-            return await self._create(request.chat_id, definition_id), set()
+            return await self._create(request.chat_id, definition_id)
         if found.session.definition_id != definition_id:
             raise FrontError(409, "conflict", "id names a chat of another definition", "id")
-        return found.session, {m.id for m in found.messages}
+        return found.session, {m.id for m in found.messages}, None
 
-    async def _create(self, chat_id: str, definition_id: str) -> pb.Session:
+    async def _create(
+        self, chat_id: str, definition_id: str
+    ) -> tuple[pb.Session, set[str], int | None]:
         create = pb.CreateSessionRequest(
             definition_id=definition_id, session_id=chat_id, history_mode=pb.HISTORY_MODE_CLIENT
         )
         try:
-            return (await self.rpcs.create_session(create)).session
+            session = (await self.rpcs.create_session(create)).session
+            return session, set(), session.cursor
         except ServiceError as error:
             if error.reason != Reason.SESSION_EXISTS:  # created meanwhile: use it
                 raise refusal(error) from None
@@ -161,7 +171,7 @@ class AiSdkFront:
             raise refusal(error) from None
         if session.definition_id != definition_id:
             raise FrontError(409, "conflict", "id names a chat of another definition", "id")
-        return session
+        return session, set(), None
 
     async def _running_turn(
         self, call: FrontCall, definition_id: str, chat_id: str, send: Send

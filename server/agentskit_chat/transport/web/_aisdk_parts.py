@@ -2,7 +2,8 @@
 
 `ChatRequest.parse` reads the body `DefaultChatTransport` posts (`id` = chat id, `messages`
 as UIMessages with `parts`, `trigger`, `messageId`, plus this server's optional `turnId`
-and `resumable`), checking each field and naming the one at fault, never its value.
+and `resumable`), checking each field and naming the one at fault, never its value (text
+that is not Unicode, a lone surrogate, is refused there too).
 `Chunks` turns a turn's events into UI message stream chunks (`start`, data parts,
 `text-start` / `text-delta` / `text-end`, `finish`, `error`); `chunk` frames one as the
 server-sent event the AI SDK's parser reads.
@@ -137,7 +138,8 @@ def _message(item: object, index: int, limits: Limits) -> pb.Message:
     if not isinstance(item, dict):
         raise bad_request(where, f"{where} must be a UI message object")
     message_id = checked_id(item.get("id"), f"{where}.id", limits)
-    role = ROLES.get(item.get("role"))  # type: ignore[arg-type]
+    name = item.get("role")
+    role = ROLES.get(name) if isinstance(name, str) else None
     if role is None:
         raise bad_request(f"{where}.role", f"{where}.role must be user, assistant or system")
     parts = item.get("parts")
@@ -152,8 +154,18 @@ def _message(item: object, index: int, limits: Limits) -> pb.Message:
             text = part.get("text")
             if not isinstance(text, str):
                 raise bad_request(f"{field}.text", f"{field}.text must be a string")
-            texts.append(text)
+            texts.append(_unicode(f"{field}.text", text))
     return pb.Message(id=message_id, role=role, content="".join(texts))
+
+
+def _unicode(field: str, value: str) -> str:
+    """`value` when it has a UTF-8 form (no lone surrogate); `bad_request` naming `field`."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise bad_request(field, f"{field} must be Unicode text (no lone surrogates)") from None
+    return value
 
 
 def _plain(message: pb.Message) -> Message:

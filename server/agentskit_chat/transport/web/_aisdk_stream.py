@@ -37,24 +37,26 @@ async def stream_turn(
         except ServiceError as error:
             raise refusal(error) from None
         stream = EventStream(call.receive, send)
-        await stream.open(200, STREAM_HEADERS)
-        async with stream.cancelled_when_gone():
-            for item in chunks.of(first):
-                await stream.send(chunk(item))
-            try:
-                async for event in turn:
-                    for item in chunks.of(event):
+        try:
+            await stream.open(200, STREAM_HEADERS)
+            async with stream.cancelled_when_gone():
+                for item in chunks.of(first):
+                    await stream.send(chunk(item))
+                try:
+                    async for event in turn:
+                        for item in chunks.of(event):
+                            await stream.send(chunk(item))
+                except ServiceError as error:
+                    failed = refusal(error)
+                    for item in chunks.failure(failed.code, failed.message):
                         await stream.send(chunk(item))
-            except ServiceError as error:
-                failed = refusal(error)
-                for item in chunks.failure(failed.code, failed.message):
-                    await stream.send(chunk(item))
-            except Exception as exc:  # the head is sent: end the stream with an error chunk
-                log.error("ai-sdk stream failed unexpectedly: %s", type(exc).__name__)
-                for item in chunks.failure("internal", "internal error"):
-                    await stream.send(chunk(item))
-            await stream.send(DONE)
-        await stream.close()
+                except Exception as exc:  # the head is sent: end the stream with an error chunk
+                    log.error("ai-sdk stream failed unexpectedly: %s", type(exc).__name__)
+                    for item in chunks.failure("internal", "internal error"):
+                        await stream.send(chunk(item))
+                await stream.send(DONE)
+        finally:  # however the block ended: stop watching the client, end the body
+            await stream.close()
     return 200
 
 

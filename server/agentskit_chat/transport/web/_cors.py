@@ -48,9 +48,11 @@ EXPOSED_HEADERS: Final = ", ".join(
         "Connect-Content-Encoding",
         "Content-Encoding",
         "X-Vercel-AI-UI-Message-Stream",
+        "Retry-After",
     )
 )
-"""Trailers-in-headers of gRPC-Web errors and the encodings clients must see to decode."""
+"""Trailers-in-headers of gRPC-Web errors, the encodings clients must see to decode, and
+when a refused request may be tried again."""
 MAX_AGE_SECONDS: Final = 7200
 _ORIGIN: Final = re.compile(r"https?://[^/\s?#]+")
 

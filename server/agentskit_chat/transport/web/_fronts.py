@@ -27,6 +27,7 @@ from typing import Any, Final, Protocol
 
 from grpc_health.v1 import health_pb2
 
+from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.service import Principal, Reason, ServiceError, act_as
 from agentskit_chat.service._tenancy import ANONYMOUS
 from agentskit_chat.transport._auth import Authenticator
@@ -242,6 +243,8 @@ class FrontCall:
             value = json.loads(data)
         except (ValueError, UnicodeDecodeError):
             raise bad_request("body", "the request body is not valid JSON") from None
+        except RecursionError:
+            raise bad_request("body", "the request body is nested too deeply") from None
         if not isinstance(value, dict):
             raise bad_request("body", "the request body must be a JSON object")
         return value
@@ -349,3 +352,27 @@ class Fronts:
             if path.startswith(front.prefix):
                 return front
         return None
+
+
+KEEP: Final = frozenset({Reason.SESSION_BUSY, Reason.TURN_IN_PROGRESS, Reason.CONFLICT})
+"""Refusals that say another request is using the session: it is never forgotten then."""
+
+
+def keeps(error: BaseException) -> bool:
+    """Whether `error` says another request is using the session."""
+    if isinstance(error, FrontError):
+        return error.reason in KEEP
+    return isinstance(error, ServiceError) and error.reason in KEEP
+
+
+async def forget_created(
+    rpcs: ChatRpcs, session_id: str, cursor: int, error: BaseException
+) -> None:
+    """Delete the session a request created (at `cursor`) for a turn that failed with
+    `error` before it began, only while nothing has touched it: a turn of another request
+    that took its lease moved the cursor, and keeps it."""
+    if keeps(error):
+        return
+    request = pb.DeleteSessionRequest(session_id=session_id, expected_cursor=cursor)
+    with contextlib.suppress(ServiceError):
+        await rpcs.delete_session(request)
