@@ -16,7 +16,8 @@ SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
-	postgresql-server chromium nginx web web-build react react-build react-screenshot docs
+	postgresql-server chromium nginx web web-build react react-build react-screenshot docs \
+	dist tour chat postgres postgres-stop
 
 install: $(STAMP)
 
@@ -101,7 +102,8 @@ postgresql-server:
 	    apt-get install -q -y --no-install-recommends postgresql; fi
 
 clean:
-	rm -rf $(VENV) node_modules build examples/web/dist examples/react/dist .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) node_modules build dist examples/web/dist examples/react/dist .mypy_cache .pytest_cache \
+	  .ruff_cache .hypothesis
 
 # The contract: Python code generated from proto/ is committed under client/python.
 PROTOS := $(wildcard proto/agentskit/chat/v1/*.proto)
@@ -230,3 +232,78 @@ diagram: $(STAMP)
 # health check at 127.0.0.1:50051 (or AGENTSKIT_CHAT_TARGET) answers, else on one of its own.
 demo: $(STAMP)
 	$(BIN)/agentskit-chat demo
+
+# The installable packages, in DIST_DIR (docs/install.md installs them; tests/packaging proves
+# each outside the checkout): the server's and the Python client's wheel and sdist (built by
+# PyPA's `build`, in isolated environments) and the TypeScript client's npm tarball (`npm pack`
+# runs its `prepack`, which builds it). The Go client is used from the checkout (`replace`).
+DIST_DIR ?= dist
+
+dist: $(STAMP) $(NEEDS_NODE)
+	rm -rf $(DIST_DIR) client/python/build build/lib && mkdir -p $(DIST_DIR)
+	$(BIN)/python -m build --outdir $(DIST_DIR) client/python
+	$(BIN)/python -m build --outdir $(DIST_DIR) .
+	$(if $(NEEDS_NODE),npm pack --workspace client/typescript --loglevel=error \
+	  --pack-destination $(abspath $(DIST_DIR)),@$(SKIP) the TypeScript tarball)
+	@ls -l $(DIST_DIR)
+
+# The tour: `serve` as in `make serve` (same ports, its own state in var/tour), but every
+# example definition answers agentic turns with the project's fake model server
+# (agentskit_chat.fakemodel, started here on TOUR_MODEL_LISTEN), which streams a fixed
+# sentence in chunks: a streamed agentic answer without an account or a key. Plain
+# `make serve` keeps the definitions' offline adapter, which says no model is configured.
+TOUR_MODEL_LISTEN ?= 127.0.0.1:50060
+TOUR_LISTEN ?= 127.0.0.1:50051
+TOUR_HTTP_LISTEN ?= 127.0.0.1:8080
+TOUR_MODEL := {adapter: openai, base_url: "http://$(TOUR_MODEL_LISTEN)/v1", model: fake-model}
+
+tour: $(STAMP)
+	@rm -rf build/tour && mkdir -p build/tour
+	@for file in examples/definitions/*.yaml; do case "$$file" in *.test.yaml) continue;; esac; \
+	  sed 's|^model: {adapter: offline}$$|model: $(TOUR_MODEL)|' "$$file" > "build/tour/$${file##*/}"; \
+	done
+	@echo "tour: the fake model streams on $(TOUR_MODEL_LISTEN); in another terminal: make chat"
+	@$(BIN)/python -m agentskit_chat.fakemodel --listen $(TOUR_MODEL_LISTEN) --chunks 8 --delay 0.15 & \
+	  model=$$!; trap 'kill $$model 2> /dev/null' EXIT INT TERM; \
+	  $(BIN)/agentskit-chat serve --definitions build/tour --state-dir var/tour \
+	    --listen $(TOUR_LISTEN) --http-listen $(TOUR_HTTP_LISTEN)
+
+# The terminal renderer on the server at AGENTSKIT_CHAT_TARGET (else 127.0.0.1:50051, where
+# `make serve` and `make tour` listen; when none answers there, on a private server of its
+# own over examples/definitions): `make chat DEFINITION=coffee`, or without DEFINITION to
+# pick one from the list the server offers. `.venv/bin/agentskit-chat chat` is the same.
+DEFINITION ?=
+
+chat: $(STAMP)
+	@$(BIN)/agentskit-chat chat $(if $(DEFINITION),--definition $(DEFINITION))
+
+# A throwaway PostgreSQL cluster for trying the PostgreSQL store (the README's commands, in
+# one target): Debian's server package on 127.0.0.1:PG_PORT, its files, a random password and
+# a digest key under PG_DIR, the schema migrated; it prints the `serve` line to run on it.
+# initdb refuses root, so as root the cluster's own commands run as the `postgres` user.
+# `make postgres-stop` stops the cluster and removes PG_DIR.
+PG_DIR ?= build/postgres
+PG_PORT ?= 55432
+PG_BIN = $$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+AS_PG = $$([ "$$(id -u)" = 0 ] && echo runuser -u postgres --)
+PG_STORE = postgresql://chat@127.0.0.1:$(PG_PORT)/chat
+PG_FILES = --store $(PG_STORE) --store-password-file $(PG_DIR)/db-password
+
+postgres: $(STAMP) postgresql-server
+	@[ ! -e $(PG_DIR) ] || { echo "make postgres: $(PG_DIR) exists; make postgres-stop removes it" >&2; exit 1; }
+	@set -e; mkdir -p $(dir $(abspath $(PG_DIR))); umask 077; mkdir $(PG_DIR); \
+	  openssl rand -hex 16 > $(PG_DIR)/db-password; openssl rand -hex 32 > $(PG_DIR)/digest-key; \
+	  [ "$$(id -u)" != 0 ] || chown postgres $(PG_DIR) $(PG_DIR)/db-password; \
+	  $(AS_PG) $(PG_BIN)/initdb -D $(PG_DIR)/data -U chat --auth=scram-sha-256 \
+	    --pwfile=$(PG_DIR)/db-password > $(PG_DIR)/initdb.log; \
+	  $(AS_PG) $(PG_BIN)/pg_ctl -D $(PG_DIR)/data -l $(PG_DIR)/server.log -w start \
+	    -o "-p $(PG_PORT) -k $(abspath $(PG_DIR)) -c listen_addresses=127.0.0.1" > /dev/null; \
+	  PGPASSWORD="$$(cat $(PG_DIR)/db-password)" $(PG_BIN)/createdb -h 127.0.0.1 -p $(PG_PORT) -U chat chat; \
+	  $(BIN)/agentskit-chat migrate $(PG_FILES)
+	@echo "PostgreSQL listens on 127.0.0.1:$(PG_PORT) (files in $(PG_DIR)); serve on it with:"
+	@echo "  $(BIN)/agentskit-chat serve $(PG_FILES) --digest-key-file $(PG_DIR)/digest-key"
+	@echo "make postgres-stop stops it and removes $(PG_DIR)"
+
+postgres-stop:
+	@[ ! -e $(PG_DIR)/data ] || $(AS_PG) $(PG_BIN)/pg_ctl -D $(PG_DIR)/data -w stop > /dev/null
+	rm -rf $(PG_DIR)

@@ -264,7 +264,7 @@ def test_an_unknown_definition_or_unreachable_server_exits_1() -> None:
     assert unknown.returncode == 1
     assert unknown.stdout.startswith("error: NOT_FOUND ERROR_REASON_DEFINITION_NOT_FOUND: ")
     assert unknown.stdout.splitlines()[-1] == (
-        "the private server over --definitions offers: orders r1, support r1"
+        "the private server over --definitions offers: coffee r1, orders r1, support r1"
     )
     down = subprocess.run(
         [
@@ -295,12 +295,13 @@ def test_without_a_definition_a_terminal_is_offered_the_list(
     server = launch(None, "--store", "memory://")
     child = spawn(terminals, "--target", server.target)
     child.expect_exact(f"the server at {server.target} offers:")
-    child.expect(r"1\. orders r1 +Walks a customer through returning an order")
-    child.expect(r"2\. support r1 +Collects a name")
-    child.expect_exact("definition (1-2 or id): ")
-    child.sendline("3")
-    child.expect_exact("no definition '3' here; type a number or an id from the list")
-    child.expect_exact("definition (1-2 or id): ")
+    child.expect(r"1\. coffee r1 +Orders a coffee")
+    child.expect(r"2\. orders r1 +Walks a customer through returning an order")
+    child.expect(r"3\. support r1 +Collects a name")
+    child.expect_exact("definition (1-3 or id): ")
+    child.sendline("4")
+    child.expect_exact("no definition '4' here; type a number or an id from the list")
+    child.expect_exact("definition (1-3 or id): ")
     child.send("sup\t")  # Tab completes the offered ids
     child.expect_exact("port")
     child.sendline("")
@@ -312,14 +313,14 @@ def test_without_a_definition_a_terminal_is_offered_the_list(
     child.close()
     assert child.exitstatus == 0
     by_number = spawn(terminals, "--target", server.target)
-    by_number.expect_exact("definition (1-2 or id): ")
-    by_number.sendline("1")
+    by_number.expect_exact("definition (1-3 or id): ")
+    by_number.sendline("2")
     by_number.expect(r"orders r1 \| session s-\S+ \(new session\)")
     by_number.expect_exact("> ")
     by_number.sendline("/quit")
     by_number.expect(pexpect.EOF)
     ended = spawn(terminals, "--target", server.target)
-    ended.expect_exact("definition (1-2 or id): ")
+    ended.expect_exact("definition (1-3 or id): ")
     ended.sendeof()  # no choice: nothing is created
     ended.expect(pexpect.EOF)
     ended.close()
@@ -342,8 +343,10 @@ def test_without_a_definition_a_pipe_gets_the_list_and_status_2(launch: Launcher
     assert done.stdout == ""  # the input was not taken for a choice
     assert done.stderr.splitlines() == [
         f"chat: name the chat with --definition ID; the server at {server.target} offers:",
-        "  1. orders r1   Walks a customer through returning an order; typos and dead ends have "
+        "  1. coffee r1   Orders a coffee, showing a command, a phrase, a pattern, a repaired "
+        "typo, help, and the model for anything else.",
+        "  2. orders r1   Walks a customer through returning an order; typos and dead ends have "
         "routes too.",
-        "  2. support r1  Collects a name with two known commands; everything else goes to the "
+        "  3. support r1  Collects a name with two known commands; everything else goes to the "
         "model.",
     ]

@@ -50,7 +50,7 @@ def test_validate_checks_definitions_modules_too() -> None:
     result = run_cli("validate", str(EXAMPLES), "--definitions-module", SLOW_MODULE)
     assert result.returncode == 0, result.stderr
     listed = re.findall(r"^ok  (\S+) r1:", result.stdout, re.M)
-    assert listed == ["orders", "slow", "support"]
+    assert listed == ["coffee", "orders", "slow", "support"]
 
 
 def test_validate_reports_every_error_with_file_path_and_code() -> None:

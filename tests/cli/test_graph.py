@@ -91,7 +91,7 @@ def test_odd_names_survive_dot_quoting(tmp_path: Path, dot_binary: str) -> None:
 def test_a_directory_needs_a_definition_id_and_errors_are_reported(tmp_path: Path) -> None:
     several = run_cli("graph", str(EXAMPLES))
     assert several.returncode == 2
-    assert "choose one with --definition (definitions: orders, support)" in several.stderr
+    assert "choose one with --definition (definitions: coffee, orders, support)" in several.stderr
     unknown = run_cli("graph", str(EXAMPLES), "--definition", "nope")
     assert unknown.returncode == 2
     assert "no definition has this id" in unknown.stderr

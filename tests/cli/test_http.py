@@ -43,7 +43,7 @@ def test_the_listener_comes_from_the_environment_and_drains_on_sigterm(
             headers={"Content-Type": "application/json", "Origin": ORIGIN},
         )
         assert response.status_code == 200
-        assert {d["id"] for d in response.json()["definitions"]} == {"support", "orders"}
+        assert {d["id"] for d in response.json()["definitions"]} == {"coffee", "support", "orders"}
         assert response.headers["access-control-allow-origin"] == ORIGIN
         assert "<title>chat</title>" in http.get("/").text
     server.send(signal.SIGTERM)

@@ -84,7 +84,7 @@ def test_turns_spread_over_workers_that_share_the_store_and_the_key(
     launch: Launcher, tmp_path: Path
 ) -> None:
     server = launch(tmp_path / "state", "--workers", "2", log_level="INFO")
-    assert re.search(r"listening on 127\.0\.0\.1:\d+ \(2 workers, 2 definitions, ", server.stdout)
+    assert re.search(r"listening on 127\.0\.0\.1:\d+ \(2 workers, 3 definitions, ", server.stdout)
     assert server.stdout.count("listening on 127.0.0.1:") == 1
     pids = set(workers_of(server, 2).values())
     assert all(parent_of(pid) == server.process.pid for pid in pids)

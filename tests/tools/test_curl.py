@@ -49,7 +49,7 @@ def replay(http: str, token: str | None) -> dict[str, str]:
 
 def check(outputs: dict[str, str]) -> None:
     definitions = json.loads(outputs["ListDefinitions"])["definitions"]
-    assert {d["id"] for d in definitions} == {"support", "orders"}
+    assert {d["id"] for d in definitions} == {"coffee", "support", "orders"}
     session = json.loads(outputs["CreateSession"])["session"]
     assert session["definitionId"] == "support"
     assert session["snapshot"]["state"] == "idle"

@@ -28,10 +28,10 @@ test("mutual TLS with the given roots and client certificate", { skip }, async (
   };
   assert.equal(
     await definitions({ tls: { rootCertificates: roots, ...client } }),
-    "orders,support",
+    "coffee,orders,support",
   );
   const named = { rootCertificates: roots, serverName: "localhost", ...client };
-  assert.equal(await definitions({ tls: named }), "orders,support");
+  assert.equal(await definitions({ tls: named }), "coffee,orders,support");
   const misnamed = { ...named, serverName: "elsewhere.invalid" };
   const refused = {
     "a name the certificate does not have": await definitions({ tls: misnamed }),

@@ -8,6 +8,12 @@
   so a browser's stray Latin-1 cookie does not keep a page from loading.
 - A gRPC call (`application/grpc`, not gRPC-Web) over HTTP/1.1, which has no trailers for
   its status, is refused with 415 before connectrpc fails on it.
+- connectrpc answers a content type a method does not take with 415 and `Accept-Post:
+  application/json, application/proto` whatever the method, which is wrong for the streaming
+  ones (they take enveloped `application/connect+json` or `+proto`, or gRPC-Web). The 415 of a
+  known method gets the types that method takes and a one-line body saying so (only the
+  method's own name; nothing the client sent). Before a token is checked, the application
+  answers 401 instead, so this tells nothing to a caller without one.
 - connectrpc quotes some header values in its error messages (an unknown
   `Content-Encoding`, a malformed `Connect-Timeout-Ms`). A value connectrpc would refuse is
   replaced by a fixed word before the call reaches it, so the refusal keeps its code and
@@ -33,6 +39,8 @@ import json
 import re
 from typing import Final
 
+from agentskit.chat.v1 import chat_pb2
+
 from ._asgi import App, Headers, Message, Receive, Scope, Send, header, respond
 from ._logbound import refused
 
@@ -55,6 +63,18 @@ _REPLACEMENTS: Final[dict[bytes, tuple[re.Pattern[bytes] | frozenset[bytes], byt
     b"grpc-encoding": (ENCODINGS, b"unsupported"),
 }
 """Header, the values connectrpc accepts (or may), and the word that replaces any other."""
+UNARY_TYPES: Final = (
+    b"application/json, application/proto, application/grpc-web+json, application/grpc-web+proto"
+)
+STREAM_TYPES: Final = (
+    b"application/connect+json, application/connect+proto, application/grpc-web+json, "
+    b"application/grpc-web+proto"
+)
+_SERVICE: Final = chat_pb2.DESCRIPTOR.services_by_name["ChatService"]
+_STREAMING: Final = {
+    f"/{_SERVICE.full_name}/{method.name}": method.server_streaming for method in _SERVICE.methods
+}
+"""Each method's path, and whether it streams."""
 
 
 class Screen:
@@ -101,7 +121,29 @@ class Screen:
         if masked != headers:
             scope = dict(scope)
             scope["headers"] = masked
+        path = str(scope["path"])
+        if path in _STREAMING:
+            send = _media_types_named(send, path.rsplit("/", 1)[1], _STREAMING[path])
         await self.app(scope, body.receive, send)
+
+
+def _media_types_named(send: Send, method: str, streaming: bool) -> Send:
+    """`send`, with a 415 answer replaced by one naming the types `method` takes."""
+    types = STREAM_TYPES if streaming else UNARY_TYPES
+    kind = "a streaming method: send enveloped messages" if streaming else "a unary method"
+    text = f"{method} is {kind} as {types.decode()}\n".encode()
+    replacing = False
+
+    async def accurate(message: Message) -> None:
+        nonlocal replacing
+        if message["type"] == "http.response.start" and message["status"] == 415:
+            replacing = True
+            refused(f"call refused: a content type {method} does not take (415)")
+            await respond(send, 415, text, headers=[(b"accept-post", types)])
+        elif not replacing:
+            await send(message)
+
+    return accurate
 
 
 class _Body:
