@@ -66,6 +66,8 @@ conversation-tests: $(STAMP)
 bench: $(STAMP) postgresql-server nginx
 	$(BIN)/python -m bench.conversation
 	$(BIN)/python -m bench.service
+	$(BIN)/python -m bench.telemetry
+	$(BIN)/python -m bench.peer
 	$(BIN)/python -m bench.model
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.stores
@@ -91,7 +93,7 @@ nginx:
 	    --no-install-recommends -o DPkg::Lock::Timeout=300 nginx > /dev/null; }
 
 # The tests and the stores benchmark start a throwaway PostgreSQL cluster on loopback
-# (tests/postgres.py): install the Debian server package when it is absent.
+# (bench/_postgres.py): install the Debian server package when it is absent.
 # AGENTSKIT_CHAT_SKIP_POSTGRES=1 skips the PostgreSQL tests instead.
 postgresql-server:
 	@if [ -n "$(filter-out 0,$(AGENTSKIT_CHAT_SKIP_POSTGRES))" ] \

@@ -1,7 +1,8 @@
 """An OTLP/gRPC collector in a process of its own, so receiving costs the load generator nothing.
 
-`python -m bench._collector` serves the tests' receiver on a free port, prints
-`listening on HOST:PORT`, and on SIGTERM prints how many spans and metric exports arrived.
+`python -m bench._collector` serves the receiver the tests use (bench/_otlp.py) on a free
+port, prints `listening on HOST:PORT`, and on SIGTERM prints how many spans and metric
+exports arrived.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from tests.telemetry.receiver import OtlpReceiver
+from ._otlp import OtlpReceiver
 
 
 def main() -> int:

@@ -38,19 +38,21 @@ from typing import Final
 import httpx
 
 from ._servers import Server, pin, placement, running
-from .service import (
+from ._turns import (
     DEFINITION_ID,
-    FULL,
-    HTTP_TIMEOUT,
-    QUICK,
     ROOT,
     TURN_ANSWER,
     TURN_TEXT,
-    Config,
-    ConnectWorker,
     Phase,
     SessionWorker,
     measure,
+)
+from .service import (
+    FULL,
+    HTTP_TIMEOUT,
+    QUICK,
+    Config,
+    ConnectWorker,
     server_commands,
 )
 
@@ -120,12 +122,12 @@ async def run_round(target: str, server: Server, config: Config) -> Phase:
             await stack.enter_async_context(client)
             kind = AguiWorker if target == "agui" else ConnectWorker
             workers.append(kind(client, f"{target[0]}{index}"))
-        warm = await measure(workers, server, config.warmup)
+        warm = await measure(workers, server.cpu_seconds, config.warmup)
         if warm.failures:
             return warm
         expected = warm.calls / warm.elapsed * config.seconds / config.clients
         await asyncio.gather(*(w.prepare(int(expected * 1.5) + 10) for w in workers))
-        return await measure(workers, server, config.seconds)
+        return await measure(workers, server.cpu_seconds, config.seconds)
 
 
 async def run(

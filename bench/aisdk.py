@@ -42,18 +42,20 @@ import httpx
 
 from . import _connect
 from ._servers import Server, pin, placement, running
-from .service import (
+from ._turns import (
     DEFINITION_ID,
+    ROOT,
+    TURN_ANSWER,
+    TURN_TEXT,
+    measure,
+)
+from .service import (
     FULL,
     HTTP_TIMEOUT,
     QUICK,
-    ROOT,
     SERVICE_PATH,
-    TURN_ANSWER,
-    TURN_TEXT,
     Config,
     Figures,
-    measure,
     server_commands,
 )
 
@@ -178,12 +180,12 @@ async def run_round(target: str, server: Server, config: Config, held: bool) -> 
             await stack.enter_async_context(client)
             kind = AiSdkWorker if target == "aisdk" else ConnectWorker
             workers.append(kind(client, f"{target[0]}{index}", held))
-        warm = await measure(workers, server, config.warmup)
+        warm = await measure(workers, server.cpu_seconds, config.warmup)
         if warm.failures:
             return warm
         expected = warm.calls / warm.elapsed * config.seconds / config.clients
         await asyncio.gather(*(w.prepare(math.ceil(expected * 1.5) + 10) for w in workers))
-        return await measure(workers, server, config.seconds)
+        return await measure(workers, server.cpu_seconds, config.seconds)
 
 
 async def run(config: Config, held: bool) -> tuple[dict[str, Figures], list[float], bool]:

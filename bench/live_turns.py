@@ -193,7 +193,7 @@ def main() -> None:
         base = _baseline(args.baseline_ref, scratch)
         stores: list[tuple[str, Any]] = [("sqlite", None)]
         if args.postgresql:
-            from tests.postgres import cluster
+            from ._postgres import cluster
 
             stores.append(("postgresql", stack.enter_context(cluster())))
         chosen = ("base", *(v for v in VARIANTS[1:] if v in args.variants.split(",")))

@@ -2,7 +2,7 @@
 
 Debian's nginx runs deploy/nginx/nginx.conf (only its ports and files changed, and
 `worker_shutdown_timeout` 1 s so a reload cuts streams at once) in front of three
-`serve` replicas on one throwaway PostgreSQL cluster (tests/postgres.py). Clients run
+`serve` replicas on one throwaway PostgreSQL cluster (bench/_postgres.py). Clients run
 agentic turns against the fake model (40 chunks 50 ms apart by default) one after the
 other, each continued on disconnect and followed by the Python client's automatic
 reattach. Every `--period` seconds one disruption, in turn: an nginx reload (every stream
@@ -44,7 +44,8 @@ from tests.deploy.replicas import (
     slow_reply,
     write_definitions,
 )
-from tests.postgres import cluster
+
+from ._postgres import cluster
 
 REPLICAS: Final = 3
 SERVE_FLAGS: Final = ("--turn-timeout", "8", "--lease-ttl", "9")

@@ -4,15 +4,13 @@ Every server runs in its own child process; this process only generates load, wi
 channel (or HTTP connection) per concurrent client. Each round measures the echo, the echo
 with the tracing interceptor exporting its server spans, the service with the memory store,
 the same server's turns over its HTTP listener with the Connect protocol (JSON messages,
-HTTP/1.1, as a browser sends them; bench/_connect.py), the memory service with tracing and
-metrics exported over OTLP to a collector process (every turn traced, then one trace in ten
-sampled, then metrics without spans), and the service with SQLite, one after the other.
-Throughput is the median round; each ratio pairs a target with the echo of the same round,
-the telemetry targets with memory, and Connect with the gRPC turns of its own server (the
-two alternate in going first from round to round). The Connect client is httpx, pure
-Python, which spends more CPU per turn than grpcio's C core: when the load generator's CPU
-is the limit (the server's CPU share shows it), the server CPU per turn, printed beside
-the ratio, is the fairer comparison.
+HTTP/1.1, as a browser sends them; bench/_connect.py), and the service with SQLite, one
+after the other. Throughput is the median round; each ratio pairs a target with the echo of
+the same round, and Connect with the gRPC turns of its own server (the two alternate in
+going first from round to round). Telemetry's price on turns is bench/telemetry.py's.
+The Connect client is httpx, pure Python, which spends more CPU per turn than grpcio's C
+core: when the load generator's CPU is the limit (the server's CPU share shows it), the
+server CPU per turn, printed beside the ratio, is the fairer comparison.
 
 With two or more CPUs, the servers run on the last one and the load generator and the
 collector on the others, so a server never competes with the load for its core and every
@@ -28,59 +26,46 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import platform
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import grpc
 import httpx
 
-from agentskit.chat.v1 import chat_pb2 as pb
-from agentskit.chat.v1 import chat_pb2_grpc
-
 from . import _connect, _echo
 from ._servers import Server, pin, placement, running
+from ._turns import (
+    DEFINITION_ID,
+    DEFINITIONS,
+    OWN_CONNECTION,
+    ROOT,
+    TURN_ANSWER,
+    TURN_TEXT,
+    ChatWorker,
+    Phase,
+    SessionWorker,
+    Worker,
+    percentile_ms,
+    warm_and_measure,
+)
 
-ROOT: Final = Path(__file__).resolve().parents[1]
-DEFINITIONS: Final = Path(__file__).resolve().with_name("definitions")
-DEFINITION_ID: Final = "ping"
-TURN_TEXT: Final = "/ping"
-TURN_ANSWER: Final = "pong"
-TURNS_PER_SESSION: Final = 50
 SERVICE_PATH: Final = "/agentskit.chat.v1.ChatService"
 EVENT_KINDS: Final = ("started", "decision", "delta", "completed", "failed")
-TARGETS: Final = (
-    "echo",
-    "echo-traced",
-    "memory",
-    "connect",
-    "telemetry",
-    "sampled",
-    "metrics",
-    "sqlite",
-)
+TARGETS: Final = ("echo", "echo-traced", "memory", "connect", "sqlite")
 GUESTS: Final = {"connect": "memory"}
 """Targets measured on another target's server, in the same round: Connect turns over the
 memory server's HTTP listener, right before or after its gRPC turns (alternately)."""
 GOALS: Final = {"memory": 0.8, "sqlite": 0.6}
-TELEMETRY_GOALS: Final = {"telemetry": 0.75, "sampled": 0.92, "metrics": 0.95}
-"""Each telemetry target over telemetry off (the memory target), same round: every turn
-traced, one trace in ten, and metrics without spans."""
-SAMPLED: Final = {
-    "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
-    "OTEL_TRACES_SAMPLER_ARG": "0.1",
-}
-METRICS_ONLY: Final = {"OTEL_TRACES_EXPORTER": "none"}
-CHANNEL_OPTIONS: Final = (("grpc.use_local_subchannel_pool", 1),)
+
+
 HTTP_TIMEOUT: Final = 30.0
 
 
@@ -97,19 +82,6 @@ class Config:
 
 FULL = Config(clients=16, rounds=5, seconds=2.0, warmup=1.0)
 QUICK = Config(clients=16, rounds=1, seconds=0.3, warmup=0.1)
-
-
-class Worker(Protocol):
-    """One client: a channel of its own and the call it repeats."""
-
-    async def prepare(self, calls: int) -> None:
-        """Get ready, outside any measurement, for about `calls` more calls."""
-
-    async def next(self) -> None:
-        """Untimed work before the next call."""
-
-    async def call(self) -> str | None:
-        """One timed call; None when it succeeded, else what went wrong."""
 
 
 class EchoWorker:
@@ -133,72 +105,6 @@ class EchoWorker:
         except grpc.aio.AioRpcError as exc:
             return f"echo: {exc.code().name}"
         return None if len(replies) == len(_echo.REPLIES) else f"echo: {len(replies)} replies"
-
-
-class SessionWorker:
-    """Submits `/ping` turns to server-held sessions, a fresh one every TURNS_PER_SESSION."""
-
-    def __init__(self, tag: str) -> None:
-        self.tag = tag
-        self.serial = 0
-        self.turns = 0
-        self.session = ""
-        self.spare: list[str] = []
-
-    async def create(self) -> str:
-        """A new session of the ping definition."""
-        raise NotImplementedError
-
-    async def turn(self, turn_id: str) -> str | None:
-        """One turn on the current session; None when it completed with the route's answer."""
-        raise NotImplementedError
-
-    async def prepare(self, calls: int) -> None:
-        """Enough new sessions for `calls` turns; the next turn starts a fresh session."""
-        needed = math.ceil(calls / TURNS_PER_SESSION) + 1
-        self.spare.extend([await self.create() for _ in range(needed - len(self.spare))])
-        self.session, self.turns = "", 0
-
-    async def next(self) -> None:
-        """Switch to a fresh session when the current one is full."""
-        if not self.session or self.turns >= TURNS_PER_SESSION:
-            self.session = self.spare.pop() if self.spare else await self.create()
-            self.turns = 0
-
-    async def call(self) -> str | None:
-        """One turn, read to its last event."""
-        self.serial += 1
-        self.turns += 1
-        return await self.turn(f"{self.tag}-{self.serial}")
-
-
-class ChatWorker(SessionWorker):
-    """Turns over the gRPC listener, through the generated stub."""
-
-    def __init__(self, channel: grpc.aio.Channel, tag: str) -> None:
-        super().__init__(tag)
-        self.stub = chat_pb2_grpc.ChatServiceStub(channel)
-
-    async def create(self) -> str:
-        """A new session of the ping definition."""
-        reply = await self.stub.CreateSession(pb.CreateSessionRequest(definition_id=DEFINITION_ID))
-        return reply.session.session_id
-
-    async def turn(self, turn_id: str) -> str | None:
-        """One turn, read to its last event, which must complete with the route's answer."""
-        request = pb.StreamTurnRequest(
-            session_id=self.session, turn_id=turn_id, submit=pb.SubmitOperation(content=TURN_TEXT)
-        )
-        try:
-            events = [event async for event in self.stub.StreamTurn(request)]
-        except grpc.aio.AioRpcError as exc:
-            return f"turn: {exc.code().name} {exc.details()}"
-        if not events or events[-1].WhichOneof("event") != "completed":
-            kinds = [event.WhichOneof("event") for event in events]
-            return f"turn: events {kinds}"
-        if events[-1].completed.content != TURN_ANSWER:
-            return "turn: unexpected answer"
-        return None
 
 
 class ConnectWorker(SessionWorker):
@@ -238,54 +144,6 @@ def _event_kind(event: dict[str, Any]) -> str | None:
     return next((kind for kind in EVENT_KINDS if kind in event), None)
 
 
-@dataclass(slots=True)
-class Phase:
-    """One timed phase: calls, wall time, latencies in seconds and CPU seconds used."""
-
-    calls: int
-    elapsed: float
-    latencies: list[float]
-    failures: list[str]
-    server_cpu: float | None
-    client_cpu: float
-
-
-async def _drive(worker: Worker, until: float, latencies: list[float], failures: list[str]) -> None:
-    """Call until `until`, at least once."""
-    clock = time.perf_counter
-    while True:
-        await worker.next()
-        start = clock()
-        problem = await worker.call()
-        end = clock()
-        latencies.append(end - start)
-        if problem is not None:
-            failures.append(problem)
-        if end >= until:
-            return
-
-
-async def measure(workers: Sequence[Worker], server: Server, seconds: float) -> Phase:
-    """Run every worker until `seconds` have passed; each finishes the call it is in."""
-    per_worker: list[list[float]] = [[] for _ in workers]
-    failures: list[str] = []
-    server_before, client_before = server.cpu_seconds(), time.process_time()
-    start = time.perf_counter()
-    until = start + seconds
-    await asyncio.gather(
-        *(_drive(w, until, s, failures) for w, s in zip(workers, per_worker, strict=True))
-    )
-    elapsed = time.perf_counter() - start
-    server_after, client_after = server.cpu_seconds(), time.process_time()
-    latencies = [sample for samples in per_worker for sample in samples]
-    server_cpu = (
-        None if server_before is None or server_after is None else server_after - server_before
-    )
-    return Phase(
-        len(latencies), elapsed, latencies, failures, server_cpu, client_after - client_before
-    )
-
-
 async def _worker(target: str, server: Server, index: int, stack: AsyncExitStack) -> Worker:
     """A client of `target` on a connection of its own, closed with `stack`."""
     if target == "connect":
@@ -298,7 +156,7 @@ async def _worker(target: str, server: Server, index: int, stack: AsyncExitStack
         )
         await stack.enter_async_context(client)
         return ConnectWorker(client, f"c{index}")
-    channel = grpc.aio.insecure_channel(server.address, options=CHANNEL_OPTIONS)
+    channel = grpc.aio.insecure_channel(server.address, options=OWN_CONNECTION)
     await stack.enter_async_context(channel)
     return EchoWorker(channel) if target.startswith("echo") else ChatWorker(channel, f"w{index}")
 
@@ -307,12 +165,9 @@ async def run_round(target: str, server: Server, config: Config) -> Phase:
     """Warm up, prepare and measure `target` with fresh connections."""
     async with AsyncExitStack() as stack:
         workers = [await _worker(target, server, index, stack) for index in range(config.clients)]
-        warm = await measure(workers, server, config.warmup)
-        if warm.failures:
-            return warm
-        expected = warm.calls / warm.elapsed * config.seconds / config.clients
-        await asyncio.gather(*(w.prepare(math.ceil(expected * 1.5) + 10) for w in workers))
-        return await measure(workers, server, config.seconds)
+        return await warm_and_measure(
+            workers, server.cpu_seconds, warmup=config.warmup, seconds=config.seconds
+        )
 
 
 @dataclass(slots=True)
@@ -349,8 +204,7 @@ class Figures:
 
     def percentile_ms(self, fraction: float) -> float:
         """Nearest-rank latency percentile in milliseconds."""
-        ordered = sorted(self.latencies)
-        return ordered[max(math.ceil(fraction * len(ordered)) - 1, 0)] * 1e3
+        return percentile_ms(self.latencies, fraction)
 
     def ratio(self, echo: Figures) -> float:
         """Median over the rounds of this target's throughput over the echo's in that round."""
@@ -384,17 +238,13 @@ def server_commands(state_dir: Path) -> dict[str, list[str]]:
     serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]  # a log line per turn
     serve += ["--listen", "127.0.0.1:0", "--definitions", str(DEFINITIONS), "--drain-delay", "0"]
     memory = [*serve, "--store", "memory://", "--state-dir", str(state_dir / "memory")]
-    # An HTTP listener too: the Connect target's turns go there, and the telemetry targets,
-    # compared with memory, keep the same idle listener.
+    # An HTTP listener too: the Connect target's turns go there.
     memory += ["--http-listen", "127.0.0.1:0"]
     echo = [sys.executable, "-m", "bench._echo", "--listen", "127.0.0.1:0"]
     return {
         "echo": echo,
         "echo-traced": [*echo, "--traced"],
         "memory": memory,
-        "telemetry": memory,
-        "sampled": memory,
-        "metrics": memory,
         "sqlite": [
             *serve,
             "--store",
@@ -444,13 +294,7 @@ async def run(config: Config) -> tuple[dict[str, Figures], bool]:
             for target in TARGETS:
                 if target in GUESTS:
                     continue
-                own = env
-                if target in ("echo-traced", *TELEMETRY_GOALS):
-                    own = telemetry_env(env, collector.address)
-                if target == "sampled":
-                    own = {**own, **SAMPLED}
-                if target == "metrics":
-                    own = {**own, **METRICS_ONLY}
+                own = telemetry_env(env, collector.address) if target == "echo-traced" else env
                 server = running(target, commands[target], cwd=ROOT, env=own, cpus=server_cpus)
                 guests = [guest for guest, host in GUESTS.items() if host == target]
                 order = [target, *guests] if number % 2 == 0 else [*guests, target]
@@ -501,15 +345,6 @@ def report(
         verdicts.append(
             f"{name} {ratio:.2f}x echo (goal >= {goal}x): {'met' if ratio >= goal else 'MISSED'}"
         )
-    telemetry_met = True
-    for name, goal in TELEMETRY_GOALS.items():
-        ratio = figures[name].ratio(figures["memory"])
-        data[name]["ratio_vs_off"] = ratio
-        telemetry_met = telemetry_met and ratio >= goal
-        verdicts.append(
-            f"{name} {ratio:.2f}x telemetry off (goal >= {goal}x): "
-            f"{'met' if ratio >= goal else 'MISSED'}"
-        )
     print(
         "  calls/s: median round; vs echo: median of same-round ratios; p50/p99: every call;"
         " server CPU: share of one core; CPU us/call: median round"
@@ -517,7 +352,7 @@ def report(
     floor = tracing_floor(figures)
     if floor is not None:
         data["echo-traced"]["interceptor_us_per_call"] = floor[0]
-        data["telemetry"]["bound_from_interceptor"] = floor[1]
+        data["echo-traced"]["bound_from_interceptor"] = floor[1]
         print(
             f"  tracing interceptor alone: {floor[0]:+,.0f} us CPU per call on the echo; at"
             f" that cost alone a turn runs at {floor[1]:.2f}x telemetry off"
@@ -531,7 +366,7 @@ def report(
         f"  connect: Connect JSON turns over HTTP/1.1 at {connect:.2f}x the gRPC turns of the"
         f" same server (memory), same round; server CPU per turn {_ratio(cost)} gRPC's"
     )
-    met = telemetry_met and all(data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items())
+    met = all(data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items())
     note = " (--quick: too few samples to trust)" if quick else ""
     print(f"Goals{note}: {'; '.join(verdicts)} -> {'all met' if met else 'not all met'}")
     return {

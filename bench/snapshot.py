@@ -12,7 +12,7 @@ and a `GetSession` answering anything but a whole history, count as false errors
 Each worker process drives both kinds of call on the same sessions at once, moving to the
 next session after a bounded number of calls (a server-held history grows with every turn,
 and a session read in full on every call should not). The store is PostgreSQL by default
-(a throwaway cluster on loopback, tests/postgres.py), or SQLite (one file shared by the
+(a throwaway cluster on loopback, bench/_postgres.py), or SQLite (one file shared by the
 replicas) or memory (one replica).
 """
 
@@ -40,8 +40,8 @@ from google.rpc import error_details_pb2, status_pb2
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
-from tests.postgres import Cluster, cluster
 
+from ._postgres import Cluster, cluster
 from ._servers import running
 
 ROOT: Final = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ run.
 
 Each round starts, for every store, a new `serve` process (on a CPU of its own when there
 are two or more; see bench/_servers.py) and drives `/ping` turns into server-held sessions
-from concurrent clients. PostgreSQL is a throwaway cluster on loopback (tests/postgres.py
+from concurrent clients. PostgreSQL is a throwaway cluster on loopback (bench/_postgres.py
 starts it, installing the server package when absent), one fresh database per round; it
 runs on the load generator's CPUs, so its CPU is not the service's: it is reported on its
 own, and added to the service's in the `with db` column.
@@ -39,8 +39,8 @@ import grpc
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
-from tests.postgres import Cluster, cluster
 
+from ._postgres import Cluster, cluster
 from ._servers import Server, pin, placement, running
 
 ROOT: Final = Path(__file__).resolve().parents[1]

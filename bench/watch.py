@@ -271,7 +271,7 @@ async def delay_workers(turns: int, chunks: int, pace: float) -> dict[str, Any]:
 
 
 async def delay_replicas(turns: int, chunks: int, pace: float) -> dict[str, Any]:
-    from tests.postgres import cluster
+    from ._postgres import cluster
 
     with cluster() as postgres, tempfile.TemporaryDirectory() as state, FakeModelServer() as model:
         url = postgres.create_database("watch_bench")

@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import platform
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
@@ -31,21 +29,20 @@ from typing import Any, Final
 
 import grpc
 
-from agentskit.chat.v1 import chat_pb2 as pb
-from agentskit.chat.v1 import chat_pb2_grpc
-
 from ._servers import Server, running
+from ._turns import (
+    DEFINITIONS,
+    OWN_CONNECTION,
+    ROOT,
+    ChatWorker,
+    Phase,
+    percentile_ms,
+    warm_and_measure,
+)
 
-ROOT: Final = Path(__file__).resolve().parents[1]
-DEFINITIONS: Final = Path(__file__).resolve().with_name("definitions")
-DEFINITION_ID: Final = "ping"
-TURN_TEXT: Final = "/ping"
-TURN_ANSWER: Final = "pong"
-TURNS_PER_SESSION: Final = 50
 WORKER_COUNTS: Final = (1, 2)
 CPU_GOAL: Final = 1.10
 """CPU per turn with two workers over one worker, at most (a tenth for noise)."""
-OWN_CONNECTION: Final = (("grpc.use_local_subchannel_pool", 1),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,92 +81,6 @@ def tree_cpu_seconds(pid: int) -> float | None:
     return total
 
 
-class Client:
-    """Submits `/ping` turns on its own connection, a fresh session every TURNS_PER_SESSION."""
-
-    def __init__(self, channel: grpc.aio.Channel, tag: str) -> None:
-        self.stub = chat_pb2_grpc.ChatServiceStub(channel)
-        self.tag = tag
-        self.serial = 0
-        self.turns = 0
-        self.session = ""
-        self.spare: list[str] = []
-
-    async def prepare(self, turns: int) -> None:
-        """Sessions for about `turns` turns, made outside the measurement."""
-        needed = math.ceil(turns / TURNS_PER_SESSION) + 1
-        for _ in range(needed - len(self.spare)):
-            reply = await self.stub.CreateSession(
-                pb.CreateSessionRequest(definition_id=DEFINITION_ID)
-            )
-            self.spare.append(reply.session.session_id)
-        self.session, self.turns = "", 0
-
-    async def turn(self) -> str | None:
-        """One turn read to its end; None when it completed with the route's answer."""
-        if not self.session or self.turns >= TURNS_PER_SESSION:
-            if not self.spare:
-                await self.prepare(TURNS_PER_SESSION)
-            self.session, self.turns = self.spare.pop(), 0
-        self.serial += 1
-        self.turns += 1
-        request = pb.StreamTurnRequest(
-            session_id=self.session,
-            turn_id=f"{self.tag}-{self.serial}",
-            submit=pb.SubmitOperation(content=TURN_TEXT),
-        )
-        try:
-            events = [event async for event in self.stub.StreamTurn(request)]
-        except grpc.aio.AioRpcError as exc:
-            return f"{exc.code().name} {exc.details()}"
-        last = events[-1] if events else None
-        if last is None or last.WhichOneof("event") != "completed":
-            return f"events {[e.WhichOneof('event') for e in events]}"
-        return None if last.completed.content == TURN_ANSWER else "unexpected answer"
-
-
-@dataclass(slots=True)
-class Phase:
-    """One measured phase: turns, wall seconds, latencies, failures, CPU seconds."""
-
-    turns: int
-    elapsed: float
-    latencies: list[float]
-    failures: list[str]
-    server_cpu: float | None
-    client_cpu: float
-
-
-async def measure(clients: Sequence[Client], pid: int, seconds: float) -> Phase:
-    """Every client turns until `seconds` have passed, finishing the turn it is in."""
-    latencies: list[float] = []
-    failures: list[str] = []
-    clock = time.perf_counter
-
-    async def drive(client: Client, until: float) -> None:
-        while True:
-            start = clock()
-            problem = await client.turn()
-            end = clock()
-            latencies.append(end - start)
-            if problem is not None:
-                failures.append(problem)
-            if end >= until:
-                return
-
-    server_before, client_before = tree_cpu_seconds(pid), time.process_time()
-    start = clock()
-    await asyncio.gather(*(drive(c, start + seconds) for c in clients))
-    elapsed = clock() - start
-    server_after, client_after = tree_cpu_seconds(pid), time.process_time()
-    server_cpu = (
-        None if server_before is None or server_after is None else server_after - server_before
-    )
-    return Phase(
-        len(latencies), elapsed, latencies, failures, server_cpu, client_after - client_before
-    )
-
-
 @dataclass(slots=True)
 class Figures:
     """One worker count's figures over all rounds."""
@@ -185,20 +96,19 @@ class Figures:
     client_cores: list[float] = field(default_factory=list)
 
     def add(self, phase: Phase) -> None:
-        self.turns += phase.turns
+        self.turns += phase.calls
         self.failures += len(phase.failures)
         if phase.failures and self.first_failure is None:
             self.first_failure = phase.failures[0]
-        self.per_s.append(phase.turns / phase.elapsed)
+        self.per_s.append(phase.calls / phase.elapsed)
         self.latencies.extend(phase.latencies)
         if phase.server_cpu is not None:
-            self.cpu_us.append(phase.server_cpu / max(phase.turns, 1) * 1e6)
+            self.cpu_us.append(phase.server_cpu / max(phase.calls, 1) * 1e6)
             self.server_cores.append(phase.server_cpu / phase.elapsed)
         self.client_cores.append(phase.client_cpu / phase.elapsed)
 
     def percentile_ms(self, fraction: float) -> float:
-        ordered = sorted(self.latencies)
-        return ordered[max(math.ceil(fraction * len(ordered)) - 1, 0)] * 1e3
+        return percentile_ms(self.latencies, fraction)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -229,17 +139,17 @@ def serve_command(workers: int, state_dir: Path) -> list[str]:
 async def run_round(server: Server, config: Config) -> Phase:
     """Warm up, prepare sessions and measure, with fresh connections."""
     async with AsyncExitStack() as stack:
-        clients: list[Client] = []
+        clients: list[ChatWorker] = []
         for index in range(config.clients):
             channel = grpc.aio.insecure_channel(server.address, options=OWN_CONNECTION)
             await stack.enter_async_context(channel)
-            clients.append(Client(channel, f"c{index}"))
-        warm = await measure(clients, server.pid, config.warmup)
-        if warm.failures:
-            return warm
-        expected = warm.turns / warm.elapsed * config.seconds / config.clients
-        await asyncio.gather(*(c.prepare(math.ceil(expected * 1.5) + 10) for c in clients))
-        return await measure(clients, server.pid, config.seconds)
+            clients.append(ChatWorker(channel, f"c{index}"))
+        return await warm_and_measure(
+            clients,
+            lambda: tree_cpu_seconds(server.pid),
+            warmup=config.warmup,
+            seconds=config.seconds,
+        )
 
 
 async def run(config: Config) -> dict[int, Figures]:

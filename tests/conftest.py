@@ -1,4 +1,4 @@
-"""Session-wide fixtures: the throwaway PostgreSQL cluster (see tests/postgres.py)."""
+"""Session-wide fixtures: the throwaway PostgreSQL cluster (see bench/_postgres.py)."""
 
 from __future__ import annotations
 

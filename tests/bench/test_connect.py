@@ -13,7 +13,8 @@ import pytest
 
 from bench._connect import END_STREAM, ConnectError, EnvelopeReader, envelope, server_stream, unary
 from bench._servers import running
-from bench.service import ROOT, SERVICE_PATH, ConnectWorker, server_commands
+from bench._turns import ROOT
+from bench.service import SERVICE_PATH, ConnectWorker, server_commands
 
 
 def test_an_envelope_is_flags_then_big_endian_length_then_json() -> None:

@@ -1,7 +1,7 @@
 """Debian's nginx running deploy/nginx/nginx.conf on loopback, in the foreground.
 
 `nginx_binary()` finds nginx, installing the Debian package with apt-get when it is absent
-and this process is root (as tests/postgres.py does for PostgreSQL). `render()` turns the
+and this process is root (as bench/_postgres.py does for PostgreSQL). `render()` turns the
 shipped configuration into one for a test: its own listen port, upstream addresses, files
 under a temporary directory, one worker (round robin is then strictly in turn), a JSON
 access log naming each call's upstreams, and other values for some settings (shorter

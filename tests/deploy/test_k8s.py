@@ -30,7 +30,7 @@ ASSUMED_DRAIN_DELAY = 5
 """Seconds the server keeps serving after SIGTERM before it drains (`--drain-delay`)."""
 AFTER_GRACE = 7
 """Seconds a drain may take past `--grace`: 2 s to close calls, 5 s to release leases
-(transport/_server.py)."""
+(transport/_running.py)."""
 EXPECTED = {
     ("apps/v1", "Deployment"),
     ("v1", "Service"),

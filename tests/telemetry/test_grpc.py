@@ -61,9 +61,10 @@ async def serving(
     *,
     providers: bool = True,
     seen: list[str] | None = None,
+    rpc_spans: bool = True,
 ) -> None:
     interceptors = (
-        server_interceptors(sinks.tracer_provider, sinks.meter_provider)
+        server_interceptors(sinks.tracer_provider, sinks.meter_provider, rpc_spans=rpc_spans)
         if providers
         else server_interceptors()
     )
@@ -235,3 +236,27 @@ def test_an_unsampled_call_records_no_span_but_its_duration(in_memory: InMemory)
     assert in_memory.spans.get_finished_spans() == ()  # nor the turn's, nor the model's
     (point,) = durations(in_memory)
     assert point.count == 1
+
+
+def test_without_rpc_spans_the_turn_span_continues_the_caller_and_names_the_method(
+    in_memory: InMemory,
+) -> None:
+    async def body(channel: grpc.aio.Channel) -> None:
+        call: Probe = channel.unary_stream(f"/{SERVICE}/Turn")
+        answers = [answer async for answer in call(b"", metadata=(("traceparent", TRACEPARENT),))]
+        assert answers == [b"started", b"done"]
+
+    asyncio.run(serving(in_memory, body, rpc_spans=False))
+    spans = in_memory.spans.get_finished_spans()
+    assert not [span for span in spans if span.kind == SpanKind.SERVER]
+    (turn,) = [span for span in spans if span.name == "chat.turn submit"]
+    assert turn.parent is not None
+    assert turn.parent.is_remote
+    assert f"{turn.parent.span_id:016x}" == CLIENT_SPAN_ID
+    assert turn.context is not None
+    assert f"{turn.context.trace_id:032x}" == TRACE_ID
+    attributes = dict(turn.attributes or {})
+    assert attributes["rpc.method"] == f"{SERVICE}/Turn"
+    assert attributes["rpc.system.name"] == "grpc"
+    (point,) = durations(in_memory)  # the call's duration is still recorded
+    assert dict(point.attributes or {})["rpc.method"] == f"{SERVICE}/Turn"

@@ -11,7 +11,7 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
-from agentskit_chat.telemetry import OtelObserver
+from agentskit_chat.telemetry import OtelObserver, Telemetry, turn_observer
 
 from .conftest import InMemory
 from .reports import MS, REPORTS, T0, turn
@@ -281,3 +281,26 @@ def test_observer_never_raises_and_logs_a_failure_once(
     assert "spans" in failures[0].getMessage()
     turns = points(in_memory)["agentskit.chat.turns"]
     assert sum(p.value for p in turns) == 3  # metrics still recorded
+
+
+def test_without_spans_nothing_is_called_as_a_turn_starts(in_memory: InMemory) -> None:
+    """The turn runner calls `turn_started` only on observers that have it."""
+    metrics_only = turn_observer(None, in_memory.meter_provider)
+    assert not hasattr(metrics_only, "turn_started")
+    assert not hasattr(Telemetry().observer, "turn_started")  # telemetry off
+    assert hasattr(turn_observer(in_memory.tracer_provider, None), "turn_started")
+    metrics_only.turn_finished(REPORTS["deterministic"])
+    assert "agentskit.chat.turns" in points(in_memory)
+    assert in_memory.spans.get_finished_spans() == ()
+
+
+def test_observers_over_one_meter_provider_count_each_turn_once(in_memory: InMemory) -> None:
+    """The turn count is kept per provider: a second observer adds to the same counter."""
+    second = OtelObserver(None, in_memory.meter_provider)
+    in_memory.observer.turn_finished(REPORTS["deterministic"])
+    second.turn_finished(REPORTS["deterministic"])
+    (point,) = points(in_memory)["agentskit.chat.turns"]
+    assert point.value == 2
+    assert dict(point.attributes or {})["agentskit.chat.kind"] == "deterministic"
+    (duration,) = points(in_memory)["agentskit.chat.turn.duration"]
+    assert duration.count == 2

@@ -85,12 +85,14 @@ ENVIRONMENT = """environment variables (flags win):
   AGENTSKIT_CHAT_DIGEST_KEY (hex), AGENTSKIT_CHAT_DIGEST_KEY_FILE,
   AGENTSKIT_CHAT_HTTP_LISTEN, AGENTSKIT_CHAT_CORS_ORIGINS (comma-separated),
   AGENTSKIT_CHAT_WEB_ROOT, AGENTSKIT_CHAT_MAX_WATCHERS_PER_SESSION,
-  AGENTSKIT_CHAT_MAX_WATCHERS_PER_TENANT, AGENTSKIT_CHAT_WATCH_HEARTBEAT
+  AGENTSKIT_CHAT_MAX_WATCHERS_PER_TENANT, AGENTSKIT_CHAT_WATCH_HEARTBEAT,
+  AGENTSKIT_CHAT_RPC_SPANS (on or off)
 
 telemetry: spans and metrics go over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _METRICS_ENDPOINT) is set; the other standard
   OTEL_* variables apply. Nothing is exported by default. --metrics-listen serves the
-  metrics for Prometheus to scrape, with or without OTLP.
+  metrics for Prometheus to scrape, with or without OTLP. --rpc-spans off leaves each
+  call's SERVER span to a mesh proxy; the turn span then continues the caller's trace.
 
 signals: SIGTERM/SIGINT drain and stop (SIGTERM after --drain-delay); SIGHUP reloads the
   definitions, the tokens file and the TLS certificates."""
@@ -170,6 +172,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve a Prometheus scrape endpoint at http://HOST:PORT/metrics [none]",
     )
     parser.add_argument(
+        "--rpc-spans",
+        choices=("on", "off"),
+        default=_env("RPC_SPANS", "on"),
+        help="a SERVER span per gRPC and Connect call; off when a mesh proxy (Envoy, Linkerd, "
+        "Istio) already makes one: the turn span then continues the caller's trace and "
+        "carries rpc.method [%(default)s]",
+    )
+    parser.add_argument(
         "--log-format",
         choices=("json", "console"),
         default=_env("LOG_FORMAT"),
@@ -232,7 +242,9 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         ),
         max_request_bytes=args.max_request_bytes,
         telemetry=settings_from_env(
-            console=args.telemetry_console, prometheus_listen=args.metrics_listen or None
+            console=args.telemetry_console,
+            prometheus_listen=args.metrics_listen or None,
+            rpc_spans=_rpc_spans(args.rpc_spans),
         ),
         log_json=None if args.log_format is None else args.log_format == "json",
         security=security_from(args),
@@ -243,6 +255,12 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         sqlite_synchronous=sqlite_synchronous(args),
         watch=watch_limits_from(args),
     )
+
+
+def _rpc_spans(value: str) -> bool:
+    if value not in ("on", "off"):  # An environment variable skips argparse's choices.
+        raise ValueError(f"--rpc-spans must be on or off, not {value!r}")
+    return value == "on"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,7 +15,8 @@ from ._observer import (
     TurnScope,
     TurnTracer,
 )
-from ._rates import Rate, Rated, RateLimiter, RateLimits
+from ._rate_limits import Rate, RateLimits
+from ._rates import Rated, RateLimiter
 from ._service import ChatService
 from ._session_watch import HEARTBEAT_SECONDS, Heartbeat, WatchedEvent, WatchItem, WatchSettings
 from ._tenancy import ANONYMOUS, Principal, act_as, acting_as, current_principal

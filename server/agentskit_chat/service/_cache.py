@@ -10,7 +10,7 @@ from agentskit_chat.conversation import Message, RecordEncoder
 from agentskit_chat.storage import DEFAULT_TENANT
 
 if TYPE_CHECKING:
-    from ._records import Loaded
+    from ._loaded import Loaded
 
 DEFAULT_ENTRIES: Final = 4096
 DEFAULT_BYTES: Final = 64 * 1024 * 1024

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 
 from ._errors import Reason, ServiceError
+from ._rate_limits import Rate, RateLimits
 from ._tenancy import current_principal
 
 
@@ -17,30 +17,6 @@ class Rated(StrEnum):
 
     TURNS = "turns"
     SESSIONS = "sessions"
-
-
-@dataclass(frozen=True, slots=True)
-class Rate:
-    """A sustained rate with a burst allowance."""
-
-    per_second: float
-    """Requests per second a tenant may keep up."""
-    burst: int = 10
-    """Requests a tenant may make at once after being idle."""
-
-    def __post_init__(self) -> None:
-        if not self.per_second > 0 or self.burst < 1:
-            raise ValueError("a rate must be positive with a burst of at least 1")
-
-
-@dataclass(frozen=True, slots=True)
-class RateLimits:
-    """Per-tenant limits; None leaves that kind of request unlimited."""
-
-    turns: Rate | None = None
-    """Every StreamTurn call, a repeated turn id included."""
-    sessions: Rate | None = None
-    """Every CreateSession call."""
 
 
 class _Bucket:

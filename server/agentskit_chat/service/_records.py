@@ -5,7 +5,6 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from agentskit_chat.conversation import (
@@ -21,7 +20,6 @@ from agentskit_chat.conversation import (
     decode_session_record,
 )
 from agentskit_chat.storage import (
-    DEFAULT_TENANT,
     HistoryChange,
     HistoryMode,
     SessionExistsError,
@@ -35,27 +33,10 @@ from agentskit_chat.storage import (
 from ._cache import Entry, SessionCache
 from ._catalog import Catalog
 from ._errors import Reason, ServiceError, conflict
+from ._loaded import Loaded as Loaded  # Where the other service modules find it.
 from ._tenancy import current_principal
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Loaded:
-    """A verified session record with its definition and storage metadata."""
-
-    definition: ChatDefinition
-    record: SessionRecord
-    history_mode: HistoryMode
-    incarnation: str
-    """Tells this session apart from an earlier one with the same id."""
-    tenant: str = DEFAULT_TENANT
-    """The namespace the session is stored under."""
-
-    @property
-    def cursor(self) -> int:
-        """The stored cursor this record was read at."""
-        return self.record.cursor
 
 
 def now_ms() -> int:

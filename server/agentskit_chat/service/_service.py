@@ -29,7 +29,8 @@ from ._limits import Limits
 from ._live_turns import LiveTurns
 from ._observer import TurnObserver
 from ._page_tokens import PageTokens
-from ._rates import Rated, RateLimiter, RateLimits
+from ._rate_limits import RateLimits
+from ._rates import Rated, RateLimiter
 from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
 from ._session_watch import (
     POLL_SECONDS,

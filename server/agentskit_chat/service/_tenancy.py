@@ -14,12 +14,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from agentskit_chat.storage import DEFAULT_TENANT
 
-if TYPE_CHECKING:
-    from ._rates import RateLimits
+from ._rate_limits import RateLimits
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ context) to the gRPC server. `configure_logging` sets up stdout, never blocking 
 from ._grpc import server_interceptors
 from ._http import HttpTelemetry
 from ._logging import configure_logging
-from ._observer import OtelObserver, log_fields
+from ._observer import OtelObserver, TurnRecorder, log_fields, turn_observer
 from ._once import LogOnce
 from ._settings import DEFAULT_SERVICE_NAME, TelemetrySettings, settings_from_env
 from ._setup import Telemetry, configure_telemetry
@@ -22,9 +22,11 @@ __all__ = [
     "OtelObserver",
     "Telemetry",
     "TelemetrySettings",
+    "TurnRecorder",
     "configure_logging",
     "configure_telemetry",
     "log_fields",
     "server_interceptors",
     "settings_from_env",
+    "turn_observer",
 ]

@@ -23,6 +23,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import _names as n
 from ._grpc import incoming_context, rpc_instruments
+from ._spans import rpc_call_context
 
 SERVER_ERRORS: Final = frozenset(
     {
@@ -41,19 +42,32 @@ URL_PATH: Final = "url.path"
 
 class ConnectTelemetry:
     """SERVER spans (with a tracer provider), `rpc.server.call.duration` (with a meter
-    provider) and, always, the caller's trace context for the turn log line."""
+    provider) and, always, the caller's trace context for the turn log line.
+
+    With `rpc_spans` false there is no SERVER span: the turn span continues the caller's
+    trace directly and carries the call's method (see `ServerTelemetry`).
+    """
 
     def __init__(
         self,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        *,
+        rpc_spans: bool = True,
     ) -> None:
-        self._tracer, self._duration = rpc_instruments(tracer_provider, meter_provider)
+        self._tracer, self._duration = rpc_instruments(
+            tracer_provider if rpc_spans else None, meter_provider
+        )
+        self._name_calls = tracer_provider is not None and not rpc_spans
+        self._recording = self._tracer is not None or self._duration is not None
 
-    async def on_start(self, ctx: RequestContext[Any, Any]) -> _Call:
-        """Continue the caller's trace and start the call's span."""
+    async def on_start(self, ctx: RequestContext[Any, Any]) -> _Call | None:
+        """Continue the caller's trace and start the call's span; None when the call is
+        not recorded at all (only its trace context continued)."""
         headers = ctx.request_headers
         incoming = incoming_context(headers.items())
+        if not (self._recording or self._name_calls):
+            return None if incoming is None else _Call(0, "", "", None, context.attach(incoming))
         method = ctx.method
         name = f"{method.service_name}/{method.name}"
         system = _system(headers.get("content-type", ""))
@@ -73,16 +87,22 @@ class ConnectTelemetry:
                 )
                 _set_peer(span, ctx.client_address)
             incoming = trace.set_span_in_context(span, incoming)
+        elif self._name_calls:
+            incoming = rpc_call_context(system, name, incoming)
         token = None if incoming is None else context.attach(incoming)
         return _Call(time.perf_counter_ns(), name, system, span, token)
 
     async def on_end(
-        self, call: _Call, ctx: RequestContext[Any, Any], error: Exception | None, /
+        self, call: _Call | None, ctx: RequestContext[Any, Any], error: Exception | None, /
     ) -> None:
         """End the span with the call's code and record its duration."""
-        code = _code(error)
+        if call is None:
+            return
         if call.token is not None:
             context.detach(call.token)
+        if not self._recording:
+            return
+        code = _code(error)
         span = call.span
         if span is not None:
             if span.is_recording():

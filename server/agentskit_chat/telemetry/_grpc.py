@@ -30,6 +30,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from agentskit_chat import __version__
 
 from . import _names as n
+from ._spans import rpc_call_context
 
 UNTRACED_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.")
 """Service-name prefixes whose calls get no span and no metric: health probes, reflection."""
@@ -128,14 +129,24 @@ class ServerTelemetry(grpc.aio.ServerInterceptor):
     carries the caller's trace id without any span being recorded. That works because
     grpc.aio runs the interceptors and then the handler in one task: a context attached
     here is current in the handler and ends with the call's task.
+
+    With `rpc_spans` false (a mesh proxy makes the call's span), a call gets no SERVER
+    span: the caller's trace context is continued directly and the call's method named in
+    it, so the turn span becomes the caller's span's child and carries `rpc.method`.
     """
 
     def __init__(
         self,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        *,
+        rpc_spans: bool = True,
     ) -> None:
-        self._tracer, self._duration = rpc_instruments(tracer_provider, meter_provider)
+        self._tracer, self._duration = rpc_instruments(
+            tracer_provider if rpc_spans else None, meter_provider
+        )
+        self._name_calls = tracer_provider is not None and not rpc_spans
+        """Whether calls are named in the context for the turn span (no SERVER span)."""
         self._wrapped: dict[str, tuple[Handler, Handler]] = {}
 
     async def intercept_service(
@@ -148,7 +159,7 @@ class ServerTelemetry(grpc.aio.ServerInterceptor):
         method: str = handler_call_details.method
         if handler is None or method.startswith(_UNTRACED_METHODS):
             return handler
-        if self._tracer is None and self._duration is None:
+        if self._tracer is None and self._duration is None and not self._name_calls:
             incoming = incoming_context(handler_call_details.invocation_metadata)
             if incoming is not None:
                 context.attach(incoming)  # Detached with the call's task and its context.
@@ -156,7 +167,7 @@ class ServerTelemetry(grpc.aio.ServerInterceptor):
         known = self._wrapped.get(method)
         if known is not None and known[0] is handler:
             return known[1]
-        wrapped = _Method(method, self._tracer, self._duration).wrap(handler)
+        wrapped = _Method(method, self._tracer, self._duration, self._name_calls).wrap(handler)
         self._wrapped[method] = (handler, wrapped)
         return wrapped
 
@@ -169,11 +180,13 @@ class _Method:
         path: str,
         tracer: trace.Tracer | None,
         duration: metrics.Histogram | None,
+        name_calls: bool = False,
     ) -> None:
         name = path.lstrip("/")
         self._name = name
         self._tracer = tracer
         self._duration = duration
+        self._name_calls = name_calls
         self._span_attributes = {n.RPC_SYSTEM_NAME: "grpc", n.RPC_METHOD: name}
         self._metric_attributes: dict[grpc.StatusCode, dict[str, str]] = {}
 
@@ -251,6 +264,8 @@ class _Method:
                 span.set_attributes(self._span_attributes)
                 _set_peer(span, servicer_context.peer())
             incoming = trace.set_span_in_context(span, incoming)
+        elif self._name_calls:
+            incoming = rpc_call_context("grpc", self._name, incoming)
         token = None if incoming is None else context.attach(incoming)
         return _Call(started, span, token)
 
@@ -330,6 +345,8 @@ def _set_peer(span: trace.Span, peer: str) -> None:
 def server_interceptors(
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
+    *,
+    rpc_spans: bool = True,
 ) -> list[grpc.aio.ServerInterceptor]:
     """Interceptors for `grpc.aio.server(interceptors=...)`: see ServerTelemetry."""
-    return [ServerTelemetry(tracer_provider, meter_provider)]
+    return [ServerTelemetry(tracer_provider, meter_provider, rpc_spans=rpc_spans)]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from weakref import WeakKeyDictionary
+
 from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.util.types import AttributeValue
 
 from agentskit_chat import __version__
@@ -11,14 +15,22 @@ from agentskit_chat.service import ModelCallReport, TurnReport
 from . import _names as n
 
 Attributes = dict[str, AttributeValue]
+TurnKey = tuple[str | None, str | None, str, str | None]
+"""A turn's metric attributes as one hashable value: kind, definition, outcome, code."""
 
 
 class TurnMetrics:
-    """The instruments, created once per meter provider."""
+    """The instruments, created once per meter provider.
+
+    The turn count is an observable counter over counts kept here, read when metrics are
+    collected: a turn adds one to a dict entry instead of paying for an SDK measurement
+    (attribute validation and hashing, an exemplar check, the aggregation's lock). Each
+    attribute set is built once and shared by the turn's histograms.
+    """
 
     def __init__(self, provider: metrics.MeterProvider) -> None:
         meter = provider.get_meter(n.SCOPE, __version__)
-        self.turns = meter.create_counter(n.TURNS, unit="{turn}", description="Turns by outcome.")
+        self._counts = _turn_counts(provider, meter)
         self.duration = meter.create_histogram(
             n.TURN_DURATION,
             unit="s",
@@ -46,8 +58,12 @@ class TurnMetrics:
 
     def record(self, report: TurnReport) -> None:
         """Count the turn and record its timings and its model call."""
-        attributes = turn_metric_attributes(report)
-        self.turns.add(1, attributes)
+        key = (report.kind, report.definition_id, report.outcome, report.error_code)
+        count = self._counts.get(key)
+        if count is None:
+            count = self._counts[key] = _Count(turn_metric_attributes(report))
+        count.turns += 1
+        attributes = count.attributes
         self.duration.record(_seconds(report.ended_ns - report.started_ns), attributes)
         if report.first_chunk_ns is not None:
             ttfc = _seconds(report.first_chunk_ns - report.started_ns)
@@ -65,6 +81,38 @@ class TurnMetrics:
         for token_type, count in (("input", call.input_tokens), ("output", call.output_tokens)):
             if count is not None:
                 self.tokens.record(count, {**attributes, n.GEN_AI_TOKEN_TYPE: token_type})
+
+
+_COUNTS: WeakKeyDictionary[metrics.MeterProvider, dict[TurnKey, _Count]] = WeakKeyDictionary()
+"""The turn counts of each meter provider, shared by every TurnMetrics over it, since a
+provider keeps the first observable counter of a name and ignores later ones."""
+
+
+def _turn_counts(provider: metrics.MeterProvider, meter: metrics.Meter) -> dict[TurnKey, _Count]:
+    """`provider`'s turn counts, with the `agentskit.chat.turns` counter that reports them."""
+    counts = _COUNTS.get(provider)
+    if counts is None:
+        counts = _COUNTS[provider] = {}
+        observed = counts  # The callback must not hold the provider alive.
+
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            """Every attribute set's turns so far (cumulative), at a collection."""
+            return [Observation(count.turns, count.attributes) for count in list(observed.values())]
+
+        meter.create_observable_counter(
+            n.TURNS, callbacks=[observe], unit="{turn}", description="Turns by outcome."
+        )
+    return counts
+
+
+class _Count:
+    """One attribute set's turns."""
+
+    __slots__ = ("attributes", "turns")
+
+    def __init__(self, attributes: Attributes) -> None:
+        self.attributes = attributes
+        self.turns = 0
 
 
 def turn_metric_attributes(report: TurnReport) -> Attributes:

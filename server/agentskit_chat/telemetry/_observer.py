@@ -21,12 +21,49 @@ TURN_LOGGER = "agentskit_chat.turns"
 TURN_EVENT = "turn"
 
 
-class OtelObserver:
+class TurnRecorder:
+    """Metrics for every turn (when given a meter provider) and one `turn` log event; no
+    spans, and nothing called as a turn starts (it has no `turn_started`), so a turn pays
+    only for what is on. It never raises: a part that fails is logged once and skipped.
+    """
+
+    def __init__(self, meter_provider: metrics.MeterProvider | None = None) -> None:
+        self._metrics = None if meter_provider is None else TurnMetrics(meter_provider)
+        self._log: Any = structlog.get_logger(TURN_LOGGER)
+        self._stdlib = logging.getLogger(TURN_LOGGER)
+        self._failed: set[str] = set()
+
+    def turn_finished(self, report: TurnReport) -> None:
+        """Record the turn; returns quickly (exports happen on other threads)."""
+        self._finish(report, None)
+
+    def _finish(self, report: TurnReport, span: trace.SpanContext | None) -> None:
+        if self._metrics is not None:
+            try:
+                self._metrics.record(report)
+            except Exception:
+                self._failure("metrics")
+        level = logging.WARNING if report.outcome in ("failed", "error") else logging.INFO
+        if not self._stdlib.isEnabledFor(level):
+            return  # Building the line costs more than the spans' attributes.
+        try:
+            self._log.log(level, TURN_EVENT, **log_fields(report, span))
+        except Exception:
+            self._failure("log line")
+
+    def _failure(self, part: str) -> None:
+        if part not in self._failed:
+            self._failed.add(part)
+            log.exception("recording the turn's %s failed; further failures are not logged", part)
+
+
+class OtelObserver(TurnRecorder):
     """Spans and metrics for every turn (when given providers), and one `turn` log event.
 
     Called in the turn's own task inside the gRPC server span's context, so the turn span
     is that span's child; `turn_started` keeps the turn span current while the turn runs
-    (see LiveTurn). It never raises: a part that fails is logged once and skipped.
+    (see LiveTurn). A turn whose trace the sampler dropped gets no turn span: only its
+    metrics and log line are recorded.
     """
 
     def __init__(
@@ -34,13 +71,10 @@ class OtelObserver:
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
+        super().__init__(meter_provider)
         self._tracer = (
             None if tracer_provider is None else tracer_provider.get_tracer(n.SCOPE, __version__)
         )
-        self._metrics = None if meter_provider is None else TurnMetrics(meter_provider)
-        self._log: Any = structlog.get_logger(TURN_LOGGER)
-        self._stdlib = logging.getLogger(TURN_LOGGER)
-        self._failed: set[str] = set()
 
     def turn_started(self, request: TurnRequest) -> TurnScope:
         """Open the turn span and make it current; nothing to do when spans are off, or when
@@ -65,23 +99,18 @@ class OtelObserver:
                     span = trace_turn(self._tracer, report)
             except Exception:
                 self._failure("spans")
-        if self._metrics is not None:
-            try:
-                self._metrics.record(report)
-            except Exception:
-                self._failure("metrics")
-        level = logging.WARNING if report.outcome in ("failed", "error") else logging.INFO
-        if not self._stdlib.isEnabledFor(level):
-            return  # Building the line costs more than the spans' attributes.
-        try:
-            self._log.log(level, TURN_EVENT, **log_fields(report, span))
-        except Exception:
-            self._failure("log line")
+        self._finish(report, span)
 
-    def _failure(self, part: str) -> None:
-        if part not in self._failed:
-            self._failed.add(part)
-            log.exception("recording the turn's %s failed; further failures are not logged", part)
+
+def turn_observer(
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+) -> TurnRecorder:
+    """The observer for these providers: without spans, one that the turn runner never
+    calls as a turn starts."""
+    if tracer_provider is None:
+        return TurnRecorder(meter_provider)
+    return OtelObserver(tracer_provider, meter_provider)
 
 
 def _unsampled() -> bool:

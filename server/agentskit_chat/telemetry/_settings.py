@@ -28,6 +28,9 @@ class TelemetrySettings:
     """`OTEL_SDK_DISABLED=true`: no spans and no metrics whatever else is set."""
     prometheus_listen: str | None = None
     """`HOST:PORT` of a Prometheus scrape endpoint over the metrics; None serves none."""
+    rpc_spans: bool = True
+    """A SERVER span per RPC (`serve --rpc-spans`); off leaves it to a mesh proxy, and the
+    turn span continues the caller's trace directly."""
 
     @property
     def traces(self) -> bool:
@@ -54,6 +57,7 @@ def settings_from_env(
     *,
     console: bool = False,
     prometheus_listen: str | None = None,
+    rpc_spans: bool = True,
 ) -> TelemetrySettings:
     """Settings from `OTEL_*` variables (the process environment by default).
 
@@ -79,6 +83,7 @@ def settings_from_env(
         console_metrics=console or "console" in metrics,
         disabled=disabled,
         prometheus_listen=prometheus_listen,
+        rpc_spans=rpc_spans,
     )
 
 

@@ -28,7 +28,7 @@ from agentskit_chat import __version__
 from ._connect import ConnectTelemetry
 from ._grpc import server_interceptors
 from ._http import HttpTelemetry
-from ._observer import OtelObserver
+from ._observer import TurnRecorder, turn_observer
 from ._once import LogOnce, otel_loggers
 from ._prometheus import PrometheusEndpoint
 from ._settings import TelemetrySettings
@@ -60,12 +60,16 @@ class Telemetry:
         exporters: Sequence[_Stoppable] = (),
         log_filter: LogOnce | None = None,
         prometheus: PrometheusEndpoint | None = None,
+        rpc_spans: bool = True,
     ) -> None:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self.prometheus = prometheus
         """The scrape endpoint, when `--metrics-listen` asked for one."""
-        self.observer = OtelObserver(tracer_provider, meter_provider)
+        self.rpc_spans = rpc_spans
+        """Whether each RPC gets a SERVER span (off: a mesh proxy makes it; the turn span
+        continues the caller's trace directly and carries the RPC method)."""
+        self.observer: TurnRecorder = turn_observer(tracer_provider, meter_provider)
         self._exporters = tuple(exporters)
         self._log_filter = log_filter
         self._lock = threading.Lock()
@@ -98,11 +102,13 @@ class Telemetry:
     def server_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         """The gRPC interceptor: SERVER spans and `rpc.server.call.duration` when those are
         on, and always the caller's trace context, which the turn log line carries."""
-        return server_interceptors(self.tracer_provider, self.meter_provider)
+        return server_interceptors(
+            self.tracer_provider, self.meter_provider, rpc_spans=self.rpc_spans
+        )
 
     def connect_interceptor(self) -> ConnectTelemetry:
         """The same for the HTTP listener's Connect and gRPC-Web calls."""
-        return ConnectTelemetry(self.tracer_provider, self.meter_provider)
+        return ConnectTelemetry(self.tracer_provider, self.meter_provider, rpc_spans=self.rpc_spans)
 
     def http_telemetry(self) -> HttpTelemetry:
         """The same for the HTTP listener's framework fronts (AG-UI, AI SDK, OpenAI)."""
@@ -162,7 +168,7 @@ def configure_telemetry(
     of the caller's own (they too are off when the SDK is disabled).
     """
     if settings.disabled or not (settings.enabled or span_exporters or metric_readers):
-        return Telemetry()
+        return Telemetry(rpc_spans=settings.rpc_spans)
     resource = Resource.create({SERVICE_NAME: settings.service_name, SERVICE_VERSION: __version__})
     spans = [*_span_exporters(settings), *span_exporters]
     metric_exporters = _metric_exporters(settings)
@@ -185,8 +191,9 @@ def configure_telemetry(
     log_filter = LogOnce()
     log_filter.attach(otel_loggers())
     log.info(
-        "telemetry: spans to %s; metrics to %s",
+        "telemetry: spans to %s%s; metrics to %s",
         _sinks(settings.traces_endpoint, settings.console_traces, span_exporters),
+        "" if settings.rpc_spans else " (no RPC SERVER spans)",
         _sinks(settings.metrics_endpoint, settings.console_metrics, metric_readers, prometheus),
     )
     return Telemetry(
@@ -195,6 +202,7 @@ def configure_telemetry(
         exporters=exporters,
         log_filter=log_filter,
         prometheus=prometheus,
+        rpc_spans=settings.rpc_spans,
     )
 
 

@@ -31,6 +31,26 @@ CALLER_MISTAKES: Final = frozenset(
 """Codes of turns refused or lost for the caller's reasons (a bad request, a busy session,
 a lost compare-and-set): they are not server errors, so they leave the span status unset."""
 _LIVE_TURN: Final = context.create_key("agentskit_chat.live_turn")
+RPC_CALL: Final = context.create_key("agentskit_chat.rpc_call")
+"""Context value `(rpc.system.name, rpc.method)` that a transport sets, in place of its
+SERVER span, when RPC spans are left to a mesh proxy: the turn span then carries both."""
+
+
+def rpc_call_context(
+    system: str, method: str, parent: context.Context | None = None
+) -> context.Context:
+    """`parent` (the current context when None) naming the RPC call for the turn span."""
+    return context.set_value(RPC_CALL, (system, method), parent)
+
+
+def _rpc_attributes() -> dict[str, AttributeValue] | None:
+    """The RPC attributes for a turn span with no SERVER span above it, if a transport
+    named its call."""
+    call = context.get_value(RPC_CALL)
+    if not isinstance(call, tuple):
+        return None
+    system, method = call
+    return {n.RPC_SYSTEM_NAME: system, n.RPC_METHOD: method}
 
 
 def is_error(report: TurnReport) -> bool:
@@ -95,7 +115,9 @@ class LiveTurn:
     def __init__(self, tracer: trace.Tracer, request: TurnRequest) -> None:
         self.tracer = tracer
         self.span = tracer.start_span(
-            f"{n.TURN_SPAN} {request.operation_name}", kind=SpanKind.INTERNAL
+            f"{n.TURN_SPAN} {request.operation_name}",
+            kind=SpanKind.INTERNAL,
+            attributes=_rpc_attributes(),
         )
         self.model_span: trace.Span | None = None
         self._model_token: Token[context.Context] | None = None
@@ -159,6 +181,7 @@ def trace_turn(tracer: trace.Tracer, report: TurnReport) -> trace.SpanContext:
     span = tracer.start_span(
         f"{n.TURN_SPAN} {report.operation}",
         kind=SpanKind.INTERNAL,
+        attributes=_rpc_attributes(),
         start_time=report.started_ns,
     )
     try:

@@ -4,8 +4,10 @@ a draining stop) and, in `web`, the HTTP listener for browsers (Connect and gRPC
 from ._auth import Authenticator, TokenFileError, load_tokens, token_digest
 from ._guard import Guard
 from ._lifetime import ConnectionLifetime
-from ._server import SERVICE_NAME, ConnectionLimits, RunningServer, start_server
+from ._running import RunningServer, start_server
+from ._server import SERVICE_NAME
 from ._servicer import ChatServicer
+from ._settings import ConnectionLimits
 from ._status import DETAILS_KEY, DOMAIN
 from ._tls import ServerTls, TlsFileError, TlsFiles
 

@@ -18,7 +18,7 @@ from typing import Final
 
 from hypercorn.config import Config
 
-from agentskit_chat.transport._server import ConnectionLimits
+from agentskit_chat.transport._settings import ConnectionLimits
 from agentskit_chat.transport._tls import TlsFiles
 
 from ._asgi import App
