@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.fixtures.serving import EXAMPLES, Server, base_env, command
-from tests.readme import ROOT
+from tests.docs.pages import ROOT
 
 DIST_TIMEOUT = 900
 

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.readme import ROOT, Kind, marked
+from tests.docs.pages import ROOT, Kind, marked
 
 PAGE = ROOT / "docs" / "install.md"
 STEP_TIMEOUT = 600.0

@@ -15,7 +15,7 @@ import pytest
 from agentskit_chat_client import ChatClient, TurnCompleted
 from tests import postgres
 from tests.cli.fixtures.serving import Server, base_env
-from tests.readme import ROOT
+from tests.docs.pages import ROOT
 
 pytestmark = pytest.mark.skipif(
     postgres.skipped(), reason=f"{postgres.SKIP_ENV} is set: no PostgreSQL here"

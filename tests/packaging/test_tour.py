@@ -13,7 +13,7 @@ from pathlib import Path
 from agentskit_chat_client import ChatClient, TextDelta, TurnCompleted, TurnDecision
 from tests.cli.fixtures.serving import Server
 from tests.postgres import free_port
-from tests.readme import ROOT
+from tests.docs.pages import ROOT
 
 
 def _refused(port: int) -> bool:
