@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncGenerator, Iterable, Sequence
@@ -563,6 +564,7 @@ class ChatClient:
                     if event is not None:
                         yield event
                     if _convert.is_terminal(response):
+                        await _ended(call)
                         return
                 return
             except grpc.aio.AioRpcError as rpc_error:
@@ -754,3 +756,15 @@ class ChatClient:
             failed=failed,
             events=tuple(events),
         )
+
+
+END_SECONDS = 1.0
+"""How long a stream whose terminal event arrived is given to end by itself."""
+
+
+async def _ended(call: grpc.aio.UnaryStreamCall[Any, chat_pb2.StreamTurnResponse]) -> None:
+    """Let the server end a call whose terminal event arrived (it ends it at once), so the
+    call ends OK on both sides rather than cancelled by the client; cancelled past
+    `END_SECONDS`."""
+    with contextlib.suppress(TimeoutError, grpc.aio.AioRpcError):
+        await asyncio.wait_for(call.code(), END_SECONDS)
