@@ -7,7 +7,10 @@ from ._port import (
     ModelChunk,
     ModelError,
     ModelRequest,
+    NO_SAMPLING,
     ResponseChunk,
+    Sampling,
+    SamplingCaps,
     TextChunk,
     UsageChunk,
     call_info,
@@ -17,6 +20,7 @@ from .offline import OFFLINE_REPLY, OfflineAdapter
 from .openai import OpenAIAdapter
 
 __all__ = [
+    "NO_SAMPLING",
     "OFFLINE_REPLY",
     "AdapterRegistry",
     "CallInfo",
@@ -29,6 +33,8 @@ __all__ = [
     "OfflineAdapter",
     "OpenAIAdapter",
     "ResponseChunk",
+    "Sampling",
+    "SamplingCaps",
     "TextChunk",
     "UnknownAdapterError",
     "UsageChunk",
