@@ -34,6 +34,22 @@ ALLOWED_HEADERS: Final = ", ".join(
         "Traceparent",
         "Tracestate",
         "Baggage",
+        # OpenAI-compatible chat completions (`/v1/`): its SDKs' headers and the front's own.
+        "Idempotency-Key",
+        "OpenAI-Organization",
+        "OpenAI-Project",
+        "X-AgentsKit-Conversation",
+        "X-AgentsKit-Session",
+        "X-OpenWebUI-Chat-Id",
+        "X-Conversation-Id",
+        "X-Stainless-Arch",
+        "X-Stainless-Lang",
+        "X-Stainless-OS",
+        "X-Stainless-Package-Version",
+        "X-Stainless-Retry-Count",
+        "X-Stainless-Runtime",
+        "X-Stainless-Runtime-Version",
+        "X-Stainless-Timeout",
     )
 )
 """What Connect and gRPC-Web clients send, plus the bearer token and W3C trace context."""
@@ -45,6 +61,16 @@ EXPOSED_HEADERS: Final = ", ".join(
         "Grpc-Encoding",
         "Connect-Content-Encoding",
         "Content-Encoding",
+        # The decision of an OpenAI-compatible chat completion, and its refusals' delay.
+        "Retry-After",
+        "X-AgentsKit-Kind",
+        "X-AgentsKit-Route",
+        "X-AgentsKit-From-State",
+        "X-AgentsKit-To-State",
+        "X-AgentsKit-Replayed",
+        "X-AgentsKit-Turn-Id",
+        "X-AgentsKit-Session-Id",
+        "X-AgentsKit-History",
     )
 )
 """Trailers-in-headers of gRPC-Web errors and the encodings clients must see to decode."""
