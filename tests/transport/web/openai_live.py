@@ -53,8 +53,11 @@ def definitions(into: Path, model: FakeModelServer) -> Path:
     return into
 
 
-def start(launch: Launcher, model: FakeModelServer, tmp_path: Path, *args: str) -> OpenAILive:
-    """`serve --http-listen` over the example definitions, requiring TOKEN or OTHER_TOKEN."""
+def start(
+    launch: Launcher, model: FakeModelServer, tmp_path: Path, *args: str, reuse: bool = False
+) -> OpenAILive:
+    """`serve --http-listen` over the example definitions, requiring TOKEN or OTHER_TOKEN;
+    `reuse` serves the state (and definitions) of an earlier start in `tmp_path`."""
     tokens = tmp_path / "tokens.yaml"
     tokens.write_text(
         "tokens:\n"
@@ -65,7 +68,7 @@ def start(launch: Launcher, model: FakeModelServer, tmp_path: Path, *args: str) 
     server = launch(
         state,
         "--definitions",
-        str(definitions(tmp_path / "definitions", model)),
+        str(tmp_path / "definitions" if reuse else definitions(tmp_path / "definitions", model)),
         "--auth-tokens",
         str(tokens),
         "--http-listen",

@@ -4,16 +4,20 @@ raw response, a client-held conversation, refusals in OpenAI's shape."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
 
 from agentskit_chat.fakemodel import FakeModelServer, Reply
+from agentskit_chat_client import ChatClient
 from tests.cli.conftest import Launcher
 from tests.cli.conftest import launch as launch
-from tests.transport.web.openai_live import TOKEN, OpenAILive, start
+from tests.transport.web.openai_live import OTHER_TOKEN, TOKEN, OpenAILive, start
 
 JOKE = Reply(chunks=("Why did ", "the stream ", "cross the road?"), usage=(7, 3))
 
@@ -73,3 +77,134 @@ def test_an_agentic_turn_streams_the_model_answer(
     body = model.requests[0].body
     assert body["temperature"] == 0.5
     assert body["max_tokens"] == 4096
+
+
+def test_models_are_the_definitions_the_token_may_use(live: OpenAILive) -> None:
+    with openai.OpenAI(base_url=live.base_url, api_key=TOKEN, max_retries=0) as sdk:
+        assert sorted(m.id for m in sdk.models.list()) == ["orders", "support"]
+        assert sdk.models.retrieve("orders").owned_by == "agentskit-chat"
+    with openai.OpenAI(base_url=live.base_url, api_key=OTHER_TOKEN, max_retries=0) as sdk:
+        assert [m.id for m in sdk.models.list()] == ["support"]
+        with pytest.raises(openai.NotFoundError) as refused:
+            sdk.models.retrieve("orders")
+        assert refused.value.code == "model_not_found"
+
+
+def test_a_stateless_completion_leaves_nothing_in_the_store(
+    client: openai.OpenAI, model: FakeModelServer, live: OpenAILive
+) -> None:
+    model.enqueue(JOKE)
+    answers = [
+        client.chat.completions.with_raw_response.create(
+            model="support", messages=[{"role": "user", "content": text}], stream=stream
+        )
+        for text, stream in (("/start", False), ("Tell me a joke", True), ("/start", True))
+    ]
+    assert [a.headers["x-agentskit-history"] for a in answers] == ["stateless"] * 3
+    assert "x-agentskit-session-id" not in answers[0].headers
+    first = answers[0].parse()
+    assert first.choices[0].message.content == "What is your name?"
+    assert "".join(c.choices[0].delta.content or "" for c in answers[1].parse()) == JOKE.text
+    for table in ("sessions", "messages", "turn_events", "turn_signals"):
+        assert live.rows(table) == 0, table
+
+
+def _conversation(client: openai.OpenAI, messages: list[Any], **headers: str) -> Any:
+    return client.chat.completions.with_raw_response.create(
+        model="support", messages=messages, extra_headers=headers
+    )
+
+
+def test_a_client_held_conversation_keeps_its_state_and_replays_a_retry(
+    client: openai.OpenAI, model: FakeModelServer, live: OpenAILive
+) -> None:
+    chat = {"X-AgentsKit-Conversation": "chat-1"}
+    start = [{"role": "user", "content": "/start"}]
+    first = _conversation(client, start, **chat)
+    assert first.headers["x-agentskit-history"] == "client"
+    assert first.headers["x-agentskit-session-id"] == "chat-1"
+    history = [
+        *start,
+        {"role": "assistant", "content": first.parse().choices[0].message.content},
+        {"role": "user", "content": "/name Ada"},
+    ]
+    keyed = {**chat, "Idempotency-Key": "turn-name-ada"}
+    named = _conversation(client, history, **keyed)
+    assert named.parse().choices[0].message.content == "Welcome, Ada."
+    decision = named.http_response.json()["agentskit"]
+    assert (decision["from"], decision["to"], decision["turn_id"]) == (
+        "collecting",
+        "complete",
+        "turn-name-ada",
+    )
+    again = _conversation(client, history, **keyed)  # the SDK's retry of the same request
+    assert again.parse().choices[0].message.content == "Welcome, Ada."
+    assert again.http_response.json()["agentskit"]["turn_id"] == "turn-name-ada"
+    regenerated = _conversation(client, history, **chat)  # the same history, a new turn
+    assert regenerated.parse().choices[0].message.content == "Welcome, Ada."
+    assert regenerated.headers["x-agentskit-replayed"] == "true"
+    assert regenerated.headers["x-agentskit-to-state"] == "complete"
+    assert model.requests == []
+
+
+def test_a_retry_after_the_event_log_is_gone_still_gets_the_whole_answer(
+    launch: Launcher, model: FakeModelServer, tmp_path: Path
+) -> None:
+    live = start(launch, model, tmp_path)
+    chat = {"X-AgentsKit-Conversation": "chat-2", "Idempotency-Key": "turn-start"}
+    messages = [{"role": "user", "content": "/start"}]
+    with openai.OpenAI(base_url=live.base_url, api_key=TOKEN, max_retries=0) as sdk:
+        assert _conversation(sdk, messages, **chat).parse().choices[0].message.content
+    live.server.send(signal.SIGTERM)
+    assert live.server.wait() == 0
+    restarted = start(launch, model, tmp_path, reuse=True)  # a new process: no event log
+    with openai.OpenAI(base_url=restarted.base_url, api_key=TOKEN, max_retries=0) as sdk:
+        again = _conversation(sdk, messages, **chat)
+    assert again.parse().choices[0].message.content == "What is your name?"
+    assert again.headers["x-agentskit-replayed"] == "true"
+    assert again.headers["x-agentskit-turn-id"] == "turn-start"
+
+
+def test_a_request_that_does_not_continue_the_conversation_leaves_it_alone(
+    client: openai.OpenAI, model: FakeModelServer
+) -> None:
+    chat = {"X-OpenWebUI-Chat-Id": "chat-3"}
+    start = [{"role": "user", "content": "/start"}]
+    assert _conversation(client, start, **chat).headers["x-agentskit-to-state"] == "collecting"
+    model.enqueue(Reply(chunks=("A title",)))
+    title = _conversation(client, [{"role": "user", "content": "Title this chat"}], **chat)
+    assert title.headers["x-agentskit-history"] == "stateless"
+    assert title.parse().choices[0].message.content == "A title"
+    history = [*start, {"role": "assistant", "content": "What is your name?"}]
+    named = _conversation(client, [*history, {"role": "user", "content": "/name Bo"}], **chat)
+    assert named.headers["x-agentskit-history"] == "client"
+    assert named.parse().choices[0].message.content == "Welcome, Bo."
+
+
+def test_a_session_header_submits_the_last_user_message(
+    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
+) -> None:
+    session = asyncio.run(_create(live))
+    model.enqueue(JOKE)
+    answer = _conversation(
+        client,
+        [{"role": "user", "content": "/start"}, {"role": "user", "content": "Tell me a joke"}],
+        **{"X-AgentsKit-Session": session},
+    )
+    assert answer.headers["x-agentskit-history"] == "server"
+    assert answer.parse().choices[0].message.content == JOKE.text
+    assert asyncio.run(_messages(live, session)) == [
+        ("user", "Tell me a joke"),
+        ("assistant", JOKE.text),
+    ]
+
+
+async def _create(live: OpenAILive) -> str:
+    async with ChatClient(live.server.target, token=TOKEN, timeout=30) as chat:
+        return (await chat.create_session("support")).session_id
+
+
+async def _messages(live: OpenAILive, session_id: str) -> list[tuple[str, str]]:
+    async with ChatClient(live.server.target, token=TOKEN, timeout=30) as chat:
+        history = await chat.get_session(session_id)
+    return [(m.role, m.content) for m in history.messages]

@@ -197,7 +197,7 @@ def error_object(error: FrontError) -> dict[str, Any]:
         "message": error.message,
         "type": ERROR_TYPES.get(error.status, "server_error"),
         "param": error.field,
-        "code": _CODES.get(error.code, error.code),
+        "code": _CODES.get(code := error.code.removeprefix("error_reason_"), code),
     }
 
 
