@@ -15,7 +15,7 @@ from tests.cli.fixtures.serving import EXAMPLES, REPO, Server
 
 TOKEN = "openai-front-token-0123456789abcdef"
 OTHER_TOKEN = "openai-front-other-tenant-token-0123"
-"""A token of another tenant, which may use `support` only."""
+"""A token of another tenant, which may use `support` only, for two turns a minute."""
 HTTP_LISTENING = re.compile(r"agentskit-chat http listening on 127\.0\.0\.1:(\d+) ")
 
 
@@ -62,7 +62,8 @@ def start(
     tokens.write_text(
         "tokens:\n"
         f"  - {{sha256: {token_digest(TOKEN)}, tenant: main}}\n"
-        f"  - {{sha256: {token_digest(OTHER_TOKEN)}, tenant: other, definitions: [support]}}\n"
+        f"  - {{sha256: {token_digest(OTHER_TOKEN)}, tenant: other, definitions: [support], "
+        "rates: {turns: 0.03, turns_burst: 2}}\n"
     )
     state = tmp_path / "state"
     server = launch(

@@ -1,0 +1,190 @@
+"""Refusals of the OpenAI front in OpenAI's error shape, through a live `serve` and the
+official Python SDK: a bad token, an unknown model, what is not supported, a busy session,
+the rate limit, draining; a cancelled stream; and no content in any log or span."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from agentskit_chat.fakemodel import FakeModelServer, Reply
+from agentskit_chat_client import ChatClient
+from tests.cli.conftest import Launcher
+from tests.cli.conftest import launch as launch
+from tests.transport.web.openai_live import OTHER_TOKEN, TOKEN, OpenAILive, start
+
+CANARY = "cnry-5e1f-openai-front"
+PAUSED = Reply(chunks=("first ", "second ", "third"), pause_after=1)
+USER = [{"role": "user", "content": "Tell me a joke"}]
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def live(launch: Launcher, model: FakeModelServer, tmp_path: Path) -> OpenAILive:
+    return start(launch, model, tmp_path, "--telemetry-console")
+
+
+@pytest.fixture
+def client(live: OpenAILive) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=live.base_url, api_key=TOKEN, max_retries=0, timeout=30) as sdk:
+        yield sdk
+
+
+def _error(refused: pytest.ExceptionInfo[openai.APIStatusError]) -> dict[str, Any]:
+    body = refused.value.response.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    return dict(body["error"])
+
+
+def test_a_bad_token_is_refused_with_401(live: OpenAILive, model: FakeModelServer) -> None:
+    with openai.OpenAI(base_url=live.base_url, api_key="not-a-token", max_retries=0) as sdk:
+        with pytest.raises(openai.AuthenticationError) as refused:
+            sdk.chat.completions.create(model="support", messages=USER)
+        assert _error(refused)["code"] == "invalid_api_key"
+        with pytest.raises(openai.AuthenticationError):
+            sdk.models.list()
+        with pytest.raises(openai.AuthenticationError):  # an unknown path tells nothing either
+            sdk.get("/nowhere", cast_to=object)
+    assert model.requests == []
+
+
+def test_an_unknown_model_is_404(client: openai.OpenAI, live: OpenAILive) -> None:
+    with pytest.raises(openai.NotFoundError) as refused:
+        client.chat.completions.create(model="nonexistent", messages=USER)
+    error = _error(refused)
+    assert (error["code"], error["type"]) == ("model_not_found", "invalid_request_error")
+    with openai.OpenAI(base_url=live.base_url, api_key=OTHER_TOKEN, max_retries=0) as other:
+        with pytest.raises(openai.NotFoundError):  # another tenant's token may not use it
+            other.chat.completions.create(model="orders", messages=USER)
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ({"n": 2}, "n"),
+        ({"logprobs": True}, "logprobs"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"temperature": 3}, "temperature"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": CANARY},
+                            {"type": "image_url", "image_url": {"url": "https://x.example/a.png"}},
+                        ],
+                    }
+                ]
+            },
+            "messages[0].content[1]",
+        ),
+        ({"messages": [{"role": "tool", "content": CANARY, "tool_call_id": "t"}]}, "messages[0].role"),
+        ({"messages": [{"role": "assistant", "content": CANARY}]}, "messages[0].role"),
+    ],
+)
+def test_what_is_not_supported_is_a_clear_400(
+    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer, extra: dict[str, Any], param: str
+) -> None:
+    request: dict[str, Any] = {"model": "support", "messages": [{"role": "user", "content": CANARY}]}
+    request.update(extra)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(**request)
+    error = _error(refused)
+    assert (error["param"], error["type"]) == (param, "invalid_request_error")
+    assert CANARY not in refused.value.response.text
+    assert model.requests == []
+    assert live.rows("sessions") == 0
+
+
+def test_a_busy_session_is_409_and_a_cancelled_stream_commits_nothing(
+    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
+) -> None:
+    session = asyncio.run(_create(live))
+    on_session = {"X-AgentsKit-Session": session}
+    model.enqueue(PAUSED)
+    stream = client.chat.completions.create(
+        model="support", messages=USER, stream=True, extra_headers=on_session
+    )
+    chunks = iter(stream)
+    assert next(chunks).choices[0].delta.role == "assistant"
+    assert next(chunks).choices[0].delta.content == "first "
+    with pytest.raises(openai.ConflictError) as refused:
+        client.chat.completions.create(model="support", messages=USER, extra_headers=on_session)
+    assert _error(refused)["code"] == "session_busy"
+    stream.close()
+    assert model.wait_disconnect(timeout=30), "the model call went on after the client left"
+    model.resume()
+    assert asyncio.run(_turns(live, session)) == []
+    assert asyncio.run(_messages(live, session)) == []
+
+
+def test_past_the_rate_limit_is_429_with_retry_after(live: OpenAILive) -> None:
+    with openai.OpenAI(base_url=live.base_url, api_key=OTHER_TOKEN, max_retries=0) as sdk:
+        for _ in range(2):
+            sdk.chat.completions.create(model="support", messages=[{"role": "user", "content": "/start"}])
+        with pytest.raises(openai.RateLimitError) as refused:
+            sdk.chat.completions.create(model="support", messages=[{"role": "user", "content": "/start"}])
+    assert int(refused.value.response.headers["retry-after"]) >= 1
+    assert _error(refused)["type"] == "rate_limit_error"
+
+
+def test_a_draining_server_is_503(launch: Launcher, model: FakeModelServer, tmp_path: Path) -> None:
+    live = start(launch, model, tmp_path, "--drain-delay", "120")
+    live.server.send(signal.SIGTERM)
+    live.server.wait_output("draining")
+    response = httpx.post(
+        f"{live.base_url}/chat/completions",
+        json={"model": "support", "messages": USER},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=30,
+    )
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["error"]["type"] == "server_error"
+
+
+def test_no_content_reaches_logs_or_spans(
+    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
+) -> None:
+    model.enqueue(Reply(chunks=(CANARY,)))
+    said = [{"role": "system", "content": CANARY}, {"role": "user", "content": CANARY}]
+    answer = client.chat.completions.create(
+        model="support", messages=said, extra_headers={"X-AgentsKit-Conversation": "canary"}
+    )
+    assert answer.choices[0].message.content == CANARY
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="support", messages=said, n=3)
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model=CANARY, messages=said)
+    live.server.wait_output("/v1/chat/completions")  # the request spans were written
+    assert CANARY not in live.server.stdout + live.server.stderr
+
+
+async def _create(live: OpenAILive) -> str:
+    async with ChatClient(live.server.target, token=TOKEN, timeout=30) as chat:
+        return (await chat.create_session("support")).session_id
+
+
+async def _turns(live: OpenAILive, session_id: str) -> list[Any]:
+    async with ChatClient(live.server.target, token=TOKEN, timeout=30) as chat:
+        return list((await chat.list_turns(session_id)).turns)
+
+
+async def _messages(live: OpenAILive, session_id: str) -> list[Any]:
+    async with ChatClient(live.server.target, token=TOKEN, timeout=30) as chat:
+        return list((await chat.get_session(session_id)).messages)
