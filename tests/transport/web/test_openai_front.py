@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -208,3 +211,56 @@ async def _messages(live: OpenAILive, session_id: str) -> list[tuple[str, str]]:
     async with ChatClient(live.server.target, token=TOKEN, timeout=30) as chat:
         history = await chat.get_session(session_id)
     return [(m.role, m.content) for m in history.messages]
+
+
+def test_a_keyed_agentic_retry_is_answered_from_the_turn_not_the_model(
+    client: openai.OpenAI, model: FakeModelServer
+) -> None:
+    model.enqueue(JOKE)
+    keyed = {"X-AgentsKit-Conversation": "chat-4", "Idempotency-Key": "joke-1"}
+    messages = [{"role": "user", "content": "Tell me a joke"}]
+    first = _conversation(client, messages, **keyed)
+    again = client.chat.completions.create(
+        model="support", messages=messages, stream=True, extra_headers=keyed
+    )
+    assert first.parse().choices[0].message.content == JOKE.text
+    assert "".join(c.choices[0].delta.content or "" for c in again if c.choices) == JOKE.text
+    assert len(model.requests) == 1
+
+
+def test_the_sdk_retries_a_busy_conversation_and_gets_the_whole_answer(
+    live: OpenAILive, model: FakeModelServer
+) -> None:
+    statuses: list[int] = []
+    hooks = {"response": [lambda response: statuses.append(response.status_code)]}
+    chat = {"X-AgentsKit-Conversation": "chat-5"}
+    model.enqueue(Reply(chunks=("one ", "two"), pause_after=1))
+    with (
+        httpx.Client(event_hooks=hooks, timeout=60) as http,
+        openai.OpenAI(base_url=live.base_url, api_key=TOKEN, max_retries=8, http_client=http) as sdk,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        running = sdk.chat.completions.create(
+            model="support",
+            messages=[{"role": "user", "content": "Tell me a joke"}],
+            stream=True,
+            extra_headers=chat,
+        )
+        pieces = iter(running)
+        next(pieces)  # the turn holds the conversation now
+        keyed = {**chat, "Idempotency-Key": "start-while-busy"}
+        history = [
+            {"role": "user", "content": "Tell me a joke"},
+            {"role": "assistant", "content": "(not yet answered)"},
+            {"role": "user", "content": "/start"},
+        ]
+        retried = pool.submit(_conversation, sdk, history, **keyed)
+        deadline = time.monotonic() + 30
+        while 409 not in statuses and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert 409 in statuses
+        model.resume()
+        assert "".join(c.choices[0].delta.content or "" for c in pieces if c.choices) == "one two"
+        answer = retried.result(timeout=60)
+    assert answer.parse().choices[0].message.content == "What is your name?"
+    assert int(answer.http_request.headers["x-stainless-retry-count"]) >= 1

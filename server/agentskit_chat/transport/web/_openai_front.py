@@ -26,7 +26,7 @@ from contextlib import aclosing
 from typing import Any, Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
-from agentskit_chat.service import ServiceError
+from agentskit_chat.service import Reason, ServiceError
 
 from ._asgi import Headers, Receive, Scope, Send, respond
 from ._fronts import (
@@ -60,6 +60,9 @@ CLIENT_GONE: Final = 499
 """The status telemetry records for a request whose client went away."""
 JSON: Final = "application/json"
 OWNER: Final = "agentskit-chat"
+BRIEFLY_BUSY: Final = frozenset({Reason.SESSION_BUSY, Reason.TURN_IN_PROGRESS})
+"""Refusals answered with `Retry-After: 1`: a turn usually ends within seconds, and the
+OpenAI SDKs retry a 409 after the delay it gives (the lease's expiry is the worst case)."""
 
 
 class OpenAIFront:
@@ -208,7 +211,10 @@ def _front_error(exc: BaseException) -> FrontError:
     if isinstance(exc, FrontError):
         return exc
     if isinstance(exc, ServiceError):
-        return FrontError.of(exc)
+        error = FrontError.of(exc)
+        if exc.reason in BRIEFLY_BUSY:  # Not the lease's expiry: the SDKs wait that long.
+            error.retry_after_seconds = 1
+        return error
     log.error("the openai front failed: %s", type(exc).__name__)
     return internal()
 
