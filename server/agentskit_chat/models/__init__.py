@@ -1,13 +1,13 @@
 """Model adapters behind one port: `offline` (the embedded default) and `openai`."""
 
 from ._port import (
+    NO_SAMPLING,
     CallInfo,
     FinishChunk,
     ModelAdapter,
     ModelChunk,
     ModelError,
     ModelRequest,
-    NO_SAMPLING,
     ResponseChunk,
     Sampling,
     SamplingCaps,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from agentskit_chat.conversation import Message
@@ -39,7 +39,7 @@ class Limits:
     """Seconds a turn may run, model stream included."""
     lease_ttl: float = 75.0
     """Seconds a turn's lease lasts; longer than `turn_timeout` so a live turn keeps it."""
-    sampling_caps: SamplingCaps = SamplingCaps()
+    sampling_caps: SamplingCaps = field(default_factory=SamplingCaps)
     """Bounds on the sampling settings a caller may ask of a model."""
 
     def __post_init__(self) -> None:

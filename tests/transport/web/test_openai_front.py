@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from agentskit_chat.fakemodel import FakeModelServer, Reply
 from agentskit_chat_client import ChatClient
 from tests.cli.conftest import Launcher
 from tests.cli.conftest import launch as launch
+from tests.cli.fixtures.serving import run_cli
 from tests.transport.web.openai_live import OTHER_TOKEN, TOKEN, OpenAILive, start
 
 JOKE = Reply(chunks=("Why did ", "the stream ", "cross the road?"), usage=(7, 3))
@@ -105,9 +106,12 @@ def test_a_stateless_completion_leaves_nothing_in_the_store(
     ]
     assert [a.headers["x-agentskit-history"] for a in answers] == ["stateless"] * 3
     assert "x-agentskit-session-id" not in answers[0].headers
-    first = answers[0].parse()
+    first: Any = answers[0].parse()
     assert first.choices[0].message.content == "What is your name?"
-    assert "".join(c.choices[0].delta.content or "" for c in answers[1].parse()) == JOKE.text
+    streamed: Any = answers[1].parse()
+    assert "".join(c.choices[0].delta.content or "" for c in streamed) == JOKE.text
+    started: Any = answers[2].parse()
+    assert "".join(c.choices[0].delta.content or "" for c in started) == "What is your name?"
     for table in ("sessions", "messages", "turn_events", "turn_signals"):
         assert live.rows(table) == 0, table
 
@@ -218,9 +222,9 @@ def test_a_keyed_agentic_retry_is_answered_from_the_turn_not_the_model(
 ) -> None:
     model.enqueue(JOKE)
     keyed = {"X-AgentsKit-Conversation": "chat-4", "Idempotency-Key": "joke-1"}
-    messages = [{"role": "user", "content": "Tell me a joke"}]
+    messages: Any = [{"role": "user", "content": "Tell me a joke"}]
     first = _conversation(client, messages, **keyed)
-    again = client.chat.completions.create(
+    again: Any = client.chat.completions.create(
         model="support", messages=messages, stream=True, extra_headers=keyed
     )
     assert first.parse().choices[0].message.content == JOKE.text
@@ -237,7 +241,9 @@ def test_the_sdk_retries_a_busy_conversation_and_gets_the_whole_answer(
     model.enqueue(Reply(chunks=("one ", "two"), pause_after=1))
     with (
         httpx.Client(event_hooks=hooks, timeout=60) as http,
-        openai.OpenAI(base_url=live.base_url, api_key=TOKEN, max_retries=8, http_client=http) as sdk,
+        openai.OpenAI(
+            base_url=live.base_url, api_key=TOKEN, max_retries=8, http_client=http
+        ) as sdk,
         ThreadPoolExecutor(1) as pool,
     ):
         running = sdk.chat.completions.create(
@@ -264,3 +270,28 @@ def test_the_sdk_retries_a_busy_conversation_and_gets_the_whole_answer(
         answer = retried.result(timeout=60)
     assert answer.parse().choices[0].message.content == "What is your name?"
     assert int(answer.http_request.headers["x-stainless-retry-count"]) >= 1
+
+
+def test_the_sampling_caps_come_from_serve_flags(
+    launch: Launcher, model: FakeModelServer, tmp_path: Path
+) -> None:
+    live = start(
+        launch, model, tmp_path, "--sampling-max-tokens", "50", "--sampling-max-temperature", "0.5"
+    )
+    model.enqueue(JOKE)
+    with openai.OpenAI(base_url=live.base_url, api_key=TOKEN, max_retries=0) as sdk:
+        sdk.chat.completions.create(
+            model="support",
+            messages=[{"role": "user", "content": "Tell me a joke"}],
+            temperature=1.5,
+            max_completion_tokens=10_000,
+            seed=3,
+        )
+        sdk.chat.completions.create(  # ignored by a deterministic turn
+            model="support", messages=[{"role": "user", "content": "/start"}], temperature=1.5
+        )
+    (sent,) = model.requests
+    assert (sent.body["temperature"], sent.body["max_tokens"], sent.body["seed"]) == (0.5, 50, 3)
+    refused = run_cli("serve", "--state-dir", str(tmp_path / "x"), "--sampling-max-tokens", "0")
+    assert refused.returncode == 2
+    assert "sampling caps" in refused.stderr

@@ -22,7 +22,8 @@ from tests.transport.web.openai_live import OTHER_TOKEN, TOKEN, OpenAILive, star
 
 CANARY = "cnry-5e1f-openai-front"
 PAUSED = Reply(chunks=("first ", "second ", "third"), pause_after=1)
-USER = [{"role": "user", "content": "Tell me a joke"}]
+START: Any = [{"role": "user", "content": "/start"}]
+USER: Any = [{"role": "user", "content": "Tell me a joke"}]
 
 
 @pytest.fixture
@@ -66,9 +67,9 @@ def test_an_unknown_model_is_404(client: openai.OpenAI, live: OpenAILive) -> Non
         client.chat.completions.create(model="nonexistent", messages=USER)
     error = _error(refused)
     assert (error["code"], error["type"]) == ("model_not_found", "invalid_request_error")
-    with openai.OpenAI(base_url=live.base_url, api_key=OTHER_TOKEN, max_retries=0) as other:
-        with pytest.raises(openai.NotFoundError):  # another tenant's token may not use it
-            other.chat.completions.create(model="orders", messages=USER)
+    other = openai.OpenAI(base_url=live.base_url, api_key=OTHER_TOKEN, max_retries=0)
+    with other, pytest.raises(openai.NotFoundError):  # another tenant's token may not use it
+        other.chat.completions.create(model="orders", messages=USER)
 
 
 @pytest.mark.parametrize(
@@ -93,14 +94,24 @@ def test_an_unknown_model_is_404(client: openai.OpenAI, live: OpenAILive) -> Non
             },
             "messages[0].content[1]",
         ),
-        ({"messages": [{"role": "tool", "content": CANARY, "tool_call_id": "t"}]}, "messages[0].role"),
+        (
+            {"messages": [{"role": "tool", "content": CANARY, "tool_call_id": "t"}]},
+            "messages[0].role",
+        ),
         ({"messages": [{"role": "assistant", "content": CANARY}]}, "messages[0].role"),
     ],
 )
 def test_what_is_not_supported_is_a_clear_400(
-    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer, extra: dict[str, Any], param: str
+    client: openai.OpenAI,
+    live: OpenAILive,
+    model: FakeModelServer,
+    extra: dict[str, Any],
+    param: str,
 ) -> None:
-    request: dict[str, Any] = {"model": "support", "messages": [{"role": "user", "content": CANARY}]}
+    request: dict[str, Any] = {
+        "model": "support",
+        "messages": [{"role": "user", "content": CANARY}],
+    }
     request.update(extra)
     with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(**request)
@@ -117,7 +128,7 @@ def test_a_busy_session_is_409_and_a_cancelled_stream_commits_nothing(
     session = asyncio.run(_create(live))
     on_session = {"X-AgentsKit-Session": session}
     model.enqueue(PAUSED)
-    stream = client.chat.completions.create(
+    stream: Any = client.chat.completions.create(
         model="support", messages=USER, stream=True, extra_headers=on_session
     )
     chunks = iter(stream)
@@ -136,9 +147,9 @@ def test_a_busy_session_is_409_and_a_cancelled_stream_commits_nothing(
 def test_past_the_rate_limit_is_429_with_retry_after(live: OpenAILive) -> None:
     with openai.OpenAI(base_url=live.base_url, api_key=OTHER_TOKEN, max_retries=0) as sdk:
         for _ in range(2):
-            sdk.chat.completions.create(model="support", messages=[{"role": "user", "content": "/start"}])
+            sdk.chat.completions.create(model="support", messages=START)
         with pytest.raises(openai.RateLimitError) as refused:
-            sdk.chat.completions.create(model="support", messages=[{"role": "user", "content": "/start"}])
+            sdk.chat.completions.create(model="support", messages=START)
     assert int(refused.value.response.headers["retry-after"]) >= 1
     assert _error(refused)["type"] == "rate_limit_error"
 
@@ -162,7 +173,7 @@ def test_no_content_reaches_logs_or_spans(
     client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
 ) -> None:
     model.enqueue(Reply(chunks=(CANARY,)))
-    said = [{"role": "system", "content": CANARY}, {"role": "user", "content": CANARY}]
+    said: Any = [{"role": "system", "content": CANARY}, {"role": "user", "content": CANARY}]
     answer = client.chat.completions.create(
         model="support", messages=said, extra_headers={"X-AgentsKit-Conversation": "canary"}
     )

@@ -37,7 +37,11 @@ from ._openai_wire import ChatRequest
 from ._streams import current_flow
 
 SESSION_HEADER: Final = "x-agentskit-session"
-CONVERSATION_HEADERS: Final = ("x-agentskit-conversation", "x-openwebui-chat-id", "x-conversation-id")
+CONVERSATION_HEADERS: Final = (
+    "x-agentskit-conversation",
+    "x-openwebui-chat-id",
+    "x-conversation-id",
+)
 IDEMPOTENCY_HEADER: Final = "idempotency-key"
 STATELESS_PREFIX: Final = "openai-"
 DELETE_ATTEMPTS: Final = 20
@@ -138,7 +142,9 @@ class Completion:
             found = await self.rpcs.get_session(pb.GetSessionRequest(session_id=session_id))
         except ServiceError as error:
             if error.reason == Reason.INVALID_ARGUMENT:
-                raise bad_request("x-agentskit-conversation", "the conversation id is malformed") from None
+                raise bad_request(
+                    "x-agentskit-conversation", "the conversation id is malformed"
+                ) from None
             if error.reason != Reason.SESSION_NOT_FOUND:
                 raise
             try:
@@ -157,11 +163,16 @@ class Completion:
         session = found.session
         if session.history_mode != pb.HISTORY_MODE_CLIENT:
             raise FrontError(
-                409, "history_mismatch", "the conversation names a server-held session", "x-agentskit-conversation"
+                409,
+                "history_mismatch",
+                "the conversation names a server-held session",
+                "x-agentskit-conversation",
             )
         if session.definition_id != request.model:
             return False
-        turns = await self.rpcs.list_turns(pb.ListTurnsRequest(session_id=session_id, page_size=100))
+        turns = await self.rpcs.list_turns(
+            pb.ListTurnsRequest(session_id=session_id, page_size=100)
+        )
         retained = [t.user_message_id for t in turns.turns if t.user_message_id]
         return continues(retained, message_ids(self.rpcs.service, request.messages))
 
@@ -169,7 +180,9 @@ class Completion:
         session_id = STATELESS_PREFIX + secrets.token_hex(16)
         await self.rpcs.create_session(
             pb.CreateSessionRequest(
-                definition_id=request.model, session_id=session_id, history_mode=pb.HISTORY_MODE_CLIENT
+                definition_id=request.model,
+                session_id=session_id,
+                history_mode=pb.HISTORY_MODE_CLIENT,
             )
         )
         try:
@@ -262,7 +275,9 @@ class Completion:
                 yield item
 
 
-def _decision(decision: pb.TurnDecision, turn_id: str, session_id: str | None, history: str) -> Decision:
+def _decision(
+    decision: pb.TurnDecision, turn_id: str, session_id: str | None, history: str
+) -> Decision:
     return Decision(
         KINDS.get(decision.kind, "agentic"),
         decision.route_id or None,
@@ -284,4 +299,3 @@ def _usage(completed: pb.TurnCompleted) -> tuple[int, int] | None:
 def _failed(failed: pb.TurnFailed) -> FrontError:
     status = FAILED_STATUS.get(failed.code, 502 if failed.retryable else 500)
     return FrontError(status, failed.code, failed.message)
-

@@ -40,9 +40,7 @@ def message_ids(namer: Namer, messages: Sequence[tuple[str, str]]) -> tuple[str,
     )
 
 
-def pb_messages(
-    messages: Sequence[tuple[str, str]], ids: Sequence[str]
-) -> list[pb.Message]:
+def pb_messages(messages: Sequence[tuple[str, str]], ids: Sequence[str]) -> list[pb.Message]:
     """The messages of a DispatchOperation."""
     return [
         pb.Message(id=ident, role=ROLES[role], content=text)

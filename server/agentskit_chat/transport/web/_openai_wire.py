@@ -83,7 +83,9 @@ def parse_request(body: Mapping[str, Any]) -> ChatRequest:
     include_usage = bool(options and options.get("include_usage") is True)
     if options and not stream:
         raise bad_request("stream_options", "stream_options needs stream: true")
-    return ChatRequest(model, _messages(body.get("messages")), stream, include_usage, _sampling(body))
+    return ChatRequest(
+        model, _messages(body.get("messages")), stream, include_usage, _sampling(body)
+    )
 
 
 def _boolean(body: Mapping[str, Any], name: str) -> bool:
@@ -104,10 +106,16 @@ def _messages(value: object) -> tuple[tuple[str, str], ...]:
         if not isinstance(message, dict):
             raise bad_request(at, f"{at} must be an object")
         role = message.get("role")
-        if role in ("tool", "function") or message.get("tool_calls") or message.get("function_call"):
+        if (
+            role in ("tool", "function")
+            or message.get("tool_calls")
+            or message.get("function_call")
+        ):
             raise bad_request(f"{at}.role", "tools are not supported")
         if role not in ROLES:
-            raise bad_request(f"{at}.role", f"{at}.role must be system, developer, user or assistant")
+            raise bad_request(
+                f"{at}.role", f"{at}.role must be system, developer, user or assistant"
+            )
         found.append((ROLES[role], _text(message.get("content"), f"{at}.content")))
     if found[-1][0] != "user":
         raise bad_request(f"messages[{len(found) - 1}].role", "the last message must be the user's")
@@ -176,7 +184,9 @@ def _integer(value: object, name: str, low: int | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
-        raise bad_request(name, f"{name} must be an integer" + ("" if low is None else f" >= {low}"))
+        raise bad_request(
+            name, f"{name} must be an integer" + ("" if low is None else f" >= {low}")
+        )
     return value
 
 
