@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,24 @@ def test_a_busy_session_is_409_and_a_cancelled_stream_commits_nothing(
     model.resume()
     assert asyncio.run(_turns(live, session)) == []
     assert asyncio.run(_messages(live, session)) == []
+
+
+def test_a_cancelled_stateless_stream_leaves_nothing_in_the_store(
+    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
+) -> None:
+    model.enqueue(PAUSED)
+    stream: Any = client.chat.completions.create(model="support", messages=USER, stream=True)
+    chunks = iter(stream)
+    next(chunks)
+    assert next(chunks).choices[0].delta.content == "first "
+    stream.close()
+    assert model.wait_disconnect(timeout=30)
+    model.resume()
+    deadline = time.monotonic() + 30
+    while live.rows("sessions") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for table in ("sessions", "messages", "turn_events", "turn_signals"):
+        assert live.rows(table) == 0, table
 
 
 def test_past_the_rate_limit_is_429_with_retry_after(live: OpenAILive) -> None:

@@ -131,7 +131,7 @@ class Completion:
                 async for item in items:
                     yield item
             return
-        async with aclosing(self._stateless(request)) as items:
+        async with aclosing(self._stateless(request, turn_id)) as items:
             async for item in items:
                 yield item
 
@@ -176,7 +176,7 @@ class Completion:
         retained = [t.user_message_id for t in turns.turns if t.user_message_id]
         return continues(retained, message_ids(self.rpcs.service, request.messages))
 
-    async def _stateless(self, request: ChatRequest) -> AsyncGenerator[Item, None]:
+    async def _stateless(self, request: ChatRequest, turn_id: str) -> AsyncGenerator[Item, None]:
         session_id = STATELESS_PREFIX + secrets.token_hex(16)
         await self.rpcs.create_session(
             pb.CreateSessionRequest(
@@ -188,9 +188,7 @@ class Completion:
         try:
             ids = tuple(f"m{i}" for i in range(len(request.messages)))
             dispatch = pb.DispatchOperation(messages=pb_messages(request.messages, ids))
-            turn = pb.StreamTurnRequest(
-                session_id=session_id, turn_id=secrets.token_hex(16), dispatch=dispatch
-            )
+            turn = pb.StreamTurnRequest(session_id=session_id, turn_id=turn_id, dispatch=dispatch)
             async with aclosing(self._turn(request, turn, "stateless")) as items:
                 async for item in items:
                     yield item

@@ -28,7 +28,7 @@ from typing import Any, Final
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.service import Reason, ServiceError
 
-from ._asgi import Headers, Receive, Scope, Send, respond
+from ._asgi import Headers, Message, Receive, Scope, Send, respond
 from ._fronts import (
     SSE_HEADERS,
     ClientGoneError,
@@ -77,6 +77,13 @@ class OpenAIFront:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request under `/v1/`."""
         call = FrontCall(self.context, scope, receive)
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         path = call.path
         if path == COMPLETIONS:
             route, method = COMPLETIONS, "POST"
@@ -95,15 +102,16 @@ class OpenAIFront:
             if call.method != method:
                 raise FrontError(405, "method_not_allowed", f"use {method}")
             if route == COMPLETIONS:
-                status = await self._chat(call, send)
+                status = await self._chat(call, tracked)
             elif route == MODELS:
-                status = await self._models(send)
+                status = await self._models(tracked)
             else:
-                status = await self._model(path[len(MODELS) + 1 :], send)
+                status = await self._model(path[len(MODELS) + 1 :], tracked)
         except ClientGoneError:
             status = CLIENT_GONE
         except Exception as exc:
-            status = await _refuse(send, _front_error(exc))
+            error = _front_error(exc)
+            status = error.status if started else await _refuse(send, error)
         finally:
             end(status)
 
