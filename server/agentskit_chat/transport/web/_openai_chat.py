@@ -111,11 +111,11 @@ class Completion:
     ) -> AsyncGenerator[Item, None]:
         """The completion's items; FrontError for a refusal or a failed turn.
         `header(name)` reads a request header."""
-        await self.rpcs.get_definition(pb.GetDefinitionRequest(definition_id=request.model))
         key = header(IDEMPOTENCY_HEADER)
         turn_id = key or secrets.token_hex(16)
         session = header(SESSION_HEADER)
-        if session is not None:
+        if session is not None:  # The session's own definition answers: the model must exist.
+            await self.rpcs.get_definition(pb.GetDefinitionRequest(definition_id=request.model))
             submit = pb.SubmitOperation(content=request.messages[-1][1])
             turn = pb.StreamTurnRequest(session_id=session, turn_id=turn_id, submit=submit)
             async with aclosing(self._turn(request, turn, "server")) as items:
@@ -123,8 +123,8 @@ class Completion:
                     yield item
             return
         conversation = next((v for n in CONVERSATION_HEADERS if (v := header(n)) is not None), None)
-        if conversation is not None and await self._continues(request, conversation):
-            named = message_ids(self.rpcs.service, request.messages)
+        named = () if conversation is None else message_ids(self.rpcs.service, request.messages)
+        if conversation is not None and await self._continues(request, conversation, named):
             dispatch = pb.DispatchOperation(messages=pb_messages(request.messages, named))
             turn = pb.StreamTurnRequest(session_id=conversation, turn_id=turn_id, dispatch=dispatch)
             async with aclosing(self._turn(request, turn, "client")) as items:
@@ -135,7 +135,9 @@ class Completion:
             async for item in items:
                 yield item
 
-    async def _continues(self, request: ChatRequest, session_id: str) -> bool:
+    async def _continues(
+        self, request: ChatRequest, session_id: str, named: tuple[str, ...]
+    ) -> bool:
         """Whether the request continues the client-held session `session_id` (made now
         when it does not exist); False for a request that must leave it alone."""
         try:
@@ -158,7 +160,7 @@ class Completion:
             except ServiceError as again:
                 if again.reason != Reason.SESSION_EXISTS:
                     raise
-                return await self._continues(request, session_id)
+                return await self._continues(request, session_id, named)
             return True
         session = found.session
         if session.history_mode != pb.HISTORY_MODE_CLIENT:
@@ -174,7 +176,7 @@ class Completion:
             pb.ListTurnsRequest(session_id=session_id, page_size=100)
         )
         retained = [t.user_message_id for t in turns.turns if t.user_message_id]
-        return continues(retained, message_ids(self.rpcs.service, request.messages))
+        return continues(retained, named)
 
     async def _stateless(self, request: ChatRequest, turn_id: str) -> AsyncGenerator[Item, None]:
         session_id = STATELESS_PREFIX + secrets.token_hex(16)
