@@ -123,6 +123,25 @@ def test_what_is_not_supported_is_a_clear_400(
     assert live.rows("sessions") == 0
 
 
+@pytest.mark.parametrize(
+    ("header", "param"),
+    [
+        ("Idempotency-Key", "Idempotency-Key"),
+        ("X-AgentsKit-Session", "X-AgentsKit-Session"),
+        ("X-AgentsKit-Conversation", "x-agentskit-conversation"),
+    ],
+)
+def test_a_malformed_id_header_is_a_400_naming_it(
+    client: openai.OpenAI, live: OpenAILive, header: str, param: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="support", messages=START, extra_headers={header: "not an id!"}
+        )
+    assert _error(refused)["param"] == param
+    assert live.rows("sessions") == 0
+
+
 def test_a_busy_session_is_409_and_a_cancelled_stream_commits_nothing(
     client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
 ) -> None:

@@ -60,6 +60,8 @@ CLIENT_GONE: Final = 499
 """The status telemetry records for a request whose client went away."""
 JSON: Final = "application/json"
 OWNER: Final = "agentskit-chat"
+HEADER_FIELDS: Final = {"turn_id": "Idempotency-Key", "session_id": "X-AgentsKit-Session"}
+"""Service fields that only the request's headers set here, named as the caller sent them."""
 BRIEFLY_BUSY: Final = frozenset({Reason.SESSION_BUSY, Reason.TURN_IN_PROGRESS})
 """Refusals answered with `Retry-After: 1`: a turn usually ends within seconds, and the
 OpenAI SDKs retry a 409 after the delay it gives (the lease's expiry is the worst case)."""
@@ -220,6 +222,7 @@ def _front_error(exc: BaseException) -> FrontError:
         return exc
     if isinstance(exc, ServiceError):
         error = FrontError.of(exc)
+        error.field = HEADER_FIELDS.get(error.field or "", error.field)
         if exc.reason in BRIEFLY_BUSY:  # Not the lease's expiry: the SDKs wait that long.
             error.retry_after_seconds = 1
         return error
