@@ -45,6 +45,8 @@ CONVERSATION_HEADERS: Final = (
 IDEMPOTENCY_HEADER: Final = "idempotency-key"
 STATELESS_PREFIX: Final = "openai-"
 DELETE_ATTEMPTS: Final = 20
+RETAINED_TURNS: Final = 100
+"""A page of ListTurns at its largest: more than a session retains."""
 KINDS: Final = {
     pb.TURN_KIND_DETERMINISTIC: "deterministic",
     pb.TURN_KIND_AGENTIC: "agentic",
@@ -172,11 +174,14 @@ class Completion:
             )
         if session.definition_id != request.model:
             return False
-        turns = await self.rpcs.list_turns(
-            pb.ListTurnsRequest(session_id=session_id, page_size=100)
-        )
-        retained = [t.user_message_id for t in turns.turns if t.user_message_id]
-        return continues(retained, named)
+        for size in (1, RETAINED_TURNS):  # The newest turn's message is usually still there.
+            page = pb.ListTurnsRequest(session_id=session_id, page_size=size)
+            turns = (await self.rpcs.list_turns(page)).turns
+            if not turns or continues([t.user_message_id for t in turns], named):
+                return True
+            if len(turns) < size:
+                return False
+        return False
 
     async def _stateless(self, request: ChatRequest, turn_id: str) -> AsyncGenerator[Item, None]:
         session_id = STATELESS_PREFIX + secrets.token_hex(16)

@@ -54,5 +54,5 @@ def continues(retained: Iterable[str], ids: Sequence[str]) -> bool:
     of them is still in the history (a new message, a retry, an edit of a later message).
     A history keeping none of them (a title or follow-up generation request, a new chat
     reusing the id) would discard every decision: it is not this conversation's."""
-    known = set(retained)
+    known = {ident for ident in retained if ident}
     return not known or not known.isdisjoint(ids)
