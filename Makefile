@@ -16,7 +16,7 @@ SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
 .PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
-	postgresql-server chromium nginx web web-build
+	postgresql-server chromium nginx web web-build react react-build react-screenshot docs
 
 install: $(STAMP)
 
@@ -32,8 +32,8 @@ $(STAMP): pyproject.toml client/python/pyproject.toml
 	@echo "done: $(VENV) is ready"
 
 lint: $(STAMP)
-	$(BIN)/ruff check server client/python tests bench
-	$(BIN)/ruff format --check server client/python tests bench
+	$(BIN)/ruff check server client/python tests bench tools/docs
+	$(BIN)/ruff format --check server client/python tests bench tools/docs
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -49,7 +49,14 @@ tools:
 unit: $(STAMP) contract-tools tools deploy-tools postgresql-server nginx $(NEEDS_CHROMIUM)
 	$(BIN)/pytest
 
-test: lint lint-proto breaking-proto check-generated typecheck conversation-tests unit
+test: lint lint-proto breaking-proto check-generated typecheck docs conversation-tests unit
+
+# The documentation site (mkdocs.yml, docs/) into build/site, in strict mode: a broken link or
+# anchor, or a page missing from the navigation, fails. The command line, environment,
+# contract and client references are generated from the code while it builds
+# (tools/docs). Open build/site/index.html, or serve it with `.venv/bin/mkdocs serve`.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 # The example definitions' conversation tests (examples/definitions/*.test.yaml), in-process.
 conversation-tests: $(STAMP)
@@ -65,6 +72,8 @@ bench: $(STAMP) postgresql-server nginx
 	$(BIN)/python -m bench.proxy_soak
 	$(BIN)/python -m bench.watch
 	$(BIN)/python -m bench.live_turns --rounds 3
+	$(BIN)/python -m bench.agui
+	$(BIN)/python -m bench.aisdk
 
 # Debian's Chromium, which the browser tests (tests/web) drive headless through playwright-core
 # (installed when absent; not needed when CONTRACT_SKIP_TOOLCHAINS names node).
@@ -90,7 +99,7 @@ postgresql-server:
 	    apt-get install -q -y --no-install-recommends postgresql; fi
 
 clean:
-	rm -rf $(VENV) node_modules build examples/web/dist .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) node_modules build examples/web/dist examples/react/dist .mypy_cache .pytest_cache .ruff_cache .hypothesis
 
 # The contract: Python code generated from proto/ is committed under client/python.
 PROTOS := $(wildcard proto/agentskit/chat/v1/*.proto)
@@ -188,6 +197,27 @@ web: $(STAMP) web-build
 	@echo "web renderer: open http://$(WEB_LISTEN)/ once the server listens (Ctrl-C stops it)"
 	$(BIN)/agentskit-chat serve --listen $(WEB_GRPC_LISTEN) --http-listen $(WEB_LISTEN) \
 	  --web-root examples/web/dist
+
+# The React renderer (examples/react: the AI SDK's useChat over the listener's /ai-sdk/ front),
+# typechecked and bundled with its pinned tools into examples/react/dist.
+react-build: node_modules/.installed
+	npm run build --workspace examples/react
+
+# The React renderer on the example definitions, like `make web` on ports of its own (so
+# `make serve`, `make web` and `make react` can all run at once; they share ./var).
+REACT_LISTEN ?= 127.0.0.1:8082
+REACT_GRPC_LISTEN ?= 127.0.0.1:50053
+
+react: $(STAMP) react-build
+	@echo "React renderer: open http://$(REACT_LISTEN)/ once the server listens (Ctrl-C stops it)"
+	$(BIN)/agentskit-chat serve --listen $(REACT_GRPC_LISTEN) --http-listen $(REACT_LISTEN) \
+	  --web-root examples/react/dist
+
+# docs/react-renderer.png: the React renderer's browser test (tests/web/test_react.py) takes it
+# into build/artifacts on every run; this runs the test and copies it into the docs.
+react-screenshot: $(STAMP) $(NEEDS_CHROMIUM) node_modules/.installed
+	$(BIN)/pytest tests/web/test_react.py -q
+	cp build/artifacts/react-renderer.png docs/react-renderer.png
 
 # The README's rendered state diagram (needs Graphviz's dot: apt-get install graphviz).
 diagram: $(STAMP)

@@ -22,7 +22,7 @@ import pytest
 
 from agentskit_chat_client import ChatClient, ChatError
 from tests.cli.fixtures.serving import Server, base_env
-from tests.readme import marked
+from tests.docs.pages import marked
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"

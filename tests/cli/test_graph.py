@@ -1,5 +1,5 @@
 """`agentskit-chat graph` as a real process: Mermaid by default, DOT that Graphviz renders,
-and the README's diagrams kept in sync with the example definitions."""
+and the documentation's diagrams kept in sync with the example definitions."""
 
 from __future__ import annotations
 
@@ -104,13 +104,13 @@ def test_a_directory_needs_a_definition_id_and_errors_are_reported(tmp_path: Pat
 
 
 @pytest.mark.parametrize("definition", EXAMPLE_IDS)
-def test_the_readme_embeds_the_current_diagram_of_each_example(definition: str) -> None:
+def test_the_docs_embed_the_current_diagram_of_each_example(definition: str) -> None:
     done = run_cli("graph", "examples/definitions", "--definition", definition)
     assert done.returncode == 0, done.stderr
     marker = f"<!-- agentskit-chat graph examples/definitions --definition {definition} -->"
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert f"{marker}\n```mermaid\n{done.stdout}```\n" in readme, (
-        f"README's diagram of {definition} is stale; paste this under {marker}:\n{done.stdout}"
+    page = (REPO / "docs" / "how-to" / "diagrams.md").read_text(encoding="utf-8")
+    assert f"{marker}\n```mermaid\n{done.stdout}```\n" in page, (
+        f"the docs' diagram of {definition} is stale; paste this under {marker}:\n{done.stdout}"
     )
 
 

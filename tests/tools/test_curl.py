@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from tests.cli.conftest import Launcher
-from tests.readme import marked
+from tests.docs.pages import marked
 from tests.tools.conftest import TOKEN
 
 README_HTTP = "127.0.0.1:8080"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.conftest import Launcher
-from tests.readme import marked
+from tests.docs.pages import marked
 from tests.tools.conftest import TOKEN, tool
 
 README_TARGET = "127.0.0.1:50051"

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	chatv1 "agentskit.dev/chat/client/go/agentskit/chat/v1"
 	"agentskit.dev/chat/client/go/chatclient"
@@ -37,6 +38,11 @@ type scripted struct {
 	watchFails func(n int) error
 	// overlap makes WatchTurn repeat that many events before after_sequence as well.
 	overlap uint64
+	// outcome, when set, makes WatchTurn answer with a recorded outcome instead, as a
+	// server that no longer keeps the events does: numbered from after_sequence + 1. Watch
+	// call n is cut (UNAVAILABLE) after outcomeCuts[n] of its events.
+	outcome     []*chatv1.StreamTurnResponse
+	outcomeCuts map[int]int
 
 	mu        sync.Mutex
 	published int
@@ -124,6 +130,20 @@ func (s *scripted) WatchTurn(req *chatv1.WatchTurnRequest, stream grpc.ServerStr
 		}
 	}
 	after := req.GetAfterSequence()
+	if s.outcome != nil {
+		cut, cuts := s.outcomeCuts[n]
+		for i, recorded := range s.outcome {
+			if cuts && i == cut {
+				return status.Error(codes.Unavailable, "connection cut")
+			}
+			response := proto.Clone(recorded).(*chatv1.StreamTurnResponse)
+			response.Sequence = after + uint64(i) + 1
+			if err := stream.Send(response); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	after -= min(after, s.overlap)
 	return s.follow(stream.Context(), after, stream.Send)
 }
@@ -283,6 +303,54 @@ func TestContinuedTurnReattachesAfterACut(t *testing.T) {
 	}
 	if stream.LastSequence() != uint64(len(s.script)) {
 		t.Errorf("LastSequence() = %d", stream.LastSequence())
+	}
+}
+
+func TestARecordedOutcomeThatBreaksIsFollowedAgainFromTheStart(t *testing.T) {
+	s := newScripted(6, 20*time.Millisecond)
+	recorded := func(r *chatv1.StreamTurnResponse) *chatv1.StreamTurnResponse {
+		r.SessionId, r.TurnId = "s-1", "t-1"
+		return r
+	}
+	s.outcome = []*chatv1.StreamTurnResponse{ // the server no longer keeps the events
+		recorded(&chatv1.StreamTurnResponse{Event: &chatv1.StreamTurnResponse_Started{Started: &chatv1.TurnStarted{Duplicate: true}}}),
+		recorded(&chatv1.StreamTurnResponse{Event: &chatv1.StreamTurnResponse_Delta{Delta: &chatv1.TextDelta{Text: "whole answer"}}}),
+		recorded(&chatv1.StreamTurnResponse{Event: &chatv1.StreamTurnResponse_Completed{Completed: &chatv1.TurnCompleted{Content: "whole answer"}}}),
+	}
+	s.outcomeCuts = map[int]int{1: 2} // the first outcome breaks after two of its events
+	client, proxy := serveScripted(t, s, fastReattach())
+	stream, err := client.Submit(bounded(t), "s-1", "hi", chatclient.WithTurnID("t-1"),
+		chatclient.WithContinueOnDisconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var kinds []string
+	var duplicates int
+	var sequences []uint64
+	for stream.Receive() {
+		sequences = append(sequences, stream.Response().GetSequence())
+		kinds = append(kinds, fmt.Sprintf("%T", stream.Msg()))
+		if started, ok := stream.Msg().(*chatv1.TurnStarted); ok && started.GetDuplicate() {
+			duplicates++
+		}
+		if stream.Response().GetSequence() == 3 {
+			proxy.cut()
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("the stream failed: %v", err)
+	}
+	if !slices.Equal(sequences, upTo(len(sequences))) {
+		t.Errorf("sequences %v: each once, in order, never mixed", sequences)
+	}
+	if duplicates != 1 || len(kinds) < 3 || kinds[len(kinds)-1] != "*chatv1.TurnCompleted" {
+		t.Errorf("events %v, %d repeats started", kinds, duplicates)
+	}
+	first, second := <-s.watch, <-s.watch
+	if first.GetAfterSequence() < 3 || second.GetAfterSequence() != 0 {
+		t.Errorf("watches after %d then %d: the repeat is followed again from its start",
+			first.GetAfterSequence(), second.GetAfterSequence())
 	}
 }
 

@@ -69,6 +69,12 @@ type TurnStream struct {
 	seen     bool            // some stream gave an event
 	attempt  int             // reattach attempts since the last event
 	broke    *Error          // the first break, once the stream broke
+	// A recorded outcome (a repeat: TurnStarted.duplicate) is numbered by the answer that
+	// sends it, from its after_sequence + 1, not as the turn numbered its events: after a
+	// break in it, it is followed again from 0 (the same repeat, numbered from 1) and that
+	// numbering is shifted onto the one already returned.
+	repeat *uint64 // the sequence returned before the repeat's first event
+	shift  uint64  // what the current stream's sequences are shifted by
 }
 
 // TurnID is the turn's id, given with WithTurnID or made by the client.
@@ -97,8 +103,16 @@ func (s *TurnStream) Receive() bool {
 			continue
 		}
 		sequence := response.GetSequence()
+		if sequence != 0 && s.shift != 0 {
+			sequence += s.shift
+			response.Sequence = sequence
+		}
 		if s.broke != nil && sequence != 0 && sequence <= s.last {
 			continue // returned before the stream broke
+		}
+		if s.repeat == nil && response.GetStarted().GetDuplicate() && sequence > 0 {
+			before := sequence - 1
+			s.repeat = &before
 		}
 		s.last, s.seen, s.attempt = max(s.last, sequence), true, 0
 		if event := EventOf(response); event != nil {
@@ -141,14 +155,18 @@ func (s *TurnStream) follow(failure error) bool {
 			return false
 		case <-timer.C:
 		}
+		after, shift := s.last, uint64(0)
+		if s.repeat != nil {
+			after, shift = 0, *s.repeat
+		}
 		stream, err := s.rpc.WatchTurn(s.ctx, &chatv1.WatchTurnRequest{
-			SessionId: s.sessionID, TurnId: s.turnID, AfterSequence: s.last,
+			SessionId: s.sessionID, TurnId: s.turnID, AfterSequence: after,
 		})
 		if err != nil {
 			failure = wrapError(err)
 			continue
 		}
-		s.stream = stream
+		s.stream, s.shift = stream, shift
 		return true
 	}
 }

@@ -415,6 +415,12 @@ export class ChatClient {
     let ended = false;
     let attempt = 0;
     let broke: ChatError | undefined;
+    // A recorded outcome (a repeat: `started.duplicate`) is numbered by the answer that
+    // sends it, from its afterSequence + 1, not as the turn numbered its events: after a
+    // break in it, it is followed again from 0 (the same repeat, numbered from 1) and that
+    // numbering is shifted onto the one already yielded.
+    let repeat: bigint | undefined; // the sequence yielded before the repeat's first event
+    let shift = 0n; // what the current stream's sequences are shifted by
     let stream = open;
     for (;;) {
       let failure: ChatError;
@@ -426,8 +432,19 @@ export class ChatClient {
           signal: cancel.signal,
         });
         for await (const response of stream(call)) {
+          if (response.sequence !== 0n && shift !== 0n) {
+            response.sequence += shift;
+          }
           if (response.sequence <= last && broke !== undefined) {
             continue; // already yielded before the stream broke
+          }
+          if (
+            repeat === undefined &&
+            response.event.case === "started" &&
+            response.event.value.duplicate &&
+            response.sequence > 0n
+          ) {
+            repeat = response.sequence - 1n;
           }
           last = response.sequence;
           seen = true;
@@ -464,7 +481,8 @@ export class ChatClient {
       const delayMs = backoffMs(policy, attempt);
       policy.onReattach?.({ turnId, attempt, delayMs, afterSequence: last, error: failure });
       await pause(delayMs, options.signal, turnId);
-      const afterSequence = last;
+      const afterSequence = repeat === undefined ? last : 0n;
+      shift = repeat ?? 0n;
       stream = (call) => this.#rpc.watchTurn({ sessionId, turnId, afterSequence }, call);
     }
   }

@@ -110,6 +110,38 @@ test("a continued turn cut mid-answer goes on from its last event, each event on
   }
 });
 
+test("a recorded outcome that breaks is followed again from its start, never mixed", async () => {
+  for (const protocol of PROTOCOLS) {
+    const { server, proxy, client, close } = await rig(protocol);
+    try {
+      server.watchAnswers = ["outcome-cut", "outcome"]; // the events are no longer kept
+      const events = await readCutting(
+        proxy,
+        client.submit("s1", "hello", { turnId: "t1", onDisconnect: "continue", reattach: FAST }),
+      );
+      assert.deepEqual(
+        events.map((event) => event.sequence),
+        [1n, 2n, 3n, 4n, 5n, 6n],
+        protocol,
+      );
+      assert.deepEqual(
+        events.map((event) => event.kind),
+        ["started", "decision", "delta", "started", "delta", "completed"],
+        protocol,
+      );
+      const repeats = events.filter((event) => event.kind === "started" && event.value.duplicate);
+      assert.equal(repeats.length, 1, protocol);
+      assert.deepEqual(
+        server.calls.slice(1).map((call) => call.afterSequence),
+        [3n, 0n],
+        `${protocol}: its own numbering, followed again from the start`,
+      );
+    } finally {
+      await close();
+    }
+  }
+});
+
 test("a watched turn cut mid-answer is watched again from its last event", async () => {
   for (const protocol of PROTOCOLS) {
     const { server, proxy, client, close } = await rig(protocol);

@@ -29,9 +29,17 @@ export interface Call {
 
 /**
  * How WatchTurn answers: the events after the sequence; the first of them, then nothing
- * until the connection is cut ("hold"); or an error.
+ * until the connection is cut ("hold"); an error; or the recorded outcome, as a server
+ * that no longer keeps the events answers, numbered from the sequence + 1, whole
+ * ("outcome") or cut after two of its events ("outcome-cut").
  */
-export type WatchAnswer = "events" | "hold" | "unavailable" | "not-found";
+export type WatchAnswer =
+  | "events"
+  | "hold"
+  | "unavailable"
+  | "not-found"
+  | "outcome"
+  | "outcome-cut";
 
 export const TEXT = ["Hel", "lo ", "there."];
 /** The events the first stream sends before it waits for the cut. */
@@ -119,6 +127,14 @@ export class ScriptedServer {
         { desc: ErrorInfoSchema, value: info },
       ]);
     }
+    if (answer === "outcome" || answer === "outcome-cut") {
+      const outcome = recordedOutcome(sessionId, turnId, afterSequence);
+      yield* answer === "outcome" ? outcome : outcome.slice(0, 2);
+      if (answer === "outcome-cut") {
+        throw new ConnectError("connection cut", Code.Unavailable);
+      }
+      return;
+    }
     const events = turnEvents(sessionId, turnId).filter((event) => event.sequence > afterSequence);
     if (answer === "hold") {
       yield* events.slice(0, 1);
@@ -142,6 +158,27 @@ export function turnEvents(sessionId: string, turnId: string): StreamTurnRespons
       sessionId,
       turnId,
       sequence: BigInt(index + 1),
+      event,
+    }),
+  );
+}
+
+/** A finished turn's recorded outcome (a repeat), numbered from `afterSequence` + 1. */
+export function recordedOutcome(
+  sessionId: string,
+  turnId: string,
+  afterSequence: bigint,
+): StreamTurnResponse[] {
+  const events: StreamTurnResponse["event"][] = [
+    { case: "started", value: create(TurnStartedSchema, { userMessageId: "u1", duplicate: true }) },
+    { case: "delta", value: create(TextDeltaSchema, { text: TEXT.join("") }) },
+    { case: "completed", value: create(TurnCompletedSchema, { content: TEXT.join("") }) },
+  ];
+  return events.map((event, index) =>
+    create(StreamTurnResponseSchema, {
+      sessionId,
+      turnId,
+      sequence: afterSequence + BigInt(index + 1),
       event,
     }),
   );

@@ -38,6 +38,8 @@ from agentskit_chat.transport._health import HealthService
 from agentskit_chat.transport._rpcs import ChatRpcs
 from agentskit_chat.transport._status import error_details
 
+from ._agui import AguiFront
+from ._aisdk import AiSdkFront
 from ._asgi import App, Receive, Scope, Send, header, respond
 from ._codecs import CODECS
 from ._cors import Cors
@@ -210,4 +212,4 @@ def web_app(
 
 def framework_fronts(context: FrontContext) -> tuple[Front, ...]:
     """The framework fronts the listener serves, each under its own prefix."""
-    return (OpenAIFront(context),)
+    return (AguiFront(context), AiSdkFront(context), OpenAIFront(context))

@@ -34,6 +34,8 @@ ALLOWED_HEADERS: Final = ", ".join(
         "Traceparent",
         "Tracestate",
         "Baggage",
+        "Last-Event-ID",
+        "AgentsKit-On-Disconnect",
         # OpenAI-compatible chat completions (`/v1/`): its SDKs' headers and the front's own.
         "Idempotency-Key",
         "OpenAI-Organization",
@@ -61,8 +63,9 @@ EXPOSED_HEADERS: Final = ", ".join(
         "Grpc-Encoding",
         "Connect-Content-Encoding",
         "Content-Encoding",
-        # The decision of an OpenAI-compatible chat completion, and its refusals' delay.
+        "X-Vercel-AI-UI-Message-Stream",
         "Retry-After",
+        # The decision of an OpenAI-compatible chat completion.
         "X-AgentsKit-Kind",
         "X-AgentsKit-Route",
         "X-AgentsKit-From-State",
@@ -73,7 +76,8 @@ EXPOSED_HEADERS: Final = ", ".join(
         "X-AgentsKit-History",
     )
 )
-"""Trailers-in-headers of gRPC-Web errors and the encodings clients must see to decode."""
+"""Trailers-in-headers of gRPC-Web errors, the encodings clients must see to decode, and
+when a refused request may be tried again."""
 MAX_AGE_SECONDS: Final = 7200
 _ORIGIN: Final = re.compile(r"https?://[^/\s?#]+")
 

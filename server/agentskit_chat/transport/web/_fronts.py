@@ -27,6 +27,7 @@ from typing import Any, Final, Protocol
 
 from grpc_health.v1 import health_pb2
 
+from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.service import Principal, Reason, ServiceError, act_as
 from agentskit_chat.service._tenancy import ANONYMOUS
 from agentskit_chat.transport._auth import Authenticator
@@ -58,6 +59,8 @@ HTTP_STATUS: Final[Mapping[Reason, int]] = {
     Reason.WATCH_BEHIND: 409,
 }
 """The HTTP status of each refusal, the same for every front."""
+SIZE_LIMITS: Final = frozenset({"input_bytes", "history_messages", "history_bytes"})
+"""The `limit` metadata of LIMIT_EXCEEDED refusals that a smaller request mends (413)."""
 SSE_HEADERS: Final[Headers] = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -123,19 +126,20 @@ class FrontError(Exception):
 
     @classmethod
     def of(cls, error: ServiceError) -> FrontError:
-        """The refusal of a `ServiceError`, with its status, reason and retry delay."""
+        """The refusal of a `ServiceError`: its status, its reason's name as the code
+        (`session_busy`, `limit_exceeded`...), and how long to wait when waiting helps. A
+        size limit (a message or history too large or too long) is 413, which no retry
+        mends; a count or rate limit is 429 with a delay."""
+        status = HTTP_STATUS.get(error.reason, 500)
+        limit = error.metadata.get("limit")
+        if error.reason is Reason.LIMIT_EXCEEDED and limit in SIZE_LIMITS:
+            status = 413
         retry_ms = error.metadata.get("retry_after_ms")
         retry = None if retry_ms is None else max(1, -(-int(retry_ms) // 1000))
-        if retry is None and error.reason in (Reason.LIMIT_EXCEEDED, Reason.RATE_LIMITED):
+        if retry is None and status == 429:
             retry = 1
-        return cls(
-            HTTP_STATUS.get(error.reason, 500),
-            str(error.reason).lower(),
-            error.message,
-            error.metadata.get("field"),
-            retry,
-            error.reason,
-        )
+        code = str(error.reason).lower().removeprefix("error_reason_")
+        return cls(status, code, error.message, error.metadata.get("field"), retry, error.reason)
 
     def headers(self) -> Headers:
         """`Retry-After` when the refusal says how long to wait."""
@@ -239,6 +243,8 @@ class FrontCall:
             value = json.loads(data)
         except (ValueError, UnicodeDecodeError):
             raise bad_request("body", "the request body is not valid JSON") from None
+        except RecursionError:
+            raise bad_request("body", "the request body is nested too deeply") from None
         if not isinstance(value, dict):
             raise bad_request("body", "the request body must be a JSON object")
         return value
@@ -293,12 +299,12 @@ class EventStream:
     @contextlib.asynccontextmanager
     async def cancelled_when_gone(self) -> AsyncIterator[None]:
         """Cancel the block's task when the client goes away; the block then ends quietly
-        (the stream must be open, or be opened inside the block)."""
+        (the stream must be open, or be opened inside the block). A client that went away
+        before the block began is not noticed here: the block's sends are dropped, and a
+        front that must not start work for it checks `gone` first."""
         task = asyncio.current_task()
         assert task is not None
         self._worker = task
-        if self.gone.is_set():
-            return
         try:
             yield
         except asyncio.CancelledError:
@@ -346,3 +352,27 @@ class Fronts:
             if path.startswith(front.prefix):
                 return front
         return None
+
+
+KEEP: Final = frozenset({Reason.SESSION_BUSY, Reason.TURN_IN_PROGRESS, Reason.CONFLICT})
+"""Refusals that say another request is using the session: it is never forgotten then."""
+
+
+def keeps(error: BaseException) -> bool:
+    """Whether `error` says another request is using the session."""
+    if isinstance(error, FrontError):
+        return error.reason in KEEP
+    return isinstance(error, ServiceError) and error.reason in KEEP
+
+
+async def forget_created(
+    rpcs: ChatRpcs, session_id: str, cursor: int, error: BaseException
+) -> None:
+    """Delete the session a request created (at `cursor`) for a turn that failed with
+    `error` before it began, only while nothing has touched it: a turn of another request
+    that took its lease moved the cursor, and keeps it."""
+    if keeps(error):
+        return
+    request = pb.DeleteSessionRequest(session_id=session_id, expected_cursor=cursor)
+    with contextlib.suppress(ServiceError):
+        await rpcs.delete_session(request)

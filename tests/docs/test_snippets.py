@@ -1,6 +1,8 @@
-"""The README's client snippets run as written against a live `serve` with the fake model.
+"""The documentation's client programs run as written against a live `serve` with the fake
+model.
 
-A snippet is a fence right after `<!-- snippet: LANGUAGE -->` (see tests/readme.py): a whole
+A snippet is a fence right after `<!-- snippet: LANGUAGE -->` (see tests/docs/pages.py), on a
+tutorial page (the README shows the same programs: tests/docs/test_examples.py): a whole
 program that reads the server's address from AGENTSKIT_CHAT_TARGET and a bearer token from
 AGENTSKIT_CHAT_TOKEN, creates a session of the `support` chat, prints `session ID`, streams
 one agentic turn printing its deltas, and exits non-zero, naming the error reason, when a
@@ -26,6 +28,7 @@ from tests.cli.conftest import Launcher
 from tests.cli.conftest import launch as launch
 from tests.cli.fixtures.serving import EXAMPLES, Server, base_env
 from tests.contract.tooling import require_toolchain
+from tests.docs.pages import README, ROOT, Block, marked
 from tests.programs import (
     GO_ENV,
     TYPESCRIPT_CLIENT,
@@ -33,9 +36,8 @@ from tests.programs import (
     go_program,
     typescript_program,
 )
-from tests.readme import ROOT, Block, marked
 
-TOKEN = "readme-snippet-token-0123456789"
+TOKEN = "docs-snippet-token-0123456789"
 JOKE = Reply(chunks=("Why did ", "the stream ", "cross the road? ", "To reach the other side."))
 RUN_TIMEOUT = 120.0
 """Seconds a snippet may take, compiling included; generous, since the machine may be busy."""
@@ -85,7 +87,8 @@ def runner_for(language: str) -> Runner:
         return RUNNERS[language]
     except KeyError:
         raise LookupError(
-            f"the README has a {language} snippet but RUNNERS in {__name__} has no runner for it"
+            f"the documentation has a {language} snippet but RUNNERS in {__name__} has no runner "
+            "for it"
         ) from None
 
 
@@ -103,7 +106,12 @@ def _run(
     )
 
 
-SNIPPETS = marked("snippet")
+SNIPPETS = [block for block in marked("snippet") if block.path != README]
+
+
+def _id(block: Block) -> str:
+    page = block.path.stem if block.path else "text"
+    return f"{block.name}-{page}-line{block.line}"
 
 
 @pytest.fixture
@@ -127,15 +135,13 @@ def server(launch: Launcher, model: FakeModelServer, tmp_path: Path) -> Server:
         assert swapped == 1, source
         (definitions / source.name).write_text(text, encoding="utf-8")
     tokens = tmp_path / "tokens.yaml"
-    tokens.write_text(f"tokens:\n  - {{sha256: {token_digest(TOKEN)}, tenant: readme}}\n")
+    tokens.write_text(f"tokens:\n  - {{sha256: {token_digest(TOKEN)}, tenant: docs}}\n")
     return launch(
         tmp_path / "state", "--definitions", str(definitions), "--auth-tokens", str(tokens)
     )
 
 
-@pytest.mark.parametrize(
-    "snippet", SNIPPETS, ids=[f"{block.name}-line{block.line}" for block in SNIPPETS]
-)
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=[_id(block) for block in SNIPPETS])
 def test_the_snippet_streams_a_turn_and_reports_a_refusal(
     snippet: Block, server: Server, model: FakeModelServer, tmp_path: Path
 ) -> None:
@@ -170,7 +176,7 @@ async def _messages(target: str, session_id: str) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(
     "snippet",
     [block for block in SNIPPETS if block.name == "python"],
-    ids=lambda block: f"{block.name}-line{block.line}",
+    ids=_id,
 )
 def test_a_refusal_without_a_reason_prints_the_code_and_message(
     snippet: Block, tmp_path: Path
@@ -185,7 +191,7 @@ def test_a_refusal_without_a_reason_prints_the_code_and_message(
     assert "Traceback" not in refused.stderr
 
 
-def test_the_readme_has_a_snippet_in_every_language_and_a_runner_for_each() -> None:
+def test_the_tutorials_have_a_snippet_in_every_language_and_a_runner_for_each() -> None:
     assert {block.name for block in SNIPPETS} == {"python", "typescript", "go"}
     for block in SNIPPETS:
         assert block.name in RUNNERS, runner_for(str(block.name))

@@ -1,11 +1,12 @@
-"""The README's PostgreSQL commands run as written: the throwaway cluster recipe starts a
-cluster and a `serve` on it, and the production `migrate` and `serve` lines (pointed at that
-cluster and its files) are accepted and share its sessions.
+"""The PostgreSQL guide's commands (docs/how-to/postgresql.md) run as written: the
+throwaway cluster recipe starts a cluster and a `serve` on it, and the production `migrate`
+and `serve` lines (pointed at that cluster and its files) are accepted and share its
+sessions.
 
 The only changes made to the text: a free port instead of 55432, `--listen 127.0.0.1:0` added
 to each `serve` (the default port may be taken), the production URL's host and secret
 directory replaced by the local cluster's. As root, the cluster's commands run as the
-`postgres` user, since initdb refuses root (the README says to run them as a normal user).
+`postgres` user, since initdb refuses root (the guide says to run them as a normal user).
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ import pytest
 from agentskit_chat_client import ChatClient, TurnCompleted
 from tests import postgres
 from tests.cli.fixtures.serving import REPO, Server, base_env
-from tests.readme import README, marked
+from tests.docs.pages import DOCS, marked
 
 TIMEOUT = 120
+GUIDE = DOCS / "how-to" / "postgresql.md"
 STOP = re.compile(r"After Ctrl-C, `([^`]+)` removes the cluster")
 
 pytestmark = pytest.mark.skipif(
@@ -34,7 +36,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def block(name: str) -> list[str]:
-    (found,) = (b for b in marked("commands") if b.name == name)
+    (found,) = (b for b in marked("commands", where=[GUIDE]) if b.name == name)
     return found.code.splitlines()
 
 
@@ -72,7 +74,7 @@ def serve(line: str, tmp_path: Path, name: str, env: dict[str, str]) -> Server:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[str, int, list[str]]]:
     """The recipe's lines up to `agentskit-chat` run in one shell: its PGTMP, the port it
-    used and the rest of the recipe. Stopped and removed with the README's own command."""
+    used and the rest of the recipe. Stopped and removed with the guide's own command."""
     postgres.binaries()  # installs Debian's postgresql when absent and root, as `make test` does
     port = postgres.free_port()
     lines = [line.replace("55432", str(port)) for line in block("postgresql-local")]
@@ -95,8 +97,8 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, int, list[str]]]:
         yield pgtmp, port, lines[first:]
     finally:
         if pgtmp:
-            stop = STOP.search(README.read_text(encoding="utf-8"))
-            assert stop is not None, "the README lost the command that removes the cluster"
+            stop = STOP.search(GUIDE.read_text(encoding="utf-8"))
+            assert stop is not None, "the guide lost the command that removes the cluster"
             cleaned = subprocess.run(
                 as_cluster_user(f"export PATH={lines[0].split('=', 1)[1]}\n{stop.group(1)}"),
                 cwd="/tmp",
