@@ -142,6 +142,19 @@ def test_a_malformed_id_header_is_a_400_naming_it(
     assert live.rows("sessions") == 0
 
 
+def test_a_new_conversation_whose_first_turn_is_refused_is_not_kept(
+    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
+) -> None:
+    too_long: Any = [{"role": "user", "content": "x" * 40_000}]
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.chat.completions.create(
+            model="support", messages=too_long, extra_headers={"X-AgentsKit-Conversation": "c1"}
+        )
+    assert refused.value.status_code in (413, 429)
+    assert live.rows("sessions") == 0
+    assert model.requests == []
+
+
 def test_a_busy_session_is_409_and_a_cancelled_stream_commits_nothing(
     client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
 ) -> None:

@@ -24,15 +24,23 @@ import asyncio
 import secrets
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, replace
-from typing import Any, Final
+from dataclasses import replace
+from typing import Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.service import Reason, ServiceError
 from agentskit_chat.transport._rpcs import ChatRpcs
 
-from ._fronts import FrontError, bad_request
+from ._fronts import FrontError, bad_request, forget_created
 from ._openai_history import continues, message_ids, pb_messages
+from ._openai_items import (
+    Decision,
+    Finished,
+    Item,
+    decision_of,
+    failure_of,
+    usage_of,
+)
 from ._openai_wire import ChatRequest
 from ._streams import current_flow
 
@@ -47,59 +55,6 @@ STATELESS_PREFIX: Final = "openai-"
 DELETE_ATTEMPTS: Final = 20
 RETAINED_TURNS: Final = 100
 """A page of ListTurns at its largest: more than a session retains."""
-KINDS: Final = {
-    pb.TURN_KIND_DETERMINISTIC: "deterministic",
-    pb.TURN_KIND_AGENTIC: "agentic",
-    pb.TURN_KIND_REPAIRED: "repaired",
-    pb.TURN_KIND_FALLBACK: "fallback",
-}
-FAILED_STATUS: Final = {
-    "deadline_exceeded": 504,
-    "cancelled": 503,
-    "interrupted": 503,
-    "output_limit": 500,
-    "route_failed": 500,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """How the turn is answered, as the `agentskit` object and headers say it."""
-
-    kind: str
-    route: str | None
-    from_state: str
-    to_state: str
-    replayed: bool
-    turn_id: str
-    session_id: str | None
-    """None for a stateless completion (its session is gone when it ends)."""
-    history: str
-    """`stateless`, `client` or `server`."""
-
-    def fields(self) -> dict[str, Any]:
-        """The `agentskit` object."""
-        return {
-            "kind": self.kind,
-            "route": self.route,
-            "from": self.from_state,
-            "to": self.to_state,
-            "replayed": self.replayed,
-            "turn_id": self.turn_id,
-            "session_id": self.session_id,
-            "history": self.history,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """The turn committed; `usage` (prompt, completion tokens) when a model answered."""
-
-    usage: tuple[int, int] | None
-
-
-Item = Decision | str | Finished
-"""What a completion yields: its decision first, then text, then Finished."""
 
 
 class Completion:
@@ -126,12 +81,22 @@ class Completion:
             return
         conversation = next((v for n in CONVERSATION_HEADERS if (v := header(n)) is not None), None)
         named = () if conversation is None else message_ids(self.rpcs.service, request.messages)
-        if conversation is not None and await self._continues(request, conversation, named):
+        goes_on, created = False, None
+        if conversation is not None:
+            goes_on, created = await self._continues(request, conversation, named)
+        if conversation is not None and goes_on:
             dispatch = pb.DispatchOperation(messages=pb_messages(request.messages, named))
             turn = pb.StreamTurnRequest(session_id=conversation, turn_id=turn_id, dispatch=dispatch)
-            async with aclosing(self._turn(request, turn, "client")) as items:
-                async for item in items:
-                    yield item
+            began = False
+            try:
+                async with aclosing(self._turn(request, turn, "client")) as items:
+                    async for item in items:
+                        began = True
+                        yield item
+            except Exception as error:  # A conversation made for a refused turn goes again.
+                if created is not None and not began:
+                    await forget_created(self.rpcs, conversation, created, error)
+                raise
             return
         async with aclosing(self._stateless(request, turn_id)) as items:
             async for item in items:
@@ -139,9 +104,10 @@ class Completion:
 
     async def _continues(
         self, request: ChatRequest, session_id: str, named: tuple[str, ...]
-    ) -> bool:
-        """Whether the request continues the client-held session `session_id` (made now
-        when it does not exist); False for a request that must leave it alone."""
+    ) -> tuple[bool, int | None]:
+        """Whether the request continues the client-held session `session_id` (False for a
+        request that must leave it alone), and the cursor of the session when this made it
+        (it did not exist)."""
         try:
             found = await self.rpcs.get_session(pb.GetSessionRequest(session_id=session_id))
         except ServiceError as error:
@@ -152,7 +118,7 @@ class Completion:
             if error.reason != Reason.SESSION_NOT_FOUND:
                 raise
             try:
-                await self.rpcs.create_session(
+                made = await self.rpcs.create_session(
                     pb.CreateSessionRequest(
                         definition_id=request.model,
                         session_id=session_id,
@@ -163,7 +129,7 @@ class Completion:
                 if again.reason != Reason.SESSION_EXISTS:
                     raise
                 return await self._continues(request, session_id, named)
-            return True
+            return True, made.session.cursor
         session = found.session
         if session.history_mode != pb.HISTORY_MODE_CLIENT:
             raise FrontError(
@@ -173,15 +139,15 @@ class Completion:
                 "x-agentskit-conversation",
             )
         if session.definition_id != request.model:
-            return False
+            return False, None
         for size in (1, RETAINED_TURNS):  # The newest turn's message is usually still there.
             page = pb.ListTurnsRequest(session_id=session_id, page_size=size)
             turns = (await self.rpcs.list_turns(page)).turns
             if not turns or continues([t.user_message_id for t in turns], named):
-                return True
+                return True, None
             if len(turns) < size:
-                return False
-        return False
+                return False, None
+        return False, None
 
     async def _stateless(self, request: ChatRequest, turn_id: str) -> AsyncGenerator[Item, None]:
         session_id = STATELESS_PREFIX + secrets.token_hex(16)
@@ -232,14 +198,14 @@ class Completion:
                     if event.started.duplicate and history == "client":
                         break
                 elif which == "decision":
-                    yield _decision(event.decision, turn.turn_id, session_id, history)
+                    yield decision_of(event.decision, turn.turn_id, session_id, history)
                 elif which == "delta":
                     yield event.delta.text
                 elif which == "completed":
-                    yield Finished(_usage(event.completed))
+                    yield Finished(usage_of(event.completed))
                     return
                 elif which == "failed":
-                    raise _failed(event.failed)
+                    raise failure_of(event.failed)
             else:
                 return
         async with aclosing(self._repeat(request, turn, again)) as items:
@@ -258,14 +224,16 @@ class Completion:
             async for event in events:
                 which = event.WhichOneof("event")
                 if which == "decision":
-                    kept.append(_decision(event.decision, turn.turn_id, turn.session_id, "client"))
+                    kept.append(
+                        decision_of(event.decision, turn.turn_id, turn.session_id, "client")
+                    )
                 elif which == "delta" and event.delta.text:
                     text = True
                     kept.append(event.delta.text)
                 elif which == "completed":
-                    kept.append(Finished(_usage(event.completed)))
+                    kept.append(Finished(usage_of(event.completed)))
                 elif which == "failed":
-                    raise _failed(event.failed)
+                    raise failure_of(event.failed)
         if text or not again:
             for item in kept:
                 yield item
@@ -278,29 +246,3 @@ class Completion:
                 if isinstance(item, Decision):
                     item = replace(item, turn_id=turn.turn_id)
                 yield item
-
-
-def _decision(
-    decision: pb.TurnDecision, turn_id: str, session_id: str | None, history: str
-) -> Decision:
-    return Decision(
-        KINDS.get(decision.kind, "agentic"),
-        decision.route_id or None,
-        decision.from_state,
-        decision.to_state,
-        decision.replayed,
-        turn_id,
-        session_id,
-        history,
-    )
-
-
-def _usage(completed: pb.TurnCompleted) -> tuple[int, int] | None:
-    if not completed.HasField("usage"):
-        return None
-    return (completed.usage.input_tokens, completed.usage.output_tokens)
-
-
-def _failed(failed: pb.TurnFailed) -> FrontError:
-    status = FAILED_STATUS.get(failed.code, 502 if failed.retryable else 500)
-    return FrontError(status, failed.code, failed.message)

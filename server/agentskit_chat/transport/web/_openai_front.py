@@ -39,7 +39,8 @@ from ._fronts import (
     json_bytes,
     sse,
 )
-from ._openai_chat import Completion, Decision, Finished, Item
+from ._openai_chat import Completion
+from ._openai_items import Decision, Finished, Item
 from ._openai_wire import (
     ChatRequest,
     chunk,
