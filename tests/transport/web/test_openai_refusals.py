@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from agentskit_chat.fakemodel import FakeModelServer, Reply
+from agentskit_chat.fakemodel import Ending, FakeModelServer, HttpResponse, Reply
 from agentskit_chat_client import ChatClient
 from tests.cli.conftest import Launcher
 from tests.cli.conftest import launch as launch
@@ -193,6 +193,41 @@ def test_a_cancelled_stateless_stream_leaves_nothing_in_the_store(
         time.sleep(0.05)
     for table in ("sessions", "messages", "turn_events", "turn_signals"):
         assert live.rows(table) == 0, table
+
+
+def test_a_model_failure_before_any_text_is_an_error_status_and_commits_nothing(
+    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
+) -> None:
+    model.enqueue(HttpResponse(400, body=CANARY))
+    with pytest.raises(openai.InternalServerError) as refused:
+        client.chat.completions.create(
+            model="support",
+            messages=USER,
+            stream=True,
+            extra_headers={"X-AgentsKit-Conversation": "m1"},
+        )
+    assert _error(refused)["code"] == "model_rejected"
+    assert CANARY not in refused.value.response.text
+    assert asyncio.run(_turns(live, "m1"))[0].outcome == "failed"
+
+
+def test_a_model_failure_after_text_ends_the_stream_with_an_error_event(
+    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
+) -> None:
+    model.enqueue(Reply(chunks=("partial ",), ending=Ending.MALFORMED))
+    stream: Any = client.chat.completions.create(
+        model="support",
+        messages=USER,
+        stream=True,
+        extra_headers={"X-AgentsKit-Conversation": "m2"},
+    )
+    seen: list[str] = []
+    with pytest.raises(openai.APIError) as failed:
+        seen.extend(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert "".join(seen) == "partial "
+    assert "model" in str(failed.value.message)
+    (turn,) = asyncio.run(_turns(live, "m2"))
+    assert (turn.outcome, turn.assistant_message_id) == ("failed", None)
 
 
 def test_past_the_rate_limit_is_429_with_retry_after(live: OpenAILive) -> None:

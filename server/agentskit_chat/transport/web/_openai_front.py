@@ -154,7 +154,11 @@ class OpenAIFront:
             fields = first.fields()
             headers = decision_headers(fields)
             if request.stream:
-                return await _stream(send, request, first, fields, headers, items)
+                # The next item first (an agentic turn's model call starts once the decision
+                # is taken from the turn), so the head, the opening chunk and the first text
+                # go out together; a turn failing before any text is refused with its status.
+                ahead = await anext(items, None)
+                return await _stream(send, request, first, fields, headers, items, ahead)
             text: list[str] = []
             usage = None
             async for item in items:
@@ -175,23 +179,35 @@ async def _stream(
     fields: dict[str, Any],
     headers: Headers,
     items: AsyncGenerator[Item, None],
+    ahead: Item | None,
 ) -> int:
-    """The rest of the turn as chunks; a failure ends the stream with an error event."""
+    """The turn as chunks, from `ahead` (the item after the decision) on; a failure ends
+    the stream with an error event."""
     await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
     ident, created, model = "chatcmpl-" + decision.turn_id, int(time.time()), request.model
     usage_on = request.include_usage
+    usage: tuple[int, int] | None = None
+
+    def data(value: dict[str, Any]) -> bytes:
+        return sse(json_bytes(value).decode())
 
     async def event(value: dict[str, Any]) -> None:
-        data = sse(json_bytes(value).decode())
-        await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": data(value), "more_body": True})
+
+    def text(piece: str) -> dict[str, Any]:
+        return chunk(ident, created, model, {"content": piece}, include_usage=usage_on)
 
     opening = {"role": "assistant", "content": ""}
-    await event(chunk(ident, created, model, opening, include_usage=usage_on, decision=fields))
-    usage: tuple[int, int] | None = None
+    first = data(chunk(ident, created, model, opening, include_usage=usage_on, decision=fields))
+    if isinstance(ahead, str):
+        first += data(text(ahead))
+    elif isinstance(ahead, Finished):
+        usage = ahead.usage
+    await send({"type": "http.response.body", "body": first, "more_body": True})
     try:
         async for item in items:
             if isinstance(item, str):
-                await event(chunk(ident, created, model, {"content": item}, include_usage=usage_on))
+                await event(text(item))
             elif isinstance(item, Finished):
                 usage = item.usage
     except Exception as exc:
