@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from agentskit_chat.fakemodel import Ending, FakeModelServer, HttpResponse, Reply
+from agentskit_chat.fakemodel import Ending, FakeModelServer, HttpResponse, Reply, Stall
 from agentskit_chat_client import ChatClient
 from tests.cli.conftest import Launcher
 from tests.cli.conftest import launch as launch
@@ -260,8 +260,14 @@ def test_no_content_reaches_logs_or_spans(
 ) -> None:
     model.enqueue(Reply(chunks=(CANARY,)))
     said: Any = [{"role": "system", "content": CANARY}, {"role": "user", "content": CANARY}]
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
     answer = client.chat.completions.create(
-        model="support", messages=said, extra_headers={"X-AgentsKit-Conversation": "canary"}
+        model="support",
+        messages=said,
+        extra_headers={
+            "X-AgentsKit-Conversation": "canary",
+            "traceparent": f"00-{trace}-00f067aa0ba902b7-01",
+        },
     )
     assert answer.choices[0].message.content == CANARY
     with pytest.raises(openai.BadRequestError):
@@ -269,6 +275,7 @@ def test_no_content_reaches_logs_or_spans(
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model=CANARY, messages=said)
     live.server.wait_output("/v1/chat/completions")  # the request spans were written
+    live.server.wait_output(trace)  # continuing the caller's trace
     assert CANARY not in live.server.stdout + live.server.stderr
 
 
@@ -285,3 +292,47 @@ async def _turns(live: OpenAILive, session_id: str) -> list[Any]:
 async def _messages(live: OpenAILive, session_id: str) -> list[Any]:
     async with ChatClient(live.server.target, token=TOKEN, timeout=30) as chat:
         return list((await chat.get_session(session_id)).messages)
+
+
+def test_the_listeners_bounds_apply_cors_body_size_and_deadline(
+    launch: Launcher, model: FakeModelServer, tmp_path: Path
+) -> None:
+    origin = "http://renderer.example:5173"
+    args = ("--cors-origin", origin, "--max-request-bytes", "20000", "--turn-timeout", "2")
+    live = start(launch, model, tmp_path, *args)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with httpx.Client(base_url=live.base_url, timeout=30) as http:
+        asked = (
+            "authorization, content-type, x-agentskit-conversation, idempotency-key, x-stainless-os"
+        )
+        preflight = http.options(
+            "/chat/completions",
+            headers={
+                "Origin": origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": asked,
+            },
+        )
+        assert preflight.status_code == 204
+        allowed = preflight.headers["access-control-allow-headers"].lower()
+        assert all(name in allowed for name in asked.split(", "))
+        answer = http.post(
+            "/chat/completions",
+            json={"model": "support", "messages": START},
+            headers={**auth, "Origin": origin},
+        )
+        assert answer.headers["access-control-allow-origin"] == origin
+        assert "x-agentskit-kind" in answer.headers["access-control-expose-headers"].lower()
+        big = http.post(
+            "/chat/completions",
+            json={"model": "support", "messages": [{"role": "user", "content": "x" * 30_000}]},
+            headers=auth,
+        )
+        assert big.status_code == 413
+        assert big.json()["error"]["param"] == "body"
+        model.enqueue(Stall())
+        late = http.post(
+            "/chat/completions", json={"model": "support", "messages": USER}, headers=auth
+        )
+        assert late.status_code == 504
+        assert late.json()["error"]["code"] == "deadline_exceeded"
