@@ -114,7 +114,7 @@ class OpenAIFront:
             status = CLIENT_GONE
         except Exception as exc:
             error = _front_error(exc)
-            status = error.status if started else await _refuse(send, error)
+            status = 200 if started else await _refuse(send, error)  # The status sent.
         finally:
             end(status)
 
@@ -214,7 +214,7 @@ async def _stream(
         error = _front_error(exc)
         await event({"error": error_object(error)})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-        return error.status
+        return 200  # The status sent; the turn's span records its failure.
     await event(chunk(ident, created, model, {}, finish="stop", include_usage=usage_on))
     if usage_on:
         await event(
