@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentskit_chat.conversation import ConfigError
-from agentskit_chat.models import AdapterRegistry
+from agentskit_chat.models import AdapterRegistry, SamplingCaps
 from agentskit_chat.service import (
     HEARTBEAT_SECONDS,
     Catalog,
@@ -86,7 +86,8 @@ ENVIRONMENT = """environment variables (flags win):
   AGENTSKIT_CHAT_HTTP_LISTEN, AGENTSKIT_CHAT_CORS_ORIGINS (comma-separated),
   AGENTSKIT_CHAT_WEB_ROOT, AGENTSKIT_CHAT_MAX_WATCHERS_PER_SESSION,
   AGENTSKIT_CHAT_MAX_WATCHERS_PER_TENANT, AGENTSKIT_CHAT_WATCH_HEARTBEAT,
-  AGENTSKIT_CHAT_RPC_SPANS (on or off)
+  AGENTSKIT_CHAT_RPC_SPANS (on or off),
+  AGENTSKIT_CHAT_SAMPLING_MAX_TOKENS, AGENTSKIT_CHAT_SAMPLING_MAX_TEMPERATURE
 
 telemetry: spans and metrics go over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / _METRICS_ENDPOINT) is set; the other standard
@@ -159,6 +160,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=limits.max_output_bytes,
         help="size of one answer; past it the turn fails with output_limit [%(default)s]",
+    )
+    caps = limits.sampling_caps
+    parser.add_argument(
+        "--sampling-max-tokens",
+        type=int,
+        default=int(_env("SAMPLING_MAX_TOKENS", str(caps.max_tokens)) or caps.max_tokens),
+        help="a caller's output token limit for the model is lowered to this [%(default)s]",
+    )
+    parser.add_argument(
+        "--sampling-max-temperature",
+        type=float,
+        default=float(_env("SAMPLING_MAX_TEMPERATURE", "") or caps.max_temperature),
+        help="a caller's sampling temperature is lowered to this (0-2) [%(default)s]",
     )
     parser.add_argument(
         "--telemetry-console",
@@ -239,6 +253,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
             max_output_bytes=args.max_output_bytes,
             turn_timeout=args.turn_timeout,
             lease_ttl=lease,
+            sampling_caps=SamplingCaps(args.sampling_max_tokens, args.sampling_max_temperature),
         ),
         max_request_bytes=args.max_request_bytes,
         telemetry=settings_from_env(

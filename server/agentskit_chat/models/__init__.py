@@ -1,6 +1,7 @@
 """Model adapters behind one port: `offline` (the embedded default) and `openai`."""
 
 from ._port import (
+    NO_SAMPLING,
     CallInfo,
     FinishChunk,
     ModelAdapter,
@@ -8,6 +9,8 @@ from ._port import (
     ModelError,
     ModelRequest,
     ResponseChunk,
+    Sampling,
+    SamplingCaps,
     TextChunk,
     UsageChunk,
     call_info,
@@ -17,6 +20,7 @@ from .offline import OFFLINE_REPLY, OfflineAdapter
 from .openai import OpenAIAdapter
 
 __all__ = [
+    "NO_SAMPLING",
     "OFFLINE_REPLY",
     "AdapterRegistry",
     "CallInfo",
@@ -29,6 +33,8 @@ __all__ = [
     "OfflineAdapter",
     "OpenAIAdapter",
     "ResponseChunk",
+    "Sampling",
+    "SamplingCaps",
     "TextChunk",
     "UnknownAdapterError",
     "UsageChunk",

@@ -18,7 +18,16 @@ import httpx
 from agentskit_chat.conversation import Message
 
 from ._openai_settings import OpenAISettings
-from ._port import FinishChunk, ModelChunk, ModelError, ResponseChunk, TextChunk, UsageChunk
+from ._port import (
+    NO_SAMPLING,
+    FinishChunk,
+    ModelChunk,
+    ModelError,
+    ResponseChunk,
+    Sampling,
+    TextChunk,
+    UsageChunk,
+)
 
 DONE: Final = "[DONE]"
 
@@ -49,8 +58,11 @@ def fail(code: str, message: str, *, retryable: bool) -> AttemptError:
     return AttemptError(ModelError(code, message, retryable=retryable))
 
 
-def request_body(settings: OpenAISettings, messages: Sequence[Message]) -> bytes:
-    """The JSON body of a streaming Chat Completions request."""
+def request_body(
+    settings: OpenAISettings, messages: Sequence[Message], sampling: Sampling = NO_SAMPLING
+) -> bytes:
+    """The JSON body of a streaming Chat Completions request; the caller's `sampling`
+    overrides the definition's temperature and token limit."""
     wire: list[dict[str, str]] = []
     if settings.system_prompt:
         wire.append({"role": "system", "content": settings.system_prompt})
@@ -61,10 +73,18 @@ def request_body(settings: OpenAISettings, messages: Sequence[Message]) -> bytes
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    if settings.max_tokens is not None:
-        body["max_tokens"] = settings.max_tokens
+    temperature = settings.temperature if sampling.temperature is None else sampling.temperature
+    if temperature is not None:
+        body["temperature"] = temperature
+    max_tokens = settings.max_tokens if sampling.max_tokens is None else sampling.max_tokens
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    for name in ("top_p", "presence_penalty", "frequency_penalty", "seed"):
+        value = getattr(sampling, name)
+        if value is not None:
+            body[name] = value
+    if sampling.stop:
+        body["stop"] = list(sampling.stop)
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 

@@ -3,10 +3,54 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Protocol
 
 from agentskit_chat.conversation import Message
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """Sampling settings a caller asked for, for one agentic turn; each None (or empty)
+    leaves the definition's setting, or else the model's own default."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    """Output token limit of the answer."""
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = field(default=(), repr=False)
+    """Sequences that end the answer; left out of the repr, like any other content."""
+
+
+NO_SAMPLING: Final = Sampling()
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingCaps:
+    """The server's bounds on what a caller's `Sampling` may ask of a model."""
+
+    max_tokens: int = 4096
+    """A caller's output token limit is lowered to this."""
+    max_temperature: float = 2.0
+    """A caller's temperature is lowered to this."""
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1 or not 0 <= self.max_temperature <= 2:
+            raise ValueError("sampling caps: max tokens >= 1 and max temperature in 0..2")
+
+    def cap(self, sampling: Sampling | None) -> Sampling:
+        """`sampling` within these caps (NO_SAMPLING for None)."""
+        if sampling is None:
+            return NO_SAMPLING
+        temperature, tokens = sampling.temperature, sampling.max_tokens
+        if temperature is not None and temperature > self.max_temperature:
+            sampling = replace(sampling, temperature=self.max_temperature)
+        if tokens is not None and tokens > self.max_tokens:
+            sampling = replace(sampling, max_tokens=self.max_tokens)
+        return sampling
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +63,8 @@ class ModelRequest:
     """The retained history, oldest first, exactly as the session holds it."""
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """The definition's `model` mapping (adapter name, model, parameters)."""
+    sampling: Sampling = NO_SAMPLING
+    """What the caller asked for, within the server's caps; it overrides `settings`."""
 
 
 @dataclass(frozen=True, slots=True)

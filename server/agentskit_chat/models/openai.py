@@ -134,7 +134,7 @@ class OpenAIAdapter:
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         """The answer's chunks as they arrive; ModelError on failure."""
-        body = request_body(self.settings, request.messages)
+        body = request_body(self.settings, request.messages, request.sampling)
         headers = self._headers()
         propagate.inject(headers)
         for attempt in (1, 2):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from agentskit_chat.conversation import Message
+from agentskit_chat.models import SamplingCaps
 
 from ._errors import invalid, limit_exceeded
 
@@ -38,6 +39,8 @@ class Limits:
     """Seconds a turn may run, model stream included."""
     lease_ttl: float = 75.0
     """Seconds a turn's lease lasts; longer than `turn_timeout` so a live turn keeps it."""
+    sampling_caps: SamplingCaps = field(default_factory=SamplingCaps)
+    """Bounds on the sampling settings a caller may ask of a model."""
 
     def __post_init__(self) -> None:
         if self.turn_timeout <= 0 or self.lease_ttl <= self.turn_timeout:

@@ -87,6 +87,7 @@ class ChatService:
         sealer = ResponseSealer(digest_key)
         self._records = Records(store, definitions, sealer=sealer)
         self._page_tokens = PageTokens(digest_key)
+        self._names = InputDigester(digest_key)
         self.turns = TurnRunner(
             self._records,
             self.adapters,
@@ -101,6 +102,12 @@ class ChatService:
         self.watchers = watchers or Watchers()
         """Open watches of this process (turn watches here, session watches too)."""
         self._watch = TurnWatch(self._records, self.live, self.bus)
+
+    def content_name(self, text: str) -> str:
+        """A keyed digest (the deployment's digest key) naming `text` without revealing it:
+        a front names a client's messages by their content with it, stably across
+        processes and restarts, and never stores the content."""
+        return self._names.digest("message-name\x00" + text)
 
     def replace_definitions(self, catalog: Catalog) -> CatalogChanges:
         """Serve `catalog` from now on; turns in flight finish on the definitions they began.

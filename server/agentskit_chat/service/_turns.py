@@ -369,7 +369,11 @@ class TurnRunner:
         definition = turn.claimed.definition
         adapter = self._adapters.adapter(definition.model)
         request = ModelRequest(
-            definition.id, turn.request.session_id, outcome.messages, definition.model
+            definition.id,
+            turn.request.session_id,
+            outcome.messages,
+            definition.model,
+            turn.request.sampling,
         )
         parts: list[str] = []
         size = 0

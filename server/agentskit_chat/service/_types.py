@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from agentskit_chat.conversation import ConversationSnapshot, Message
+from agentskit_chat.models import NO_SAMPLING, Sampling
 from agentskit_chat.storage import HistoryMode
 
 
@@ -78,6 +79,8 @@ class TurnRequest:
     """Run only while the session cursor equals this; a finished turn id repeats anyway."""
     on_disconnect: DisconnectMode = DisconnectMode.CANCEL
     """What closing the turn's stream before its end does to the turn."""
+    sampling: Sampling = NO_SAMPLING
+    """Sampling settings for the model of an agentic turn (already within the server's caps)."""
 
     @property
     def operation_name(self) -> str:

@@ -12,6 +12,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 
 from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.models import Sampling
 from agentskit_chat.service import ChatService, Completed, Failed, TurnRequest
 
 from . import _convert as convert
@@ -84,10 +85,15 @@ class ChatRpcs:
         )
 
     async def stream_turn(
-        self, request: pb.StreamTurnRequest, stalled: Callable[[], None] | None = None
+        self,
+        request: pb.StreamTurnRequest,
+        stalled: Callable[[], None] | None = None,
+        sampling: Sampling | None = None,
     ) -> AsyncGenerator[pb.StreamTurnResponse, None]:
         """Run one turn and stream its events; a client that stops reading loses the turn
-        at its deadline, and `stalled` is called to end the call (see `StallWatch`)."""
+        at its deadline, and `stalled` is called to end the call (see `StallWatch`).
+        `sampling` (from a front whose protocol carries it) goes to the model of an agentic
+        turn, lowered to the server's caps."""
         stamp = convert.EventStamper(request.session_id, request.turn_id)
         deadline = asyncio.get_running_loop().time() + self.service.limits.turn_timeout
         turn = TurnRequest(
@@ -96,6 +102,7 @@ class ChatRpcs:
             convert.operation(request),
             _expected_cursor(request),
             convert.disconnect_mode(request.on_disconnect),
+            self.service.limits.sampling_caps.cap(sampling),
         )
         async with StallWatch(self.service.stream_turn(turn), deadline, stalled) as watch:
             async for sequence, event in watch.events:

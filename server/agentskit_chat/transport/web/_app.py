@@ -44,6 +44,7 @@ from ._asgi import App, Receive, Scope, Send, header, respond
 from ._codecs import CODECS
 from ._cors import Cors
 from ._fronts import Front, FrontContext, Fronts, NoTelemetry, RequestTelemetry
+from ._openai_front import OpenAIFront
 from ._prompt import PromptHeaders
 from ._screen import DRAIN_SECONDS, Screen
 from ._service import Authentication, ConnectChatService
@@ -211,4 +212,4 @@ def web_app(
 
 def framework_fronts(context: FrontContext) -> tuple[Front, ...]:
     """The framework fronts the listener serves, each under its own prefix."""
-    return (AguiFront(context), AiSdkFront(context))
+    return (AguiFront(context), AiSdkFront(context), OpenAIFront(context))

@@ -36,6 +36,22 @@ ALLOWED_HEADERS: Final = ", ".join(
         "Baggage",
         "Last-Event-ID",
         "AgentsKit-On-Disconnect",
+        # OpenAI-compatible chat completions (`/v1/`): its SDKs' headers and the front's own.
+        "Idempotency-Key",
+        "OpenAI-Organization",
+        "OpenAI-Project",
+        "X-AgentsKit-Conversation",
+        "X-AgentsKit-Session",
+        "X-OpenWebUI-Chat-Id",
+        "X-Conversation-Id",
+        "X-Stainless-Arch",
+        "X-Stainless-Lang",
+        "X-Stainless-OS",
+        "X-Stainless-Package-Version",
+        "X-Stainless-Retry-Count",
+        "X-Stainless-Runtime",
+        "X-Stainless-Runtime-Version",
+        "X-Stainless-Timeout",
     )
 )
 """What Connect and gRPC-Web clients send, plus the bearer token and W3C trace context."""
@@ -49,6 +65,15 @@ EXPOSED_HEADERS: Final = ", ".join(
         "Content-Encoding",
         "X-Vercel-AI-UI-Message-Stream",
         "Retry-After",
+        # The decision of an OpenAI-compatible chat completion.
+        "X-AgentsKit-Kind",
+        "X-AgentsKit-Route",
+        "X-AgentsKit-From-State",
+        "X-AgentsKit-To-State",
+        "X-AgentsKit-Replayed",
+        "X-AgentsKit-Turn-Id",
+        "X-AgentsKit-Session-Id",
+        "X-AgentsKit-History",
     )
 )
 """Trailers-in-headers of gRPC-Web errors, the encodings clients must see to decode, and
