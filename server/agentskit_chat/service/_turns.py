@@ -265,9 +265,23 @@ class TurnRunner:
                 direct = _Turn(
                     request, plan, loaded, 0.0, True, progress, answer_id, at, resolved, False
                 )
-                async with aclosing(self._once(direct, claimed)) as events:
-                    async for event in events:
-                        yield event
+                self._in_flight += 1
+                self._idle.clear()
+                try:
+                    answered = await self._once(direct, resolved)
+                finally:
+                    self._left()
+                if answered is None:  # The write lost: answer as the session is now.
+                    async with aclosing(self._lost(request)) as repeated:
+                        async for event in repeated:
+                            yield event
+                    return
+                if claimed is not None:
+                    client_held = loaded.history_mode == HistoryMode.CLIENT
+                    claimed(Claim(self._holder, at, client_held, leased=False))
+                yield Started(request.operation_name, plan.user_message_id, False, answer_id)
+                for event in answered:  # A tuple: no generator between the turn and its reader.
+                    yield event
                 return
         turn = await self._claim(request, loaded, plan, at, progress, declarative, resolved)
         if turn is None:
@@ -327,34 +341,24 @@ class TurnRunner:
         )
 
     async def _once(
-        self, turn: _Turn, claimed: Callable[[Claim], None] | None
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """A turn a declared route answers (or fails), without a lease: its one write is
-        the commit, and its events go out once it landed, as a declarative turn's do."""
-        request = turn.request
-        self._in_flight += 1
-        self._idle.clear()
+        self, turn: _Turn, outcome: RouteOutcome | FailureOutcome
+    ) -> tuple[TurnEvent, ...] | None:
+        """The events after `started` of a turn a declared route answers (or fails), without
+        a lease: its one write is the commit. None when that write lost its compare-and-set
+        (nothing was written)."""
         try:
-            started = False
-            async with aclosing(self._respond(turn)) as events:
-                async for event in events:
-                    if not started:
-                        started = True
-                        if claimed is not None:
-                            client_held = turn.claimed.history_mode == HistoryMode.CLIENT
-                            claimed(
-                                Claim(self._holder, turn.started_at_ms, client_held, leased=False)
-                            )
-                        yield Started(
-                            request.operation_name, turn.plan.user_message_id, False, turn.answer_id
-                        )
-                    yield event
-        except _LostError:  # Nothing went out: answer as the session is now.
-            async with aclosing(self._lost(request)) as repeated:
-                async for event in repeated:
-                    yield event
-        finally:
-            self._left()
+            if isinstance(outcome, FailureOutcome):
+                return (await self._fail(turn, outcome.code, outcome),)
+            if utf8_size(outcome.response) > self._limits.max_output_bytes:
+                return (await self._fail(turn, OUTPUT_LIMIT, None),)
+            decided = _decided(outcome)
+            answer = Message(turn.answer_id, Role.ASSISTANT, outcome.response)
+            saved = await self._commit(turn, outcome, decided, answer, None)
+        except _LostError:
+            return None
+        if isinstance(saved, Failed):
+            return (saved,)
+        return _answered(decided, answer, outcome, saved)
 
     async def _lost(self, request: TurnRequest) -> AsyncGenerator[TurnEvent, None]:
         """What a turn whose only write lost answers: the recorded outcome of the same turn
@@ -425,14 +429,7 @@ class TurnRunner:
         )
 
     async def _answer(self, turn: _Turn, outcome: RouteOutcome) -> AsyncGenerator[TurnEvent, None]:
-        decision = outcome.decision
-        decided = Decided(
-            str(decision.kind),
-            decision.route_id,
-            decision.from_state,
-            decision.to_state,
-            outcome.replayed,
-        )
+        decided = _decided(outcome)
         if utf8_size(outcome.response) > self._limits.max_output_bytes:
             yield await self._fail(turn, OUTPUT_LIMIT, None)
             return
@@ -441,10 +438,8 @@ class TurnRunner:
         if isinstance(saved, Failed):
             yield saved
             return
-        yield decided
-        if answer.content:
-            yield Delta(answer.content)
-        yield Completed(answer.id, answer.content, outcome.snapshot, saved.cursor)
+        for event in _answered(decided, answer, outcome, saved):
+            yield event
 
     async def _delegate(
         self, turn: _Turn, outcome: DelegateOutcome
@@ -587,6 +582,27 @@ class TurnRunner:
             claimed = await saving
             if claimed is not None:
                 await self._release(claimed)
+
+
+def _decided(outcome: RouteOutcome) -> Decided:
+    decision = outcome.decision
+    return Decided(
+        str(decision.kind),
+        decision.route_id,
+        decision.from_state,
+        decision.to_state,
+        outcome.replayed,
+    )
+
+
+def _answered(
+    decided: Decided, answer: Message, outcome: RouteOutcome, saved: Loaded
+) -> tuple[TurnEvent, ...]:
+    """The events of a committed route answer, after `started`."""
+    done = Completed(answer.id, answer.content, outcome.snapshot, saved.cursor)
+    if answer.content:
+        return decided, Delta(answer.content), done
+    return decided, done
 
 
 def _declarative(definition: ChatDefinition) -> bool:
