@@ -454,7 +454,8 @@ def test_a_turn_cancelled_while_claiming_the_lease_releases_it(tmp_path: Path) -
             blocker = sqlite3.connect(env.db_path, isolation_level=None, check_same_thread=False)
             try:
                 blocker.execute("BEGIN IMMEDIATE")  # the claim waits on the worker thread
-                error = await refused(env.client.stream_turn(sid, Submit("/start"), timeout=0.3))
+                # No route answers this text: the turn goes to the model, so it claims a lease.
+                error = await refused(env.client.stream_turn(sid, Submit("hello"), timeout=0.3))
                 assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
             finally:
                 blocker.execute("ROLLBACK")
@@ -473,6 +474,45 @@ def test_a_turn_cancelled_while_claiming_the_lease_releases_it(tmp_path: Path) -
             assert result.ok
             assert result.decision is not None
             assert result.decision.from_state == "idle"
+
+    run(scenario())
+
+
+def test_a_declared_answer_whose_client_gives_up_during_its_one_write_is_committed_once(
+    tmp_path: Path,
+) -> None:
+    """A turn a declared route answers takes no lease: its only write is the commit. Once
+    submitted it lands whole even when the client's deadline passes meanwhile, and the
+    same turn id then gets the recorded outcome instead of running again."""
+
+    async def scenario() -> None:
+        async with live(tmp_path) as env:
+            sid = (await env.client.create_session("support")).session_id
+            blocker = sqlite3.connect(env.db_path, isolation_level=None, check_same_thread=False)
+            try:
+                blocker.execute("BEGIN IMMEDIATE")  # the write waits on the worker thread
+                call = env.client.stream_turn(sid, Submit("/start"), turn_id="t-1", timeout=0.3)
+                error = await refused(call)
+                assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+            stored = await env.store.load(sid)
+            for _ in range(250):  # the write lands once the lock is gone
+                assert stored is not None
+                if stored.cursor >= 1:
+                    break
+                await asyncio.sleep(0.02)
+                stored = await env.store.load(sid)
+            assert stored is not None
+            assert stored.cursor == 1  # one write, no lease to release
+            assert b'"lease":null' in stored.record
+            again = await env.client.run_turn(sid, Submit("/start"), turn_id="t-1")
+            assert again.started is not None
+            assert again.started.duplicate
+            assert again.completed is not None
+            assert again.completed.cursor == 1
+            assert again.text == "What is your name?"
 
     run(scenario())
 

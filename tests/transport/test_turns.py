@@ -55,7 +55,7 @@ def test_submit_streams_started_decision_delta_completed_in_sequence(tmp_path: P
             assert completed.assistant_message_id == started.assistant_message_id
             assert completed.snapshot.state == "collecting"
             assert completed.snapshot.allowed_events == ("finish",)
-            assert completed.cursor == session.cursor + 2  # lease claim, then commit
+            assert completed.cursor == session.cursor + 1  # one write: a declared route answered
             stored = await env.client.get_session(session.session_id)
             assert [(m.id, m.role, m.content) for m in stored.messages] == [
                 (started.user_message_id, "user", "/start"),

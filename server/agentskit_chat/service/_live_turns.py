@@ -190,6 +190,8 @@ class LiveTurns:
         bus.sweep()
         if live.detached:
             self._publish_to_store(live, eager=False)
+        if not claim.leased:
+            return  # Committed already: no lease another process could ask about.
         if self._signals is None or self._signals.done():
             # A context of its own: the loop outlives this turn, and is no part of its span.
             self._signals = asyncio.get_running_loop().create_task(

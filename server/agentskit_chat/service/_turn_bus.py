@@ -246,17 +246,22 @@ class TurnBus:
         await self.port.send_signal(TurnSignal(holder, kind, key), expires_at_ms=expires)
 
     async def take(self, handle: Callable[[TurnSignal], None], running: Callable[[], bool]) -> None:
-        """Take this process's signals and `handle` each, while `running()` holds."""
+        """Take this process's signals and `handle` each, every `SIGNAL_POLL_SECONDS` while
+        `running()` holds. The first look comes one interval after the start: a signal is
+        sent only once its sender saw a turn's lease, so none waits longer than before,
+        and turns shorter than the interval (most deterministic ones) cost no query."""
         port = self.port
         if port is None:
             return
-        while running():
+        while True:
+            await asyncio.sleep(SIGNAL_POLL_SECONDS)
+            if not running():
+                return
             try:
                 for signal in await port.take_signals(self.holder):
                     handle(signal)
             except Exception as exc:
                 log.warning("taking turn signals failed: %s", type(exc).__name__)
-            await asyncio.sleep(SIGNAL_POLL_SECONDS)
 
     async def close(self) -> None:
         """Stop the sweep."""

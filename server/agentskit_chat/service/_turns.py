@@ -1,9 +1,19 @@
 """The turn lifecycle: claim the lease, resolve, stream, commit or release.
 
-Every turn first claims the session's expiring lease by compare-and-set, before any
-callback, model call or transition. From then on it ends in exactly one of: a committed
-answer, a recorded failure that commits nothing else, or (when the client goes away) a
-released lease.
+A turn that may wait on anything (application code, a model call) first claims the
+session's expiring lease by compare-and-set, before any callback, model call or
+transition. From then on it ends in exactly one of: a committed answer, a recorded failure
+that commits nothing else, or (when the client goes away) a released lease.
+
+A turn of a definition whose routes are all declared as data is resolved before any write:
+resolving runs no application code and never waits. When a route answers it (or fails it),
+nothing can fail between a lease claim and the commit, so the turn takes no lease: its
+answer (or failure) is committed with one compare-and-set on the cursor read with the
+record, and the cursor grows by one. When that compare-and-set loses, the record is read
+again and the turn answers as a claim that lost would: the recorded outcome when the same
+turn id finished meanwhile, SESSION_BUSY or TURN_IN_PROGRESS while a lease is held,
+CONFLICT otherwise. Only when no route answers (the turn goes to the model) does it claim
+the lease, and then proceeds with the outcome already resolved.
 """
 
 from __future__ import annotations
@@ -97,6 +107,16 @@ class _Turn:
     progress: TurnProgress
     answer_id: str
     """The id the answer is stored under, told to the renderer when the turn starts."""
+    started_at_ms: int
+    """When the turn started (its lease's claim, when it holds one)."""
+    resolved: Outcome | None = None
+    """The outcome, when it was resolved before the lease was claimed."""
+    leased: bool = True
+    """The turn holds the session's lease; otherwise its one write is its commit."""
+
+
+class _LostError(Exception):
+    """The one write of a turn without a lease lost its compare-and-set."""
 
 
 class TurnRunner:
@@ -233,7 +253,37 @@ class TurnRunner:
                     yield event
             return
         check_expected_cursor(loaded, request.expected_cursor)
-        turn = await self._claim(request, loaded, history, progress)
+        at = now_ms()
+        refuse_if_leased(loaded, at, request.turn_id)
+        plan = plan_turn(request.operation, history, self._limits, new_id)
+        declarative = _declarative(loaded.definition)
+        resolved: Outcome | None = None
+        if declarative:
+            resolved = await self._resolve(loaded, plan)  # Never waits, writes nothing.
+            if not isinstance(resolved, DelegateOutcome):
+                answer_id = new_id("a")
+                direct = _Turn(
+                    request, plan, loaded, 0.0, True, progress, answer_id, at, resolved, False
+                )
+                self._in_flight += 1
+                self._idle.clear()
+                try:
+                    answered = await self._once(direct, resolved)
+                finally:
+                    self._left()
+                if answered is None:  # The write lost: answer as the session is now.
+                    async with aclosing(self._lost(request)) as repeated:
+                        async for event in repeated:
+                            yield event
+                    return
+                if claimed is not None:
+                    client_held = loaded.history_mode == HistoryMode.CLIENT
+                    claimed(Claim(self._holder, at, client_held, leased=False))
+                yield Started(request.operation_name, plan.user_message_id, False, answer_id)
+                for event in answered:  # A tuple: no generator between the turn and its reader.
+                    yield event
+                return
+        turn = await self._claim(request, loaded, plan, at, progress, declarative, resolved)
         if turn is None:
             raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
         self._in_flight += 1
@@ -241,27 +291,30 @@ class TurnRunner:
         try:
             if claimed is not None:
                 client_held = turn.claimed.history_mode == HistoryMode.CLIENT
-                claimed(Claim(self._holder, _started_at(turn.claimed) or 0, client_held))
+                claimed(Claim(self._holder, turn.started_at_ms, client_held))
             async with aclosing(self._execute(turn)) as events:
                 async for event in events:
                     yield event
         finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.set()
+            self._left()
+
+    def _left(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle.set()
 
     async def _claim(
         self,
         request: TurnRequest,
         loaded: Loaded,
-        history: tuple[Message, ...],
+        plan: Plan,
+        at: int,
         progress: TurnProgress,
+        declarative: bool,
+        resolved: Outcome | None,
     ) -> _Turn | None:
-        """Plan the turn on `history` (read with `loaded`) and claim the session lease; None
-        when the compare-and-set lost."""
-        at = now_ms()
-        refuse_if_leased(loaded, at, request.turn_id)
-        plan = plan_turn(request.operation, history, self._limits, new_id)
+        """Claim the session lease for the turn planned on `loaded`; None when the
+        compare-and-set lost."""
         lease = Lease(
             request.turn_id,
             self._holder,
@@ -282,8 +335,43 @@ class TurnRunner:
             return None
         deadline = asyncio.get_running_loop().time() + self._limits.turn_timeout
         progress.definition = claimed.definition
-        declarative = _declarative(claimed.definition)
-        return _Turn(request, plan, claimed, deadline, declarative, progress, new_id("a"))
+        answer_id = new_id("a")
+        return _Turn(
+            request, plan, claimed, deadline, declarative, progress, answer_id, at, resolved
+        )
+
+    async def _once(
+        self, turn: _Turn, outcome: RouteOutcome | FailureOutcome
+    ) -> tuple[TurnEvent, ...] | None:
+        """The events after `started` of a turn a declared route answers (or fails), without
+        a lease: its one write is the commit. None when that write lost its compare-and-set
+        (nothing was written)."""
+        try:
+            if isinstance(outcome, FailureOutcome):
+                return (await self._fail(turn, outcome.code, outcome),)
+            if utf8_size(outcome.response) > self._limits.max_output_bytes:
+                return (await self._fail(turn, OUTPUT_LIMIT, None),)
+            decided = _decided(outcome)
+            answer = Message(turn.answer_id, Role.ASSISTANT, outcome.response)
+            saved = await self._commit(turn, outcome, decided, answer, None)
+        except _LostError:
+            return None
+        if isinstance(saved, Failed):
+            return (saved,)
+        return _answered(decided, answer, outcome, saved)
+
+    async def _lost(self, request: TurnRequest) -> AsyncGenerator[TurnEvent, None]:
+        """What a turn whose only write lost answers: the recorded outcome of the same turn
+        id when it finished meanwhile, busy while a lease is held, else a conflict."""
+        loaded, history = await self._records.load_with_messages(request.session_id)
+        finished = loaded.record.find_turn(request.turn_id)
+        if finished is not None:
+            async with aclosing(repeat(loaded, history, finished)) as repeated:
+                async for event in repeated:
+                    yield event
+            return
+        refuse_if_leased(loaded, now_ms(), request.turn_id)
+        raise ServiceError(Reason.CONFLICT, "another writer changed the session; retry")
 
     async def _execute(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
         ended = False  # committed, recorded as failed, or lost to another writer
@@ -309,12 +397,14 @@ class TurnRunner:
                 await self._finish(self._release(turn.claimed))
 
     async def _respond(self, turn: _Turn) -> AsyncGenerator[TurnEvent, None]:
-        if turn.declarative:
-            outcome = await self._resolve(turn)  # Never waits: no deadline to watch.
+        if turn.resolved is not None:
+            outcome = turn.resolved  # Resolved before the lease: declared routes only.
+        elif turn.declarative:
+            outcome = await self._resolve(turn.claimed, turn.plan)  # Never waits.
         else:
             try:
                 async with asyncio.timeout_at(turn.deadline):
-                    outcome = await self._resolve(turn)
+                    outcome = await self._resolve(turn.claimed, turn.plan)
             except TimeoutError:
                 yield await self._fail(turn, DEADLINE_EXCEEDED, None)
                 return
@@ -328,25 +418,18 @@ class TurnRunner:
                 async for event in events:
                     yield event
 
-    async def _resolve(self, turn: _Turn) -> Outcome:
+    async def _resolve(self, loaded: Loaded, plan: Plan) -> Outcome:
         return await resolve(
-            turn.claimed.definition,
-            turn.claimed.record.conversation,
-            turn.plan.messages,
+            loaded.definition,
+            loaded.record.conversation,
+            plan.messages,
             digester=self._digester,
             callback_timeout=self._callback_timeout,
             at=time.time(),
         )
 
     async def _answer(self, turn: _Turn, outcome: RouteOutcome) -> AsyncGenerator[TurnEvent, None]:
-        decision = outcome.decision
-        decided = Decided(
-            str(decision.kind),
-            decision.route_id,
-            decision.from_state,
-            decision.to_state,
-            outcome.replayed,
-        )
+        decided = _decided(outcome)
         if utf8_size(outcome.response) > self._limits.max_output_bytes:
             yield await self._fail(turn, OUTPUT_LIMIT, None)
             return
@@ -355,10 +438,8 @@ class TurnRunner:
         if isinstance(saved, Failed):
             yield saved
             return
-        yield decided
-        if answer.content:
-            yield Delta(answer.content)
-        yield Completed(answer.id, answer.content, outcome.snapshot, saved.cursor)
+        for event in _answered(decided, answer, outcome, saved):
+            yield event
 
     async def _delegate(
         self, turn: _Turn, outcome: DelegateOutcome
@@ -429,7 +510,7 @@ class TurnRunner:
             turn.plan.user_message_id,
             decided,
             answer.id,
-            started_at_ms=_started_at(turn.claimed),
+            started_at_ms=turn.started_at_ms,
             usage=usage,
         )
         record = turn.claimed.record.evolve(conversation=outcome.state, lease=None).with_turn(
@@ -444,9 +525,14 @@ class TurnRunner:
         except ServiceError as error:
             if error.reason != Reason.STORE_UNAVAILABLE:
                 raise
-            await self._finish(self.releases.release(turn.claimed))
+            if turn.leased:
+                await self._finish(self.releases.release(turn.claimed))
             return failure(STORE_UNAVAILABLE)
-        return failure(CONFLICT) if saved is None else saved
+        if saved is not None:
+            return saved
+        if not turn.leased:
+            raise _LostError
+        return failure(CONFLICT)
 
     async def _fail(
         self,
@@ -472,16 +558,21 @@ class TurnRunner:
             turn.plan.user_message_id,
             failed,
             outcome,
-            started_at_ms=_started_at(turn.claimed),
+            started_at_ms=turn.started_at_ms,
             decided=decided,
         )
         record = turn.claimed.record.evolve(lease=None).with_turn(finished)
+        write = self._records.save(turn.claimed, record)
         try:
-            await self._finish(self._records.save(turn.claimed, record))
+            if turn.leased:
+                await self._finish(write)
+            elif await write is None:
+                raise _LostError
         except ServiceError as error:
             if error.reason != Reason.STORE_UNAVAILABLE:
                 raise
-            await self._finish(self.releases.release(turn.claimed))
+            if turn.leased:
+                await self._finish(self.releases.release(turn.claimed))
             return failure(STORE_UNAVAILABLE)
         return failed
 
@@ -497,9 +588,25 @@ class TurnRunner:
                 await self._release(claimed)
 
 
-def _started_at(claimed: Loaded) -> int | None:
-    lease = claimed.record.lease
-    return None if lease is None else lease.started_at_ms
+def _decided(outcome: RouteOutcome) -> Decided:
+    decision = outcome.decision
+    return Decided(
+        str(decision.kind),
+        decision.route_id,
+        decision.from_state,
+        decision.to_state,
+        outcome.replayed,
+    )
+
+
+def _answered(
+    decided: Decided, answer: Message, outcome: RouteOutcome, saved: Loaded
+) -> tuple[TurnEvent, ...]:
+    """The events of a committed route answer, after `started`."""
+    done = Completed(answer.id, answer.content, outcome.snapshot, saved.cursor)
+    if answer.content:
+        return decided, Delta(answer.content), done
+    return decided, done
 
 
 def _declarative(definition: ChatDefinition) -> bool:

@@ -186,7 +186,8 @@ class TurnView:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A turn claimed its session's lease: which run of the turn it is, and where."""
+    """A turn claimed its session's lease (or, without one, committed its only write):
+    which run of the turn it is, and where."""
 
     holder: str
     """The lease holder: the process running the turn."""
@@ -194,6 +195,9 @@ class Claim:
     """When the lease was claimed; tells this run of the turn id apart from others."""
     client_held: bool
     """The session's history is client-held: the turn's text is stored only sealed."""
+    leased: bool = True
+    """False for a turn a declared route answered with one write: it is already committed,
+    and nobody can signal it."""
 
 
 @dataclass(frozen=True, slots=True)

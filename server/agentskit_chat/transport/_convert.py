@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from typing import Final
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.conversation import ChatDefinition, ConversationSnapshot, Message, Role
 from agentskit_chat.service import (
@@ -227,14 +225,10 @@ class EventStamper:
         self._turn_id = turn_id
 
     def __call__(self, sequence: int, event: TurnEvent) -> pb.StreamTurnResponse:
-        stamp = Timestamp()
-        stamp.FromNanoseconds(time.time_ns())
         response = pb.StreamTurnResponse(
-            session_id=self._session_id,
-            turn_id=self._turn_id,
-            sequence=sequence,
-            time=stamp,
+            session_id=self._session_id, turn_id=self._turn_id, sequence=sequence
         )
+        response.time.FromNanoseconds(time.time_ns())  # in place: no message copied
         _fill(response, event)
         return response
 

@@ -57,7 +57,14 @@ class StallWatch:
         self._events = events
         self._deadline = deadline
         self._stalled_callback = stalled
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        """The terminal event's send timer, or the stall of a send started past the deadline."""
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        """One timer at the deadline for the whole stream (not one per event)."""
+        self._waiting = False
+        """A non-terminal event is waiting for the client."""
+        self._late = False
+        """The deadline passed while no event waited for the client."""
         self._ending: asyncio.Task[None] | None = None
 
     @property
@@ -67,8 +74,16 @@ class StallWatch:
 
     def sending(self, *, terminal: bool) -> None:
         """An event is about to wait for the client."""
-        at = self._loop.time() + TERMINAL_SEND_SECONDS if terminal else self._deadline
-        self._timer = self._loop.call_at(at, self._stalled)
+        if terminal:
+            self._timer = self._loop.call_at(
+                self._loop.time() + TERMINAL_SEND_SECONDS, self._stalled
+            )
+        elif self._late:
+            self._timer = self._loop.call_soon(self._stalled)  # It cannot leave in time.
+        else:
+            self._waiting = True
+            if self._deadline_timer is None:
+                self._deadline_timer = self._loop.call_at(self._deadline, self._at_deadline)
 
     async def sent(self) -> None:
         """The event left. When the watch stalled meanwhile, wait until the events are
@@ -87,18 +102,33 @@ class StallWatch:
         traceback: TracebackType | None,
     ) -> None:
         self._disarm()
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
         if self._ending is not None:
             await asyncio.shield(self._ending)  # closing them a second time would fail
         else:
             await self._events.aclose()
 
     def _disarm(self) -> None:
+        self._waiting = False
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
+    def _at_deadline(self) -> None:
+        self._deadline_timer = None
+        if self._waiting:
+            self._stalled()
+        else:
+            self._late = True
+
     def _stalled(self) -> None:
         self._timer = None
+        self._waiting = False
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
         log.warning("turn stream stalled: the client stopped reading; cancelling the call")
         if self._stalled_callback is not None:
             self._stalled_callback()
