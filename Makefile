@@ -77,6 +77,7 @@ bench: $(STAMP) postgresql-server nginx
 	$(BIN)/python -m bench.live_turns --rounds 3
 	$(BIN)/python -m bench.agui
 	$(BIN)/python -m bench.aisdk
+	$(BIN)/python -m bench.openai_front
 
 # Debian's Chromium, which the browser tests (tests/web) drive headless through playwright-core
 # (installed when absent; not needed when CONTRACT_SKIP_TOOLCHAINS names node).

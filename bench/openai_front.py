@@ -43,6 +43,7 @@ from typing import Any, Final
 import grpc
 import httpx
 
+from . import _turns as turns
 from . import model as model_bench
 from . import service as service_bench
 from ._servers import Server, pin, placement, running
@@ -94,7 +95,7 @@ class FrontWorker:
     async def _session(self) -> str:
         reply = await self.client.post(
             f"{service_bench.SERVICE_PATH}/CreateSession",
-            json={"definitionId": service_bench.DEFINITION_ID},
+            json={"definitionId": turns.DEFINITION_ID},
         )
         reply.raise_for_status()
         return str(reply.json()["session"]["sessionId"])
@@ -102,13 +103,13 @@ class FrontWorker:
     async def prepare(self, calls: int) -> None:
         """Server-held sessions for `calls` turns (session mode); a fresh start."""
         if self.mode == "session":
-            needed = calls // service_bench.TURNS_PER_SESSION + 2
+            needed = calls // turns.TURNS_PER_SESSION + 2
             self.spare.extend([await self._session() for _ in range(needed - len(self.spare))])
-        self.turns = service_bench.TURNS_PER_SESSION
+        self.turns = turns.TURNS_PER_SESSION
 
     async def next(self) -> None:
         """A fresh session or conversation when the current one is full."""
-        if self.turns < service_bench.TURNS_PER_SESSION:
+        if self.turns < turns.TURNS_PER_SESSION:
             return
         self.turns, self.history = 0, []
         if self.mode == "session":
@@ -121,8 +122,8 @@ class FrontWorker:
     async def call(self) -> str | None:
         """One turn; None when it answered `pong`."""
         self.turns += 1
-        self.history.append({"role": "user", "content": service_bench.TURN_TEXT})
-        body = {"model": service_bench.DEFINITION_ID, "messages": self.history}
+        self.history.append({"role": "user", "content": turns.TURN_TEXT})
+        body = {"model": turns.DEFINITION_ID, "messages": self.history}
         try:
             reply = await self.client.post(COMPLETIONS, json=body, headers=self.headers)
         except httpx.HTTPError as exc:
@@ -130,7 +131,7 @@ class FrontWorker:
         if reply.status_code != 200:
             return f"{self.mode}: status {reply.status_code} {reply.text[:200]}"
         answer = reply.json()["choices"][0]["message"]["content"]
-        if answer != service_bench.TURN_ANSWER:
+        if answer != turns.TURN_ANSWER:
             return f"{self.mode}: unexpected answer"
         self.history.append({"role": "assistant", "content": answer})
         if self.mode != "conversation":
@@ -138,16 +139,14 @@ class FrontWorker:
         return None
 
 
-async def _cpu_round(server: Server, target: str, config: Config) -> service_bench.Phase:
+async def _cpu_round(server: Server, target: str, config: Config) -> turns.Phase:
     async with AsyncExitStack() as stack:
-        workers: list[service_bench.Worker] = []
+        workers: list[turns.Worker] = []
         for index in range(config.clients):
             if target == "grpc":
-                channel = grpc.aio.insecure_channel(
-                    server.address, options=service_bench.CHANNEL_OPTIONS
-                )
+                channel = grpc.aio.insecure_channel(server.address, options=turns.OWN_CONNECTION)
                 await stack.enter_async_context(channel)
-                workers.append(service_bench.ChatWorker(channel, f"g{index}"))
+                workers.append(turns.ChatWorker(channel, f"g{index}"))
                 continue
             client = httpx.AsyncClient(
                 base_url=f"http://{server.http_address}",
@@ -156,24 +155,24 @@ async def _cpu_round(server: Server, target: str, config: Config) -> service_ben
             )
             await stack.enter_async_context(client)
             workers.append(FrontWorker(client, target, f"{target[0]}{index}-{time.time_ns()}"))
-        warm = await service_bench.measure(workers, server, config.warmup)
+        warm = await turns.measure(workers, server.cpu_seconds, config.warmup)
         if warm.failures:
             return warm
-        total: service_bench.Phase | None = None
+        total: turns.Phase | None = None
         while total is None or (total.calls < config.min_calls and total.elapsed < MAX_SECONDS):
             expected = max(warm.calls / warm.elapsed * config.seconds / config.clients, 1.0)
             await asyncio.gather(*(w.prepare(int(expected * 1.5) + 10) for w in workers))
-            phase = await service_bench.measure(workers, server, config.seconds)
+            phase = await turns.measure(workers, server.cpu_seconds, config.seconds)
             total = phase if total is None else _sum(total, phase)
         return total
 
 
-def _sum(one: service_bench.Phase, other: service_bench.Phase) -> service_bench.Phase:
+def _sum(one: turns.Phase, other: turns.Phase) -> turns.Phase:
     """Two phases of one target as one."""
     cpu = None
     if one.server_cpu is not None and other.server_cpu is not None:
         cpu = one.server_cpu + other.server_cpu
-    return service_bench.Phase(
+    return turns.Phase(
         one.calls + other.calls,
         one.elapsed + other.elapsed,
         one.latencies + other.latencies,
@@ -195,7 +194,7 @@ async def measure_cpu(config: Config, env: dict[str, str]) -> tuple[dict[str, li
             if not pin(os.getpid(), load_cpus):
                 server_cpus = None
         serve = [sys.executable, "-m", "agentskit_chat.cli", "serve", "--listen", "127.0.0.1:0"]
-        serve += ["--definitions", str(service_bench.DEFINITIONS), "--drain-delay", "0"]
+        serve += ["--definitions", str(turns.DEFINITIONS), "--drain-delay", "0"]
         serve += ["--store", "memory://", "--state-dir", str(work), "--http-listen", "127.0.0.1:0"]
         server = await stack.enter_async_context(
             running("serve", serve, cwd=ROOT, env=env, cpus=server_cpus)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from agentskit_chat_client import ChatClient, TextDelta, TurnCompleted, TurnDecision
 from tests.cli.fixtures.serving import Server
-from tests.postgres import free_port
 from tests.docs.pages import ROOT
+from tests.postgres import free_port
 
 
 def _refused(port: int) -> bool:
