@@ -195,6 +195,37 @@ def test_a_cancelled_stateless_stream_leaves_nothing_in_the_store(
         assert live.rows(table) == 0, table
 
 
+def test_a_conversation_whose_first_turn_was_cancelled_goes_on_only_with_its_history(
+    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
+) -> None:
+    chat = {"X-OpenWebUI-Chat-Id": "chat-cancelled"}
+    model.enqueue(PAUSED)
+    stream: Any = client.chat.completions.create(
+        model="support", messages=USER, stream=True, extra_headers=chat
+    )
+    chunks = iter(stream)
+    next(chunks)
+    assert next(chunks).choices[0].delta.content == "first "
+    stream.close()
+    assert model.wait_disconnect(timeout=30)
+    model.resume()
+    model.enqueue(Reply(chunks=("A title",)))
+    title: Any = [{"role": "user", "content": "Title this chat"}]
+    titled = client.chat.completions.with_raw_response.create(
+        model="support", messages=title, extra_headers=chat
+    )
+    assert titled.headers["x-agentskit-history"] == "stateless"
+    assert titled.parse().choices[0].message.content == "A title"
+    follow: Any = [*USER, {"role": "assistant", "content": "first "}, *START]
+    retrying = client.with_options(max_retries=5)  # the cancelled turn may still hold it
+    followed = retrying.chat.completions.with_raw_response.create(
+        model="support", messages=follow, extra_headers=chat
+    )
+    assert followed.headers["x-agentskit-history"] == "client"
+    assert followed.headers["x-agentskit-to-state"] == "collecting"
+    assert len(asyncio.run(_turns(live, "chat-cancelled"))) == 1
+
+
 def test_a_model_failure_before_any_text_is_an_error_status_and_commits_nothing(
     client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
 ) -> None:

@@ -8,6 +8,10 @@
   named stably by position, role and content (`_openai_history`), so the same history sent
   again keeps its decisions. A request that does not continue that conversation (a title
   or follow-up generation, or another model) is answered statelessly, leaving it as it is.
+  A conversation made here whose first turn ended without a commit (the client left, the
+  model failed) goes on only with a history holding that turn's user message (remembered
+  by this process), so a title request sent next does not take it over. An id that exists
+  but that the token may not use is refused with 409 naming the header.
 - Otherwise the completion is stateless: it runs in a client-held session made for it and
   deleted when it ends, so the store keeps nothing of it.
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import replace
@@ -53,6 +58,8 @@ CONVERSATION_HEADERS: Final = (
 IDEMPOTENCY_HEADER: Final = "idempotency-key"
 STATELESS_PREFIX: Final = "openai-"
 DELETE_ATTEMPTS: Final = 20
+REMEMBERED: Final = 10_000
+"""Conversations whose first turn ended without a commit that are remembered."""
 RETAINED_TURNS: Final = 100
 """A page of ListTurns at its largest: more than a session retains."""
 
@@ -62,6 +69,9 @@ class Completion:
 
     def __init__(self, rpcs: ChatRpcs) -> None:
         self.rpcs = rpcs
+        self._first: OrderedDict[str, str] = OrderedDict()
+        """The user message id of each conversation this made whose first turn ended
+        without a commit: it goes on only with a history holding that message."""
 
     async def run(
         self, request: ChatRequest, header: Callable[[str], str | None]
@@ -87,23 +97,35 @@ class Completion:
         if conversation is not None and goes_on:
             dispatch = pb.DispatchOperation(messages=pb_messages(request.messages, named))
             turn = pb.StreamTurnRequest(session_id=conversation, turn_id=turn_id, dispatch=dispatch)
-            began = False
+            began = finished = False
             try:
                 async with aclosing(self._turn(request, turn, "client")) as items:
                     async for item in items:
                         began = True
+                        finished = finished or isinstance(item, Finished)
                         yield item
             except Exception as error:  # A conversation made for a refused turn goes again.
                 if created is not None and not began:
-                    await forget_created(self.rpcs, conversation, created, error)
+                    forget = forget_created(self.rpcs, conversation, created, error)
+                    await asyncio.shield(asyncio.ensure_future(forget))
                 raise
+            finally:
+                if finished:
+                    self._first.pop(conversation, None)
+                elif created is not None:  # Cancelled or failed: what it began with is kept.
+                    self._remember(conversation, named[-1])
             return
         async with aclosing(self._stateless(request, turn_id)) as items:
             async for item in items:
                 yield item
 
     async def _continues(
-        self, request: ChatRequest, session_id: str, named: tuple[str, ...]
+        self,
+        request: ChatRequest,
+        session_id: str,
+        named: tuple[str, ...],
+        *,
+        retried: bool = False,
     ) -> tuple[bool, int | None]:
         """Whether the request continues the client-held session `session_id` (False for a
         request that must leave it alone), and the cursor of the session when this made it
@@ -128,7 +150,15 @@ class Completion:
             except ServiceError as again:
                 if again.reason != Reason.SESSION_EXISTS:
                     raise
-                return await self._continues(request, session_id, named)
+                if retried:  # It exists, yet this token may not see it.
+                    raise FrontError(
+                        409,
+                        "conversation_in_use",
+                        "the conversation id is in use",
+                        "x-agentskit-conversation",
+                    ) from None
+                return await self._continues(request, session_id, named, retried=True)
+            self._first.pop(session_id, None)
             return True, made.session.cursor
         session = found.session
         if session.history_mode != pb.HISTORY_MODE_CLIENT:
@@ -143,11 +173,20 @@ class Completion:
         for size in (1, RETAINED_TURNS):  # The newest turn's message is usually still there.
             page = pb.ListTurnsRequest(session_id=session_id, page_size=size)
             turns = (await self.rpcs.list_turns(page)).turns
-            if not turns or continues([t.user_message_id for t in turns], named):
+            if not turns:
+                first = self._first.get(session_id)
+                return first is None or first in named, None
+            if continues([t.user_message_id for t in turns], named):
                 return True, None
             if len(turns) < size:
                 return False, None
         return False, None
+
+    def _remember(self, session_id: str, message_id: str) -> None:
+        self._first[session_id] = message_id
+        self._first.move_to_end(session_id)
+        while len(self._first) > REMEMBERED:
+            self._first.popitem(last=False)
 
     async def _stateless(self, request: ChatRequest, turn_id: str) -> AsyncGenerator[Item, None]:
         session_id = STATELESS_PREFIX + secrets.token_hex(16)
