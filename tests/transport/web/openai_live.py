@@ -16,6 +16,8 @@ from tests.cli.fixtures.serving import EXAMPLES, REPO, Server
 TOKEN = "openai-front-token-0123456789abcdef"
 OTHER_TOKEN = "openai-front-other-tenant-token-0123"
 """A token of another tenant, which may use `support` only, for two turns a minute."""
+LIMITED_TOKEN = "openai-front-limited-token-0123456789"
+"""A token of TOKEN's tenant which may use `support` only."""
 HTTP_LISTENING = re.compile(r"agentskit-chat http listening on 127\.0\.0\.1:(\d+) ")
 
 
@@ -64,6 +66,7 @@ def start(
         f"  - {{sha256: {token_digest(TOKEN)}, tenant: main}}\n"
         f"  - {{sha256: {token_digest(OTHER_TOKEN)}, tenant: other, definitions: [support], "
         "rates: {turns: 0.03, turns_burst: 2}}\n"
+        f"  - {{sha256: {token_digest(LIMITED_TOKEN)}, tenant: main, definitions: [support]}}\n"
     )
     state = tmp_path / "state"
     server = launch(

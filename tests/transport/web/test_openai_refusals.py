@@ -19,7 +19,13 @@ from agentskit_chat.fakemodel import Ending, FakeModelServer, HttpResponse, Repl
 from agentskit_chat_client import ChatClient
 from tests.cli.conftest import Launcher
 from tests.cli.conftest import launch as launch
-from tests.transport.web.openai_live import OTHER_TOKEN, TOKEN, OpenAILive, start
+from tests.transport.web.openai_live import (
+    LIMITED_TOKEN,
+    OTHER_TOKEN,
+    TOKEN,
+    OpenAILive,
+    start,
+)
 
 CANARY = "cnry-5e1f-openai-front"
 PAUSED = Reply(chunks=("first ", "second ", "third"), pause_after=1)
@@ -140,6 +146,42 @@ def test_a_malformed_id_header_is_a_400_naming_it(
         )
     assert _error(refused)["param"] == param
     assert live.rows("sessions") == 0
+
+
+@pytest.mark.parametrize("headers", [{}, {"X-AgentsKit-Conversation": "c-surrogate"}])
+def test_a_lone_surrogate_is_a_400_and_keeps_nothing(
+    live: OpenAILive, model: FakeModelServer, headers: dict[str, str]
+) -> None:
+    raw = b'{"model": "support", "messages": [{"role": "user", "content": "x\\ud800"}]}'
+    answer = httpx.post(
+        f"{live.base_url}/chat/completions",
+        content=raw,
+        headers={"authorization": f"Bearer {TOKEN}", "content-type": "application/json", **headers},
+        timeout=30,
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["param"] == "messages[0].content"
+    assert live.rows("sessions") == 0
+    assert model.requests == []
+
+
+def test_a_conversation_id_of_a_definition_the_token_may_not_use_is_409(
+    client: openai.OpenAI, live: OpenAILive, model: FakeModelServer
+) -> None:
+    on = {"X-AgentsKit-Conversation": "c-elsewhere"}
+    model.enqueue(Reply(chunks=("Hello",)))
+    assert _conversation_start(client, "coffee", on).headers["x-agentskit-history"] == "client"
+    with openai.OpenAI(base_url=live.base_url, api_key=LIMITED_TOKEN, max_retries=0) as other:
+        with pytest.raises(openai.ConflictError) as refused:
+            _conversation_start(other, "support", on)
+    assert _error(refused)["param"] == "x-agentskit-conversation"
+    assert live.rows("sessions") == 1
+
+
+def _conversation_start(sdk: openai.OpenAI, definition: str, headers: dict[str, str]) -> Any:
+    return sdk.chat.completions.with_raw_response.create(
+        model=definition, messages=START, extra_headers=headers
+    )
 
 
 def test_a_new_conversation_whose_first_turn_is_refused_is_not_kept(

@@ -75,6 +75,28 @@ def test_a_request_is_read_with_its_history_and_sampling() -> None:
         ({"seed": 1.5}, "seed"),
         ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
         ({"presence_penalty": -3}, "presence_penalty"),
+        ({"messages": [{"role": ["user"], "content": CANARY}]}, "messages[0].role"),
+        ({"messages": [{"role": {"user": 1}, "content": CANARY}]}, "messages[0].role"),
+        ({"messages": [{"role": "user", "content": CANARY + "\ud800"}]}, "messages[0].content"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}]},
+            "messages[0].content[0].text",
+        ),
+        ({"model": "support\ud800"}, "model"),
+        ({"stop": ["ok", "\ud800"]}, "stop[1]"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": ["text"]}]}]},
+            "messages[0].content[0]",
+        ),
+        ({"n": True}, "n"),
+        ({"n": 1.0}, "n"),
+        (
+            {"stream": True, "stream_options": {"include_usage": "yes"}},
+            "stream_options.include_usage",
+        ),
+        ({"stream": True, "stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
+        ({"seed": 2**63}, "seed"),
+        ({"seed": -(2**63) - 1}, "seed"),
     ],
 )
 def test_a_bad_or_unsupported_parameter_is_named_not_repeated(
@@ -86,6 +108,11 @@ def test_a_bad_or_unsupported_parameter_is_named_not_repeated(
     assert (error["param"], error["type"]) == (param, "invalid_request_error")
     assert refused.value.status == 400
     assert CANARY not in str(error)
+
+
+def test_a_seed_is_taken_across_the_int64_range() -> None:
+    for seed in (-(2**63), 2**63 - 1):
+        assert parse_request(body(seed=seed)).sampling.seed == seed
 
 
 class Namer:

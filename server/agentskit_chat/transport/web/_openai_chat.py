@@ -92,10 +92,10 @@ class Completion:
         conversation = next((v for n in CONVERSATION_HEADERS if (v := header(n)) is not None), None)
         named = () if conversation is None else message_ids(self.rpcs.service, request.messages)
         goes_on, created = False, None
-        if conversation is not None:
+        if conversation is not None:  # Built before the session is: nothing fails after.
+            dispatch = pb.DispatchOperation(messages=pb_messages(request.messages, named))
             goes_on, created = await self._continues(request, conversation, named)
         if conversation is not None and goes_on:
-            dispatch = pb.DispatchOperation(messages=pb_messages(request.messages, named))
             turn = pb.StreamTurnRequest(session_id=conversation, turn_id=turn_id, dispatch=dispatch)
             began = finished = False
             try:

@@ -62,11 +62,12 @@ def parse_request(body: Mapping[str, Any]) -> ChatRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_request("model", "model is required: the id of a chat definition")
+    _unicode("model", model)
     for name, message in UNSUPPORTED.items():
         if body.get(name) not in (None, [], {}, "none"):
             raise bad_request(name, message)
     n = body.get("n")
-    if n is not None and n != 1:
+    if n is not None and (type(n) is not int or n != 1):
         raise bad_request("n", "only n = 1 is supported")
     if body.get("logprobs") or body.get("top_logprobs") is not None:
         raise bad_request("logprobs", "logprobs are not supported")
@@ -80,7 +81,7 @@ def parse_request(body: Mapping[str, Any]) -> ChatRequest:
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise bad_request("stream_options", "stream_options must be an object")
-    include_usage = bool(options and options.get("include_usage") is True)
+    include_usage = _boolean(options or {}, "include_usage", "stream_options.include_usage")
     if options and not stream:
         raise bad_request("stream_options", "stream_options needs stream: true")
     return ChatRequest(
@@ -88,12 +89,22 @@ def parse_request(body: Mapping[str, Any]) -> ChatRequest:
     )
 
 
-def _boolean(body: Mapping[str, Any], name: str) -> bool:
+def _boolean(body: Mapping[str, Any], name: str, at: str | None = None) -> bool:
     value = body.get(name, False)
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise bad_request(name, f"{name} must be a boolean")
+        raise bad_request(at or name, f"{at or name} must be a boolean")
+    return value
+
+
+def _unicode(at: str, value: str) -> str:
+    """`value` when it has a UTF-8 form; `bad_request` naming `at` otherwise."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise bad_request(at, f"{at} must be Unicode text (no lone surrogates)") from None
     return value
 
 
@@ -106,6 +117,8 @@ def _messages(value: object) -> tuple[tuple[str, str], ...]:
         if not isinstance(message, dict):
             raise bad_request(at, f"{at} must be an object")
         role = message.get("role")
+        if not isinstance(role, str):
+            raise bad_request(f"{at}.role", f"{at}.role must be a string")
         if (
             role in ("tool", "function")
             or message.get("tool_calls")
@@ -124,7 +137,7 @@ def _messages(value: object) -> tuple[tuple[str, str], ...]:
 
 def _text(content: object, at: str) -> str:
     if isinstance(content, str):
-        return content
+        return _unicode(at, content)
     if content is None:
         return ""
     if not isinstance(content, list):
@@ -137,7 +150,7 @@ def _text(content: object, at: str) -> str:
         text = part.get("text") if isinstance(part, dict) else None
         if kind != "text" or not isinstance(text, str):
             raise bad_request(f"{at}[{index}]", f"{at}[{index}] must be a text part")
-        parts.append(text)
+        parts.append(_unicode(f"{at}[{index}].text", text))
     return "".join(parts)
 
 
@@ -155,13 +168,15 @@ def _sampling(body: Mapping[str, Any]) -> Sampling:
         or not all(isinstance(s, str) and s for s in stop)
     ):
         raise bad_request("stop", f"stop must be a string or up to {MAX_STOP} strings")
+    for index, text in enumerate(stop or ()):
+        _unicode(f"stop[{index}]" if isinstance(body.get("stop"), list) else "stop", text)
     return Sampling(
         temperature=_number(body, "temperature", 0, 2),
         top_p=_number(body, "top_p", 0, 1),
         max_tokens=_integer(tokens, name, 1),
         presence_penalty=_number(body, "presence_penalty", -2, 2),
         frequency_penalty=_number(body, "frequency_penalty", -2, 2),
-        seed=_integer(body.get("seed"), "seed", None),
+        seed=_integer(body.get("seed"), "seed", -(2**63), 2**63 - 1),
         stop=tuple(stop or ()),
     )
 
@@ -180,13 +195,17 @@ def _number(body: Mapping[str, Any], name: str, low: float, high: float) -> floa
     return float(value)
 
 
-def _integer(value: object, name: str, low: int | None) -> int | None:
+def _integer(value: object, name: str, low: int, high: int | None = None) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
-        raise bad_request(
-            name, f"{name} must be an integer" + ("" if low is None else f" >= {low}")
-        )
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        bounds = f" >= {low}" if high is None else f" from {low} to {high}"
+        raise bad_request(name, f"{name} must be an integer{bounds}")
     return value
 
 
