@@ -61,6 +61,13 @@ def test_without_caller_settings_the_definitions_apply(server: FakeModelServer) 
     assert not {"top_p", "seed", "stop", "presence_penalty", "frequency_penalty"} & set(body)
 
 
+def test_a_caller_cannot_raise_the_definitions_settings(server: FakeModelServer) -> None:
+    body = sent(server, Sampling(temperature=1.5, max_tokens=4000), temperature=0.3, max_tokens=50)
+    assert (body["temperature"], body["max_tokens"]) == (0.3, 50)
+    body = sent(server, Sampling(temperature=1.5, max_tokens=4000))
+    assert (body["temperature"], body["max_tokens"]) == (1.5, 4000)
+
+
 def test_the_caps_lower_what_is_asked_and_keep_the_rest() -> None:
     caps = SamplingCaps(max_tokens=100, max_temperature=1.0)
     assert caps.cap(None) is NO_SAMPLING

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import httpx
 
@@ -62,7 +62,7 @@ def request_body(
     settings: OpenAISettings, messages: Sequence[Message], sampling: Sampling = NO_SAMPLING
 ) -> bytes:
     """The JSON body of a streaming Chat Completions request; the caller's `sampling`
-    overrides the definition's temperature and token limit."""
+    may lower the definition's temperature and token limit, never raise them."""
     wire: list[dict[str, str]] = []
     if settings.system_prompt:
         wire.append({"role": "system", "content": settings.system_prompt})
@@ -73,10 +73,10 @@ def request_body(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    temperature = settings.temperature if sampling.temperature is None else sampling.temperature
+    temperature = _lower(settings.temperature, sampling.temperature)
     if temperature is not None:
         body["temperature"] = temperature
-    max_tokens = settings.max_tokens if sampling.max_tokens is None else sampling.max_tokens
+    max_tokens = _lower(settings.max_tokens, sampling.max_tokens)
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     for name in ("top_p", "presence_penalty", "frequency_penalty", "seed"):
@@ -86,6 +86,16 @@ def request_body(
     if sampling.stop:
         body["stop"] = list(sampling.stop)
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+_Number = TypeVar("_Number", int, float)
+
+
+def _lower(configured: _Number | None, asked: _Number | None) -> _Number | None:
+    """The lower of what the definition configured and what the caller asked, when set."""
+    if configured is None:
+        return asked
+    return configured if asked is None else min(configured, asked)
 
 
 def parse_chunk(data: str, *, describe: bool = False) -> list[ModelChunk]:

@@ -25,6 +25,7 @@ is then replayed; an agentic turn asks the model again).
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
@@ -49,6 +50,7 @@ from ._openai_items import (
 from ._openai_wire import ChatRequest
 from ._streams import current_flow
 
+log = logging.getLogger("agentskit_chat.transport")
 SESSION_HEADER: Final = "x-agentskit-session"
 CONVERSATION_HEADERS: Final = (
     "x-agentskit-conversation",
@@ -209,8 +211,10 @@ class Completion:
             await asyncio.shield(forget)
 
     async def _forget(self, session_id: str) -> None:
-        """Delete a stateless completion's session, once its turn has let go of it."""
+        """Delete a stateless completion's session, once its turn has let go of it. A
+        failure is logged (one line, no content), never raised: the answer stands."""
         request = pb.DeleteSessionRequest(session_id=session_id)
+        failure = "SessionBusy"
         for _ in range(DELETE_ATTEMPTS):
             try:
                 await self.rpcs.delete_session(request)
@@ -219,8 +223,13 @@ class Completion:
                 if error.reason == Reason.SESSION_NOT_FOUND:
                     return
                 if error.reason not in (Reason.SESSION_BUSY, Reason.CONFLICT):
-                    raise
+                    failure = str(error.reason)
+                    break
+            except Exception as error:
+                failure = type(error).__name__
+                break
             await asyncio.sleep(0.05)
+        log.warning("openai front: a stateless completion's session was not deleted: %s", failure)
 
     async def _turn(
         self, request: ChatRequest, turn: pb.StreamTurnRequest, history: str, *, again: bool = True
