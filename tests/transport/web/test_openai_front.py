@@ -85,7 +85,7 @@ def test_an_agentic_turn_streams_the_model_answer(
 
 def test_models_are_the_definitions_the_token_may_use(live: OpenAILive) -> None:
     with openai.OpenAI(base_url=live.base_url, api_key=TOKEN, max_retries=0) as sdk:
-        assert sorted(m.id for m in sdk.models.list()) == ["orders", "support"]
+        assert sorted(m.id for m in sdk.models.list()) == ["coffee", "orders", "support"]
         assert sdk.models.retrieve("orders").owned_by == "agentskit-chat"
     with openai.OpenAI(base_url=live.base_url, api_key=OTHER_TOKEN, max_retries=0) as sdk:
         assert [m.id for m in sdk.models.list()] == ["support"]
