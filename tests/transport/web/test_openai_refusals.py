@@ -171,9 +171,9 @@ def test_a_conversation_id_of_a_definition_the_token_may_not_use_is_409(
     on = {"X-AgentsKit-Conversation": "c-elsewhere"}
     model.enqueue(Reply(chunks=("Hello",)))
     assert _conversation_start(client, "coffee", on).headers["x-agentskit-history"] == "client"
-    with openai.OpenAI(base_url=live.base_url, api_key=LIMITED_TOKEN, max_retries=0) as other:
-        with pytest.raises(openai.ConflictError) as refused:
-            _conversation_start(other, "support", on)
+    other = openai.OpenAI(base_url=live.base_url, api_key=LIMITED_TOKEN, max_retries=0)
+    with other, pytest.raises(openai.ConflictError) as refused:
+        _conversation_start(other, "support", on)
     assert _error(refused)["param"] == "x-agentskit-conversation"
     assert live.rows("sessions") == 1
 
