@@ -87,6 +87,7 @@ def _encode(event: TurnEvent) -> list[Any]:
             _snapshot(event.snapshot),
             event.cursor,
             _usage(event.usage),
+            event.finish_reason,
         ]
     return ["f", event.code, event.message, event.retryable, event.route_id]
 
@@ -106,7 +107,8 @@ def _decode(item: Any) -> TurnEvent:
         state, events, actions = fields[2]
         usage = None if fields[4] is None else Usage(int(fields[4][0]), int(fields[4][1]))
         snapshot = ConversationSnapshot(state, tuple(events), tuple(actions))
-        return Completed(fields[0], fields[1], snapshot, int(fields[3]), usage)
+        finish = str(fields[5]) if len(fields) > 5 else ""  # absent from older servers' logs
+        return Completed(fields[0], fields[1], snapshot, int(fields[3]), usage, finish)
     if tag == "f":
         return Failed(fields[0], fields[1], bool(fields[2]), fields[3])
     raise ValueError("unknown event kind")

@@ -43,6 +43,7 @@ from agentskit_chat.conversation import (
 )
 from agentskit_chat.models import (
     AdapterRegistry,
+    FinishChunk,
     ModelError,
     ModelRequest,
     TextChunk,
@@ -459,6 +460,7 @@ class TurnRunner:
         parts: list[str] = []
         size = 0
         usage: Usage | None = None
+        finish = ""
         model = definition.model.get("model")
         call = turn.progress.model_started(adapter, model if isinstance(model, str) else None)
         async with aclosing(adapter.stream(request)) as chunks:
@@ -488,12 +490,14 @@ class TurnRunner:
                     yield Delta(chunk.text)
                 elif isinstance(chunk, UsageChunk):
                     usage = Usage(chunk.input_tokens, chunk.output_tokens)
+                elif isinstance(chunk, FinishChunk):
+                    finish = chunk.reason
         answer = Message(turn.answer_id, Role.ASSISTANT, "".join(parts))
         saved = await self._commit(turn, outcome, decided, answer, usage)
         if isinstance(saved, Failed):
             yield saved
             return
-        yield Completed(answer.id, answer.content, outcome.snapshot, saved.cursor, usage)
+        yield Completed(answer.id, answer.content, outcome.snapshot, saved.cursor, usage, finish)
 
     async def _commit(
         self,

@@ -146,6 +146,8 @@ class Completed:
     snapshot: ConversationSnapshot = field(default=ConversationSnapshot("", (), ()))
     cursor: int = 0
     usage: Usage | None = None
+    finish_reason: str = ""
+    """Why the model stopped (`stop`, `length`...); empty when no model answered."""
 
 
 @dataclass(frozen=True, slots=True)

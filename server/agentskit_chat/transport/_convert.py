@@ -256,6 +256,7 @@ def _fill(response: pb.StreamTurnResponse, event: TurnEvent) -> None:
         done.cursor = event.cursor
         if event.usage is not None:
             _usage(done.usage, event.usage)
+        done.finish_reason = event.finish_reason
     elif isinstance(event, Failed):
         _failed(response.failed, event)
 

@@ -83,6 +83,27 @@ def test_an_agentic_turn_streams_the_model_answer(
     assert body["max_tokens"] == 4096
 
 
+def test_an_answer_cut_by_its_token_limit_finishes_with_length(
+    client: openai.OpenAI, model: FakeModelServer
+) -> None:
+    cut = Reply(chunks=("Why did ", "the"), finish_reason="length")
+    joke: Any = [{"role": "user", "content": "Tell me a joke"}]
+    model.enqueue(cut)
+    answer = client.chat.completions.create(model="support", messages=joke, max_tokens=2)
+    assert (answer.choices[0].message.content, answer.choices[0].finish_reason) == (
+        cut.text,
+        "length",
+    )
+    model.enqueue(cut)
+    chunks = list(
+        client.chat.completions.create(model="support", messages=joke, max_tokens=2, stream=True)
+    )
+    assert [c.choices[0].finish_reason for c in chunks] == [None, None, None, "length"]
+    model.enqueue(Reply(chunks=("A whole joke",)))
+    whole = client.chat.completions.create(model="support", messages=joke)
+    assert whole.choices[0].finish_reason == "stop"
+
+
 def test_models_are_the_definitions_the_token_may_use(live: OpenAILive) -> None:
     with openai.OpenAI(base_url=live.base_url, api_key=TOKEN, max_retries=0) as sdk:
         assert sorted(m.id for m in sdk.models.list()) == ["coffee", "orders", "support"]

@@ -45,7 +45,7 @@ from ._openai_items import (
     Item,
     decision_of,
     failure_of,
-    usage_of,
+    finished_of,
 )
 from ._openai_wire import ChatRequest
 from ._streams import current_flow
@@ -250,7 +250,7 @@ class Completion:
                 elif which == "delta":
                     yield event.delta.text
                 elif which == "completed":
-                    yield Finished(usage_of(event.completed))
+                    yield finished_of(event.completed)
                     return
                 elif which == "failed":
                     raise failure_of(event.failed)
@@ -279,7 +279,7 @@ class Completion:
                     text = True
                     kept.append(event.delta.text)
                 elif which == "completed":
-                    kept.append(Finished(usage_of(event.completed)))
+                    kept.append(finished_of(event.completed))
                 elif which == "failed":
                     raise failure_of(event.failed)
         if text or not again:

@@ -160,14 +160,16 @@ class OpenAIFront:
                 ahead = await anext(items, None)
                 return await _stream(send, request, first, fields, headers, items, ahead)
             text: list[str] = []
-            usage = None
+            usage, finish = None, "stop"
             async for item in items:
                 if isinstance(item, str):
                     text.append(item)
                 elif isinstance(item, Finished):
-                    usage = item.usage
+                    usage, finish = item.usage, item.finish_reason
             ident, created = "chatcmpl-" + first.turn_id, int(time.time())
-            body = completion(ident, created, request.model, "".join(text), usage, fields)
+            body = completion(
+                ident, created, request.model, "".join(text), usage, fields, finish=finish
+            )
             await respond(send, 200, json_bytes(body), content_type=JSON, headers=headers)
             return 200
 
@@ -187,6 +189,7 @@ async def _stream(
     ident, created, model = "chatcmpl-" + decision.turn_id, int(time.time()), request.model
     usage_on = request.include_usage
     usage: tuple[int, int] | None = None
+    finish = "stop"
 
     def data(value: dict[str, Any]) -> bytes:
         return sse(json_bytes(value).decode())
@@ -202,20 +205,20 @@ async def _stream(
     if isinstance(ahead, str):
         first += data(text(ahead))
     elif isinstance(ahead, Finished):
-        usage = ahead.usage
+        usage, finish = ahead.usage, ahead.finish_reason
     await send({"type": "http.response.body", "body": first, "more_body": True})
     try:
         async for item in items:
             if isinstance(item, str):
                 await event(text(item))
             elif isinstance(item, Finished):
-                usage = item.usage
+                usage, finish = item.usage, item.finish_reason
     except Exception as exc:
         error = _front_error(exc)
         await event({"error": error_object(error)})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return 200  # The status sent; the turn's span records its failure.
-    await event(chunk(ident, created, model, {}, finish="stop", include_usage=usage_on))
+    await event(chunk(ident, created, model, {}, finish=finish, include_usage=usage_on))
     if usage_on:
         await event(
             chunk(ident, created, model, None, usage=usage_object(usage), include_usage=True)

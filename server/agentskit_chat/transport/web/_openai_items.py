@@ -56,9 +56,11 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """The turn committed; `usage` (prompt, completion tokens) when a model answered."""
+    """The turn committed; `usage` (prompt, completion tokens) when a model answered, and
+    OpenAI's `finish_reason`: `length` when the model was cut by its token limit."""
 
     usage: tuple[int, int] | None
+    finish_reason: str = "stop"
 
 
 Item = Decision | str | Finished
@@ -78,6 +80,12 @@ def decision_of(
         session_id,
         history,
     )
+
+
+def finished_of(completed: pb.TurnCompleted) -> Finished:
+    """The Finished item of a committed turn."""
+    reason = "length" if completed.finish_reason == "length" else "stop"
+    return Finished(usage_of(completed), reason)
 
 
 def usage_of(completed: pb.TurnCompleted) -> tuple[int, int] | None:

@@ -272,6 +272,8 @@ def completion(
     text: str,
     usage: tuple[int, int] | None,
     decision: Mapping[str, Any],
+    *,
+    finish: str = "stop",
 ) -> dict[str, Any]:
     """One `chat.completion`, with the decision as the extra `agentskit` object."""
     return {
@@ -284,7 +286,7 @@ def completion(
                 "index": 0,
                 "message": {"role": "assistant", "content": text, "refusal": None},
                 "logprobs": None,
-                "finish_reason": "stop",
+                "finish_reason": finish,
             }
         ],
         "usage": usage_object(usage),

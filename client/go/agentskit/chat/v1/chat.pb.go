@@ -2051,7 +2051,8 @@ func (*StreamTurnRequest_Regenerate) isStreamTurnRequest_Operation() {}
 
 func (*StreamTurnRequest_Dispatch) isStreamTurnRequest_Operation() {}
 
-// TurnStarted is the first event of a turn, sent once the turn holds the session lease.
+// TurnStarted is the first event of a turn, sent when the turn starts (a turn answered by
+// a declared route takes no session lease).
 // When the definition's routes run application code it is sent before they run; when
 // every route is declared as data it is sent together with the decision that follows.
 type TurnStarted struct {
@@ -2325,7 +2326,10 @@ type TurnCompleted struct {
 	// The session cursor after the turn.
 	Cursor int64 `protobuf:"varint,4,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Model token usage; absent for deterministic turns.
-	Usage         *Usage `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *Usage `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Why the model stopped, as the model said it: "stop", "length" (cut by the token
+	// limit), "content_filter"... Empty for deterministic turns and for a repeated turn.
+	FinishReason  string `protobuf:"bytes,6,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2393,6 +2397,13 @@ func (x *TurnCompleted) GetUsage() *Usage {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *TurnCompleted) GetFinishReason() string {
+	if x != nil {
+		return x.FinishReason
+	}
+	return ""
 }
 
 // TurnFailed is the last event of a turn that committed nothing. Deltas streamed before it
@@ -3685,13 +3696,14 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x04text\x18\x01 \x01(\tR\x04text\"O\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\"\xdc\x01\n" +
+	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\"\x81\x02\n" +
 	"\rTurnCompleted\x120\n" +
 	"\x14assistant_message_id\x18\x01 \x01(\tR\x12assistantMessageId\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x127\n" +
 	"\bsnapshot\x18\x03 \x01(\v2\x1b.agentskit.chat.v1.SnapshotR\bsnapshot\x12\x16\n" +
 	"\x06cursor\x18\x04 \x01(\x03R\x06cursor\x12.\n" +
-	"\x05usage\x18\x05 \x01(\v2\x18.agentskit.chat.v1.UsageR\x05usage\"s\n" +
+	"\x05usage\x18\x05 \x01(\v2\x18.agentskit.chat.v1.UsageR\x05usage\x12#\n" +
+	"\rfinish_reason\x18\x06 \x01(\tR\ffinishReason\"s\n" +
 	"\n" +
 	"TurnFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +

@@ -1086,7 +1086,8 @@ Global___StreamTurnRequest: _TypeAlias = StreamTurnRequest  # noqa: Y015
 
 @_typing.final
 class TurnStarted(_message.Message):
-    """TurnStarted is the first event of a turn, sent once the turn holds the session lease.
+    """TurnStarted is the first event of a turn, sent when the turn starts (a turn answered by
+    a declared route takes no session lease).
     When the definition's routes run application code it is sent before they run; when
     every route is declared as data it is sent together with the decision that follows.
     """
@@ -1224,12 +1225,17 @@ class TurnCompleted(_message.Message):
     SNAPSHOT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    FINISH_REASON_FIELD_NUMBER: _builtins.int
     assistant_message_id: _builtins.str
     """Id of the stored assistant message."""
     content: _builtins.str
     """The full answer: the concatenation of every delta."""
     cursor: _builtins.int
     """The session cursor after the turn."""
+    finish_reason: _builtins.str
+    """Why the model stopped, as the model said it: "stop", "length" (cut by the token
+    limit), "content_filter"... Empty for deterministic turns and for a repeated turn.
+    """
     @_builtins.property
     def snapshot(self) -> Global___Snapshot:
         """The conversation snapshot after the turn."""
@@ -1246,10 +1252,11 @@ class TurnCompleted(_message.Message):
         snapshot: Global___Snapshot | None = ...,
         cursor: _builtins.int = ...,
         usage: Global___Usage | None = ...,
+        finish_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["snapshot", b"snapshot", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assistant_message_id", b"assistant_message_id", "content", b"content", "cursor", b"cursor", "snapshot", b"snapshot", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assistant_message_id", b"assistant_message_id", "content", b"content", "cursor", b"cursor", "finish_reason", b"finish_reason", "snapshot", b"snapshot", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
