@@ -53,6 +53,7 @@ def test_submit_streams_started_decision_delta_completed_in_sequence(tmp_path: P
             assert isinstance(completed, TurnCompleted)
             assert completed.content == "What is your name?"
             assert completed.assistant_message_id == started.assistant_message_id
+            assert completed.finish_reason is None  # no model was asked
             assert completed.snapshot.state == "collecting"
             assert completed.snapshot.allowed_events == ("finish",)
             assert completed.cursor == session.cursor + 1  # one write: a declared route answered
@@ -109,6 +110,7 @@ def test_agentic_turns_carry_model_usage_and_the_unchanged_history(tmp_path: Pat
             assert result.completed is not None
             assert result.started is not None  # an agentic answer's id is known before its text
             assert result.started.assistant_message_id == result.completed.assistant_message_id
+            assert result.completed.finish_reason == "stop"  # as the model said
             assert result.completed.usage is not None
             assert (result.completed.usage.input_tokens, result.completed.usage.output_tokens) == (
                 7,

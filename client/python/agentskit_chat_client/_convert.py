@@ -335,6 +335,7 @@ def event_from_pb(response: chat_pb2.StreamTurnResponse) -> TurnEvent | None:
                 snapshot=snapshot_from_pb(completed.snapshot),
                 cursor=completed.cursor,
                 usage=None if usage is None else _usage(usage),
+                finish_reason=_optional(completed.finish_reason),
             )
         case "failed":
             failed = response.failed

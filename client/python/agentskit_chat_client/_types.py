@@ -351,6 +351,8 @@ class TurnCompleted(_TurnEventBase):
         snapshot: The conversation snapshot after the turn.
         cursor: The session cursor after the turn.
         usage: Model token usage; ``None`` for deterministic turns.
+        finish_reason: Why the model stopped (such as ``"stop"`` or ``"length"``);
+            ``None`` for deterministic turns, repeats, and older servers.
     """
 
     assistant_message_id: str
@@ -358,6 +360,7 @@ class TurnCompleted(_TurnEventBase):
     snapshot: Snapshot
     cursor: int
     usage: Usage | None
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
