@@ -28,13 +28,14 @@ def test_the_example_files_pass_in_process_with_a_junit_report(tmp_path: Path) -
     done = run_cli("test", "examples/definitions", "--junit", str(report))
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "examples/definitions/orders.test.yaml"
+    assert lines[0] == "examples/definitions/coffee.test.yaml"
     assert "  ok    a known typo is repaired without the model (1 step)" in lines
     assert "examples/definitions/support.test.yaml" in lines
-    assert lines[-1] == "14 passed, 0 failed"
+    assert lines[-1] == "22 passed, 0 failed"
     root = ET.parse(report).getroot()
-    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("14", "0", "0")
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("22", "0", "0")
     assert [s.get("name") for s in root.iter("testsuite")] == [
+        "examples/definitions/coffee.test.yaml",
         "examples/definitions/orders.test.yaml",
         "examples/definitions/support.test.yaml",
     ]
@@ -95,7 +96,7 @@ def test_the_example_files_pass_against_a_live_server(launch: Launcher) -> None:
     server = launch(None, "--store", "memory://")
     done = run_cli("test", "examples/definitions", "--target", server.target)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines()[-1] == "14 passed, 0 failed"
+    assert done.stdout.splitlines()[-1] == "22 passed, 0 failed"
     assert "        note: step 1: text not checked (canned model reply)" in done.stdout
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import re
 import subprocess
@@ -34,12 +35,20 @@ def cli(*args: str, cwd: Path) -> Ran:
     """`agentskit-chat ARGS` in `cwd`, in this process (the commands that need no server)."""
     previous = Path.cwd()
     out, err = io.StringIO(), io.StringIO()
+    # The CLI quiets httpx's per-call lines and may configure the root logger: keep both
+    # as they were, so later tests in this process see the logging they set up.
+    httpx_level = logging.getLogger("httpx").level
+    root = logging.getLogger()
+    root_level, root_handlers = root.level, list(root.handlers)
     os.chdir(cwd)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             status = main(list(args))
     finally:
         os.chdir(previous)
+        logging.getLogger("httpx").setLevel(httpx_level)
+        root.setLevel(root_level)
+        root.handlers[:] = root_handlers
     return Ran(status, out.getvalue(), err.getvalue())
 
 

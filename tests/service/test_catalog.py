@@ -24,7 +24,7 @@ def test_identical_definitions_change_nothing() -> None:
 
 
 def test_changes_are_sorted_into_added_removed_revised_and_updated() -> None:
-    old = examples()
+    old = {key: value for key, value in examples().items() if key in ("support", "orders")}
     support, orders = old["support"], old["orders"]
     new = [
         dataclasses.replace(support, model={"adapter": "offline", "temperature": 0.2}),
