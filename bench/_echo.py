@@ -1,8 +1,12 @@
-"""A bare grpc.aio server-streaming echo: one request in, two small responses out.
+"""A bare grpc.aio server-streaming echo: one request in, four small responses out.
 
-`python -m bench._echo [--listen HOST:PORT]` prints `listening on HOST:PORT` once bound
-(port 0 picks a free port) and serves until SIGTERM or SIGINT, then stops and exits 0.
-It is the baseline of bench/service.py: gRPC and asyncio costs without any service work.
+`python -m bench._echo [--listen HOST:PORT] [--replies 4|2]` prints `listening on
+HOST:PORT` once bound (port 0 picks a free port) and serves until SIGTERM or SIGINT, then
+stops and exits 0. It is the baseline of bench/service.py: gRPC and asyncio costs without
+any service work. A deterministic turn streams four messages over gRPC (started, decision,
+one delta, completed: 84, 64, 48 and 85 bytes for the benchmark's `/ping`, 57 to 114 for
+the support example's `/start` and `/name Ada`), so the echo streams four replies of the
+`/ping` turn's sizes by default; `--replies 2` streams the two short replies it used to.
 With `--traced` it adds what `serve` adds for tracing when the `OTEL_*` environment asks
 for export: the service's gRPC server interceptor, a SERVER span and an
 `rpc.server.call.duration` point per call, and the export of both; the difference is that
@@ -25,27 +29,37 @@ if TYPE_CHECKING:
 SERVICE: Final = "bench.Echo"
 METHOD: Final = "Stream"
 PATH: Final = f"/{SERVICE}/{METHOD}"
-REPLIES: Final = (b"pong-1", b"pong-2")
+TURN_SIZES: Final = (84, 64, 48, 85)
+"""Serialized sizes of a `/ping` turn's StreamTurn messages: started, decision, delta,
+completed."""
+REPLY_SETS: Final = {
+    4: tuple(f"pong-{i}".encode().ljust(size, b".") for i, size in enumerate(TURN_SIZES, 1)),
+    2: (b"pong-1", b"pong-2"),
+}
+"""The replies by count: four like a turn's messages (the default), or two short ones."""
+REPLIES: Final = REPLY_SETS[4]
 
 
-async def stream(
-    request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
-) -> AsyncIterator[bytes]:
-    """Answer any request with the two replies."""
-    for reply in REPLIES:
-        yield reply
+def handlers(replies: tuple[bytes, ...] = REPLIES) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """The echo's only method, answering any request with `replies`, bytes passed through
+    unserialized."""
 
+    async def stream(
+        request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
+    ) -> AsyncIterator[bytes]:
+        for reply in replies:
+            yield reply
 
-def handlers() -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
-    """The echo's only method, with bytes passed through unserialized."""
     return {METHOD: grpc.unary_stream_rpc_method_handler(stream)}
 
 
-async def serve(listen: str, telemetry: Telemetry | None = None) -> int:
+async def serve(
+    listen: str, telemetry: Telemetry | None = None, replies: tuple[bytes, ...] = REPLIES
+) -> int:
     """Serve on `listen` until a stop signal; return the exit status."""
     interceptors = [] if telemetry is None else telemetry.server_interceptors()
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=interceptors)
-    methods = handlers()
+    methods = handlers(replies)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),))
     server.add_registered_method_handlers(SERVICE, methods)
     port = server.add_insecure_port(listen)
@@ -69,16 +83,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--traced", action="store_true", help="trace every call as `serve` does (OTEL_* env)"
     )
+    parser.add_argument(
+        "--replies",
+        type=int,
+        choices=sorted(REPLY_SETS),
+        default=len(REPLIES),
+        help="replies per call [%(default)s]",
+    )
     args = parser.parse_args(argv)
+    replies = REPLY_SETS[args.replies]
     if not args.traced:
-        return asyncio.run(serve(args.listen))
+        return asyncio.run(serve(args.listen, replies=replies))
     from agentskit_chat.telemetry import configure_telemetry, settings_from_env
 
     telemetry = configure_telemetry(settings_from_env())
     if telemetry.tracer_provider is None:
         parser.error("--traced needs span export: set OTEL_EXPORTER_OTLP_ENDPOINT")
     try:
-        return asyncio.run(serve(args.listen, telemetry))
+        return asyncio.run(serve(args.listen, telemetry, replies))
     finally:
         telemetry.shutdown()
 

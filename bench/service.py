@@ -7,7 +7,10 @@ the same server's turns over its HTTP listener with the Connect protocol (JSON m
 HTTP/1.1, as a browser sends them; bench/_connect.py), and the service with SQLite, one
 after the other. Throughput is the median round; each ratio pairs a target with the echo of
 the same round, and Connect with the gRPC turns of its own server (the two alternate in
-going first from round to round). Telemetry's price on turns is bench/telemetry.py's.
+going first from round to round). The echo streams four replies of a turn's message sizes
+(bench/_echo.py; `--echo-replies 2` for two short ones); the `Latency` line gives the
+SQLite turn's p50 over the echo's, whose goal holds with one client (`--clients 1`).
+Telemetry's price on turns is bench/telemetry.py's.
 The Connect client is httpx, pure Python, which spends more CPU per turn than grpcio's C
 core: when the load generator's CPU is the limit (the server's CPU share shows it), the
 server CPU per turn, printed beside the ratio, is the fairer comparison.
@@ -64,6 +67,8 @@ GUESTS: Final = {"connect": "memory"}
 """Targets measured on another target's server, in the same round: Connect turns over the
 memory server's HTTP listener, right before or after its gRPC turns (alternately)."""
 GOALS: Final = {"memory": 0.8, "sqlite": 0.6}
+LATENCY_GOAL: Final = 2.0
+"""One-client SQLite turn p50 over the echo's p50, at most."""
 
 
 HTTP_TIMEOUT: Final = 30.0
@@ -78,6 +83,7 @@ class Config:
     seconds: float
     warmup: float
     pin: bool = True
+    echo_replies: int = len(_echo.REPLIES)
 
 
 FULL = Config(clients=16, rounds=5, seconds=2.0, warmup=1.0)
@@ -85,9 +91,10 @@ QUICK = Config(clients=16, rounds=1, seconds=0.3, warmup=0.1)
 
 
 class EchoWorker:
-    """Calls the echo as a registered method, like generated stubs do, and reads both replies."""
+    """Calls the echo as a registered method, like generated stubs do, and reads every reply."""
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
+    def __init__(self, channel: grpc.aio.Channel, replies: int = len(_echo.REPLIES)) -> None:
+        self.replies = replies
         self.stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(
             _echo.PATH, _registered_method=True
         )  # type: ignore[call-arg]
@@ -104,7 +111,7 @@ class EchoWorker:
             replies = [reply async for reply in self.stream(b"ping")]
         except grpc.aio.AioRpcError as exc:
             return f"echo: {exc.code().name}"
-        return None if len(replies) == len(_echo.REPLIES) else f"echo: {len(replies)} replies"
+        return None if len(replies) == self.replies else f"echo: {len(replies)} replies"
 
 
 class ConnectWorker(SessionWorker):
@@ -144,7 +151,9 @@ def _event_kind(event: dict[str, Any]) -> str | None:
     return next((kind for kind in EVENT_KINDS if kind in event), None)
 
 
-async def _worker(target: str, server: Server, index: int, stack: AsyncExitStack) -> Worker:
+async def _worker(
+    target: str, server: Server, index: int, stack: AsyncExitStack, echo_replies: int
+) -> Worker:
     """A client of `target` on a connection of its own, closed with `stack`."""
     if target == "connect":
         if server.http_address is None:
@@ -158,13 +167,18 @@ async def _worker(target: str, server: Server, index: int, stack: AsyncExitStack
         return ConnectWorker(client, f"c{index}")
     channel = grpc.aio.insecure_channel(server.address, options=OWN_CONNECTION)
     await stack.enter_async_context(channel)
-    return EchoWorker(channel) if target.startswith("echo") else ChatWorker(channel, f"w{index}")
+    if target.startswith("echo"):
+        return EchoWorker(channel, echo_replies)
+    return ChatWorker(channel, f"w{index}")
 
 
 async def run_round(target: str, server: Server, config: Config) -> Phase:
     """Warm up, prepare and measure `target` with fresh connections."""
     async with AsyncExitStack() as stack:
-        workers = [await _worker(target, server, index, stack) for index in range(config.clients)]
+        workers = [
+            await _worker(target, server, index, stack, config.echo_replies)
+            for index in range(config.clients)
+        ]
         return await warm_and_measure(
             workers, server.cpu_seconds, warmup=config.warmup, seconds=config.seconds
         )
@@ -231,8 +245,11 @@ class Figures:
         return statistics.median(self.cpu_per_call) * 1e6 if self.cpu_per_call else None
 
 
-def server_commands(state_dir: Path) -> dict[str, list[str]]:
-    """The command line of every target's server, its state under `state_dir` (created)."""
+def server_commands(
+    state_dir: Path, echo_replies: int = len(_echo.REPLIES)
+) -> dict[str, list[str]]:
+    """The command line of every target's server, its state under `state_dir` (created);
+    the echo streams `echo_replies` replies per call."""
     for name in ("memory", "sqlite"):
         (state_dir / name).mkdir(parents=True, exist_ok=True)
     serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]  # a log line per turn
@@ -241,6 +258,7 @@ def server_commands(state_dir: Path) -> dict[str, list[str]]:
     # An HTTP listener too: the Connect target's turns go there.
     memory += ["--http-listen", "127.0.0.1:0"]
     echo = [sys.executable, "-m", "bench._echo", "--listen", "127.0.0.1:0"]
+    echo += ["--replies", str(echo_replies)]
     return {
         "echo": echo,
         "echo-traced": [*echo, "--traced"],
@@ -290,7 +308,7 @@ async def run(config: Config) -> tuple[dict[str, Figures], bool]:
             )
         )
         for number in range(config.rounds):
-            commands = server_commands(state_dir / f"round-{number}")
+            commands = server_commands(state_dir / f"round-{number}", config.echo_replies)
             for target in TARGETS:
                 if target in GUESTS:
                     continue
@@ -369,12 +387,40 @@ def report(
     met = all(data[name]["ratio_vs_echo"] >= goal for name, goal in GOALS.items())
     note = " (--quick: too few samples to trust)" if quick else ""
     print(f"Goals{note}: {'; '.join(verdicts)} -> {'all met' if met else 'not all met'}")
+    latency = latency_figures(data, config)
+    print(
+        f"Latency{note}: sqlite turn p50 {latency['sqlite_p50_ms']:.2f} ms, echo"
+        f" ({config.echo_replies} replies) p50 {latency['echo_p50_ms']:.2f} ms:"
+        f" {latency['ratio']:.2f}x the echo's, {config.clients} client(s)"
+        + (
+            f" (goal <= {LATENCY_GOAL}x: {'met' if latency['goal_met'] else 'MISSED'})"
+            if latency["goal_met"] is not None
+            else f" (the goal, <= {LATENCY_GOAL}x, is for one client: --clients 1)"
+        )
+    )
     return {
         "config": asdict(config),
         "pinned": pinned,
         "targets": data,
         "goals": GOALS,
         "goals_met": met,
+        "latency": latency,
+    }
+
+
+def latency_figures(data: dict[str, Any], config: Config) -> dict[str, Any]:
+    """The SQLite turn's p50 over the echo's (every call of every round pooled); the
+    latency goal's verdict only with one client (else None)."""
+    echo, sqlite = data["echo"]["p50_ms"], data["sqlite"]["p50_ms"]
+    ratio = sqlite / echo
+    return {
+        "clients": config.clients,
+        "echo_replies": config.echo_replies,
+        "echo_p50_ms": echo,
+        "sqlite_p50_ms": sqlite,
+        "ratio": ratio,
+        "goal": LATENCY_GOAL,
+        "goal_met": ratio <= LATENCY_GOAL if config.clients == 1 else None,
     }
 
 
@@ -404,14 +450,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-pin", action="store_true", help="leave server and load placement to the scheduler"
     )
+    parser.add_argument(
+        "--echo-replies",
+        type=int,
+        choices=sorted(_echo.REPLY_SETS),
+        default=len(_echo.REPLIES),
+        help="replies per echo call: 4 like a turn's messages, or 2 [%(default)s]",
+    )
+    parser.add_argument("--warmup", type=float, help=f"warm-up seconds per round [{FULL.warmup}]")
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     config = Config(
         clients=args.clients or base.clients,
         rounds=args.rounds or base.rounds,
         seconds=args.seconds or base.seconds,
-        warmup=base.warmup,
+        warmup=args.warmup or base.warmup,
         pin=not args.no_pin,
+        echo_replies=args.echo_replies,
     )
     figures, pinned = asyncio.run(run(config))
     data = report(figures, config, quick=args.quick, pinned=pinned)
