@@ -14,7 +14,7 @@ NEEDS_GO := $(if $(filter go,$(SKIPPED_TOOLCHAINS)),,$(GO_TOOLS))
 NEEDS_CHROMIUM := $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,chromium)
 SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
-.PHONY: install test lint typecheck unit bench clean generate check-generated lint-proto serve demo \
+.PHONY: install test lint typecheck unit bench bench-goals clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
 	postgresql-server chromium nginx web web-build react react-build react-screenshot docs \
 	dist tour chat postgres postgres-stop
@@ -78,6 +78,11 @@ bench: $(STAMP) postgresql-server nginx
 	$(BIN)/python -m bench.agui
 	$(BIN)/python -m bench.aisdk
 	$(BIN)/python -m bench.openai_front
+
+# The turn's speed and telemetry goals, three runs of their benchmarks, in one table
+# (bench/goals.py; about five minutes a run).
+bench-goals: $(STAMP) postgresql-server
+	$(BIN)/python -m bench.goals --runs 3
 
 # Debian's Chromium, which the browser tests (tests/web) drive headless through playwright-core
 # (installed when absent; not needed when CONTRACT_SKIP_TOOLCHAINS names node).

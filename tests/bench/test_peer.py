@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.goals import GOALS
 from bench.peer import SIDES, main, router
 
 
@@ -32,3 +33,4 @@ def test_quick_run_compares_both_sides_at_both_durabilities(
         assert side["failures"] == 0
     assert set(data["ratios"]) == {"normal", "full", "defaults"}
     assert data["ratio"] > 0
+    assert all(goal.figure(data) for goal in GOALS if goal.bench == "peer")

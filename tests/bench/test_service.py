@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.goals import GOALS
 from bench.service import main
 
 
@@ -34,3 +35,8 @@ def test_quick_benchmark_run_measures_every_target(
     assert 0 < targets["echo-traced"]["bound_from_interceptor"] <= 1
     assert targets["connect"]["ratio_vs_grpc"] > 0
     assert targets["connect"]["server_cpu_vs_grpc"] > 0
+    latency = data["latency"]
+    assert latency["echo_replies"] == 4
+    assert latency["ratio"] == latency["sqlite_p50_ms"] / latency["echo_p50_ms"] > 0
+    assert latency["goal_met"] is None  # the latency goal is judged with one client only
+    assert all(goal.figure(data) for goal in GOALS if goal.bench == "service")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.goals import GOALS
 from bench.stores import STORES, main
 from tests.postgres import SKIP_ENV, skipped
 
@@ -33,6 +34,7 @@ def test_quick_benchmark_run_measures_every_store(
         assert data[store]["rounds_cpu_us_per_turn"][0] > 0
     assert data["postgresql"]["rounds_db_cpu_us_per_turn"][0] > 0
     assert len(data["postgresql_over_sqlite_cpu"]) == 1
+    assert all(goal.figure(data) for goal in GOALS if goal.bench == "stores")
     durability = data["sqlite_full_over_normal"]
     assert durability["full_ms_per_turn"] > 0
     assert durability["normal_ms_per_turn"] > 0

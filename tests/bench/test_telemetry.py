@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.goals import GOALS
 from bench.telemetry import SETTINGS, main, rotation
 
 
@@ -36,4 +37,5 @@ def test_quick_run_measures_every_setting_against_telemetry_off(
         assert row["ratio_vs_off"] > 0
         assert row["server_cpu_us_per_turn"] > 0
     assert data["settings"]["off"]["ratio_vs_off"] == 1.0
+    assert all(goal.figure(data) for goal in GOALS if goal.bench == "telemetry")
     assert os.sched_getaffinity(0) == cpus  # the load process's own placement is restored

@@ -1,0 +1,58 @@
+"""The goals runner: figures read from each benchmark's JSON, the verdict over runs, and a
+benchmark that fails or writes no figures shown as such."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.goals import BENCHES, GOALS, Bench, Outcome, figures, report, run_bench, verdict
+
+LATENCY = next(goal for goal in GOALS if goal.bench == "service")
+METRICS = next(goal for goal in GOALS if goal.name.startswith("metrics"))
+
+
+def test_every_goal_is_measured_by_a_known_benchmark() -> None:
+    assert {goal.bench for goal in GOALS} == set(BENCHES)
+    assert [goal.target for goal in GOALS] == [
+        "<= 2.0x",
+        ">= 2.5x",
+        "<= 1.15x",
+        ">= 0.95x",
+        ">= 0.92x",
+        ">= 0.75x",
+        ">= 0.82x",
+    ]
+
+
+def test_the_verdict_says_in_how_many_runs_a_goal_was_met() -> None:
+    assert verdict(LATENCY, [1.9, 1.95, 2.0]) == "met"
+    assert verdict(LATENCY, [2.1, 2.2]) == "missed"
+    assert verdict(LATENCY, [1.9, 2.2, None]) == "1/3"
+    assert verdict(METRICS, [0.96, 0.94]) == "1/2"
+    assert verdict(LATENCY, [None]) == "-"
+
+
+def test_figures_come_from_each_benchmarks_json() -> None:
+    stores = next(goal for goal in GOALS if goal.bench == "stores")
+    assert figures(LATENCY, Outcome(0, 1.0, {"latency": {"ratio": 2.5}})) == 2.5
+    assert figures(stores, Outcome(0, 1.0, {"postgresql_over_sqlite_cpu": [1.3, 1.1, 1.2]})) == 1.2
+    assert figures(stores, Outcome(0, 1.0, {"postgresql_over_sqlite_cpu": []})) is None
+    assert (
+        figures(METRICS, Outcome(0, 1.0, {"settings": {"metrics": {"ratio_vs_off": 0.9}}})) == 0.9
+    )
+    assert figures(METRICS, Outcome(1, 1.0, None)) is None
+    assert figures(METRICS, Outcome(0, 1.0, {"targets": {}})) is None
+
+
+def test_a_benchmark_that_fails_shows_no_figure_and_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outcome = run_bench(Bench("bench.no_such_benchmark", (), ()), quick=False, scratch=tmp_path)
+    assert outcome.status != 0
+    assert outcome.data is None
+    runs = [dict.fromkeys(BENCHES, outcome)]
+    rows = report(runs, quick=False)
+    assert all(row["runs"] == [None] and row["verdict"] == "-" for row in rows)
+    assert "FAILED or INVALID: service, peer, stores, telemetry" in capsys.readouterr().out
