@@ -12,7 +12,7 @@ import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -23,6 +23,8 @@ HTTP_READY: Final = re.compile(rb"http listening on (\S+):(\d+)")
 START_TIMEOUT: Final = 30.0
 STOP_TIMEOUT: Final = 20.0
 TAIL: Final = 2_000
+ROOT: Final = Path(__file__).resolve().parents[1]
+Placement = tuple[set[int] | None, set[int] | None]
 
 
 class ServerError(RuntimeError):
@@ -95,6 +97,33 @@ def placement() -> tuple[set[int], set[int]] | None:
     if len(usable) < 2:
         return None
     return {usable[-1]}, set(usable[:-1])
+
+
+def placed(stack: ExitStack | AsyncExitStack, wanted: bool = True) -> Placement:
+    """(server CPUs, load CPUs), this process pinned to the load CPUs until `stack` closes.
+
+    (None, None) when placement is not `wanted`, or with fewer than two usable CPUs, or
+    where pinning fails: then the scheduler places everything.
+    """
+    where = placement() if wanted else None
+    if where is None:
+        return None, None
+    stack.callback(pin, os.getpid(), os.sched_getaffinity(0))
+    if not pin(os.getpid(), where[1]):
+        return None, None
+    return where
+
+
+def bench_env() -> dict[str, str]:
+    """This process's environment without any `serve` or OpenTelemetry setting: each
+    benchmark sets those it measures."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
+
+
+def collector(env: Mapping[str, str], cpus: set[int] | None) -> AbstractAsyncContextManager[Server]:
+    """The OTLP collector (bench/_collector.py) in a process of its own, on `cpus`."""
+    argv = [sys.executable, "-m", "bench._collector"]
+    return running("collector", argv, cwd=ROOT, env=env, cpus=cpus)
 
 
 @asynccontextmanager

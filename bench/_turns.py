@@ -8,7 +8,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -116,6 +116,39 @@ class Phase:
     failures: list[str]
     server_cpu: float | None
     client_cpu: float
+
+
+@dataclass(slots=True)
+class Rounds:
+    """A target's measured phases, round by round: calls per second, server CPU µs per
+    call, the server's and the load's share of a core; every latency pooled."""
+
+    name: str
+    calls: int = 0
+    failures: int = 0
+    first_failure: str | None = None
+    per_s: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    cpu_us: list[float] = field(default_factory=list)
+    server_cores: list[float] = field(default_factory=list)
+    client_cores: list[float] = field(default_factory=list)
+
+    def add(self, phase: Phase) -> None:
+        """Fold in one measured round."""
+        self.calls += phase.calls
+        self.failures += len(phase.failures)
+        if phase.failures and self.first_failure is None:
+            self.first_failure = phase.failures[0]
+        self.per_s.append(phase.calls / phase.elapsed)
+        self.latencies.extend(phase.latencies)
+        if phase.server_cpu is not None:
+            self.cpu_us.append(phase.server_cpu / max(phase.calls, 1) * 1e6)
+            self.server_cores.append(phase.server_cpu / phase.elapsed)
+        self.client_cores.append(phase.client_cpu / phase.elapsed)
+
+    def percentile_ms(self, fraction: float) -> float:
+        """Nearest-rank latency percentile in milliseconds."""
+        return percentile_ms(self.latencies, fraction)
 
 
 async def _drive(worker: Worker, until: float, latencies: list[float], failures: list[str]) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from typing import Final
 
 import httpx
 
-from ._servers import Server, pin, placement, running
+from ._servers import Server, bench_env, placed, running
 from ._turns import (
     DEFINITION_ID,
     ROOT,
@@ -135,17 +134,12 @@ async def run(
 ) -> tuple[list[dict[str, float]], list[str], bool]:
     """Per round, each target's server CPU per turn (µs) on a server with `store` (memory
     or sqlite); failures; whether the server was pinned."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
-    where = placement() if config.pin else None
-    server_cpus, load_cpus = where if where is not None else (None, None)
+    env = bench_env()
     rounds: list[dict[str, float]] = []
     failures: list[str] = []
     async with AsyncExitStack() as stack:
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agui-bench-")))
-        if load_cpus is not None:
-            stack.callback(pin, os.getpid(), os.sched_getaffinity(0))
-            if not pin(os.getpid(), load_cpus):
-                server_cpus = load_cpus = None
+        server_cpus, _ = placed(stack, config.pin)
         command = server_commands(state_dir)[store]
         if store == "sqlite":
             command = [*command, "--http-listen", "127.0.0.1:0"]

@@ -41,7 +41,7 @@ from typing import Any, Final
 import httpx
 
 from . import _connect
-from ._servers import Server, pin, placement, running
+from ._servers import Server, bench_env, placed, running
 from ._turns import (
     DEFINITION_ID,
     ROOT,
@@ -192,15 +192,10 @@ async def run(config: Config, held: bool) -> tuple[dict[str, Figures], list[floa
     """Every round on a new server: both targets, in alternating order."""
     figures = {target: Figures(target) for target in TARGETS}
     ratios: list[float] = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
-    where = placement() if config.pin else None
-    server_cpus, load_cpus = where if where is not None else (None, None)
+    env = bench_env()
     async with AsyncExitStack() as stack:
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aisdk-bench-")))
-        if load_cpus is not None:
-            stack.callback(pin, os.getpid(), os.sched_getaffinity(0))
-            if not pin(os.getpid(), load_cpus):
-                server_cpus = load_cpus = None
+        server_cpus, _ = placed(stack, config.pin)
         for number in range(config.rounds):
             command = server_commands(state_dir / f"round-{number}")["memory"]
             order = TARGETS if number % 2 == 0 else TARGETS[::-1]
@@ -230,13 +225,13 @@ def report(
     print(f"  {'target':<8} {'turns/s':>9} {'p50 ms':>8} {'CPU us/turn':>12}  per round")
     data: dict[str, Any] = {}
     for name, found in figures.items():
-        rounds = [round(value * 1e6) for value in found.cpu_per_call]
-        cpu = found.cpu_us()
+        rounds = [round(value) for value in found.cpu_us]
+        cpu, per_s = found.median_cpu_us(), statistics.median(found.per_s)
         print(
-            f"  {name:<8} {found.per_s:>9,.0f} {found.percentile_ms(0.5):>8.2f}"
+            f"  {name:<8} {per_s:>9,.0f} {found.percentile_ms(0.5):>8.2f}"
             f" {'-' if cpu is None else f'{cpu:,.0f}':>12}  {rounds}"
         )
-        data[name] = {"turns_per_s": found.per_s, "cpu_us_per_turn": cpu, "rounds_us": rounds}
+        data[name] = {"turns_per_s": per_s, "cpu_us_per_turn": cpu, "rounds_us": rounds}
     ratio = statistics.median(ratios) if ratios else None
     spread = f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
     verdict = "-" if ratio is None else ("met" if ratio <= GOAL else "MISSED")

@@ -46,7 +46,7 @@ import httpx
 from . import _turns as turns
 from . import model as model_bench
 from . import service as service_bench
-from ._servers import Server, pin, placement, running
+from ._servers import Server, bench_env, placed, running
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 MODES: Final = ("session", "conversation", "stateless")
@@ -185,14 +185,9 @@ def _sum(one: turns.Phase, other: turns.Phase) -> turns.Phase:
 async def measure_cpu(config: Config, env: dict[str, str]) -> tuple[dict[str, list[Any]], bool]:
     """Per round and target: (server CPU seconds per turn, turns per second, failures)."""
     rounds: dict[str, list[Any]] = {target: [] for target in TARGETS}
-    where = placement()
-    server_cpus, load_cpus = where if where is not None else (None, None)
     async with AsyncExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="openai-bench-")))
-        if load_cpus is not None:
-            stack.callback(pin, os.getpid(), os.sched_getaffinity(0))
-            if not pin(os.getpid(), load_cpus):
-                server_cpus = None
+        server_cpus, _ = placed(stack)
         serve = [sys.executable, "-m", "agentskit_chat.cli", "serve", "--listen", "127.0.0.1:0"]
         serve += ["--definitions", str(turns.DEFINITIONS), "--drain-delay", "0"]
         serve += ["--store", "memory://", "--state-dir", str(work), "--http-listen", "127.0.0.1:0"]
@@ -345,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
+    env = bench_env()
     rounds, pinned = asyncio.run(measure_cpu(config, env))
     ttfc = asyncio.run(measure_ttfc(config, env))
     data = report(rounds, pinned, ttfc)

@@ -56,7 +56,7 @@ from langgraph.graph import END, START, StateGraph
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 
-from ._servers import Server, pin, placement, running
+from ._servers import Server, bench_env, placed, running
 from ._turns import ROOT
 
 EXAMPLES: Final = ROOT / "examples" / "definitions"
@@ -219,15 +219,10 @@ def serve_command(state_dir: Path, synchronous: str) -> list[str]:
 async def run(config: Config) -> tuple[dict[str, Side], bool]:
     """Measure every side round by round; the sides' figures and whether they were pinned."""
     sides = {name: Side(name) for name in SIDES}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
-    where = placement() if config.pin else None
-    server_cpus, load_cpus = where if where is not None else (None, None)
+    env = bench_env()
     async with AsyncExitStack() as stack:
         state = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chat-peer-")))
-        if load_cpus is not None:
-            stack.callback(pin, os.getpid(), os.sched_getaffinity(0))
-            if not pin(os.getpid(), load_cpus):
-                server_cpus = load_cpus = None
+        server_cpus, _ = placed(stack, config.pin)
         rounds: dict[str, Callable[[int], Awaitable[Measured]]] = {}
         for level in LEVELS:
             (state / level).mkdir()

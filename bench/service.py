@@ -36,15 +36,15 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import grpc
 import httpx
 
-from . import _connect, _echo
-from ._servers import Server, pin, placement, running
+from . import _connect, _echo, _servers
+from ._servers import Server, bench_env, placed, running
 from ._turns import (
     DEFINITION_ID,
     DEFINITIONS,
@@ -54,9 +54,9 @@ from ._turns import (
     TURN_TEXT,
     ChatWorker,
     Phase,
+    Rounds,
     SessionWorker,
     Worker,
-    percentile_ms,
     warm_and_measure,
 )
 
@@ -185,44 +185,12 @@ async def run_round(target: str, server: Server, config: Config) -> Phase:
 
 
 @dataclass(slots=True)
-class Figures:
+class Figures(Rounds):
     """A target's figures over all rounds: median throughput, pooled latency percentiles."""
-
-    target: str
-    calls: int = 0
-    failures: int = 0
-    first_failure: str | None = None
-    rounds_per_s: list[float] = field(default_factory=list)
-    latencies: list[float] = field(default_factory=list)
-    server_cpu: list[float] = field(default_factory=list)
-    client_cpu: list[float] = field(default_factory=list)
-    cpu_per_call: list[float] = field(default_factory=list)
-
-    def add(self, phase: Phase) -> None:
-        """Fold in one measured round."""
-        self.calls += phase.calls
-        self.failures += len(phase.failures)
-        if phase.failures and self.first_failure is None:
-            self.first_failure = phase.failures[0]
-        self.rounds_per_s.append(phase.calls / phase.elapsed)
-        self.latencies.extend(phase.latencies)
-        if phase.server_cpu is not None:
-            self.server_cpu.append(phase.server_cpu / phase.elapsed)
-            self.cpu_per_call.append(phase.server_cpu / max(phase.calls, 1))
-        self.client_cpu.append(phase.client_cpu / phase.elapsed)
-
-    @property
-    def per_s(self) -> float:
-        """Median calls per second over the rounds."""
-        return statistics.median(self.rounds_per_s)
-
-    def percentile_ms(self, fraction: float) -> float:
-        """Nearest-rank latency percentile in milliseconds."""
-        return percentile_ms(self.latencies, fraction)
 
     def ratio(self, echo: Figures) -> float:
         """Median over the rounds of this target's throughput over the echo's in that round."""
-        pairs = zip(self.rounds_per_s, echo.rounds_per_s, strict=True)
+        pairs = zip(self.per_s, echo.per_s, strict=True)
         return statistics.median(mine / theirs for mine, theirs in pairs)
 
     def summary(self, echo: Figures) -> dict[str, Any]:
@@ -230,19 +198,19 @@ class Figures:
         return {
             "calls": self.calls,
             "failures": self.failures,
-            "calls_per_s": self.per_s,
-            "rounds_calls_per_s": self.rounds_per_s,
+            "calls_per_s": statistics.median(self.per_s),
+            "rounds_calls_per_s": self.per_s,
             "p50_ms": self.percentile_ms(0.5),
             "p99_ms": self.percentile_ms(0.99),
             "ratio_vs_echo": self.ratio(echo),
-            "server_cpu": statistics.median(self.server_cpu) if self.server_cpu else None,
-            "client_cpu": statistics.median(self.client_cpu),
-            "server_cpu_us_per_call": self.cpu_us(),
+            "server_cpu": statistics.median(self.server_cores) if self.server_cores else None,
+            "client_cpu": statistics.median(self.client_cores),
+            "server_cpu_us_per_call": self.median_cpu_us(),
         }
 
-    def cpu_us(self) -> float | None:
+    def median_cpu_us(self) -> float | None:
         """Median over the rounds of the server's CPU microseconds per call."""
-        return statistics.median(self.cpu_per_call) * 1e6 if self.cpu_per_call else None
+        return statistics.median(self.cpu_us) if self.cpu_us else None
 
 
 def server_commands(
@@ -289,24 +257,11 @@ async def run(config: Config) -> tuple[dict[str, Figures], bool]:
     Returns the figures and whether servers and load ran on CPUs of their own.
     """
     figures = {target: Figures(target) for target in TARGETS}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
-    where = placement() if config.pin else None
-    server_cpus, load_cpus = where if where is not None else (None, None)
+    env = bench_env()
     async with AsyncExitStack() as stack:
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chat-bench-")))
-        if load_cpus is not None:
-            stack.callback(pin, os.getpid(), os.sched_getaffinity(0))
-            if not pin(os.getpid(), load_cpus):
-                server_cpus = load_cpus = None
-        collector = await stack.enter_async_context(
-            running(
-                "collector",
-                [sys.executable, "-m", "bench._collector"],
-                cwd=ROOT,
-                env=env,
-                cpus=load_cpus,
-            )
-        )
+        server_cpus, load_cpus = placed(stack, config.pin)
+        collector = await stack.enter_async_context(_servers.collector(env, load_cpus))
         for number in range(config.rounds):
             commands = server_commands(state_dir / f"round-{number}", config.echo_replies)
             for target in TARGETS:
@@ -377,7 +332,7 @@ def report(
         )
     connect = figures["connect"].ratio(figures["memory"])
     data["connect"]["ratio_vs_grpc"] = connect
-    cpu = figures["connect"].cpu_us(), figures["memory"].cpu_us()
+    cpu = figures["connect"].median_cpu_us(), figures["memory"].median_cpu_us()
     cost = None if cpu[0] is None or cpu[1] is None else cpu[0] / cpu[1]
     data["connect"]["server_cpu_vs_grpc"] = cost
     print(
@@ -430,7 +385,9 @@ def tracing_floor(figures: dict[str, Figures]) -> tuple[float, float] | None:
     The traced echo pays only for the gRPC server interceptor, its SERVER span, its call
     duration and their export, the part of telemetry that no turn can avoid.
     """
-    echo, traced, off = (figures[name].cpu_us() for name in ("echo", "echo-traced", "memory"))
+    echo, traced, off = (
+        figures[name].median_cpu_us() for name in ("echo", "echo-traced", "memory")
+    )
     if echo is None or traced is None or off is None:
         return None
     extra = traced - echo

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import secrets
 import sys
 import tempfile
@@ -42,7 +41,7 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 
 from ._postgres import Cluster, cluster
-from ._servers import running
+from ._servers import bench_env, running
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 DEFINITIONS: Final = Path(__file__).resolve().with_name("definitions")
@@ -195,7 +194,7 @@ async def _create(address: str, count: int) -> tuple[str, ...]:
 async def run(config: Config, postgres: Cluster | None = None) -> tuple[dict[str, int], float]:
     """Start the store (on `postgres` when given, else a cluster of its own) and the
     replicas, run the workers; (outcome counts, seconds)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
+    env = bench_env()
     env["AGENTSKIT_CHAT_DIGEST_KEY"] = secrets.token_hex(32)
     replicas = 1 if config.store == "memory" else config.replicas
     with ExitStack() as stack:

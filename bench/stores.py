@@ -41,7 +41,7 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 
 from ._postgres import Cluster, cluster
-from ._servers import Server, pin, placement, running
+from ._servers import Server, bench_env, placed, running
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 DEFINITIONS: Final = Path(__file__).resolve().with_name("definitions")
@@ -201,14 +201,9 @@ def _serve(store: str, state_dir: Path, database: Cluster | None, round_: int) -
 async def run(config: Config) -> tuple[dict[str, Figures], bool]:
     """Every round measures every store on a new server; (figures, pinned)."""
     figures = {store: Figures(store) for store in STORES}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
-    where = placement() if config.pin else None
-    server_cpus, load_cpus = where if where is not None else (None, None)
+    env = bench_env()
     with ExitStack() as stack:
-        if load_cpus is not None:
-            stack.callback(pin, os.getpid(), os.sched_getaffinity(0))
-            if not pin(os.getpid(), load_cpus):
-                server_cpus = load_cpus = None
+        server_cpus, _ = placed(stack, config.pin)
         database = stack.enter_context(cluster())  # on the load CPUs, as pinned above
         env["AGENTSKIT_CHAT_STORE_PASSWORD"] = database.password
         env["AGENTSKIT_CHAT_DIGEST_KEY"] = secrets.token_hex(32)

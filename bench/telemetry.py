@@ -36,19 +36,21 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import grpc
 
-from ._servers import Server, pin, placement, running
+from . import _servers
+from ._servers import Server, bench_env, placed, running
 from ._turns import (
     DEFINITIONS,
     OWN_CONNECTION,
     ROOT,
     ChatWorker,
     Phase,
+    Rounds,
     percentile_ms,
     warm_and_measure,
 )
@@ -117,29 +119,8 @@ def setting_env(
 
 
 @dataclass(slots=True)
-class Figures:
+class Figures(Rounds):
     """One setting over all rounds."""
-
-    setting: str
-    calls: int = 0
-    failures: int = 0
-    first_failure: str | None = None
-    per_s: list[float] = field(default_factory=list)
-    cpu_us: list[float] = field(default_factory=list)
-    busy: list[float] = field(default_factory=list)
-    latencies: list[float] = field(default_factory=list)
-
-    def add(self, phase: Phase) -> None:
-        """Fold in one measured round."""
-        self.calls += phase.calls
-        self.failures += len(phase.failures)
-        if phase.failures and self.first_failure is None:
-            self.first_failure = phase.failures[0]
-        self.per_s.append(phase.calls / phase.elapsed)
-        self.latencies.extend(phase.latencies)
-        if phase.server_cpu is not None:
-            self.cpu_us.append(phase.server_cpu / max(phase.calls, 1) * 1e6)
-            self.busy.append(phase.server_cpu / phase.elapsed)
 
     def throughput_ratios(self, off: Figures) -> list[float]:
         """This setting's throughput over telemetry off's, round by round."""
@@ -181,24 +162,11 @@ async def run(config: Config) -> tuple[dict[str, Figures], bool]:
     Returns the figures and whether servers and load ran on CPUs of their own.
     """
     figures = {setting: Figures(setting) for setting in SETTINGS}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
-    where = placement() if config.pin else None
-    server_cpus, load_cpus = where if where is not None else (None, None)
+    env = bench_env()
     async with AsyncExitStack() as stack:
         state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chat-otel-")))
-        if load_cpus is not None:
-            stack.callback(pin, os.getpid(), os.sched_getaffinity(0))
-            if not pin(os.getpid(), load_cpus):
-                server_cpus = load_cpus = None
-        collector = await stack.enter_async_context(
-            running(
-                "collector",
-                [sys.executable, "-m", "bench._collector"],
-                cwd=ROOT,
-                env=env,
-                cpus=load_cpus,
-            )
-        )
+        server_cpus, load_cpus = placed(stack, config.pin)
+        collector = await stack.enter_async_context(_servers.collector(env, load_cpus))
         servers: dict[str, tuple[Server, list[ChatWorker]]] = {}
         for setting in SETTINGS:
             own = setting_env(env, setting, collector.address, config.metric_interval)
@@ -252,7 +220,7 @@ def report(
         throughput, cpu = row.throughput_ratios(off), row.cpu_ratios(off)
         ratio = statistics.median(throughput)
         cpu_ratio = statistics.median(cpu) if cpu else None
-        busy = statistics.median(row.busy) if row.busy else None
+        busy = statistics.median(row.server_cores) if row.server_cores else None
         cpu_us = statistics.median(row.cpu_us) if row.cpu_us else None
         goal = GOALS.get(name)
         data[name] = {

@@ -23,20 +23,20 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import grpc
 
-from ._servers import Server, running
+from ._servers import Server, bench_env, running
 from ._turns import (
     DEFINITIONS,
     OWN_CONNECTION,
     ROOT,
     ChatWorker,
     Phase,
-    percentile_ms,
+    Rounds,
     warm_and_measure,
 )
 
@@ -82,37 +82,12 @@ def tree_cpu_seconds(pid: int) -> float | None:
 
 
 @dataclass(slots=True)
-class Figures:
+class Figures(Rounds):
     """One worker count's figures over all rounds."""
-
-    workers: int
-    turns: int = 0
-    failures: int = 0
-    first_failure: str | None = None
-    per_s: list[float] = field(default_factory=list)
-    latencies: list[float] = field(default_factory=list)
-    cpu_us: list[float] = field(default_factory=list)
-    server_cores: list[float] = field(default_factory=list)
-    client_cores: list[float] = field(default_factory=list)
-
-    def add(self, phase: Phase) -> None:
-        self.turns += phase.calls
-        self.failures += len(phase.failures)
-        if phase.failures and self.first_failure is None:
-            self.first_failure = phase.failures[0]
-        self.per_s.append(phase.calls / phase.elapsed)
-        self.latencies.extend(phase.latencies)
-        if phase.server_cpu is not None:
-            self.cpu_us.append(phase.server_cpu / max(phase.calls, 1) * 1e6)
-            self.server_cores.append(phase.server_cpu / phase.elapsed)
-        self.client_cores.append(phase.client_cpu / phase.elapsed)
-
-    def percentile_ms(self, fraction: float) -> float:
-        return percentile_ms(self.latencies, fraction)
 
     def summary(self) -> dict[str, Any]:
         return {
-            "turns": self.turns,
+            "turns": self.calls,
             "failures": self.failures,
             "turns_per_s": statistics.median(self.per_s),
             "rounds_turns_per_s": self.per_s,
@@ -154,8 +129,8 @@ async def run_round(server: Server, config: Config) -> Phase:
 
 async def run(config: Config) -> dict[int, Figures]:
     """Every round measures each worker count on a server of its own."""
-    figures = {count: Figures(count) for count in WORKER_COUNTS}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSKIT_CHAT_", "OTEL_"))}
+    figures = {count: Figures(f"workers-{count}") for count in WORKER_COUNTS}
+    env = bench_env()
     with tempfile.TemporaryDirectory(prefix="chat-bench-workers-") as temporary:
         for number in range(config.rounds):
             order = WORKER_COUNTS if number % 2 == 0 else WORKER_COUNTS[::-1]
