@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from typing import Any, Final
 
 import httpx
@@ -24,6 +25,8 @@ PROTOCOL_VERSION: Final = {"Connect-Protocol-Version": "1"}
 END_STREAM: Final = 0x02
 COMPRESSED: Final = 0x01
 _PREFIX: Final = struct.Struct(">BI")
+TIMEOUT: Final = 30.0
+"""Seconds an HTTP call of a benchmark client may take."""
 
 
 class ConnectError(Exception):
@@ -33,6 +36,16 @@ class ConnectError(Exception):
         super().__init__(f"{code}: {message}" if message else code)
         self.code = code
         self.message = message
+
+
+async def own_client(stack: AsyncExitStack, address: str | None) -> httpx.AsyncClient:
+    """An HTTP client of `http://address` on a connection of its own, closed with `stack`."""
+    if address is None:
+        raise RuntimeError("the server has no HTTP listener")
+    client = httpx.AsyncClient(
+        base_url=f"http://{address}", limits=httpx.Limits(max_connections=1), timeout=TIMEOUT
+    )
+    return await stack.enter_async_context(client)
 
 
 def envelope(message: Mapping[str, Any], flags: int = 0) -> bytes:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
@@ -118,6 +118,17 @@ class Phase:
     client_cpu: float
 
 
+@dataclass(frozen=True, slots=True)
+class Load:
+    """Concurrent clients, rounds, and seconds of measurement and warm-up per target and
+    round."""
+
+    clients: int
+    rounds: int
+    seconds: float
+    warmup: float
+
+
 @dataclass(slots=True)
 class Rounds:
     """A target's measured phases, round by round: calls per second, server CPU µs per
@@ -149,6 +160,13 @@ class Rounds:
     def percentile_ms(self, fraction: float) -> float:
         """Nearest-rank latency percentile in milliseconds."""
         return percentile_ms(self.latencies, fraction)
+
+
+def failures_of(rows: Iterable[Rounds]) -> tuple[int, str | None]:
+    """(how many calls failed, the first failure) over `rows`."""
+    rows = list(rows)
+    first = next((row.first_failure for row in rows if row.first_failure), None)
+    return sum(row.failures for row in rows), first
 
 
 async def _drive(worker: Worker, until: float, latencies: list[float], failures: list[str]) -> None:

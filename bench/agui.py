@@ -36,6 +36,7 @@ from typing import Final
 
 import httpx
 
+from . import _cli, _connect
 from ._servers import Server, bench_env, placed, running
 from ._turns import (
     DEFINITION_ID,
@@ -48,7 +49,6 @@ from ._turns import (
 )
 from .service import (
     FULL,
-    HTTP_TIMEOUT,
     QUICK,
     Config,
     ConnectWorker,
@@ -113,12 +113,7 @@ async def run_round(target: str, server: Server, config: Config) -> Phase:
     async with AsyncExitStack() as stack:
         workers: list[SessionWorker] = []
         for index in range(config.clients):
-            client = httpx.AsyncClient(
-                base_url=f"http://{server.http_address}",
-                limits=httpx.Limits(max_connections=1),
-                timeout=HTTP_TIMEOUT,
-            )
-            await stack.enter_async_context(client)
+            client = await _connect.own_client(stack, server.http_address)
             kind = AguiWorker if target == "agui" else ConnectWorker
             workers.append(kind(client, f"{target[0]}{index}"))
         warm = await measure(workers, server.cpu_seconds, config.warmup)
@@ -190,14 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-pin", action="store_true", help="leave CPU placement alone")
     parser.add_argument("--sqlite", action="store_true", help="a SQLite store, not memory")
     args = parser.parse_args(argv)
-    config = QUICK if args.quick else FULL
-    config = Config(
-        clients=args.clients or config.clients,
-        rounds=args.rounds or config.rounds,
-        seconds=config.seconds,
-        warmup=config.warmup,
-        pin=not args.no_pin,
-    )
+    config = Config(**_cli.load_from(args, QUICK if args.quick else FULL), pin=not args.no_pin)
     store = "sqlite" if args.sqlite else "memory"
     rounds, failures, pinned = asyncio.run(run(config, store))
     print(f"store: {store}")

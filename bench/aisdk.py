@@ -40,18 +40,18 @@ from typing import Any, Final
 
 import httpx
 
-from . import _connect
+from . import _cli, _connect
 from ._servers import Server, bench_env, placed, running
 from ._turns import (
     DEFINITION_ID,
     ROOT,
     TURN_ANSWER,
     TURN_TEXT,
+    failures_of,
     measure,
 )
 from .service import (
     FULL,
-    HTTP_TIMEOUT,
     QUICK,
     SERVICE_PATH,
     Config,
@@ -172,12 +172,7 @@ async def run_round(target: str, server: Server, config: Config, held: bool) -> 
     async with AsyncExitStack() as stack:
         workers: list[ChatWorker] = []
         for index in range(config.clients):
-            client = httpx.AsyncClient(
-                base_url=f"http://{server.http_address}",
-                limits=httpx.Limits(max_connections=1),
-                timeout=HTTP_TIMEOUT,
-            )
-            await stack.enter_async_context(client)
+            client = await _connect.own_client(stack, server.http_address)
             kind = AiSdkWorker if target == "aisdk" else ConnectWorker
             workers.append(kind(client, f"{target[0]}{index}", held))
         warm = await measure(workers, server.cpu_seconds, config.warmup)
@@ -247,34 +242,19 @@ def report(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its table; 1 when any turn failed, else 0."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="one short round (smoke run)")
-    parser.add_argument("--rounds", type=int, help=f"rounds [{FULL.rounds}]")
+    _cli.add_run_options(parser, rounds=FULL.rounds)
     parser.add_argument("--seconds", type=float, help=f"seconds per target [{FULL.seconds}]")
     parser.add_argument("--clients", type=int, help=f"concurrent clients [{FULL.clients}]")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
-    parser.add_argument("--no-pin", action="store_true", help="leave placement to the scheduler")
+    _cli.add_output_options(parser, unpinned="leave placement to the scheduler")
     parser.add_argument(
         "--server-held", action="store_true", help="server-held sessions (Connect submits)"
     )
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
-    config = Config(
-        clients=args.clients or base.clients,
-        rounds=args.rounds or base.rounds,
-        seconds=args.seconds or base.seconds,
-        warmup=base.warmup,
-        pin=not args.no_pin,
-    )
+    config = Config(**_cli.load_from(args, base), pin=not args.no_pin)
     figures, ratios, pinned = asyncio.run(run(config, args.server_held))
     data = report(figures, ratios, config, pinned, args.server_held)
-    if args.json is not None:
-        args.json.write_text(json.dumps(data, indent=2) + "\n")
-    failed = sum(f.failures for f in figures.values())
-    if failed:
-        first = next(f.first_failure for f in figures.values() if f.first_failure)
-        print(f"INVALID: {failed} turns failed (first: {first})", file=sys.stderr)
-        return 1
-    return 0
+    return _cli.finish(data, args.json, *failures_of(figures.values()), "turns", stream=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +31,7 @@ import httpx
 
 from agentskit_chat_client import ChatClient, ChatError, TextDelta, TurnCompleted
 
+from . import _cli
 from ._servers import running
 
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -87,6 +88,13 @@ class Figures:
     calls: list[Call] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
+    def keep(self, outcome: Call | str) -> None:
+        """Count a call, or what went wrong with it."""
+        if isinstance(outcome, str):
+            self.failures.append(outcome)
+        else:
+            self.calls.append(outcome)
+
     def ttfc_ms(self, fraction: float) -> float:
         """Nearest-rank percentile of the time to first chunk, in milliseconds."""
         ordered = sorted(call.first for call in self.calls)
@@ -120,13 +128,25 @@ def request_body() -> dict[str, Any]:
 
 async def direct_call(client: httpx.AsyncClient, url: str) -> Call | str:
     """One streamed Chat Completions call, parsed as a client would."""
+    return await streamed_call(client, url, request_body(), "direct")
+
+
+async def streamed_call(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    label: str,
+    headers: dict[str, str] | None = None,
+) -> Call | str:
+    """One streamed Chat Completions call, parsed as a client would; what went wrong
+    (named by `label`) unless it streamed CHUNKS content chunks."""
     clock = time.perf_counter
     start = clock()
     first = last = 0.0
     chunks = 0
-    async with client.stream("POST", url, json=request_body()) as response:
+    async with client.stream("POST", url, json=body, headers=headers) as response:
         if response.status_code != 200:
-            return f"direct: status {response.status_code}"
+            return f"{label}: status {response.status_code}"
         async for line in response.aiter_lines():
             if not line.startswith("data: "):
                 continue
@@ -139,7 +159,7 @@ async def direct_call(client: httpx.AsyncClient, url: str) -> Call | str:
                 first = first or last
                 chunks += 1
     if chunks != CHUNKS:
-        return f"direct: {chunks} chunks"
+        return f"{label}: {chunks} chunks"
     return Call(first - start, last - start, chunks)
 
 
@@ -163,21 +183,29 @@ async def service_call(client: ChatClient) -> Call | str:
     return Call(first - start, last - start, chunks)
 
 
+async def fake_model(stack: AsyncExitStack, work: Path, env: Mapping[str, str]) -> tuple[str, Path]:
+    """Start the fake model (stopped with `stack`) and write, in a definitions folder under
+    `work`, the `delegate` definition that sends every message to it: (its base URL, the
+    folder)."""
+    fake = [sys.executable, "-m", "agentskit_chat.fakemodel", "--listen", "127.0.0.1:0"]
+    fake += ["--chunks", str(CHUNKS), "--delay", str(DELAY)]
+    model = await stack.enter_async_context(running("fake model", fake, cwd=ROOT, env=env))
+    base_url = f"{model.address}/v1"
+    definitions = work / "definitions"
+    definitions.mkdir()
+    (definitions / "delegate.yaml").write_text(
+        DEFINITION.format(base_url=base_url, model=MODEL), encoding="utf-8"
+    )
+    return base_url, definitions
+
+
 async def measure(config: Config) -> dict[str, Figures]:
     """Start the fake model and the service, then call both paths alternately."""
     figures = {path: Figures(path) for path in PATHS}
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSKIT_CHAT_")}
-    fake = [sys.executable, "-m", "agentskit_chat.fakemodel", "--listen", "127.0.0.1:0"]
-    fake += ["--chunks", str(CHUNKS), "--delay", str(DELAY)]
     async with AsyncExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="model-bench-")))
-        model = await stack.enter_async_context(running("fake model", fake, cwd=ROOT, env=env))
-        base_url = f"{model.address}/v1"
-        definitions = work / "definitions"
-        definitions.mkdir()
-        (definitions / "delegate.yaml").write_text(
-            DEFINITION.format(base_url=base_url, model=MODEL), encoding="utf-8"
-        )
+        base_url, definitions = await fake_model(stack, work, env)
         serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]
         serve += ["--listen", "127.0.0.1:0", "--definitions", str(definitions)]
         serve += ["--store", "memory://", "--state-dir", str(work), "--drain-delay", "0"]
@@ -192,12 +220,8 @@ async def measure(config: Config) -> dict[str, Figures]:
                     outcome = await pending
                 except (httpx.HTTPError, ChatError) as exc:
                     outcome = f"{path}: {type(exc).__name__}"
-                if index < config.warmup:
-                    continue
-                if isinstance(outcome, str):
-                    figures[path].failures.append(outcome)
-                else:
-                    figures[path].calls.append(outcome)
+                if index >= config.warmup:
+                    figures[path].keep(outcome)
     return figures
 
 
@@ -252,19 +276,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few calls (smoke run)")
     parser.add_argument("--calls", type=int, help=f"measured calls per path [{FULL.calls}]")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
+    _cli.add_output_options(parser, unpinned=None)
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     config = Config(calls=args.calls or base.calls, warmup=base.warmup)
     figures = asyncio.run(measure(config))
     data = report(figures, config, quick=args.quick)
-    if args.json is not None:
-        args.json.write_text(json.dumps(data, indent=2) + "\n")
     failures = [problem for f in figures.values() for problem in f.failures]
-    if failures:
-        print(f"INVALID: {len(failures)} calls failed (first: {failures[0]})")
-        return 1
-    return 0
+    return _cli.finish(data, args.json, *_cli.first_of(failures), "calls")
 
 
 if __name__ == "__main__":

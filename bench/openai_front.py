@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
@@ -43,6 +42,7 @@ from typing import Any, Final
 import grpc
 import httpx
 
+from . import _cli, _connect
 from . import _turns as turns
 from . import model as model_bench
 from . import service as service_bench
@@ -58,13 +58,9 @@ COMPLETIONS: Final = "/v1/chat/completions"
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
+class Config(turns.Load):
     """Clients, rounds and seconds per CPU target; calls per TTFC path."""
 
-    clients: int
-    rounds: int
-    seconds: float
-    warmup: float
     calls: int
     warmup_calls: int
     min_calls: int = 0
@@ -148,12 +144,7 @@ async def _cpu_round(server: Server, target: str, config: Config) -> turns.Phase
                 await stack.enter_async_context(channel)
                 workers.append(turns.ChatWorker(channel, f"g{index}"))
                 continue
-            client = httpx.AsyncClient(
-                base_url=f"http://{server.http_address}",
-                limits=httpx.Limits(max_connections=1),
-                timeout=service_bench.HTTP_TIMEOUT,
-            )
-            await stack.enter_async_context(client)
+            client = await _connect.own_client(stack, server.http_address)
             workers.append(FrontWorker(client, target, f"{target[0]}{index}-{time.time_ns()}"))
         warm = await turns.measure(workers, server.cpu_seconds, config.warmup)
         if warm.failures:
@@ -210,44 +201,15 @@ async def front_call(client: httpx.AsyncClient, headers: dict[str, str]) -> mode
         "messages": [{"role": "user", "content": model_bench.PROMPT}],
         "stream": True,
     }
-    clock = time.perf_counter
-    start = clock()
-    first = last = 0.0
-    chunks = 0
-    async with client.stream("POST", COMPLETIONS, json=body, headers=headers) as response:
-        if response.status_code != 200:
-            return f"front: status {response.status_code}"
-        async for line in response.aiter_lines():
-            if not line.startswith("data: "):
-                continue
-            data = line[len("data: ") :]
-            if data == "[DONE]":
-                break
-            choices = json.loads(data).get("choices") or []
-            if choices and choices[0]["delta"].get("content"):
-                last = clock()
-                first = first or last
-                chunks += 1
-    if chunks != model_bench.CHUNKS:
-        return f"front: {chunks} chunks"
-    return model_bench.Call(first - start, last - start, chunks)
+    return await model_bench.streamed_call(client, COMPLETIONS, body, "front", headers)
 
 
 async def measure_ttfc(config: Config, env: dict[str, str]) -> dict[str, model_bench.Figures]:
     """Direct calls and front calls, one at a time, alternating which goes first."""
     figures = {path: model_bench.Figures(path) for path in TTFC_PATHS}
-    fake = [sys.executable, "-m", "agentskit_chat.fakemodel", "--listen", "127.0.0.1:0"]
-    fake += ["--chunks", str(model_bench.CHUNKS), "--delay", str(model_bench.DELAY)]
     async with AsyncExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="openai-ttfc-")))
-        model = await stack.enter_async_context(running("fake model", fake, cwd=ROOT, env=env))
-        base_url = f"{model.address}/v1"
-        definitions = work / "definitions"
-        definitions.mkdir()
-        (definitions / "delegate.yaml").write_text(
-            model_bench.DEFINITION.format(base_url=base_url, model=model_bench.MODEL),
-            encoding="utf-8",
-        )
+        base_url, definitions = await model_bench.fake_model(stack, work, env)
         serve = [sys.executable, "-m", "agentskit_chat.cli", "serve", "--listen", "127.0.0.1:0"]
         serve += ["--definitions", str(definitions), "--store", "memory://"]
         serve += ["--state-dir", str(work), "--drain-delay", "0", "--http-listen", "127.0.0.1:0"]
@@ -273,12 +235,8 @@ async def measure_ttfc(config: Config, env: dict[str, str]) -> dict[str, model_b
                     outcome = await pending
                 except httpx.HTTPError as exc:
                     outcome = f"{path}: {type(exc).__name__}"
-                if index < config.warmup_calls:
-                    continue
-                if isinstance(outcome, str):
-                    figures[path].failures.append(outcome)
-                else:
-                    figures[path].calls.append(outcome)
+                if index >= config.warmup_calls:
+                    figures[path].keep(outcome)
     return figures
 
 
@@ -337,21 +295,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run both measurements; 1 when any call failed, else 0."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a smoke run")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
+    _cli.add_output_options(parser, unpinned=None)
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
     env = bench_env()
     rounds, pinned = asyncio.run(measure_cpu(config, env))
     ttfc = asyncio.run(measure_ttfc(config, env))
     data = report(rounds, pinned, ttfc)
-    if args.json is not None:
-        args.json.write_text(json.dumps(data, indent=2) + "\n")
     failures = [f for rows in rounds.values() for row in rows for f in row[2]]
     failures += [f for figures in ttfc.values() for f in figures.failures]
-    if failures:
-        print(f"INVALID: {len(failures)} calls failed (first: {failures[0]})")
-        return 1
-    return 0
+    return _cli.finish(data, args.json, *_cli.first_of(failures), "calls")
 
 
 if __name__ == "__main__":

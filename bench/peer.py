@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import operator
 import os
 import platform
@@ -56,6 +55,7 @@ from langgraph.graph import END, START, StateGraph
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 
+from . import _cli
 from ._servers import Server, bench_env, placed, running
 from ._turns import ROOT
 
@@ -321,15 +321,11 @@ def report(sides: dict[str, Side], config: Config, *, quick: bool, pinned: bool)
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the comparison and print it; 1 when any turn failed, else 0."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="two short rounds (smoke run)")
-    parser.add_argument("--rounds", type=int, help=f"rounds [{FULL.rounds}]")
+    _cli.add_run_options(parser, rounds=FULL.rounds, quick="two short rounds (smoke run)")
     parser.add_argument(
         "--conversations", type=int, help=f"conversations per side and round [{FULL.conversations}]"
     )
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
-    parser.add_argument(
-        "--no-pin", action="store_true", help="leave server and load placement to the scheduler"
-    )
+    _cli.add_output_options(parser)
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     config = Config(
@@ -340,13 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sides, pinned = asyncio.run(run(config))
     data = report(sides, config, quick=args.quick, pinned=pinned)
-    if args.json is not None:
-        args.json.write_text(json.dumps(data, indent=2) + "\n")
     failures = [problem for side in sides.values() for problem in side.failures]
-    if failures:
-        print(f"INVALID: {len(failures)} conversations failed (first: {failures[0]})")
-        return 1
-    return 0
+    return _cli.finish(data, args.json, *_cli.first_of(failures), "conversations")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
@@ -43,7 +42,7 @@ from typing import Any, Final
 import grpc
 import httpx
 
-from . import _connect, _echo, _servers
+from . import _cli, _connect, _echo, _servers
 from ._servers import Server, bench_env, placed, running
 from ._turns import (
     DEFINITION_ID,
@@ -53,10 +52,12 @@ from ._turns import (
     TURN_ANSWER,
     TURN_TEXT,
     ChatWorker,
+    Load,
     Phase,
     Rounds,
     SessionWorker,
     Worker,
+    failures_of,
     warm_and_measure,
 )
 
@@ -71,17 +72,13 @@ LATENCY_GOAL: Final = 2.0
 """One-client SQLite turn p50 over the echo's p50, at most."""
 
 
-HTTP_TIMEOUT: Final = 30.0
+HTTP_TIMEOUT: Final = _connect.TIMEOUT
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
+class Config(Load):
     """Clients, rounds, seconds of warm-up and measurement per target and round; pinning."""
 
-    clients: int
-    rounds: int
-    seconds: float
-    warmup: float
     pin: bool = True
     echo_replies: int = len(_echo.REPLIES)
 
@@ -158,13 +155,7 @@ async def _worker(
     if target == "connect":
         if server.http_address is None:
             raise RuntimeError(f"the {server.name} server has no HTTP listener")
-        client = httpx.AsyncClient(
-            base_url=f"http://{server.http_address}",
-            limits=httpx.Limits(max_connections=1),
-            timeout=HTTP_TIMEOUT,
-        )
-        await stack.enter_async_context(client)
-        return ConnectWorker(client, f"c{index}")
+        return ConnectWorker(await _connect.own_client(stack, server.http_address), f"c{index}")
     channel = grpc.aio.insecure_channel(server.address, options=OWN_CONNECTION)
     await stack.enter_async_context(channel)
     if target.startswith("echo"):
@@ -397,16 +388,12 @@ def tracing_floor(figures: dict[str, Figures]) -> tuple[float, float] | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its table; 1 when any call failed, else 0."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="one short round (smoke run)")
-    parser.add_argument("--rounds", type=int, help=f"rounds [{FULL.rounds}]")
+    _cli.add_run_options(parser, rounds=FULL.rounds)
     parser.add_argument(
         "--seconds", type=float, help=f"measured seconds per round [{FULL.seconds}]"
     )
     parser.add_argument("--clients", type=int, help=f"concurrent clients [{FULL.clients}]")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
-    parser.add_argument(
-        "--no-pin", action="store_true", help="leave server and load placement to the scheduler"
-    )
+    _cli.add_output_options(parser)
     parser.add_argument(
         "--echo-replies",
         type=int,
@@ -418,23 +405,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     config = Config(
-        clients=args.clients or base.clients,
-        rounds=args.rounds or base.rounds,
-        seconds=args.seconds or base.seconds,
-        warmup=args.warmup or base.warmup,
+        **_cli.load_from(args, base),
         pin=not args.no_pin,
         echo_replies=args.echo_replies,
     )
     figures, pinned = asyncio.run(run(config))
     data = report(figures, config, quick=args.quick, pinned=pinned)
-    if args.json is not None:
-        args.json.write_text(json.dumps(data, indent=2) + "\n")
-    failed = sum(f.failures for f in figures.values())
-    if failed:
-        first = next(f.first_failure for f in figures.values() if f.first_failure)
-        print(f"INVALID: {failed} calls failed (first: {first})")
-        return 1
-    return 0
+    return _cli.finish(data, args.json, *failures_of(figures.values()), "calls")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import secrets
 import statistics
@@ -40,6 +39,7 @@ import grpc
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 
+from . import _cli
 from ._postgres import Cluster, cluster
 from ._servers import Server, bench_env, placed, running
 
@@ -318,11 +318,9 @@ def _filesystem() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its table; 1 when any turn failed, else 0."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="one short round (smoke run)")
-    parser.add_argument("--rounds", type=int, help="rounds [5]")
+    _cli.add_run_options(parser, rounds=Config().rounds)
     parser.add_argument("--seconds", type=float, help="measured seconds per store and round [3]")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
-    parser.add_argument("--no-pin", action="store_true", help="leave placement to the scheduler")
+    _cli.add_output_options(parser, unpinned="leave placement to the scheduler")
     args = parser.parse_args(argv)
     base = QUICK if args.quick else Config()
     config = Config(
@@ -334,13 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     figures, pinned = asyncio.run(run(config))
     data = report(figures, config, pinned=pinned)
-    if args.json is not None:
-        args.json.write_text(json.dumps(data, indent=2) + "\n")
     failures = [problem for row in figures.values() for problem in row.failures]
-    if failures:
-        print(f"INVALID: {len(failures)} turns failed (first: {failures[0]})")
-        return 1
-    return 0
+    return _cli.finish(data, args.json, *_cli.first_of(failures), "turns")
 
 
 if __name__ == "__main__":

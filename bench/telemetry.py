@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
@@ -42,15 +41,17 @@ from typing import Any, Final
 
 import grpc
 
-from . import _servers
+from . import _cli, _servers
 from ._servers import Server, bench_env, placed, running
 from ._turns import (
     DEFINITIONS,
     OWN_CONNECTION,
     ROOT,
     ChatWorker,
+    Load,
     Phase,
     Rounds,
+    failures_of,
     percentile_ms,
     warm_and_measure,
 )
@@ -75,13 +76,9 @@ BUSY: Final = 0.9
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
+class Config(Load):
     """Clients, rounds, seconds of warm-up and measurement per setting and round."""
 
-    clients: int
-    rounds: int
-    seconds: float
-    warmup: float
     metric_interval: float
     pin: bool = True
 
@@ -274,8 +271,7 @@ def report(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its table; 1 when any turn failed, else 0."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="one short round (smoke run)")
-    parser.add_argument("--rounds", type=int, help=f"rounds [{FULL.rounds}]")
+    _cli.add_run_options(parser, rounds=FULL.rounds)
     parser.add_argument("--seconds", type=float, help=f"seconds per setting [{FULL.seconds}]")
     parser.add_argument("--clients", type=int, help=f"concurrent clients [{FULL.clients}]")
     parser.add_argument(
@@ -283,30 +279,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=float,
         help=f"seconds between metric exports [{FULL.metric_interval:g}]",
     )
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
-    parser.add_argument(
-        "--no-pin", action="store_true", help="leave server and load placement to the scheduler"
-    )
+    _cli.add_output_options(parser)
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     config = Config(
-        clients=args.clients or base.clients,
-        rounds=args.rounds or base.rounds,
-        seconds=args.seconds or base.seconds,
-        warmup=base.warmup,
+        **_cli.load_from(args, base),
         metric_interval=args.metric_interval or base.metric_interval,
         pin=not args.no_pin,
     )
     figures, pinned = asyncio.run(run(config))
     data = report(figures, config, quick=args.quick, pinned=pinned)
-    if args.json is not None:
-        args.json.write_text(json.dumps(data, indent=2) + "\n")
-    failed = sum(f.failures for f in figures.values())
-    if failed:
-        first = next(f.first_failure for f in figures.values() if f.first_failure)
-        print(f"INVALID: {failed} turns failed (first: {first})")
-        return 1
-    return 0
+    return _cli.finish(data, args.json, *failures_of(figures.values()), "turns")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
@@ -29,14 +28,17 @@ from typing import Any, Final
 
 import grpc
 
+from . import _cli
 from ._servers import Server, bench_env, running
 from ._turns import (
     DEFINITIONS,
     OWN_CONNECTION,
     ROOT,
     ChatWorker,
+    Load,
     Phase,
     Rounds,
+    failures_of,
     warm_and_measure,
 )
 
@@ -46,13 +48,8 @@ CPU_GOAL: Final = 1.10
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
+class Config(Load):
     """Clients, rounds, and seconds of warm-up and measurement per target and round."""
-
-    clients: int
-    rounds: int
-    seconds: float
-    warmup: float
 
 
 FULL = Config(clients=32, rounds=5, seconds=3.0, warmup=1.0)
@@ -196,30 +193,17 @@ def _cores(value: float | None) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its table; 1 when any turn failed, else 0."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="one short round (smoke run)")
-    parser.add_argument("--rounds", type=int, help=f"rounds [{FULL.rounds}]")
+    _cli.add_run_options(parser, rounds=FULL.rounds)
     parser.add_argument("--seconds", type=float, help=f"seconds per round [{FULL.seconds}]")
     parser.add_argument("--clients", type=int, help=f"concurrent clients [{FULL.clients}]")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
+    _cli.add_output_options(parser, unpinned=None)
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
-    config = Config(
-        clients=args.clients or base.clients,
-        rounds=args.rounds or base.rounds,
-        seconds=args.seconds or base.seconds,
-        warmup=base.warmup,
-    )
+    config = Config(**_cli.load_from(args, base))
     before = _load()
     figures = asyncio.run(run(config))
     data = report(figures, config, quick=args.quick, load=(before, _load()))
-    if args.json is not None:
-        args.json.write_text(json.dumps(data, indent=2) + "\n")
-    failed = sum(f.failures for f in figures.values())
-    if failed:
-        first = next(f.first_failure for f in figures.values() if f.first_failure)
-        print(f"INVALID: {failed} turns failed (first: {first})")
-        return 1
-    return 0
+    return _cli.finish(data, args.json, *failures_of(figures.values()), "turns")
 
 
 if __name__ == "__main__":
