@@ -4,7 +4,7 @@
 HOST:PORT` once bound (port 0 picks a free port) and serves until SIGTERM or SIGINT, then
 stops and exits 0. It is the baseline of bench/service.py: gRPC and asyncio costs without
 any service work. A deterministic turn streams four messages over gRPC (started, decision,
-one delta, completed: 84, 64, 48 and 85 bytes for the benchmark's `/ping`, 57 to 114 for
+one delta, completed: about 84, 64, 48 and 85 bytes for the benchmark's `/ping`, 57 to 114 for
 the support example's `/start` and `/name Ada`), so the echo streams four replies of the
 `/ping` turn's sizes by default; `--replies 2` streams the two short replies it used to.
 With `--traced` it adds what `serve` adds for tracing when the `OTEL_*` environment asks
