@@ -76,10 +76,8 @@ class Goal:
         return f"{'<=' if self.at_most else '>='} {self.bound}x"
 
     def format(self, value: float | None) -> str:
-        """A figure to the precision the bound asks for."""
-        if value is None:
-            return "-"
-        return f"{value:.3f}" if self.bound < 1 else f"{value:.2f}"
+        """A figure to three decimals (a bound's own precision, and one more)."""
+        return "-" if value is None else f"{value:.3f}"
 
     def met(self, value: float) -> bool:
         return value <= self.bound if self.at_most else value >= self.bound

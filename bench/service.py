@@ -337,7 +337,7 @@ def report(
     print(
         f"Latency{note}: sqlite turn p50 {latency['sqlite_p50_ms']:.2f} ms, echo"
         f" ({config.echo_replies} replies) p50 {latency['echo_p50_ms']:.2f} ms:"
-        f" {latency['ratio']:.2f}x the echo's, {config.clients} client(s)"
+        f" {latency['ratio']:.3f}x the echo's, {config.clients} client(s)"
         + (
             f" (goal <= {LATENCY_GOAL}x: {'met' if latency['goal_met'] else 'MISSED'})"
             if latency["goal_met"] is not None

@@ -3,10 +3,13 @@ benchmark that fails or writes no figures shown as such."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from bench._turns import ROOT
 from bench.goals import BENCHES, GOALS, Bench, Outcome, figures, report, run_bench, verdict
 
 LATENCY = next(goal for goal in GOALS if goal.bench == "service")
@@ -56,3 +59,13 @@ def test_a_benchmark_that_fails_shows_no_figure_and_is_named(
     rows = report(runs, quick=False)
     assert all(row["runs"] == [None] and row["verdict"] == "-" for row in rows)
     assert "FAILED or INVALID: service, peer, stores, telemetry" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(BENCHES))
+def test_each_benchmark_accepts_the_options_the_runner_passes(name: str, tmp_path: Path) -> None:
+    bench = BENCHES[name]
+    for options in (bench.arguments, (*bench.quick, "--quick")):
+        # argparse checks every option before `--help`, which then exits 0 without running.
+        argv = [sys.executable, "-m", bench.module, *options, "--json", str(tmp_path), "--help"]
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
