@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import grpc
 import pytest
@@ -13,15 +12,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import HistogramDataPoint
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, Sampler, SamplingResult
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanKind, StatusCode
 
 from agentskit_chat.telemetry import OtelObserver, server_interceptors
 
-from .conftest import InMemory
+from .conftest import CountingSampler, InMemory, sampled_by
 from .reports import REPORTS
 
 SERVICE = "agentskit.test.Probe"
@@ -265,26 +261,6 @@ def test_without_rpc_spans_the_turn_span_continues_the_caller_and_names_the_meth
     assert attributes["rpc.system.name"] == "grpc"
     (point,) = durations(in_memory)  # the call's duration is still recorded
     assert dict(point.attributes or {})["rpc.method"] == f"{SERVICE}/Turn"
-
-
-class CountingSampler(ParentBased):
-    """The default parent-based sampler, counting the decisions it is asked for."""
-
-    def __init__(self, **delegates: Sampler) -> None:
-        super().__init__(ALWAYS_ON, **delegates)
-        self.decisions = 0
-
-    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
-        self.decisions += 1
-        return super().should_sample(*args, **kwargs)
-
-
-def sampled_by(sinks: InMemory, sampler: Sampler) -> None:
-    """Spans of `sinks` from here on go through `sampler`."""
-    sinks.tracer_provider.shutdown()  # which stops its exporter too
-    sinks.spans = InMemorySpanExporter()
-    sinks.tracer_provider = TracerProvider(sampler=sampler, shutdown_on_exit=False)
-    sinks.tracer_provider.add_span_processor(SimpleSpanProcessor(sinks.spans))
 
 
 def test_a_caller_that_sampled_its_trace_out_costs_no_sampling_decision(
