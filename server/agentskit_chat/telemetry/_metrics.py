@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from weakref import WeakKeyDictionary
 
-from opentelemetry import context, metrics
+from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.util.types import AttributeValue
 
@@ -32,8 +32,7 @@ class TurnMetrics:
     collected: a turn adds one to a dict entry instead of paying for an SDK measurement
     (attribute validation and hashing, an exemplar check, the aggregation's lock). Each
     attribute set is built once and shared by the turn's histograms, and a model call's
-    (with and without its error, per token type) once per distinct call. The turn's
-    measurements share one read of the current context (the exemplar filter's input).
+    (with and without its error, per token type) once per distinct call.
     """
 
     def __init__(self, provider: metrics.MeterProvider) -> None:
@@ -73,25 +72,21 @@ class TurnMetrics:
             count = self._counts[key] = _Count(turn_metric_attributes(report))
         count.turns += 1
         attributes = count.attributes
-        current = context.get_current()
         started = report.started_ns
-        self.duration.record(max(report.ended_ns - started, 0) / 1e9, attributes, current)
+        self.duration.record(max(report.ended_ns - started, 0) / 1e9, attributes)
         if report.first_chunk_ns is not None:
-            ttfc = max(report.first_chunk_ns - started, 0) / 1e9
-            self.first_chunk.record(ttfc, attributes, current)
+            self.first_chunk.record(max(report.first_chunk_ns - started, 0) / 1e9, attributes)
         call = report.model_call
         if call is not None and call.remote:  # A local stand-in is no GenAI operation.
-            self._record_model_call(call, report.definition_id, current)
+            self._record_model_call(call, report.definition_id)
 
-    def _record_model_call(
-        self, call: ModelCallReport, definition_id: str | None, current: context.Context
-    ) -> None:
+    def _record_model_call(self, call: ModelCallReport, definition_id: str | None) -> None:
         sets = self._model_attributes(call, definition_id)
-        self.model_duration.record(_seconds(call.ended_ns - call.started_ns), sets.call, current)
+        self.model_duration.record(_seconds(call.ended_ns - call.started_ns), sets.call)
         if call.input_tokens is not None:
-            self.tokens.record(call.input_tokens, sets.input, current)
+            self.tokens.record(call.input_tokens, sets.input)
         if call.output_tokens is not None:
-            self.tokens.record(call.output_tokens, sets.output, current)
+            self.tokens.record(call.output_tokens, sets.output)
 
     def _model_attributes(self, call: ModelCallReport, definition_id: str | None) -> _ModelSets:
         key = (
