@@ -7,7 +7,9 @@ every non-OK status as an error with an exception event and its stack trace (so 
 sending a bad request looks like a server fault), records no `rpc.server.call.duration`,
 and builds a new handler and servicer-context wrapper for every call. Here each method's
 handler is wrapped once, its attributes are computed once, and a call costs one span
-(none of its attributes computed when the sampler drops it) and one histogram point.
+(none of its attributes computed when the sampler drops it, and no span at all when the
+caller's traceparent says not sampled and the sampler follows the caller) and one
+histogram point.
 
 Conventions: https://opentelemetry.io/docs/specs/semconv/rpc/rpc-spans/ and
 https://opentelemetry.io/docs/specs/semconv/rpc/grpc/ (which status codes are server
