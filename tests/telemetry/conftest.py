@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import structlog
@@ -12,6 +13,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, Sampler, SamplingResult
 
 from agentskit_chat.telemetry import OtelObserver
 
@@ -39,6 +41,27 @@ class InMemory:
     def close(self) -> None:
         self.tracer_provider.shutdown()
         self.meter_provider.shutdown()
+
+
+class CountingSampler(ParentBased):
+    """The default parent-based sampler, counting the decisions it is asked for."""
+
+    def __init__(self, **delegates: Sampler) -> None:
+        super().__init__(ALWAYS_ON, **delegates)
+        self.decisions = 0
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+        self.decisions += 1
+        return super().should_sample(*args, **kwargs)
+
+
+def sampled_by(sinks: InMemory, sampler: Sampler) -> None:
+    """Spans of `sinks` from here on go through `sampler`."""
+    sinks.tracer_provider.shutdown()  # which stops its exporter too
+    sinks.spans = InMemorySpanExporter()
+    sinks.tracer_provider = TracerProvider(sampler=sampler, shutdown_on_exit=False)
+    sinks.tracer_provider.add_span_processor(SimpleSpanProcessor(sinks.spans))
+    sinks.observer = OtelObserver(sinks.tracer_provider, sinks.meter_provider)
 
 
 @pytest.fixture

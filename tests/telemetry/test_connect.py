@@ -15,7 +15,7 @@ from tests.transport.conftest import CANARY, run
 from tests.transport.web.conftest import web_live
 from tests.transport.web.wire import grpc_web, stream, unary
 
-from .conftest import InMemory
+from .conftest import CountingSampler, InMemory, sampled_by
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 BROWSER_SPAN_ID = "00f067aa0ba902b7"
@@ -88,3 +88,38 @@ def test_client_mistakes_are_no_server_errors(tmp_path: Path, in_memory: InMemor
     assert attributes["rpc.response.status_code"] == "NOT_FOUND"
     assert span.status.status_code is not StatusCode.ERROR
     assert "error.type" not in attributes
+
+
+def test_a_browser_that_sampled_its_trace_out_gets_no_span_but_its_counts(
+    tmp_path: Path, in_memory: InMemory
+) -> None:
+    sampler = CountingSampler()
+    sampled_by(in_memory, sampler)
+    telemetry = ConnectTelemetry(in_memory.tracer_provider, in_memory.meter_provider)
+
+    async def scenario() -> None:
+        async with web_live(
+            tmp_path, observer=in_memory.observer, http_interceptors=[telemetry]
+        ) as web:
+            created = await unary(web.http, "CreateSession", {"definitionId": "probe"})
+            sid = created.json()["session"]["sessionId"]
+            result = await stream(
+                web.http,
+                "StreamTurn",
+                {"sessionId": sid, "turnId": "t1", "submit": {"content": "hello"}},
+                traceparent=f"00-{TRACE_ID}-{BROWSER_SPAN_ID}-00",
+            )
+            assert result.error is None
+
+    run(scenario())
+    (created,) = in_memory.spans.get_finished_spans()  # nothing of the turn's call
+    assert created.name == "agentskit.chat.v1.ChatService/CreateSession"  # no traceparent: a root
+    assert sampler.decisions == 1  # that root's alone
+    data = in_memory.reader.get_metrics_data()
+    assert data is not None
+    counted = {
+        metric.name: sum(getattr(point, "count", 0) for point in metric.data.data_points)
+        for metric in data.resource_metrics[0].scope_metrics[0].metrics
+    }
+    assert counted["rpc.server.call.duration"] == 2
+    assert counted["agentskit.chat.turn.duration"] == 1

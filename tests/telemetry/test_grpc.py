@@ -12,11 +12,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import HistogramDataPoint
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanKind, StatusCode
 
 from agentskit_chat.telemetry import OtelObserver, server_interceptors
 
-from .conftest import InMemory
+from .conftest import CountingSampler, InMemory, sampled_by
 from .reports import REPORTS
 
 SERVICE = "agentskit.test.Probe"
@@ -260,3 +261,43 @@ def test_without_rpc_spans_the_turn_span_continues_the_caller_and_names_the_meth
     assert attributes["rpc.system.name"] == "grpc"
     (point,) = durations(in_memory)  # the call's duration is still recorded
     assert dict(point.attributes or {})["rpc.method"] == f"{SERVICE}/Turn"
+
+
+def test_a_caller_that_sampled_its_trace_out_costs_no_sampling_decision(
+    in_memory: InMemory,
+) -> None:
+    sampler = CountingSampler()
+    sampled_by(in_memory, sampler)
+    seen: list[str] = []
+
+    async def body(channel: grpc.aio.Channel) -> None:
+        call: Unary = channel.unary_unary(f"/{SERVICE}/Fail")
+        unsampled = f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-00"
+        assert await call(b"OK", metadata=(("traceparent", unsampled),)) == b"fine"
+        assert sampler.decisions == 0  # the caller's flags decided: no span was started
+        assert await call(b"OK", metadata=(("traceparent", TRACEPARENT),)) == b"fine"
+        assert sampler.decisions == 1
+
+    asyncio.run(serving(in_memory, body, seen=seen))
+    assert seen == [TRACE_ID, TRACE_ID]  # the unsampled call still continues the caller's trace
+    (span,) = in_memory.spans.get_finished_spans()  # only the sampled call's
+    assert span.context is not None
+    assert span.context.trace_flags.sampled
+    assert sum(point.count for point in durations(in_memory)) == 2
+
+
+def test_a_sampler_that_records_unsampled_callers_still_decides(in_memory: InMemory) -> None:
+    sampler = CountingSampler(remote_parent_not_sampled=ALWAYS_ON)
+    sampled_by(in_memory, sampler)
+
+    async def body(channel: grpc.aio.Channel) -> None:
+        call: Unary = channel.unary_unary(f"/{SERVICE}/Fail")
+        unsampled = f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-00"
+        assert await call(b"OK", metadata=(("traceparent", unsampled),)) == b"fine"
+
+    asyncio.run(serving(in_memory, body))
+    assert sampler.decisions == 1
+    (span,) = in_memory.spans.get_finished_spans()
+    assert span.kind == SpanKind.SERVER
+    assert span.parent is not None
+    assert f"{span.parent.span_id:016x}" == CLIENT_SPAN_ID

@@ -22,7 +22,7 @@ from opentelemetry import context, metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import _names as n
-from ._grpc import incoming_context, rpc_instruments
+from ._grpc import drops_unsampled_callers, incoming_context, rpc_instruments, unsampled_caller
 from ._spans import rpc_call_context
 
 SERVER_ERRORS: Final = frozenset(
@@ -59,6 +59,7 @@ class ConnectTelemetry:
             tracer_provider if rpc_spans else None, meter_provider
         )
         self._name_calls = tracer_provider is not None and not rpc_spans
+        self._skip_unsampled = drops_unsampled_callers(self._tracer)
         self._recording = self._tracer is not None or self._duration is not None
 
     async def on_start(self, ctx: RequestContext[Any, Any]) -> _Call | None:
@@ -72,7 +73,9 @@ class ConnectTelemetry:
         name = f"{method.service_name}/{method.name}"
         system = _system(headers.get("content-type", ""))
         span: trace.Span | None = None
-        if self._tracer is not None:
+        if self._tracer is not None and not (
+            self._skip_unsampled and incoming is not None and unsampled_caller(incoming)
+        ):
             span = self._tracer.start_span(
                 name, incoming, kind=SpanKind.SERVER, record_exception=False
             )

@@ -7,7 +7,9 @@ every non-OK status as an error with an exception event and its stack trace (so 
 sending a bad request looks like a server fault), records no `rpc.server.call.duration`,
 and builds a new handler and servicer-context wrapper for every call. Here each method's
 handler is wrapped once, its attributes are computed once, and a call costs one span
-(none of its attributes computed when the sampler drops it) and one histogram point.
+(none of its attributes computed when the sampler drops it, and no span at all when the
+caller's traceparent says not sampled and the sampler follows the caller) and one
+histogram point.
 
 Conventions: https://opentelemetry.io/docs/specs/semconv/rpc/rpc-spans/ and
 https://opentelemetry.io/docs/specs/semconv/rpc/grpc/ (which status codes are server
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 from opentelemetry import context, metrics, propagate, trace
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from agentskit_chat import __version__
@@ -95,6 +98,32 @@ def rpc_instruments(
         )
     )
     return tracer, duration
+
+
+def drops_unsampled_callers(tracer: trace.Tracer | None) -> bool:
+    """Whether `tracer` is sure to drop a call whose caller's traceparent says not sampled,
+    and to record nothing about dropping it, so that such a call can skip `start_span`.
+
+    True for the SDK's parent-based samplers with their default delegate for an unsampled
+    remote parent, which is every `OTEL_TRACES_SAMPLER` but `always_on`, `always_off` and
+    `traceidratio`, when the SDK counts no spans of its own. The call then continues the
+    caller's unsampled context as it came, rather than under a non-recording span of the
+    SDK's that carries the same trace id and flags.
+    """
+    if tracer is None:
+        return False
+    sampler = getattr(tracer, "sampler", None)
+    own_metrics = getattr(tracer, "_tracer_metrics", None)
+    return (
+        getattr(sampler, "_remote_parent_not_sampled", None) is ALWAYS_OFF
+        and type(own_metrics).__name__ == "NoOpTracerMetrics"
+    )
+
+
+def unsampled_caller(incoming: context.Context) -> bool:
+    """Whether `incoming` carries the caller's span context and it says not sampled."""
+    caller = trace.get_current_span(incoming).get_span_context()
+    return caller.is_valid and not caller.trace_flags.sampled
 
 
 def traced(details: grpc.HandlerCallDetails) -> bool:
@@ -187,6 +216,7 @@ class _Method:
         self._tracer = tracer
         self._duration = duration
         self._name_calls = name_calls
+        self._skip_unsampled = drops_unsampled_callers(tracer)
         self._span_attributes = {n.RPC_SYSTEM_NAME: "grpc", n.RPC_METHOD: name}
         self._metric_attributes: dict[grpc.StatusCode, dict[str, str]] = {}
 
@@ -256,13 +286,16 @@ class _Method:
         started = time.perf_counter_ns()
         incoming = incoming_context(servicer_context.invocation_metadata())
         span: trace.Span | None = None
-        if self._tracer is not None:
+        if self._tracer is not None and not (
+            self._skip_unsampled and incoming is not None and unsampled_caller(incoming)
+        ):
             span = self._tracer.start_span(
                 self._name, incoming, kind=SpanKind.SERVER, record_exception=False
             )
             if span.is_recording():
-                span.set_attributes(self._span_attributes)
-                _set_peer(span, servicer_context.peer())
+                span.set_attributes(
+                    {**self._span_attributes, **peer_attributes(servicer_context.peer())}
+                )
             incoming = trace.set_span_in_context(span, incoming)
         elif self._name_calls:
             incoming = rpc_call_context("grpc", self._name, incoming)
@@ -330,16 +363,17 @@ def _final_code(
     return _CODES.get(code, fallback) if isinstance(code, int) else fallback
 
 
-def _set_peer(span: trace.Span, peer: str) -> None:
+def peer_attributes(peer: str) -> dict[str, str | int]:
     """`network.peer.address` and `.port` from a gRPC peer such as `ipv4:127.0.0.1:5000`."""
     kind, _, where = peer.partition(":")
     if kind in ("ipv4", "ipv6"):
         address, _, port = where.rpartition(":")
-        span.set_attribute(n.NETWORK_PEER_ADDRESS, address.strip("[]"))
         if port.isdigit():
-            span.set_attribute(n.NETWORK_PEER_PORT, int(port))
-    elif kind == "unix":
-        span.set_attribute(n.NETWORK_PEER_ADDRESS, where)
+            return {n.NETWORK_PEER_ADDRESS: address.strip("[]"), n.NETWORK_PEER_PORT: int(port)}
+        return {n.NETWORK_PEER_ADDRESS: address.strip("[]")}
+    if kind == "unix":
+        return {n.NETWORK_PEER_ADDRESS: where}
+    return {}
 
 
 def server_interceptors(

@@ -17,6 +17,12 @@ from . import _names as n
 Attributes = dict[str, AttributeValue]
 TurnKey = tuple[str | None, str | None, str, str | None]
 """A turn's metric attributes as one hashable value: kind, definition, outcome, code."""
+ModelKey = tuple[str, str | None, str | None, str | None, int | None, str | None, str | None]
+"""A model call's metric attributes as one hashable value: provider, model, response model,
+address, port, definition, error code."""
+MODEL_ATTRIBUTE_SETS = 256
+"""Model-call attribute sets kept built; past that many the cache starts over (a bound on
+memory should response models or addresses keep changing)."""
 
 
 class TurnMetrics:
@@ -25,7 +31,8 @@ class TurnMetrics:
     The turn count is an observable counter over counts kept here, read when metrics are
     collected: a turn adds one to a dict entry instead of paying for an SDK measurement
     (attribute validation and hashing, an exemplar check, the aggregation's lock). Each
-    attribute set is built once and shared by the turn's histograms.
+    attribute set is built once and shared by the turn's histograms, and a model call's
+    (with and without its error, per token type) once per distinct call.
     """
 
     def __init__(self, provider: metrics.MeterProvider) -> None:
@@ -55,6 +62,7 @@ class TurnMetrics:
             description="Number of input and output tokens used.",
             explicit_bucket_boundaries_advisory=n.GEN_AI_TOKEN_BUCKETS,
         )
+        self._model_sets: dict[ModelKey, _ModelSets] = {}
 
     def record(self, report: TurnReport) -> None:
         """Count the turn and record its timings and its model call."""
@@ -64,23 +72,40 @@ class TurnMetrics:
             count = self._counts[key] = _Count(turn_metric_attributes(report))
         count.turns += 1
         attributes = count.attributes
-        self.duration.record(_seconds(report.ended_ns - report.started_ns), attributes)
+        started = report.started_ns
+        self.duration.record(max(report.ended_ns - started, 0) / 1e9, attributes)
         if report.first_chunk_ns is not None:
-            ttfc = _seconds(report.first_chunk_ns - report.started_ns)
-            self.first_chunk.record(ttfc, attributes)
+            self.first_chunk.record(max(report.first_chunk_ns - started, 0) / 1e9, attributes)
         call = report.model_call
         if call is not None and call.remote:  # A local stand-in is no GenAI operation.
             self._record_model_call(call, report.definition_id)
 
     def _record_model_call(self, call: ModelCallReport, definition_id: str | None) -> None:
-        attributes = gen_ai_metric_attributes(call, definition_id)
-        failed = dict(attributes)
-        if call.error_code is not None:
-            failed[n.ERROR_TYPE] = call.error_code
-        self.model_duration.record(_seconds(call.ended_ns - call.started_ns), failed)
-        for token_type, count in (("input", call.input_tokens), ("output", call.output_tokens)):
-            if count is not None:
-                self.tokens.record(count, {**attributes, n.GEN_AI_TOKEN_TYPE: token_type})
+        sets = self._model_attributes(call, definition_id)
+        self.model_duration.record(_seconds(call.ended_ns - call.started_ns), sets.call)
+        if call.input_tokens is not None:
+            self.tokens.record(call.input_tokens, sets.input)
+        if call.output_tokens is not None:
+            self.tokens.record(call.output_tokens, sets.output)
+
+    def _model_attributes(self, call: ModelCallReport, definition_id: str | None) -> _ModelSets:
+        key = (
+            call.provider,
+            call.model,
+            call.response_model,
+            call.server_address,
+            call.server_port,
+            definition_id,
+            call.error_code,
+        )
+        sets = self._model_sets.get(key)
+        if sets is None:
+            if len(self._model_sets) >= MODEL_ATTRIBUTE_SETS:
+                self._model_sets.clear()
+            sets = self._model_sets[key] = _ModelSets(gen_ai_metric_attributes(call, definition_id))
+            if call.error_code is not None:
+                sets.call[n.ERROR_TYPE] = call.error_code
+        return sets
 
 
 _COUNTS: WeakKeyDictionary[metrics.MeterProvider, dict[TurnKey, _Count]] = WeakKeyDictionary()
@@ -113,6 +138,18 @@ class _Count:
     def __init__(self, attributes: Attributes) -> None:
         self.attributes = attributes
         self.turns = 0
+
+
+class _ModelSets:
+    """A model call's attribute sets: its duration's (with `error.type` when it failed) and
+    its token counts' (the conventions leave the error out of those)."""
+
+    __slots__ = ("call", "input", "output")
+
+    def __init__(self, attributes: Attributes) -> None:
+        self.call = dict(attributes)
+        self.input = {**attributes, n.GEN_AI_TOKEN_TYPE: "input"}
+        self.output = {**attributes, n.GEN_AI_TOKEN_TYPE: "output"}
 
 
 def turn_metric_attributes(report: TurnReport) -> Attributes:
