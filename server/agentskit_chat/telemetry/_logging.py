@@ -33,7 +33,7 @@ def configure_logging(
     a bounded backlog and counts what it drops. Calling it again replaces (and closes) the
     handler it installed before. `fields` are added to every line (a worker process adds its
     index and pid, so interleaved lines of several workers can be told apart). Returns that
-    handler.
+    handler. The `turn` line takes a shorter way to the same handler (see log_direct).
     """
     out = sys.stdout if stream is None else stream
     as_json = not _is_tty(out) if json is None else json
