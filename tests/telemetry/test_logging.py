@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import re
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -458,3 +459,36 @@ def test_a_turn_line_makes_no_log_record_when_the_handler_is_alone() -> None:
     assert TURN_LOGGER not in made
     assert "agentskit_chat.serve" in made  # the factory does see the records logging makes
     assert [line["event"] for line in lines(stream)] == ["turn", "a record"]
+
+
+def test_a_direct_line_on_a_terminal_is_the_console_line_logging_writes() -> None:
+    leader, follower = os.openpty()
+    terminal = os.fdopen(follower, "w")
+    try:
+        handler = configure_logging(logging.INFO, stream=terminal)  # a tty: console, colours
+        alone()
+        assert isinstance(handler, NonBlockingHandler)
+        fields = log_fields(REPORTS["agentic"])
+        assert log_direct(logging.getLogger(TURN_LOGGER), logging.INFO, TURN_EVENT, dict(fields))
+        direct = read_terminal(leader)
+        structlog.get_logger(TURN_LOGGER).log(logging.INFO, TURN_EVENT, **fields)
+        ordinary = read_terminal(leader)
+        handler.close()
+    finally:
+        terminal.close()
+        os.close(leader)
+    assert "\x1b[" in direct  # coloured, as on a terminal
+    assert "session_id" in direct
+    assert ANY_TIME.sub("", direct) == ANY_TIME.sub("", ordinary)
+
+
+ANY_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z")
+
+
+def read_terminal(fd: int) -> str:
+    data = b""
+    while select.select([fd], [], [], 0.5)[0]:
+        data += os.read(fd, 65536)
+        if data.endswith(b"\n"):
+            break
+    return data.decode()
