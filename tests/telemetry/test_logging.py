@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import io
 import json
 import logging
@@ -21,7 +22,7 @@ from opentelemetry import trace
 
 from agentskit_chat.service import ModelCallReport, TurnReport
 from agentskit_chat.telemetry import OtelObserver, configure_logging
-from agentskit_chat.telemetry._logging import log_direct
+from agentskit_chat.telemetry._logging import IsoUtcStamp, log_direct
 from agentskit_chat.telemetry._observer import TURN_EVENT, TURN_LOGGER, log_fields
 from agentskit_chat.telemetry._stdout import NonBlockingHandler
 
@@ -492,3 +493,36 @@ def read_terminal(fd: int) -> str:
         if data.endswith(b"\n"):
             break
     return data.decode()
+
+
+@pytest.mark.parametrize(
+    "nanoseconds",
+    [
+        0,
+        999,
+        1_000,
+        1_767_225_600_000_000_000,  # 2026-01-01T00:00:00Z: a whole second, no fraction
+        1_767_225_599_999_999_999,  # the last nanosecond of 2025
+        1_767_225_600_000_001_000,
+        1_767_225_600_000_000_999,  # rounded down to the microsecond, as datetime does
+        1_709_164_800_123_456_789,  # 2024-02-29
+        4_102_444_800_500_000_000,  # 2100-01-01
+    ],
+)
+def test_the_direct_timestamp_is_the_text_structlog_writes(nanoseconds: int) -> None:
+    stamp = IsoUtcStamp()
+    stamp.text(nanoseconds - 7 * 10**9)  # a second formatted earlier is not reused
+    expected = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(
+        microseconds=nanoseconds // 1000
+    )
+    assert stamp.text(nanoseconds) == expected.isoformat().replace("+00:00", "Z")
+    assert stamp.text(nanoseconds) == stamp.text(nanoseconds)
+
+
+def test_the_direct_timestamp_reads_the_clock_datetime_reads() -> None:
+    stamp = IsoUtcStamp()
+    before = datetime.datetime.now(tz=datetime.UTC)
+    event = stamp(None, "info", {})
+    after = datetime.datetime.now(tz=datetime.UTC)
+    written = datetime.datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00"))
+    assert before <= written <= after

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from json import JSONEncoder
 from typing import Any, TextIO
 
@@ -37,11 +39,12 @@ def configure_logging(
     """
     out = sys.stdout if stream is None else stream
     as_json = not _is_tty(out) if json is None else json
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_logger_name,
         structlog.stdlib.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        stamp,
     ]
     if fields:
         shared.append(_add_fields(dict(fields)))
@@ -89,7 +92,13 @@ def configure_logging(
         None
         if write is None
         else _Direct(
-            handler, write, [*before_formatter, *final[1:], _json_line if as_json else renderer]
+            handler,
+            write,
+            [
+                *(IsoUtcStamp() if step is stamp else step for step in before_formatter),
+                *final[1:],
+                _json_line if as_json else renderer,
+            ],
         )
     )
     return handler
@@ -153,6 +162,29 @@ class _Direct:
             node = node.parent
         handlers = node.handlers
         return len(handlers) == 1 and handlers[0] is handler
+
+
+class IsoUtcStamp:
+    """The `timestamp` TimeStamper(fmt="iso", utc=True) adds (the same clock, the same text),
+    with the date and time of day formatted once a second rather than on every line."""
+
+    __slots__ = ("_second",)
+
+    def __init__(self) -> None:
+        self._second: tuple[int, str] = (-1, "")
+
+    def __call__(self, _logger: WrappedLogger, _method: str, event: EventDict) -> EventDict:
+        event["timestamp"] = self.text(time.time_ns())
+        return event
+
+    def text(self, nanoseconds: int) -> str:
+        """`datetime.now(timezone.utc).isoformat()` at `nanoseconds`, "Z" for "+00:00"."""
+        second, micro = divmod(nanoseconds // 1000, 1_000_000)  # datetime rounds down too
+        cached, prefix = self._second
+        if cached != second:
+            prefix = datetime.fromtimestamp(second, UTC).isoformat()[:19]
+            self._second = (second, prefix)
+        return f"{prefix}.{micro:06d}Z" if micro else f"{prefix}Z"  # isoformat drops .000000
 
 
 def _structlog_value(value: Any) -> Any:
