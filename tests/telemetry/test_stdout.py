@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentskit_chat.telemetry import configure_logging
-from agentskit_chat.telemetry._stdout import NonBlockingHandler, stream_handler
+from agentskit_chat.telemetry._stdout import NonBlockingHandler, line_writer, stream_handler
 
 LIMIT = 16 * 1024
 HANG_GUARD = 60.0
@@ -128,3 +128,36 @@ def test_configure_logging_writes_json_lines_to_a_pipe(pipe: tuple[int, int]) ->
     (line,) = drain(read).decode().splitlines()
     assert json.loads(line)["event"] == "hello pipe"
     assert re.match(r"\d{4}-", json.loads(line)["timestamp"])
+
+
+def test_a_line_writer_writes_as_the_handler_would() -> None:
+    stream = io.StringIO()
+    plain = logging.StreamHandler(stream)
+    plain.terminator = "\r\n"
+    write = line_writer(plain)
+    assert write is not None
+    write('{"event": "one"}')
+    plain.setFormatter(logging.Formatter("%(message)s"))
+    plain.handle(logging.LogRecord("t", logging.INFO, __file__, 1, '{"event": "two"}', None, None))
+    assert stream.getvalue() == '{"event": "one"}\r\n{"event": "two"}\r\n'
+
+
+def test_a_handler_of_another_kind_gets_no_line_writer() -> None:
+    class Upper(logging.StreamHandler):  # type: ignore[type-arg]
+        def emit(self, record: logging.LogRecord) -> None:
+            self.stream.write(self.format(record).upper() + "\n")
+
+    assert line_writer(Upper(io.StringIO())) is None
+    assert line_writer(logging.NullHandler()) is None
+
+
+def test_a_nonblocking_line_is_written_whole(pipe: tuple[int, int]) -> None:
+    read, write = pipe
+    handler = NonBlockingHandler(write)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    writer = line_writer(handler)
+    assert writer is not None
+    writer("first")
+    handler.handle(logging.LogRecord("t", logging.INFO, __file__, 1, "second", None, None))
+    handler.close()
+    assert drain(read) == b"first\nsecond\n"

@@ -12,6 +12,7 @@ from agentskit_chat import __version__
 from agentskit_chat.service import NO_SCOPE, TurnReport, TurnRequest, TurnScope
 
 from . import _names as n
+from ._logging import log_direct
 from ._metrics import TurnMetrics
 from ._spans import LiveTurn, trace_turn
 
@@ -47,7 +48,9 @@ class TurnRecorder:
         if not self._stdlib.isEnabledFor(level):
             return  # Building the line costs more than the spans' attributes.
         try:
-            self._log.log(level, TURN_EVENT, **log_fields(report, span))
+            fields = log_fields(report, span)
+            if not log_direct(self._stdlib, level, TURN_EVENT, fields):
+                self._log.log(level, TURN_EVENT, **fields)  # Not as configure_logging set up.
         except Exception:
             self._failure("log line")
 

@@ -60,6 +60,15 @@ class NonBlockingHandler(logging.Handler):
             return
         self._offer(line)
 
+    def write_line(self, text: str) -> None:
+        """Write a line already formatted (without its newline) as `emit` writes a record's."""
+        line = (text + "\n").encode("utf-8", "replace")
+        self.acquire()
+        try:
+            self._offer(line)
+        finally:
+            self.release()
+
     def _offer(self, line: bytes) -> None:
         if self._pending and not self._drain():
             self._hold(line)
@@ -166,6 +175,27 @@ def stream_handler(stream: TextIO) -> logging.Handler:
         return logging.StreamHandler(stream)
     stream.flush()
     return NonBlockingHandler(fd)
+
+
+def line_writer(handler: logging.Handler) -> Callable[[str], None] | None:
+    """What writes a formatted line (without its newline) through `handler` exactly as its
+    `emit` would write a record formatted so, under the handler's lock; None for a handler
+    made elsewhere."""
+    if isinstance(handler, NonBlockingHandler):
+        return handler.write_line
+    if not isinstance(handler, logging.StreamHandler) or type(handler) is not logging.StreamHandler:
+        return None  # A subclass may write otherwise.
+    plain = handler
+
+    def write(text: str) -> None:
+        plain.acquire()
+        try:
+            plain.stream.write(text + plain.terminator)
+            plain.flush()
+        finally:
+            plain.release()
+
+    return write
 
 
 def _nonblocking_writer(fd: int) -> tuple[Write, Callable[[], None]]:
