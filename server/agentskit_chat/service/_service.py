@@ -44,7 +44,8 @@ from ._terminal import CANCELLED
 from ._turn_bus import TurnBus, event_port, run_name
 from ._turn_records import answer_origins, find_turn, finished_view, list_turns
 from ._turn_watch import TurnWatch
-from ._turns import TurnRunner, new_id
+from ._turn_writes import new_id
+from ._turns import TurnRunner
 from ._types import (
     CancelOutcome,
     SessionHistory,
