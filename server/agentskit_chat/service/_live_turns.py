@@ -1,7 +1,12 @@
 """Turns that run in a task of their own, publishing into their event log.
 
-The stream that starts a turn is the log's first reader, from the start. What the stream's
-end does to the turn is the request's `on_disconnect`:
+The stream that starts a turn is the log's first reader, from the start. A cancelling turn
+(below) runs in its stream's task until it claims the lease: one that ends without it (an
+answer committed with one write, a repeat, a refusal) never needs a task, and its events go
+to the stream as they went to the log (kept for watchers when it committed). It runs in a
+context of its own all the same, so what it makes current (its span) stays in it, and the
+task a turn that claims the lease goes on in has that context too. What the stream's end
+does to the turn is the request's `on_disconnect`:
 
 - CANCEL (the default): the stream paces the turn: past `PACE_EVENTS` events or
   `PACE_BYTES` that the stream has not asked past, the turn waits until the stream asks for
@@ -26,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from typing import Final
 
@@ -40,6 +45,7 @@ from ._event_log import (
     LogKey,
     MemoryEventLog,
 )
+from ._in_context import run_in
 from ._limits import Limits
 from ._tenancy import current_principal
 from ._terminal import CANCELLED, INTERRUPTED, OUTPUT_LIMIT, failure
@@ -104,9 +110,10 @@ class LiveTurns:
 
     def start(self, request: TurnRequest, run: Run) -> AsyncGenerator[tuple[int, TurnEvent], None]:
         """(sequence, event) for each event of the turn `run` starts (of `request`), read
-        from its log. The turn runs in a task of its own, started by the first step of the
-        returned stream, in the caller's context (its principal and its span): a stream
-        closed before it started runs nothing."""
+        from its log. The turn starts at the first step of the returned stream, in a copy of
+        the caller's context (its principal and its span): a stream closed before it started
+        runs nothing. A continued turn runs in a task of its own from the start; a cancelling
+        one once it claims the lease (see `_inline`)."""
         key = (current_principal().tenant, request.session_id, request.turn_id)
         max_bytes = 2 * self._limits.max_output_bytes + (MAX_EVENTS + 1) * EVENT_BYTES + TEXT_SLACK
         live = LiveTurn(
@@ -120,7 +127,7 @@ class LiveTurns:
 
         if live.continued:
             return self._detach(live, publish)
-        return live.log.read(publish=publish)
+        return self._inline(live, run)
 
     def running(self, key: LogKey) -> LiveTurn | None:
         """The turn `key` while it runs here, once it claimed its lease."""
@@ -174,6 +181,60 @@ class LiveTurns:
             if not read:
                 live.detached = True
                 self._publish_to_store(live, eager=False)
+
+    async def _inline(
+        self, live: LiveTurn, run: Run
+    ) -> AsyncGenerator[tuple[int, TurnEvent], None]:
+        """The stream of a cancelling turn, which runs in the stream's task (in a context of
+        its own, as a task's) until it either claims the lease or ends. A turn that ends
+        without one (a repeat, a refusal, an answer committed with one write) needs nothing
+        more: its events go to its log (kept for watchers when it committed) and to the
+        stream. One that claims the lease goes on in a task of its own, in the same context,
+        from the event it reached: the stream then reads its log."""
+        context = contextvars.copy_context()
+        log = live.log
+        events = run(lambda c: self._claimed(live, c))
+        reached: list[TurnEvent] = []
+        try:
+            while True:
+                try:
+                    event = await run_in(context, anext(events))
+                except StopAsyncIteration:
+                    break
+                reached.append(event)
+                claim = live.claim
+                if claim is not None and claim.leased:
+                    break
+        except BaseException as error:
+            await run_in(context, events.aclose())
+            self._inline_ended(live, reached, error)
+            raise
+        claim = live.claim
+        if claim is None or not claim.leased:
+            self._inline_ended(live, reached, None)
+            for sequence, event in enumerate(reached, 1):
+                yield sequence, event
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._publish(live, events, reached), context=context
+        )
+        live.task = task
+        async with aclosing(log.read(publish=lambda: task)) as stream:
+            async for item in stream:
+                yield item
+
+    def _inline_ended(
+        self, live: LiveTurn, events: list[TurnEvent], error: BaseException | None
+    ) -> None:
+        """A turn that ran inline and took no lease ended with `events` (or `error`)."""
+        log = live.log
+        if live.claim is not None:
+            for event in events:
+                log.append(event)
+        log.end(error)
+        self._ended(live)
+        if live.claim is not None:
+            self.logs.ended(live.key, keep=error is None)
 
     def _claimed(self, live: LiveTurn, claim: Claim) -> None:
         live.claim = claim
@@ -232,11 +293,20 @@ class LiveTurns:
         if store_key is not None and self._by_store_key.get(store_key) is live:
             del self._by_store_key[store_key]
 
-    async def _publish(self, live: LiveTurn, events: AsyncGenerator[TurnEvent, None]) -> None:
+    async def _publish(
+        self,
+        live: LiveTurn,
+        events: AsyncGenerator[TurnEvent, None],
+        reached: Sequence[TurnEvent] = (),
+    ) -> None:
+        """Run the turn of `events` (which already yielded `reached`) to its end, publishing
+        its events into its log."""
         log = live.log
         error: BaseException | None = None
         full = False
         try:
+            for event in reached:  # What it yielded before its lease: fits the log.
+                log.append(event)
             async with aclosing(events) as turn:
                 async for event in turn:
                     try:

@@ -44,7 +44,8 @@ from ._terminal import CANCELLED
 from ._turn_bus import TurnBus, event_port, run_name
 from ._turn_records import answer_origins, find_turn, finished_view, list_turns
 from ._turn_watch import TurnWatch
-from ._turns import TurnRunner, new_id
+from ._turn_writes import new_id
+from ._turns import TurnRunner
 from ._types import (
     CancelOutcome,
     SessionHistory,
@@ -230,10 +231,11 @@ class ChatService:
         return _events(self.stream_turn(request))
 
     def stream_turn(self, request: TurnRequest) -> AsyncGenerator[tuple[int, TurnEvent], None]:
-        """Start one turn (see TurnRunner.run) in a task of its own: (sequence, event) for
-        each of its events, numbered by the turn from 1. Closing the stream before its end
-        cancels the turn (the close returns once the turn ended) unless the request's
-        `on_disconnect` is CONTINUE: the turn then runs to its end and commits.
+        """Start one turn (see TurnRunner.run; once it holds the lease it runs in a task of
+        its own, see LiveTurns): (sequence, event) for each of its events, numbered by the
+        turn from 1. Closing the stream before its end cancels the turn (the close returns
+        once the turn ended) unless the request's `on_disconnect` is CONTINUE: the turn then
+        runs to its end and commits.
 
         The turn fails with `deadline_exceeded` after `limits.turn_timeout`. A shorter
         deadline of the client's ends the call instead, like a cancellation.

@@ -1,0 +1,266 @@
+"""The writes of a turn (its lease claim, its commit or its recorded failure, its lease's
+release), and the count of turns in flight that shutdown waits for.
+
+A turn holding the session's lease ends with a commit or a recorded failure, or gives the
+lease back; a write it started is run to its end even when the turn is cancelled meanwhile.
+A turn without a lease (see `_one_write`) has its commit (or failure) as its only write:
+when that loses its compare-and-set, `LostError` says so and nothing was written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from agentskit_chat.conversation import (
+    DelegateOutcome,
+    FailureOutcome,
+    Lease,
+    Message,
+    Outcome,
+    RouteOutcome,
+)
+from agentskit_chat.models import ModelError
+from agentskit_chat.storage import HistoryChange, HistoryMode
+
+from ._errors import Reason, ServiceError
+from ._history import Plan
+from ._limits import Limits
+from ._progress import TurnProgress
+from ._records import Loaded, Records, to_stored
+from ._releases import Releases
+from ._terminal import CONFLICT, STORE_UNAVAILABLE, completed_turn, failed_turn, failure
+from ._types import Completed, Decided, Delta, Failed, TurnEvent, TurnRequest, Usage
+
+
+def new_id(prefix: str) -> str:
+    """A fresh message id such as `u-1f2e3d4c5b6a7988`."""
+    return f"{prefix}-{secrets.token_hex(8)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn past its checks, as planned on the record it was read with."""
+
+    request: TurnRequest
+    plan: Plan
+    claimed: Loaded
+    deadline: float
+    """Event-loop time after which the turn fails with deadline_exceeded."""
+    declarative: bool
+    """Every route is declared as data: resolving runs no application code and never waits."""
+    progress: TurnProgress
+    answer_id: str
+    """The id the answer is stored under, told to the renderer when the turn starts."""
+    started_at_ms: int
+    """When the turn started (its lease's claim, when it holds one)."""
+    resolved: Outcome | None = None
+    """The outcome, when it was resolved before the lease was claimed."""
+    leased: bool = True
+    """The turn holds the session's lease; otherwise its one write is its commit."""
+
+
+class LostError(Exception):
+    """The one write of a turn without a lease lost its compare-and-set."""
+
+
+class TurnWrites:
+    """Claims leases for turns, commits and records them; counts the turns in flight so
+    shutdown can wait for them."""
+
+    def __init__(self, records: Records, limits: Limits, holder: str) -> None:
+        self._records = records
+        self._limits = limits
+        self._holder = holder
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._cleanups: set[asyncio.Task[object]] = set()
+        self.releases = Releases(records)
+        """Lease releases the store refused, retried in the background."""
+
+    @property
+    def in_flight(self) -> int:
+        """Turns in flight in this process."""
+        return self._in_flight
+
+    def entered(self) -> None:
+        """A turn is in flight until `left`."""
+        self._in_flight += 1
+        self._idle.clear()
+
+    def left(self) -> None:
+        """A turn `entered` is over."""
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """See TurnRunner.wait_idle."""
+        await self._idle.wait()
+        while self._cleanups:
+            await asyncio.wait(set(self._cleanups))
+
+    async def finish(self, write: Coroutine[Any, Any, object]) -> None:
+        """Run a closing write to the end even when the turn is cancelled meanwhile."""
+        await asyncio.shield(self.track(write))
+
+    def track(self, write: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
+        """Run `write` as a task that `wait_idle` waits for."""
+        task: asyncio.Task[object] = asyncio.ensure_future(write)
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+        return task
+
+    async def claim(
+        self,
+        request: TurnRequest,
+        loaded: Loaded,
+        plan: Plan,
+        at: int,
+        progress: TurnProgress,
+        declarative: bool,
+        resolved: Outcome | None,
+    ) -> Turn | None:
+        """Claim the session lease for the turn planned on `loaded`; None when the
+        compare-and-set lost."""
+        lease = Lease(
+            request.turn_id,
+            self._holder,
+            at + int(self._limits.lease_ttl * 1000),
+            request.operation_name,
+            at,
+            plan.user_message_id,
+        )
+        saving = asyncio.ensure_future(
+            self._records.save(loaded, loaded.record.evolve(lease=lease))
+        )
+        try:
+            claimed = await asyncio.shield(saving)
+        except asyncio.CancelledError:
+            self.track(self._release_when_claimed(saving))  # The claim may still land.
+            raise
+        if claimed is None:
+            return None
+        deadline = asyncio.get_running_loop().time() + self._limits.turn_timeout
+        progress.definition = claimed.definition
+        answer_id = new_id("a")
+        return Turn(
+            request, plan, claimed, deadline, declarative, progress, answer_id, at, resolved
+        )
+
+    async def _release_when_claimed(self, saving: asyncio.Future[Loaded | None]) -> None:
+        """Release the lease of a claim that completed after its turn was cancelled."""
+        with contextlib.suppress(ServiceError):
+            claimed = await saving
+            if claimed is not None:
+                await self.releases.release(claimed)
+
+    async def commit(
+        self,
+        turn: Turn,
+        outcome: RouteOutcome | DelegateOutcome,
+        decided: Decided,
+        answer: Message,
+        usage: Usage | None,
+    ) -> Loaded | Failed:
+        """Store the answer; the failed event instead when another writer won or the store
+        failed (then nothing was committed and the lease is given back). LostError when
+        the turn holds no lease and another writer won."""
+        finished = completed_turn(
+            turn.request,
+            turn.plan.user_message_id,
+            decided,
+            answer.id,
+            started_at_ms=turn.started_at_ms,
+            usage=usage,
+        )
+        record = turn.claimed.record.evolve(conversation=outcome.state, lease=None).with_turn(
+            finished
+        )
+        history = None
+        if turn.claimed.history_mode == HistoryMode.SERVER:
+            added = tuple(map(to_stored, (*turn.plan.added, answer)))
+            history = HistoryChange(turn.plan.keep, added)
+        try:
+            saved = await self._records.save(turn.claimed, record, history)
+        except ServiceError as error:
+            if error.reason != Reason.STORE_UNAVAILABLE:
+                raise
+            if turn.leased:
+                await self.finish(self.releases.release(turn.claimed))
+            return failure(STORE_UNAVAILABLE)
+        if saved is not None:
+            return saved
+        if not turn.leased:
+            raise LostError
+        return failure(CONFLICT)
+
+    async def fail(
+        self,
+        turn: Turn,
+        code: str,
+        outcome: FailureOutcome | None,
+        error: ModelError | None = None,
+        *,
+        decided: Decided | None = None,
+    ) -> Failed:
+        """Record the failure (after the decision `decided`, when the stream sent one) and
+        release the lease; nothing else is committed. LostError when the turn holds no
+        lease and another writer won.
+
+        When the store cannot record it, the turn ends with `store_unavailable` instead
+        (nothing recorded, so the same turn id may run again) and the lease is given back.
+        """
+        if error is not None:
+            failed = Failed(error.code, error.message, error.retryable)
+        else:
+            failed = failure(code, None if outcome is None else outcome.route_id)
+        finished = failed_turn(
+            turn.request,
+            turn.plan.user_message_id,
+            failed,
+            outcome,
+            started_at_ms=turn.started_at_ms,
+            decided=decided,
+        )
+        record = turn.claimed.record.evolve(lease=None).with_turn(finished)
+        write = self._records.save(turn.claimed, record)
+        try:
+            if turn.leased:
+                await self.finish(write)
+            elif await write is None:
+                raise LostError
+        except ServiceError as error:
+            if error.reason != Reason.STORE_UNAVAILABLE:
+                raise
+            if turn.leased:
+                await self.finish(self.releases.release(turn.claimed))
+            return failure(STORE_UNAVAILABLE)
+        return failed
+
+
+def route_decided(outcome: RouteOutcome) -> Decided:
+    """The decided event of a route's answer."""
+    decision = outcome.decision
+    return Decided(
+        str(decision.kind),
+        decision.route_id,
+        decision.from_state,
+        decision.to_state,
+        outcome.replayed,
+    )
+
+
+def route_answered(
+    decided: Decided, answer: Message, outcome: RouteOutcome, saved: Loaded
+) -> tuple[TurnEvent, ...]:
+    """The events of a committed route answer, after `started`."""
+    done = Completed(answer.id, answer.content, outcome.snapshot, saved.cursor)
+    if answer.content:
+        return decided, Delta(answer.content), done
+    return decided, done
