@@ -316,3 +316,35 @@ def test_a_lost_write_is_busy_while_another_turn_holds_the_lease(
             await elsewhere.close()
 
     asyncio.run(scenario())
+
+
+def test_a_model_turn_of_a_declared_definition_can_be_cancelled_before_the_model_answers(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        store = await open_sqlite_store(tmp_path / "store.db")
+        model = Gated()  # never opens its gate: the model has not answered yet
+        chat = service(store, model)
+        try:
+            await chat.create_session("declared", SID, HistoryMode.SERVER)
+            got: list[TurnEvent] = []
+
+            async def read() -> None:
+                async for event in chat.run_turn(TurnRequest(SID, "t1", Submit("hello"))):
+                    got.append(event)
+
+            reading = asyncio.ensure_future(read())
+            await asyncio.wait_for(model.started.wait(), 10)
+            cancel = await chat.cancel_turn(SID, "t1")
+            assert cancel.cancelled
+            await asyncio.wait_for(reading, 10)
+            assert isinstance(got[0], Started)
+            assert isinstance(got[-1], Failed)
+            assert got[-1].code == "cancelled"
+            stored = await store.load(SID)
+            assert stored is not None
+            assert b'"lease":null' in stored.record  # released: the next turn may run
+        finally:
+            await chat.close()
+
+    asyncio.run(scenario())
