@@ -90,7 +90,7 @@ class TurnObserver(Protocol):
     """Receives a report for every turn; must return quickly and never raise."""
 
     def turn_finished(self, report: TurnReport) -> None:
-        """Called once per turn, in the turn's own task, after its last event."""
+        """Called once per turn, in the turn's own context, after its last event."""
         ...
 
 
@@ -114,7 +114,7 @@ class TurnTracer(Protocol):
     """The optional part of an observer that is called as each turn begins."""
 
     def turn_started(self, request: TurnRequest) -> TurnScope:
-        """Called in the turn's own task before any of its work; the scope's `leave` is
+        """Called in the turn's own context before any of its work; the scope's `leave` is
         called after `turn_finished`."""
         ...
 

@@ -63,10 +63,10 @@ class TurnRecorder:
 class OtelObserver(TurnRecorder):
     """Spans and metrics for every turn (when given providers), and one `turn` log event.
 
-    Called in the turn's own task inside the gRPC server span's context, so the turn span
-    is that span's child; `turn_started` keeps the turn span current while the turn runs
-    (see LiveTurn). A turn whose trace the sampler dropped gets no turn span: only its
-    metrics and log line are recorded.
+    Called in the turn's own context (a copy of the call's: see LiveTurns), inside the gRPC
+    server span, so the turn span is that span's child; `turn_started` keeps the turn span
+    current while the turn runs (see LiveTurn). A turn whose trace the sampler dropped gets
+    no turn span: only its metrics and log line are recorded.
     """
 
     def __init__(
