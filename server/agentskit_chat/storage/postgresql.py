@@ -42,7 +42,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
@@ -200,6 +200,22 @@ _SELECT_MESSAGES: Final = (
 )
 
 
+class _Connection(AsyncConnection[Any]):
+    """A pooled connection that keeps one cursor for the session statements of a turn.
+
+    Its adaptation caches (the dumpers of the history arrays) then outlive a call, and it
+    reads results in binary: the record comes back as its bytes, not as hex text.
+    """
+
+    _session_cursor: AsyncCursor[Any] | None = None
+
+    def session_cursor(self) -> AsyncCursor[Any]:
+        cursor = self._session_cursor
+        if cursor is None or cursor.closed:
+            cursor = self._session_cursor = self.cursor(binary=True)
+        return cursor
+
+
 class PostgresqlStore:
     """A `Store` in one PostgreSQL database (the schema on the connection's search path).
 
@@ -228,8 +244,9 @@ class PostgresqlStore:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self._timeout = timeout
-        self._pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+        self._pool: AsyncConnectionPool[_Connection] = AsyncConnectionPool(
             self._conninfo,
+            connection_class=_Connection,
             kwargs={"autocommit": True},
             min_size=1,
             max_size=pool_size,
@@ -298,8 +315,8 @@ class PostgresqlStore:
             session_topic(session.tenant, session.session_id),
         )
 
-        async def insert(db: AsyncConnection[Any]) -> bool:
-            return (await db.execute(_INSERT_SESSION, row)).rowcount == 1
+        async def insert(db: _Connection) -> bool:
+            return (await db.session_cursor().execute(_INSERT_SESSION, row)).rowcount == 1
 
         if not await self._write("create", insert):
             raise SessionExistsError("a session with this id already exists")
@@ -307,7 +324,8 @@ class PostgresqlStore:
     async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
         """The tenant's stored session, or None."""
         async with self._connection("load") as db:
-            row = await (await db.execute(_SELECT_SESSION, (tenant, session_id))).fetchone()
+            found = await db.session_cursor().execute(_SELECT_SESSION, (tenant, session_id))
+            row = await found.fetchone()
         return None if row is None else _session(row)
 
     async def compare_and_set(
@@ -339,8 +357,9 @@ class PostgresqlStore:
         wake = (NOTIFY_CHANNEL, session_topic(session.tenant, session.session_id))
         if history is None:
 
-            async def replace(db: AsyncConnection[Any]) -> bool:
-                return (await db.execute(_UPDATE_SESSION, update + wake)).rowcount == 1
+            async def replace(db: _Connection) -> bool:
+                done = await db.session_cursor().execute(_UPDATE_SESSION, update + wake)
+                return done.rowcount == 1
 
             return await self._write("compare_and_set", replace)
         save = (
@@ -356,9 +375,9 @@ class PostgresqlStore:
             *wake,
         )
 
-        async def replace_with_history(db: AsyncConnection[Any]) -> bool:
+        async def replace_with_history(db: _Connection) -> bool:
             try:
-                row = await (await db.execute(_SAVE_SESSION, save)).fetchone()
+                row = await (await db.session_cursor().execute(_SAVE_SESSION, save)).fetchone()
             except psycopg.Error as exc:
                 if exc.sqlstate == KEEP_BEYOND_HISTORY:
                     raise ValueError("history.keep exceeds the number of stored messages") from None
@@ -406,8 +425,10 @@ class PostgresqlStore:
         """The tenant's session and its messages, read by one statement (one snapshot,
         whatever commits meanwhile); None when missing."""
         async with self._connection("load_with_messages") as db:
-            found = (tenant, session_id)
-            row = await (await db.execute(_SELECT_SESSION_WITH_MESSAGES, found)).fetchone()
+            found = await db.session_cursor().execute(
+                _SELECT_SESSION_WITH_MESSAGES, (tenant, session_id)
+            )
+            row = await found.fetchone()
         if row is None:
             return None
         ids, roles, contents = row[9] or (), row[10] or (), row[11] or ()
@@ -558,9 +579,7 @@ class PostgresqlStore:
         await self._listener.close()
         await self._pool.close()
 
-    async def _write(
-        self, operation: str, work: Callable[[AsyncConnection[Any]], Awaitable[T]]
-    ) -> T:
+    async def _write(self, operation: str, work: Callable[[_Connection], Awaitable[T]]) -> T:
         """Run `work` whole even when the caller is cancelled: a write that reached the
         server completes, and its connection goes back to the pool in a known state."""
 
@@ -573,7 +592,7 @@ class PostgresqlStore:
         return await asyncio.shield(task)
 
     @asynccontextmanager
-    async def _connection(self, operation: str) -> AsyncIterator[AsyncConnection[Any]]:
+    async def _connection(self, operation: str) -> AsyncIterator[_Connection]:
         if self._closed or not self._opened:
             raise StoreUnavailableError(
                 "the postgresql store is closed"
