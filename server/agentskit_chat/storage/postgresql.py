@@ -369,9 +369,9 @@ class PostgresqlStore:
             expected_cursor,
             session.incarnation,
             history.keep,
-            [m.message_id for m in history.append],
-            [m.role for m in history.append],
-            [m.content.encode() for m in history.append],
+            _text_array([m.message_id for m in history.append]),
+            _text_array([m.role for m in history.append]),
+            _bytea_array([m.content.encode() for m in history.append]),
             *wake,
         )
 
@@ -752,6 +752,17 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
     """Mark a write's outcome as seen: a caller that was cancelled no longer awaits it."""
     if not task.cancelled():
         task.exception()
+
+
+def _text_array(values: Sequence[str]) -> str:
+    """The array literal of `values` (array_in's quoting): cheaper to pass than a list."""
+    quoted = (value.replace("\\", "\\\\").replace('"', '\\"') for value in values)
+    return "{" + ",".join(f'"{value}"' for value in quoted) + "}"
+
+
+def _bytea_array(values: Sequence[bytes]) -> str:
+    """The array literal of `values`, each in bytea's hex form."""
+    return "{" + ",".join(f'"\\\\x{value.hex()}"' for value in values) + "}"
 
 
 def _session(row: tuple[Any, ...]) -> StoredSession:
