@@ -37,8 +37,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -214,6 +214,41 @@ class _Connection(AsyncConnection[Any]):
         if cursor is None or cursor.closed:
             cursor = self._session_cursor = self.cursor(binary=True)
         return cursor
+
+
+class _Checkout:
+    """A pooled connection for one call: taken on entry, given back on exit (the pool
+    discards a broken one and rolls back one left in a transaction), failures mapped to
+    StoreUnavailableError. Cheaper than the pool's `connection()`, whose transaction
+    block is idle work here: every pooled connection is in autocommit."""
+
+    __slots__ = ("_db", "_operation", "_store")
+
+    def __init__(self, store: PostgresqlStore, operation: str) -> None:
+        self._store = store
+        self._operation = operation
+        self._db: _Connection | None = None
+
+    async def __aenter__(self) -> _Connection:
+        try:
+            self._db = await self._store._pool.getconn()
+        except (PoolTimeout, PoolClosed) as exc:
+            raise self._store._unavailable(self._operation, exc) from exc
+        except psycopg.Error as exc:
+            raise self._store._failed(self._operation, exc) from exc
+        return self._db
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            await self._store._pool.putconn(db)  # closes it when the pool is closed
+        if isinstance(exc, psycopg.Error):
+            raise self._store._failed(self._operation, exc) from exc
 
 
 class PostgresqlStore:
@@ -591,23 +626,19 @@ class PostgresqlStore:
         task.add_done_callback(_retrieve)
         return await asyncio.shield(task)
 
-    @asynccontextmanager
-    async def _connection(self, operation: str) -> AsyncIterator[_Connection]:
+    def _connection(self, operation: str) -> _Checkout:
         if self._closed or not self._opened:
             raise StoreUnavailableError(
                 "the postgresql store is closed"
                 if self._closed
                 else "the postgresql store is not open"
             )
-        try:
-            async with self._pool.connection() as db:
-                yield db
-        except (PoolTimeout, PoolClosed) as exc:
-            raise self._unavailable(operation, exc) from exc
-        except psycopg.Error as exc:
-            if isinstance(exc, psycopg.OperationalError):
-                self._check_idle_connections()
-            raise self._unavailable(operation, exc) from exc
+        return _Checkout(self, operation)
+
+    def _failed(self, operation: str, error: psycopg.Error) -> StoreUnavailableError:
+        if isinstance(error, psycopg.OperationalError):
+            self._check_idle_connections()
+        return self._unavailable(operation, error)
 
     def _check_idle_connections(self) -> None:
         """After a connection failure (a server restart breaks every pooled connection),
