@@ -38,13 +38,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import _postgresql_turns as turns
 from ._ports import (
@@ -57,6 +56,7 @@ from ._ports import (
     StoredSession,
     StoreUnavailableError,
 )
+from ._postgresql_pool import Checkout, Connection, bytea_array, text_array
 from ._postgresql_turns import INTEREST_GRACE as INTEREST_GRACE
 from ._postgresql_turns import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 from ._turn_events import (
@@ -200,57 +200,6 @@ _SELECT_MESSAGES: Final = (
 )
 
 
-class _Connection(AsyncConnection[Any]):
-    """A pooled connection that keeps one cursor for the session statements of a turn.
-
-    Its adaptation caches (the dumpers of the history arrays) then outlive a call, and it
-    reads results in binary: the record comes back as its bytes, not as hex text.
-    """
-
-    _session_cursor: AsyncCursor[Any] | None = None
-
-    def session_cursor(self) -> AsyncCursor[Any]:
-        cursor = self._session_cursor
-        if cursor is None or cursor.closed:
-            cursor = self._session_cursor = self.cursor(binary=True)
-        return cursor
-
-
-class _Checkout:
-    """A pooled connection for one call: taken on entry, given back on exit (the pool
-    discards a broken one and rolls back one left in a transaction), failures mapped to
-    StoreUnavailableError. Cheaper than the pool's `connection()`, whose transaction
-    block is idle work here: every pooled connection is in autocommit."""
-
-    __slots__ = ("_db", "_operation", "_store")
-
-    def __init__(self, store: PostgresqlStore, operation: str) -> None:
-        self._store = store
-        self._operation = operation
-        self._db: _Connection | None = None
-
-    async def __aenter__(self) -> _Connection:
-        try:
-            self._db = await self._store._pool.getconn()
-        except (PoolTimeout, PoolClosed) as exc:
-            raise self._store._unavailable(self._operation, exc) from exc
-        except psycopg.Error as exc:
-            raise self._store._failed(self._operation, exc) from exc
-        return self._db
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        db, self._db = self._db, None
-        if db is not None:
-            await self._store._pool.putconn(db)  # closes it when the pool is closed
-        if isinstance(exc, psycopg.Error):
-            raise self._store._failed(self._operation, exc) from exc
-
-
 class PostgresqlStore:
     """A `Store` in one PostgreSQL database (the schema on the connection's search path).
 
@@ -279,9 +228,9 @@ class PostgresqlStore:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self._timeout = timeout
-        self._pool: AsyncConnectionPool[_Connection] = AsyncConnectionPool(
+        self._pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             self._conninfo,
-            connection_class=_Connection,
+            connection_class=Connection,
             kwargs={"autocommit": True},
             min_size=1,
             max_size=pool_size,
@@ -350,7 +299,7 @@ class PostgresqlStore:
             session_topic(session.tenant, session.session_id),
         )
 
-        async def insert(db: _Connection) -> bool:
+        async def insert(db: Connection) -> bool:
             return (await db.session_cursor().execute(_INSERT_SESSION, row)).rowcount == 1
 
         if not await self._write("create", insert):
@@ -392,7 +341,7 @@ class PostgresqlStore:
         wake = (NOTIFY_CHANNEL, session_topic(session.tenant, session.session_id))
         if history is None:
 
-            async def replace(db: _Connection) -> bool:
+            async def replace(db: Connection) -> bool:
                 done = await db.session_cursor().execute(_UPDATE_SESSION, update + wake)
                 return done.rowcount == 1
 
@@ -404,13 +353,13 @@ class PostgresqlStore:
             expected_cursor,
             session.incarnation,
             history.keep,
-            _text_array([m.message_id for m in history.append]),
-            _text_array([m.role for m in history.append]),
-            _bytea_array([m.content.encode() for m in history.append]),
+            text_array([m.message_id for m in history.append]),
+            text_array([m.role for m in history.append]),
+            bytea_array([m.content.encode() for m in history.append]),
             *wake,
         )
 
-        async def replace_with_history(db: _Connection) -> bool:
+        async def replace_with_history(db: Connection) -> bool:
             try:
                 row = await (await db.session_cursor().execute(_SAVE_SESSION, save)).fetchone()
             except psycopg.Error as exc:
@@ -614,7 +563,7 @@ class PostgresqlStore:
         await self._listener.close()
         await self._pool.close()
 
-    async def _write(self, operation: str, work: Callable[[_Connection], Awaitable[T]]) -> T:
+    async def _write(self, operation: str, work: Callable[[Connection], Awaitable[T]]) -> T:
         """Run `work` whole even when the caller is cancelled: a write that reached the
         server completes, and its connection goes back to the pool in a known state."""
 
@@ -626,17 +575,17 @@ class PostgresqlStore:
         task.add_done_callback(_retrieve)
         return await asyncio.shield(task)
 
-    def _connection(self, operation: str) -> _Checkout:
+    def _connection(self, operation: str) -> Checkout:
         if self._closed or not self._opened:
             raise StoreUnavailableError(
                 "the postgresql store is closed"
                 if self._closed
                 else "the postgresql store is not open"
             )
-        return _Checkout(self, operation)
+        return Checkout(self._pool, operation, self._failure)
 
-    def _failed(self, operation: str, error: psycopg.Error) -> StoreUnavailableError:
-        if isinstance(error, psycopg.OperationalError):
+    def _failure(self, operation: str, error: BaseException, server: bool) -> StoreUnavailableError:
+        if server and isinstance(error, psycopg.OperationalError):
             self._check_idle_connections()
         return self._unavailable(operation, error)
 
@@ -783,17 +732,6 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
     """Mark a write's outcome as seen: a caller that was cancelled no longer awaits it."""
     if not task.cancelled():
         task.exception()
-
-
-def _text_array(values: Sequence[str]) -> str:
-    """The array literal of `values` (array_in's quoting): cheaper to pass than a list."""
-    quoted = (value.replace("\\", "\\\\").replace('"', '\\"') for value in values)
-    return "{" + ",".join(f'"{value}"' for value in quoted) + "}"
-
-
-def _bytea_array(values: Sequence[bytes]) -> str:
-    """The array literal of `values`, each in bytea's hex form."""
-    return "{" + ",".join(f'"\\\\x{value.hex()}"' for value in values) + "}"
 
 
 def _session(row: tuple[Any, ...]) -> StoredSession:
