@@ -16,6 +16,7 @@ from agentskit_chat.storage import (
     SessionExistsError,
     SqliteStore,
     Store,
+    StoredMessage,
     StoreUnavailableError,
 )
 
@@ -171,6 +172,18 @@ def test_messages_round_trip_unchanged(store: Store) -> None:
     history = HistoryChange(keep=0, append=appended)
     run(store.compare_and_set(session(cursor=1), expected_cursor=0, history=history))
     assert tuple(run(store.list_messages("s1"))) == appended
+
+
+def test_message_ids_and_roles_round_trip_unchanged(store: Store) -> None:
+    run(store.create(session()))
+    odd = ('a "quoted" id', "back\\slash\\", "{braces},comma", "NULL", " padded ", "ünï ✓", "")
+    appended = tuple(StoredMessage(text, text, f"text {text}") for text in odd)
+    history = HistoryChange(keep=0, append=appended)
+    run(store.compare_and_set(session(cursor=1), expected_cursor=0, history=history))
+    assert tuple(run(store.list_messages("s1"))) == appended
+    found = run(store.load_with_messages("s1"))
+    assert found is not None
+    assert found[1] == appended
 
 
 def test_histories_are_per_session(store: Store) -> None:

@@ -37,14 +37,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import _postgresql_turns as turns
 from ._ports import (
@@ -57,6 +56,7 @@ from ._ports import (
     StoredSession,
     StoreUnavailableError,
 )
+from ._postgresql_pool import Checkout, Connection, bytea_array, text_array
 from ._postgresql_turns import INTEREST_GRACE as INTEREST_GRACE
 from ._postgresql_turns import NOTIFY_CHANNEL as NOTIFY_CHANNEL
 from ._turn_events import (
@@ -228,8 +228,9 @@ class PostgresqlStore:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self._timeout = timeout
-        self._pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+        self._pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             self._conninfo,
+            connection_class=Connection,
             kwargs={"autocommit": True},
             min_size=1,
             max_size=pool_size,
@@ -298,8 +299,8 @@ class PostgresqlStore:
             session_topic(session.tenant, session.session_id),
         )
 
-        async def insert(db: AsyncConnection[Any]) -> bool:
-            return (await db.execute(_INSERT_SESSION, row)).rowcount == 1
+        async def insert(db: Connection) -> bool:
+            return (await db.session_cursor().execute(_INSERT_SESSION, row)).rowcount == 1
 
         if not await self._write("create", insert):
             raise SessionExistsError("a session with this id already exists")
@@ -307,7 +308,8 @@ class PostgresqlStore:
     async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
         """The tenant's stored session, or None."""
         async with self._connection("load") as db:
-            row = await (await db.execute(_SELECT_SESSION, (tenant, session_id))).fetchone()
+            found = await db.session_cursor().execute(_SELECT_SESSION, (tenant, session_id))
+            row = await found.fetchone()
         return None if row is None else _session(row)
 
     async def compare_and_set(
@@ -339,8 +341,9 @@ class PostgresqlStore:
         wake = (NOTIFY_CHANNEL, session_topic(session.tenant, session.session_id))
         if history is None:
 
-            async def replace(db: AsyncConnection[Any]) -> bool:
-                return (await db.execute(_UPDATE_SESSION, update + wake)).rowcount == 1
+            async def replace(db: Connection) -> bool:
+                done = await db.session_cursor().execute(_UPDATE_SESSION, update + wake)
+                return done.rowcount == 1
 
             return await self._write("compare_and_set", replace)
         save = (
@@ -350,15 +353,15 @@ class PostgresqlStore:
             expected_cursor,
             session.incarnation,
             history.keep,
-            [m.message_id for m in history.append],
-            [m.role for m in history.append],
-            [m.content.encode() for m in history.append],
+            text_array([m.message_id for m in history.append]),
+            text_array([m.role for m in history.append]),
+            bytea_array([m.content.encode() for m in history.append]),
             *wake,
         )
 
-        async def replace_with_history(db: AsyncConnection[Any]) -> bool:
+        async def replace_with_history(db: Connection) -> bool:
             try:
-                row = await (await db.execute(_SAVE_SESSION, save)).fetchone()
+                row = await (await db.session_cursor().execute(_SAVE_SESSION, save)).fetchone()
             except psycopg.Error as exc:
                 if exc.sqlstate == KEEP_BEYOND_HISTORY:
                     raise ValueError("history.keep exceeds the number of stored messages") from None
@@ -406,8 +409,10 @@ class PostgresqlStore:
         """The tenant's session and its messages, read by one statement (one snapshot,
         whatever commits meanwhile); None when missing."""
         async with self._connection("load_with_messages") as db:
-            found = (tenant, session_id)
-            row = await (await db.execute(_SELECT_SESSION_WITH_MESSAGES, found)).fetchone()
+            found = await db.session_cursor().execute(
+                _SELECT_SESSION_WITH_MESSAGES, (tenant, session_id)
+            )
+            row = await found.fetchone()
         if row is None:
             return None
         ids, roles, contents = row[9] or (), row[10] or (), row[11] or ()
@@ -558,9 +563,7 @@ class PostgresqlStore:
         await self._listener.close()
         await self._pool.close()
 
-    async def _write(
-        self, operation: str, work: Callable[[AsyncConnection[Any]], Awaitable[T]]
-    ) -> T:
+    async def _write(self, operation: str, work: Callable[[Connection], Awaitable[T]]) -> T:
         """Run `work` whole even when the caller is cancelled: a write that reached the
         server completes, and its connection goes back to the pool in a known state."""
 
@@ -572,23 +575,19 @@ class PostgresqlStore:
         task.add_done_callback(_retrieve)
         return await asyncio.shield(task)
 
-    @asynccontextmanager
-    async def _connection(self, operation: str) -> AsyncIterator[AsyncConnection[Any]]:
+    def _connection(self, operation: str) -> Checkout:
         if self._closed or not self._opened:
             raise StoreUnavailableError(
                 "the postgresql store is closed"
                 if self._closed
                 else "the postgresql store is not open"
             )
-        try:
-            async with self._pool.connection() as db:
-                yield db
-        except (PoolTimeout, PoolClosed) as exc:
-            raise self._unavailable(operation, exc) from exc
-        except psycopg.Error as exc:
-            if isinstance(exc, psycopg.OperationalError):
-                self._check_idle_connections()
-            raise self._unavailable(operation, exc) from exc
+        return Checkout(self._pool, operation, self._failure)
+
+    def _failure(self, operation: str, error: BaseException, server: bool) -> StoreUnavailableError:
+        if server and isinstance(error, psycopg.OperationalError):
+            self._check_idle_connections()
+        return self._unavailable(operation, error)
 
     def _check_idle_connections(self) -> None:
         """After a connection failure (a server restart breaks every pooled connection),
