@@ -67,7 +67,7 @@ from ._statechart import (
     transition,
 )
 from ._trace import TraceRecord, TurnOutcome
-from ._types import ConversationSnapshot, Message, Role, RouteContext, TurnKind
+from ._types import ConversationSnapshot, Message, Role, RouteContext, ToolCall, TurnKind
 from ._yaml import load_yaml
 
 __all__ = [
@@ -116,6 +116,7 @@ __all__ = [
     "Statechart",
     "StatechartInstance",
     "TerminalTurn",
+    "ToolCall",
     "TraceFanout",
     "TraceObserver",
     "TraceRecord",

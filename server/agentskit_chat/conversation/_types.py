@@ -41,12 +41,28 @@ class Role(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call of a tool the model asked for in an assistant message."""
+
+    id: str
+    name: str
+    arguments: str = field(repr=False)
+    """The arguments as JSON text, exactly as the model wrote them."""
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
-    """One retained message; the core reads its content only to match and digest it."""
+    """One retained message; the core reads its content only to match and digest it.
+
+    An assistant message may carry the model's `tool_calls`; a tool message carries the
+    result of the call `tool_call_id` as its content. Routes read user messages only.
+    """
 
     id: str
     role: Role
     content: str = field(repr=False)
+    tool_calls: tuple[ToolCall, ...] = field(default=(), repr=False)
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

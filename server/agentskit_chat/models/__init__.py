@@ -2,6 +2,7 @@
 
 from ._port import (
     NO_SAMPLING,
+    NO_TOOLS,
     CallInfo,
     FinishChunk,
     ModelAdapter,
@@ -12,6 +13,10 @@ from ._port import (
     Sampling,
     SamplingCaps,
     TextChunk,
+    ToolCallDeltaChunk,
+    ToolCallStartChunk,
+    ToolOptions,
+    ToolSpec,
     UsageChunk,
     call_info,
 )
@@ -21,6 +26,7 @@ from .openai import OpenAIAdapter
 
 __all__ = [
     "NO_SAMPLING",
+    "NO_TOOLS",
     "OFFLINE_REPLY",
     "AdapterRegistry",
     "CallInfo",
@@ -36,6 +42,10 @@ __all__ = [
     "Sampling",
     "SamplingCaps",
     "TextChunk",
+    "ToolCallDeltaChunk",
+    "ToolCallStartChunk",
+    "ToolOptions",
+    "ToolSpec",
     "UnknownAdapterError",
     "UsageChunk",
     "call_info",

@@ -54,6 +54,31 @@ class SamplingCaps:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool the model may call in this turn, in the OpenAI `tools` shape."""
+
+    name: str
+    description: str = field(default="", repr=False)
+    parameters: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The arguments' JSON Schema (an object schema); empty for a tool without arguments."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOptions:
+    """The tools a caller declared for one turn, and how the model may use them."""
+
+    tools: tuple[ToolSpec, ...] = ()
+    choice: str | None = None
+    """`auto`, `none`, `required`, or the name of the one tool the model must call; None
+    leaves the model's default."""
+    parallel: bool | None = None
+    """Whether the model may call several tools in one answer; None leaves its default."""
+
+
+NO_TOOLS: Final = ToolOptions()
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """The unchanged request of an agentic turn."""
 
@@ -65,6 +90,8 @@ class ModelRequest:
     """The definition's `model` mapping (adapter name, model, parameters)."""
     sampling: Sampling = NO_SAMPLING
     """What the caller asked for, within the server's caps; it overrides `settings`."""
+    tools: ToolOptions = NO_TOOLS
+    """The tools the model may call; none unless the caller declared some."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +125,28 @@ class ResponseChunk:
     model: str | None
 
 
-ModelChunk = TextChunk | UsageChunk | FinishChunk | ResponseChunk
+@dataclass(frozen=True, slots=True)
+class ToolCallStartChunk:
+    """The model started the tool call `call_id` (its `index`-th call of the answer)."""
+
+    index: int
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDeltaChunk:
+    """The next piece of the arguments (JSON text) of the started call `call_id`."""
+
+    call_id: str
+    arguments: str = field(repr=False)
+
+
+ModelChunk = (
+    TextChunk | UsageChunk | FinishChunk | ResponseChunk | ToolCallStartChunk | ToolCallDeltaChunk
+)
+"""A tool call's arguments are the concatenation of its deltas; calls of one answer may
+interleave their deltas. A call ends when the answer does (`FinishChunk` `tool_calls`)."""
 
 
 @dataclass(frozen=True, slots=True)
