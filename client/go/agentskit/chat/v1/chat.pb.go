@@ -74,6 +74,16 @@ const (
 	// again after metadata `cursor`, the last session cursor sent. (A WatchTurn caller that
 	// stops reading ends as a StreamTurn caller does, with DEADLINE_EXCEEDED.)
 	ErrorReason_ERROR_REASON_WATCH_BEHIND ErrorReason = 18
+	// A tool result or approval names a call id that the session's last answer does not
+	// wait on: unknown, or already answered (INVALID_ARGUMENT); metadata `field` names it.
+	ErrorReason_ERROR_REASON_TOOL_CALL_UNKNOWN ErrorReason = 19
+	// Tool results or approvals were sent, but the session's last answer waits on no tool
+	// call (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_NO_PENDING_TOOL_CALLS ErrorReason = 20
+	// The request does not answer every call the last answer waits on: each call waiting
+	// for a result needs one, each call waiting for approval needs a decision
+	// (INVALID_ARGUMENT); metadata `field` names the first call left unanswered.
+	ErrorReason_ERROR_REASON_TOOL_CALLS_UNANSWERED ErrorReason = 21
 )
 
 // Enum value maps for ErrorReason.
@@ -98,27 +108,33 @@ var (
 		16: "ERROR_REASON_UNAUTHENTICATED",
 		17: "ERROR_REASON_RATE_LIMITED",
 		18: "ERROR_REASON_WATCH_BEHIND",
+		19: "ERROR_REASON_TOOL_CALL_UNKNOWN",
+		20: "ERROR_REASON_NO_PENDING_TOOL_CALLS",
+		21: "ERROR_REASON_TOOL_CALLS_UNANSWERED",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":          0,
-		"ERROR_REASON_INVALID_ARGUMENT":     1,
-		"ERROR_REASON_DEFINITION_NOT_FOUND": 2,
-		"ERROR_REASON_SESSION_NOT_FOUND":    3,
-		"ERROR_REASON_SESSION_EXISTS":       4,
-		"ERROR_REASON_SESSION_BUSY":         5,
-		"ERROR_REASON_TURN_IN_PROGRESS":     6,
-		"ERROR_REASON_CONFLICT":             7,
-		"ERROR_REASON_REVISION_MISMATCH":    8,
-		"ERROR_REASON_SESSION_CORRUPT":      9,
-		"ERROR_REASON_HISTORY_MISMATCH":     10,
-		"ERROR_REASON_LIMIT_EXCEEDED":       11,
-		"ERROR_REASON_SHUTTING_DOWN":        12,
-		"ERROR_REASON_STORE_UNAVAILABLE":    13,
-		"ERROR_REASON_DEADLINE_EXCEEDED":    14,
-		"ERROR_REASON_TURN_NOT_FOUND":       15,
-		"ERROR_REASON_UNAUTHENTICATED":      16,
-		"ERROR_REASON_RATE_LIMITED":         17,
-		"ERROR_REASON_WATCH_BEHIND":         18,
+		"ERROR_REASON_UNSPECIFIED":           0,
+		"ERROR_REASON_INVALID_ARGUMENT":      1,
+		"ERROR_REASON_DEFINITION_NOT_FOUND":  2,
+		"ERROR_REASON_SESSION_NOT_FOUND":     3,
+		"ERROR_REASON_SESSION_EXISTS":        4,
+		"ERROR_REASON_SESSION_BUSY":          5,
+		"ERROR_REASON_TURN_IN_PROGRESS":      6,
+		"ERROR_REASON_CONFLICT":              7,
+		"ERROR_REASON_REVISION_MISMATCH":     8,
+		"ERROR_REASON_SESSION_CORRUPT":       9,
+		"ERROR_REASON_HISTORY_MISMATCH":      10,
+		"ERROR_REASON_LIMIT_EXCEEDED":        11,
+		"ERROR_REASON_SHUTTING_DOWN":         12,
+		"ERROR_REASON_STORE_UNAVAILABLE":     13,
+		"ERROR_REASON_DEADLINE_EXCEEDED":     14,
+		"ERROR_REASON_TURN_NOT_FOUND":        15,
+		"ERROR_REASON_UNAUTHENTICATED":       16,
+		"ERROR_REASON_RATE_LIMITED":          17,
+		"ERROR_REASON_WATCH_BEHIND":          18,
+		"ERROR_REASON_TOOL_CALL_UNKNOWN":     19,
+		"ERROR_REASON_NO_PENDING_TOOL_CALLS": 20,
+		"ERROR_REASON_TOOL_CALLS_UNANSWERED": 21,
 	}
 )
 
@@ -397,6 +413,8 @@ const (
 	Operation_OPERATION_REGENERATE Operation = 4
 	// A client-held history was sent whole.
 	Operation_OPERATION_DISPATCH Operation = 5
+	// Tool results (or approval decisions) continued the last answer.
+	Operation_OPERATION_TOOL_RESULTS Operation = 6
 )
 
 // Enum value maps for Operation.
@@ -408,14 +426,16 @@ var (
 		3: "OPERATION_EDIT",
 		4: "OPERATION_REGENERATE",
 		5: "OPERATION_DISPATCH",
+		6: "OPERATION_TOOL_RESULTS",
 	}
 	Operation_value = map[string]int32{
-		"OPERATION_UNSPECIFIED": 0,
-		"OPERATION_SUBMIT":      1,
-		"OPERATION_RETRY":       2,
-		"OPERATION_EDIT":        3,
-		"OPERATION_REGENERATE":  4,
-		"OPERATION_DISPATCH":    5,
+		"OPERATION_UNSPECIFIED":  0,
+		"OPERATION_SUBMIT":       1,
+		"OPERATION_RETRY":        2,
+		"OPERATION_EDIT":         3,
+		"OPERATION_REGENERATE":   4,
+		"OPERATION_DISPATCH":     5,
+		"OPERATION_TOOL_RESULTS": 6,
 	}
 )
 
@@ -503,6 +523,60 @@ func (TurnOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{6}
 }
 
+// ToolWait says what a pending tool call waits for.
+type ToolWait int32
+
+const (
+	// Never sent.
+	ToolWait_TOOL_WAIT_UNSPECIFIED ToolWait = 0
+	// The client runs the tool and sends its result.
+	ToolWait_TOOL_WAIT_RESULT ToolWait = 1
+	// The definition marks the tool as needing approval: a person approves or denies the
+	// call first.
+	ToolWait_TOOL_WAIT_APPROVAL ToolWait = 2
+)
+
+// Enum value maps for ToolWait.
+var (
+	ToolWait_name = map[int32]string{
+		0: "TOOL_WAIT_UNSPECIFIED",
+		1: "TOOL_WAIT_RESULT",
+		2: "TOOL_WAIT_APPROVAL",
+	}
+	ToolWait_value = map[string]int32{
+		"TOOL_WAIT_UNSPECIFIED": 0,
+		"TOOL_WAIT_RESULT":      1,
+		"TOOL_WAIT_APPROVAL":    2,
+	}
+)
+
+func (x ToolWait) Enum() *ToolWait {
+	p := new(ToolWait)
+	*p = x
+	return p
+}
+
+func (x ToolWait) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolWait) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentskit_chat_v1_chat_proto_enumTypes[7].Descriptor()
+}
+
+func (ToolWait) Type() protoreflect.EnumType {
+	return &file_agentskit_chat_v1_chat_proto_enumTypes[7]
+}
+
+func (x ToolWait) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolWait.Descriptor instead.
+func (ToolWait) EnumDescriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{7}
+}
+
 // Message is one entry of a conversation history.
 type Message struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -515,7 +589,12 @@ type Message struct {
 	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// For an assistant message of a server-held history read with GetSession or
 	// TruncateHistory: how the turn that produced it was answered. Absent otherwise.
-	Origin        *AnswerOrigin `protobuf:"bytes,4,opt,name=origin,proto3" json:"origin,omitempty"`
+	Origin *AnswerOrigin `protobuf:"bytes,4,opt,name=origin,proto3" json:"origin,omitempty"`
+	// For an assistant message: the tools the model called in this answer, in order.
+	ToolCalls []*ToolCall `protobuf:"bytes,5,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// For a ROLE_TOOL message: the call this message is the result of; its content is the
+	// result.
+	ToolCallId    string `protobuf:"bytes,6,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -578,6 +657,341 @@ func (x *Message) GetOrigin() *AnswerOrigin {
 	return nil
 }
 
+func (x *Message) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *Message) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+// ToolCall is one call of a tool the model made in an answer.
+type ToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique within the session's history; chosen by the model (or the server).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The tool's name, as declared.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The arguments as JSON text, exactly as the model wrote them.
+	Arguments     string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+// ToolDeclaration is a tool the model may call in a turn. The client runs it: a turn
+// whose answer calls it completes waiting for its result (see PendingToolCall).
+type ToolDeclaration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name: letters, digits, `_` and `-`, at most 64 characters.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What the tool does, for the model.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The arguments' JSON Schema (an object schema) as JSON text; empty for no arguments.
+	ParametersJson string `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ToolDeclaration) Reset() {
+	*x = ToolDeclaration{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDeclaration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDeclaration) ProtoMessage() {}
+
+func (x *ToolDeclaration) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDeclaration.ProtoReflect.Descriptor instead.
+func (*ToolDeclaration) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ToolDeclaration) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolDeclaration) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ToolDeclaration) GetParametersJson() string {
+	if x != nil {
+		return x.ParametersJson
+	}
+	return ""
+}
+
+// ToolResult answers one call the last answer waits on with the tool's output.
+type ToolResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call answered.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool's output, as the model should read it (often JSON text).
+	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	// Optional id of the stored tool message; the server chooses one when empty.
+	MessageId     string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolResult) Reset() {
+	*x = ToolResult{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolResult) ProtoMessage() {}
+
+func (x *ToolResult) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
+func (*ToolResult) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ToolResult) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolResult) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *ToolResult) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+// ToolApproval decides on one call that waits for approval (see ToolWait).
+type ToolApproval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call decided on.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// True to let the call run; false to deny it: the model then reads a denied result.
+	Approved bool `protobuf:"varint,2,opt,name=approved,proto3" json:"approved,omitempty"`
+	// Optional reason, passed to the model with a denial.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolApproval) Reset() {
+	*x = ToolApproval{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolApproval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolApproval) ProtoMessage() {}
+
+func (x *ToolApproval) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolApproval.ProtoReflect.Descriptor instead.
+func (*ToolApproval) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ToolApproval) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolApproval) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *ToolApproval) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// PendingToolCall is a call a completed turn's answer waits on.
+type PendingToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool's name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// What it waits for.
+	Wait          ToolWait `protobuf:"varint,3,opt,name=wait,proto3,enum=agentskit.chat.v1.ToolWait" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingToolCall) Reset() {
+	*x = PendingToolCall{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingToolCall) ProtoMessage() {}
+
+func (x *PendingToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingToolCall.ProtoReflect.Descriptor instead.
+func (*PendingToolCall) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PendingToolCall) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *PendingToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PendingToolCall) GetWait() ToolWait {
+	if x != nil {
+		return x.Wait
+	}
+	return ToolWait_TOOL_WAIT_UNSPECIFIED
+}
+
 // AnswerOrigin says how an assistant message was produced, so a reloaded transcript can
 // show the same kind and route badges as the stream did.
 type AnswerOrigin struct {
@@ -602,7 +1016,7 @@ type AnswerOrigin struct {
 
 func (x *AnswerOrigin) Reset() {
 	*x = AnswerOrigin{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[1]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +1028,7 @@ func (x *AnswerOrigin) String() string {
 func (*AnswerOrigin) ProtoMessage() {}
 
 func (x *AnswerOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[1]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +1041,7 @@ func (x *AnswerOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerOrigin.ProtoReflect.Descriptor instead.
 func (*AnswerOrigin) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{1}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AnswerOrigin) GetKind() TurnKind {
@@ -687,7 +1101,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[2]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +1113,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[2]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +1126,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{2}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Snapshot) GetState() string {
@@ -749,7 +1163,7 @@ type Transition struct {
 
 func (x *Transition) Reset() {
 	*x = Transition{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[3]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +1175,7 @@ func (x *Transition) String() string {
 func (*Transition) ProtoMessage() {}
 
 func (x *Transition) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[3]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +1188,7 @@ func (x *Transition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transition.ProtoReflect.Descriptor instead.
 func (*Transition) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{3}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Transition) GetEvent() string {
@@ -806,7 +1220,7 @@ type StateInfo struct {
 
 func (x *StateInfo) Reset() {
 	*x = StateInfo{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[4]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +1232,7 @@ func (x *StateInfo) String() string {
 func (*StateInfo) ProtoMessage() {}
 
 func (x *StateInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[4]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +1245,7 @@ func (x *StateInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateInfo.ProtoReflect.Descriptor instead.
 func (*StateInfo) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{4}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StateInfo) GetName() string {
@@ -879,7 +1293,7 @@ type RouteInfo struct {
 
 func (x *RouteInfo) Reset() {
 	*x = RouteInfo{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[5]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1305,7 @@ func (x *RouteInfo) String() string {
 func (*RouteInfo) ProtoMessage() {}
 
 func (x *RouteInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[5]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1318,7 @@ func (x *RouteInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteInfo.ProtoReflect.Descriptor instead.
 func (*RouteInfo) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{5}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RouteInfo) GetId() string {
@@ -972,7 +1386,7 @@ type Definition struct {
 
 func (x *Definition) Reset() {
 	*x = Definition{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[6]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1398,7 @@ func (x *Definition) String() string {
 func (*Definition) ProtoMessage() {}
 
 func (x *Definition) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[6]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1411,7 @@ func (x *Definition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Definition.ProtoReflect.Descriptor instead.
 func (*Definition) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{6}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Definition) GetId() string {
@@ -1070,7 +1484,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[7]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1496,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[7]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1509,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{7}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Session) GetSessionId() string {
@@ -1149,7 +1563,7 @@ type ListDefinitionsRequest struct {
 
 func (x *ListDefinitionsRequest) Reset() {
 	*x = ListDefinitionsRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[8]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1575,7 @@ func (x *ListDefinitionsRequest) String() string {
 func (*ListDefinitionsRequest) ProtoMessage() {}
 
 func (x *ListDefinitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[8]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1588,7 @@ func (x *ListDefinitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDefinitionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDefinitionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{8}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{13}
 }
 
 // ListDefinitionsResponse holds every hosted definition.
@@ -1188,7 +1602,7 @@ type ListDefinitionsResponse struct {
 
 func (x *ListDefinitionsResponse) Reset() {
 	*x = ListDefinitionsResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[9]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1614,7 @@ func (x *ListDefinitionsResponse) String() string {
 func (*ListDefinitionsResponse) ProtoMessage() {}
 
 func (x *ListDefinitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[9]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1627,7 @@ func (x *ListDefinitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDefinitionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDefinitionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{9}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListDefinitionsResponse) GetDefinitions() []*Definition {
@@ -1234,7 +1648,7 @@ type GetDefinitionRequest struct {
 
 func (x *GetDefinitionRequest) Reset() {
 	*x = GetDefinitionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[10]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1660,7 @@ func (x *GetDefinitionRequest) String() string {
 func (*GetDefinitionRequest) ProtoMessage() {}
 
 func (x *GetDefinitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[10]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1673,7 @@ func (x *GetDefinitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDefinitionRequest.ProtoReflect.Descriptor instead.
 func (*GetDefinitionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{10}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetDefinitionRequest) GetDefinitionId() string {
@@ -1280,7 +1694,7 @@ type GetDefinitionResponse struct {
 
 func (x *GetDefinitionResponse) Reset() {
 	*x = GetDefinitionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[11]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1706,7 @@ func (x *GetDefinitionResponse) String() string {
 func (*GetDefinitionResponse) ProtoMessage() {}
 
 func (x *GetDefinitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[11]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1719,7 @@ func (x *GetDefinitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDefinitionResponse.ProtoReflect.Descriptor instead.
 func (*GetDefinitionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{11}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetDefinitionResponse) GetDefinition() *Definition {
@@ -1330,7 +1744,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[12]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1756,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[12]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1769,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{12}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateSessionRequest) GetDefinitionId() string {
@@ -1390,7 +1804,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[13]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1816,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[13]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1829,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{13}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -1436,7 +1850,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[14]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1862,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[14]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1875,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{14}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1484,7 +1898,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[15]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1910,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[15]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1923,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{15}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1541,7 +1955,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[16]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1967,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[16]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1980,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{16}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -1592,7 +2006,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[17]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +2018,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[17]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +2031,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{17}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{22}
 }
 
 // SubmitOperation appends a new user message to a server-held history.
@@ -1633,7 +2047,7 @@ type SubmitOperation struct {
 
 func (x *SubmitOperation) Reset() {
 	*x = SubmitOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[18]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +2059,7 @@ func (x *SubmitOperation) String() string {
 func (*SubmitOperation) ProtoMessage() {}
 
 func (x *SubmitOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[18]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +2072,7 @@ func (x *SubmitOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitOperation.ProtoReflect.Descriptor instead.
 func (*SubmitOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{18}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubmitOperation) GetContent() string {
@@ -1687,7 +2101,7 @@ type RetryOperation struct {
 
 func (x *RetryOperation) Reset() {
 	*x = RetryOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[19]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +2113,7 @@ func (x *RetryOperation) String() string {
 func (*RetryOperation) ProtoMessage() {}
 
 func (x *RetryOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[19]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +2126,7 @@ func (x *RetryOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryOperation.ProtoReflect.Descriptor instead.
 func (*RetryOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{19}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RetryOperation) GetMessageId() string {
@@ -1736,7 +2150,7 @@ type EditOperation struct {
 
 func (x *EditOperation) Reset() {
 	*x = EditOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[20]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +2162,7 @@ func (x *EditOperation) String() string {
 func (*EditOperation) ProtoMessage() {}
 
 func (x *EditOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[20]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +2175,7 @@ func (x *EditOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditOperation.ProtoReflect.Descriptor instead.
 func (*EditOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{20}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EditOperation) GetMessageId() string {
@@ -1790,7 +2204,7 @@ type RegenerateOperation struct {
 
 func (x *RegenerateOperation) Reset() {
 	*x = RegenerateOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[21]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +2216,7 @@ func (x *RegenerateOperation) String() string {
 func (*RegenerateOperation) ProtoMessage() {}
 
 func (x *RegenerateOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[21]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +2229,7 @@ func (x *RegenerateOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegenerateOperation.ProtoReflect.Descriptor instead.
 func (*RegenerateOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{21}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RegenerateOperation) GetMessageId() string {
@@ -1825,18 +2239,22 @@ func (x *RegenerateOperation) GetMessageId() string {
 	return ""
 }
 
-// DispatchOperation resolves the last user message of a client-held history.
+// DispatchOperation resolves the last user message of a client-held history. A history
+// that ends with tool messages answering the last answer's pending calls continues that
+// answer instead: it goes to the model, never through the routes.
 type DispatchOperation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The full retained history, oldest first.
-	Messages      []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	Messages []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Decisions on the last answer's calls that wait for approval.
+	Approvals     []*ToolApproval `protobuf:"bytes,2,rep,name=approvals,proto3" json:"approvals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DispatchOperation) Reset() {
 	*x = DispatchOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[22]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2266,7 @@ func (x *DispatchOperation) String() string {
 func (*DispatchOperation) ProtoMessage() {}
 
 func (x *DispatchOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[22]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,12 +2279,77 @@ func (x *DispatchOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatchOperation.ProtoReflect.Descriptor instead.
 func (*DispatchOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{22}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DispatchOperation) GetMessages() []*Message {
 	if x != nil {
 		return x.Messages
+	}
+	return nil
+}
+
+func (x *DispatchOperation) GetApprovals() []*ToolApproval {
+	if x != nil {
+		return x.Approvals
+	}
+	return nil
+}
+
+// ToolResultsOperation continues the last answer of a server-held history: it stores the
+// results (and the denied results of denied calls) and sends the history to the model.
+// It must answer every call the answer waits on (see PendingToolCall); an approved call
+// without a result is sent back to the client to run, and the turn completes waiting.
+type ToolResultsOperation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Results of calls waiting for a result (or approved in this request).
+	Results []*ToolResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// Decisions on calls waiting for approval.
+	Approvals     []*ToolApproval `protobuf:"bytes,2,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolResultsOperation) Reset() {
+	*x = ToolResultsOperation{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolResultsOperation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolResultsOperation) ProtoMessage() {}
+
+func (x *ToolResultsOperation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolResultsOperation.ProtoReflect.Descriptor instead.
+func (*ToolResultsOperation) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ToolResultsOperation) GetResults() []*ToolResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *ToolResultsOperation) GetApprovals() []*ToolApproval {
+	if x != nil {
+		return x.Approvals
 	}
 	return nil
 }
@@ -1890,6 +2373,7 @@ type StreamTurnRequest struct {
 	//	*StreamTurnRequest_Edit
 	//	*StreamTurnRequest_Regenerate
 	//	*StreamTurnRequest_Dispatch
+	//	*StreamTurnRequest_ToolResults
 	Operation isStreamTurnRequest_Operation `protobuf_oneof:"operation"`
 	// When set, the turn runs only if the session cursor still equals this value; otherwise
 	// the request fails with ABORTED, reason CONFLICT, metadata `cursor` holding the
@@ -1897,14 +2381,22 @@ type StreamTurnRequest struct {
 	// outcome whatever this value is.
 	ExpectedCursor *int64 `protobuf:"varint,8,opt,name=expected_cursor,json=expectedCursor,proto3,oneof" json:"expected_cursor,omitempty"`
 	// What a disconnect of this stream does to the turn; cancel when unspecified.
-	OnDisconnect  DisconnectMode `protobuf:"varint,9,opt,name=on_disconnect,json=onDisconnect,proto3,enum=agentskit.chat.v1.DisconnectMode" json:"on_disconnect,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OnDisconnect DisconnectMode `protobuf:"varint,9,opt,name=on_disconnect,json=onDisconnect,proto3,enum=agentskit.chat.v1.DisconnectMode" json:"on_disconnect,omitempty"`
+	// Tools the model may call in this turn (send them with every turn that may call
+	// them). A route's answer never calls a tool.
+	Tools []*ToolDeclaration `protobuf:"bytes,10,rep,name=tools,proto3" json:"tools,omitempty"`
+	// "auto", "none", "required", or the name of the one declared tool the model must
+	// call; empty leaves the model's default.
+	ToolChoice string `protobuf:"bytes,11,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	// Whether the model may call several tools in one answer; unset leaves its default.
+	ParallelToolCalls *bool `protobuf:"varint,12,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3,oneof" json:"parallel_tool_calls,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StreamTurnRequest) Reset() {
 	*x = StreamTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[23]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2408,7 @@ func (x *StreamTurnRequest) String() string {
 func (*StreamTurnRequest) ProtoMessage() {}
 
 func (x *StreamTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[23]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2421,7 @@ func (x *StreamTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamTurnRequest.ProtoReflect.Descriptor instead.
 func (*StreamTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{23}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StreamTurnRequest) GetSessionId() string {
@@ -1998,6 +2490,15 @@ func (x *StreamTurnRequest) GetDispatch() *DispatchOperation {
 	return nil
 }
 
+func (x *StreamTurnRequest) GetToolResults() *ToolResultsOperation {
+	if x != nil {
+		if x, ok := x.Operation.(*StreamTurnRequest_ToolResults); ok {
+			return x.ToolResults
+		}
+	}
+	return nil
+}
+
 func (x *StreamTurnRequest) GetExpectedCursor() int64 {
 	if x != nil && x.ExpectedCursor != nil {
 		return *x.ExpectedCursor
@@ -2010,6 +2511,27 @@ func (x *StreamTurnRequest) GetOnDisconnect() DisconnectMode {
 		return x.OnDisconnect
 	}
 	return DisconnectMode_DISCONNECT_MODE_UNSPECIFIED
+}
+
+func (x *StreamTurnRequest) GetTools() []*ToolDeclaration {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *StreamTurnRequest) GetToolChoice() string {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return ""
+}
+
+func (x *StreamTurnRequest) GetParallelToolCalls() bool {
+	if x != nil && x.ParallelToolCalls != nil {
+		return *x.ParallelToolCalls
+	}
+	return false
 }
 
 type isStreamTurnRequest_Operation interface {
@@ -2041,6 +2563,11 @@ type StreamTurnRequest_Dispatch struct {
 	Dispatch *DispatchOperation `protobuf:"bytes,7,opt,name=dispatch,proto3,oneof"`
 }
 
+type StreamTurnRequest_ToolResults struct {
+	// Continue the last answer of a server-held history with tool results.
+	ToolResults *ToolResultsOperation `protobuf:"bytes,13,opt,name=tool_results,json=toolResults,proto3,oneof"`
+}
+
 func (*StreamTurnRequest_Submit) isStreamTurnRequest_Operation() {}
 
 func (*StreamTurnRequest_Retry) isStreamTurnRequest_Operation() {}
@@ -2050,6 +2577,8 @@ func (*StreamTurnRequest_Edit) isStreamTurnRequest_Operation() {}
 func (*StreamTurnRequest_Regenerate) isStreamTurnRequest_Operation() {}
 
 func (*StreamTurnRequest_Dispatch) isStreamTurnRequest_Operation() {}
+
+func (*StreamTurnRequest_ToolResults) isStreamTurnRequest_Operation() {}
 
 // TurnStarted is the first event of a turn, sent when the turn starts (a turn answered by
 // a declared route takes no session lease).
@@ -2075,7 +2604,7 @@ type TurnStarted struct {
 
 func (x *TurnStarted) Reset() {
 	*x = TurnStarted{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[24]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2616,7 @@ func (x *TurnStarted) String() string {
 func (*TurnStarted) ProtoMessage() {}
 
 func (x *TurnStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[24]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2629,7 @@ func (x *TurnStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStarted.ProtoReflect.Descriptor instead.
 func (*TurnStarted) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{24}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TurnStarted) GetOperation() Operation {
@@ -2150,7 +2679,7 @@ type TurnDecision struct {
 
 func (x *TurnDecision) Reset() {
 	*x = TurnDecision{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[25]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2691,7 @@ func (x *TurnDecision) String() string {
 func (*TurnDecision) ProtoMessage() {}
 
 func (x *TurnDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[25]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2704,7 @@ func (x *TurnDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnDecision.ProtoReflect.Descriptor instead.
 func (*TurnDecision) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{25}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TurnDecision) GetKind() TurnKind {
@@ -2224,7 +2753,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[26]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2765,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[26]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2778,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{26}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TextDelta) GetText() string {
@@ -2257,6 +2786,180 @@ func (x *TextDelta) GetText() string {
 		return x.Text
 	}
 	return ""
+}
+
+// ToolCallStarted says the model started calling a tool.
+type ToolCallStarted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's id.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool's name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallStarted) Reset() {
+	*x = ToolCallStarted{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallStarted) ProtoMessage() {}
+
+func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
+func (*ToolCallStarted) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ToolCallStarted) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolCallStarted) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ToolCallDelta is the next piece of a started call's arguments (JSON text).
+type ToolCallDelta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The next piece of the arguments.
+	ArgumentsDelta string `protobuf:"bytes,2,opt,name=arguments_delta,json=argumentsDelta,proto3" json:"arguments_delta,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ToolCallDelta) Reset() {
+	*x = ToolCallDelta{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallDelta) ProtoMessage() {}
+
+func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
+func (*ToolCallDelta) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ToolCallDelta) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetArgumentsDelta() string {
+	if x != nil {
+		return x.ArgumentsDelta
+	}
+	return ""
+}
+
+// ToolCallEnded says a call's arguments are complete.
+type ToolCallEnded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The complete arguments: the concatenation of the call's deltas.
+	Arguments string `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// What the call waits for once the turn completes.
+	Wait          ToolWait `protobuf:"varint,3,opt,name=wait,proto3,enum=agentskit.chat.v1.ToolWait" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallEnded) Reset() {
+	*x = ToolCallEnded{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallEnded) ProtoMessage() {}
+
+func (x *ToolCallEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallEnded.ProtoReflect.Descriptor instead.
+func (*ToolCallEnded) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ToolCallEnded) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolCallEnded) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *ToolCallEnded) GetWait() ToolWait {
+	if x != nil {
+		return x.Wait
+	}
+	return ToolWait_TOOL_WAIT_UNSPECIFIED
 }
 
 // Usage counts model tokens of an agentic turn.
@@ -2272,7 +2975,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[27]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2987,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[27]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +3000,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{27}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -2329,14 +3032,21 @@ type TurnCompleted struct {
 	Usage *Usage `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Why the model stopped, as the model said it: "stop", "length" (cut by the token
 	// limit), "content_filter"... Empty for deterministic turns and for a repeated turn.
-	FinishReason  string `protobuf:"bytes,6,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// "tool_calls" when the answer waits for tool results, "tool_approval" when at least
+	// one call waits for approval (see pending_tool_calls).
+	FinishReason string `protobuf:"bytes,6,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	// The tools the answer called, in order (also on the stored assistant message).
+	ToolCalls []*ToolCall `protobuf:"bytes,7,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// The calls the answer waits on; the session's next turn must answer each (a
+	// tool_results operation, or a dispatch whose history ends with their results).
+	PendingToolCalls []*PendingToolCall `protobuf:"bytes,8,rep,name=pending_tool_calls,json=pendingToolCalls,proto3" json:"pending_tool_calls,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TurnCompleted) Reset() {
 	*x = TurnCompleted{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[28]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +3058,7 @@ func (x *TurnCompleted) String() string {
 func (*TurnCompleted) ProtoMessage() {}
 
 func (x *TurnCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[28]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +3071,7 @@ func (x *TurnCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnCompleted.ProtoReflect.Descriptor instead.
 func (*TurnCompleted) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{28}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TurnCompleted) GetAssistantMessageId() string {
@@ -2406,6 +3116,20 @@ func (x *TurnCompleted) GetFinishReason() string {
 	return ""
 }
 
+func (x *TurnCompleted) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *TurnCompleted) GetPendingToolCalls() []*PendingToolCall {
+	if x != nil {
+		return x.PendingToolCalls
+	}
+	return nil
+}
+
 // TurnFailed is the last event of a turn that committed nothing. Deltas streamed before it
 // were not committed: a renderer must discard them.
 //
@@ -2430,7 +3154,7 @@ type TurnFailed struct {
 
 func (x *TurnFailed) Reset() {
 	*x = TurnFailed{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[29]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +3166,7 @@ func (x *TurnFailed) String() string {
 func (*TurnFailed) ProtoMessage() {}
 
 func (x *TurnFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[29]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +3179,7 @@ func (x *TurnFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnFailed.ProtoReflect.Descriptor instead.
 func (*TurnFailed) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{29}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TurnFailed) GetCode() string {
@@ -2509,6 +3233,9 @@ type StreamTurnResponse struct {
 	//	*StreamTurnResponse_Delta
 	//	*StreamTurnResponse_Completed
 	//	*StreamTurnResponse_Failed
+	//	*StreamTurnResponse_ToolCallStarted
+	//	*StreamTurnResponse_ToolCallDelta
+	//	*StreamTurnResponse_ToolCallEnded
 	Event         isStreamTurnResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2516,7 +3243,7 @@ type StreamTurnResponse struct {
 
 func (x *StreamTurnResponse) Reset() {
 	*x = StreamTurnResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[30]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +3255,7 @@ func (x *StreamTurnResponse) String() string {
 func (*StreamTurnResponse) ProtoMessage() {}
 
 func (x *StreamTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[30]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +3268,7 @@ func (x *StreamTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamTurnResponse.ProtoReflect.Descriptor instead.
 func (*StreamTurnResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{30}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StreamTurnResponse) GetSessionId() string {
@@ -2624,6 +3351,33 @@ func (x *StreamTurnResponse) GetFailed() *TurnFailed {
 	return nil
 }
 
+func (x *StreamTurnResponse) GetToolCallStarted() *ToolCallStarted {
+	if x != nil {
+		if x, ok := x.Event.(*StreamTurnResponse_ToolCallStarted); ok {
+			return x.ToolCallStarted
+		}
+	}
+	return nil
+}
+
+func (x *StreamTurnResponse) GetToolCallDelta() *ToolCallDelta {
+	if x != nil {
+		if x, ok := x.Event.(*StreamTurnResponse_ToolCallDelta); ok {
+			return x.ToolCallDelta
+		}
+	}
+	return nil
+}
+
+func (x *StreamTurnResponse) GetToolCallEnded() *ToolCallEnded {
+	if x != nil {
+		if x, ok := x.Event.(*StreamTurnResponse_ToolCallEnded); ok {
+			return x.ToolCallEnded
+		}
+	}
+	return nil
+}
+
 type isStreamTurnResponse_Event interface {
 	isStreamTurnResponse_Event()
 }
@@ -2653,6 +3407,21 @@ type StreamTurnResponse_Failed struct {
 	Failed *TurnFailed `protobuf:"bytes,9,opt,name=failed,proto3,oneof"`
 }
 
+type StreamTurnResponse_ToolCallStarted struct {
+	// The model started a tool call.
+	ToolCallStarted *ToolCallStarted `protobuf:"bytes,10,opt,name=tool_call_started,json=toolCallStarted,proto3,oneof"`
+}
+
+type StreamTurnResponse_ToolCallDelta struct {
+	// A piece of a tool call's arguments.
+	ToolCallDelta *ToolCallDelta `protobuf:"bytes,11,opt,name=tool_call_delta,json=toolCallDelta,proto3,oneof"`
+}
+
+type StreamTurnResponse_ToolCallEnded struct {
+	// A tool call's arguments are complete.
+	ToolCallEnded *ToolCallEnded `protobuf:"bytes,12,opt,name=tool_call_ended,json=toolCallEnded,proto3,oneof"`
+}
+
 func (*StreamTurnResponse_Started) isStreamTurnResponse_Event() {}
 
 func (*StreamTurnResponse_Decision) isStreamTurnResponse_Event() {}
@@ -2662,6 +3431,12 @@ func (*StreamTurnResponse_Delta) isStreamTurnResponse_Event() {}
 func (*StreamTurnResponse_Completed) isStreamTurnResponse_Event() {}
 
 func (*StreamTurnResponse_Failed) isStreamTurnResponse_Event() {}
+
+func (*StreamTurnResponse_ToolCallStarted) isStreamTurnResponse_Event() {}
+
+func (*StreamTurnResponse_ToolCallDelta) isStreamTurnResponse_Event() {}
+
+func (*StreamTurnResponse_ToolCallEnded) isStreamTurnResponse_Event() {}
 
 // TruncateHistoryRequest drops the newest messages of a server-held history.
 type TruncateHistoryRequest struct {
@@ -2680,7 +3455,7 @@ type TruncateHistoryRequest struct {
 
 func (x *TruncateHistoryRequest) Reset() {
 	*x = TruncateHistoryRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[31]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +3467,7 @@ func (x *TruncateHistoryRequest) String() string {
 func (*TruncateHistoryRequest) ProtoMessage() {}
 
 func (x *TruncateHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[31]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +3480,7 @@ func (x *TruncateHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateHistoryRequest.ProtoReflect.Descriptor instead.
 func (*TruncateHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{31}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TruncateHistoryRequest) GetSessionId() string {
@@ -2742,7 +3517,7 @@ type TruncateHistoryResponse struct {
 
 func (x *TruncateHistoryResponse) Reset() {
 	*x = TruncateHistoryResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[32]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +3529,7 @@ func (x *TruncateHistoryResponse) String() string {
 func (*TruncateHistoryResponse) ProtoMessage() {}
 
 func (x *TruncateHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[32]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +3542,7 @@ func (x *TruncateHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateHistoryResponse.ProtoReflect.Descriptor instead.
 func (*TruncateHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{32}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TruncateHistoryResponse) GetSession() *Session {
@@ -2816,14 +3591,16 @@ type TurnRecord struct {
 	// When the turn finished; absent while running.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// Model token usage of a completed agentic turn; absent otherwise.
-	Usage         *Usage `protobuf:"bytes,14,opt,name=usage,proto3" json:"usage,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Usage *Usage `protobuf:"bytes,14,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The calls a completed turn's answer waits on (by id and name only).
+	PendingToolCalls []*PendingToolCall `protobuf:"bytes,15,rep,name=pending_tool_calls,json=pendingToolCalls,proto3" json:"pending_tool_calls,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TurnRecord) Reset() {
 	*x = TurnRecord{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[33]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2835,7 +3612,7 @@ func (x *TurnRecord) String() string {
 func (*TurnRecord) ProtoMessage() {}
 
 func (x *TurnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[33]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2848,7 +3625,7 @@ func (x *TurnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnRecord.ProtoReflect.Descriptor instead.
 func (*TurnRecord) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{33}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TurnRecord) GetTurnId() string {
@@ -2949,6 +3726,13 @@ func (x *TurnRecord) GetUsage() *Usage {
 	return nil
 }
 
+func (x *TurnRecord) GetPendingToolCalls() []*PendingToolCall {
+	if x != nil {
+		return x.PendingToolCalls
+	}
+	return nil
+}
+
 // GetTurnRequest names a turn of a session.
 type GetTurnRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2962,7 +3746,7 @@ type GetTurnRequest struct {
 
 func (x *GetTurnRequest) Reset() {
 	*x = GetTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[34]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2974,7 +3758,7 @@ func (x *GetTurnRequest) String() string {
 func (*GetTurnRequest) ProtoMessage() {}
 
 func (x *GetTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[34]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2987,7 +3771,7 @@ func (x *GetTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTurnRequest.ProtoReflect.Descriptor instead.
 func (*GetTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{34}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetTurnRequest) GetSessionId() string {
@@ -3015,7 +3799,7 @@ type GetTurnResponse struct {
 
 func (x *GetTurnResponse) Reset() {
 	*x = GetTurnResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[35]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3811,7 @@ func (x *GetTurnResponse) String() string {
 func (*GetTurnResponse) ProtoMessage() {}
 
 func (x *GetTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[35]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3824,7 @@ func (x *GetTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTurnResponse.ProtoReflect.Descriptor instead.
 func (*GetTurnResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{35}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetTurnResponse) GetTurn() *TurnRecord {
@@ -3067,7 +3851,7 @@ type ListTurnsRequest struct {
 
 func (x *ListTurnsRequest) Reset() {
 	*x = ListTurnsRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[36]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3863,7 @@ func (x *ListTurnsRequest) String() string {
 func (*ListTurnsRequest) ProtoMessage() {}
 
 func (x *ListTurnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[36]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3876,7 @@ func (x *ListTurnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTurnsRequest.ProtoReflect.Descriptor instead.
 func (*ListTurnsRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{36}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListTurnsRequest) GetSessionId() string {
@@ -3130,7 +3914,7 @@ type ListTurnsResponse struct {
 
 func (x *ListTurnsResponse) Reset() {
 	*x = ListTurnsResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[37]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3142,7 +3926,7 @@ func (x *ListTurnsResponse) String() string {
 func (*ListTurnsResponse) ProtoMessage() {}
 
 func (x *ListTurnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[37]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3155,7 +3939,7 @@ func (x *ListTurnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTurnsResponse.ProtoReflect.Descriptor instead.
 func (*ListTurnsResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{37}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListTurnsResponse) GetTurns() []*TurnRecord {
@@ -3193,7 +3977,7 @@ type WatchTurnRequest struct {
 
 func (x *WatchTurnRequest) Reset() {
 	*x = WatchTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3989,7 @@ func (x *WatchTurnRequest) String() string {
 func (*WatchTurnRequest) ProtoMessage() {}
 
 func (x *WatchTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +4002,7 @@ func (x *WatchTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTurnRequest.ProtoReflect.Descriptor instead.
 func (*WatchTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{38}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchTurnRequest) GetSessionId() string {
@@ -3255,7 +4039,7 @@ type CancelTurnRequest struct {
 
 func (x *CancelTurnRequest) Reset() {
 	*x = CancelTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +4051,7 @@ func (x *CancelTurnRequest) String() string {
 func (*CancelTurnRequest) ProtoMessage() {}
 
 func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +4064,7 @@ func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurnRequest.ProtoReflect.Descriptor instead.
 func (*CancelTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{39}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CancelTurnRequest) GetSessionId() string {
@@ -3312,7 +4096,7 @@ type CancelTurnResponse struct {
 
 func (x *CancelTurnResponse) Reset() {
 	*x = CancelTurnResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3324,7 +4108,7 @@ func (x *CancelTurnResponse) String() string {
 func (*CancelTurnResponse) ProtoMessage() {}
 
 func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3337,7 +4121,7 @@ func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurnResponse.ProtoReflect.Descriptor instead.
 func (*CancelTurnResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{40}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CancelTurnResponse) GetCancelled() bool {
@@ -3369,7 +4153,7 @@ type WatchSessionRequest struct {
 
 func (x *WatchSessionRequest) Reset() {
 	*x = WatchSessionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +4165,7 @@ func (x *WatchSessionRequest) String() string {
 func (*WatchSessionRequest) ProtoMessage() {}
 
 func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +4178,7 @@ func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{41}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WatchSessionRequest) GetSessionId() string {
@@ -3424,7 +4208,7 @@ type WatchHeartbeat struct {
 
 func (x *WatchHeartbeat) Reset() {
 	*x = WatchHeartbeat{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3436,7 +4220,7 @@ func (x *WatchHeartbeat) String() string {
 func (*WatchHeartbeat) ProtoMessage() {}
 
 func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3449,7 +4233,7 @@ func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
 func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{42}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WatchHeartbeat) GetTime() *timestamppb.Timestamp {
@@ -3476,7 +4260,7 @@ type WatchSessionResponse struct {
 
 func (x *WatchSessionResponse) Reset() {
 	*x = WatchSessionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +4272,7 @@ func (x *WatchSessionResponse) String() string {
 func (*WatchSessionResponse) ProtoMessage() {}
 
 func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3501,7 +4285,7 @@ func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{43}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WatchSessionResponse) GetItem() isWatchSessionResponse_Item {
@@ -3570,12 +4354,41 @@ var File_agentskit_chat_v1_chat_proto protoreflect.FileDescriptor
 
 const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentskit/chat/v1/chat.proto\x12\x11agentskit.chat.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x01\n" +
+	"\x1cagentskit/chat/v1/chat.proto\x12\x11agentskit.chat.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x01\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x17.agentskit.chat.v1.RoleR\x04role\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x127\n" +
-	"\x06origin\x18\x04 \x01(\v2\x1f.agentskit.chat.v1.AnswerOriginR\x06origin\"\xc9\x01\n" +
+	"\x06origin\x18\x04 \x01(\v2\x1f.agentskit.chat.v1.AnswerOriginR\x06origin\x12:\n" +
+	"\n" +
+	"tool_calls\x18\x05 \x03(\v2\x1b.agentskit.chat.v1.ToolCallR\ttoolCalls\x12 \n" +
+	"\ftool_call_id\x18\x06 \x01(\tR\n" +
+	"toolCallId\"L\n" +
+	"\bToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"p\n" +
+	"\x0fToolDeclaration\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
+	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\"g\n" +
+	"\n" +
+	"ToolResult\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\tR\tmessageId\"d\n" +
+	"\fToolApproval\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1a\n" +
+	"\bapproved\x18\x02 \x01(\bR\bapproved\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"x\n" +
+	"\x0fPendingToolCall\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
+	"\x04wait\x18\x03 \x01(\x0e2\x1b.agentskit.chat.v1.ToolWaitR\x04wait\"\xc9\x01\n" +
 	"\fAnswerOrigin\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.agentskit.chat.v1.TurnKindR\x04kind\x12\x19\n" +
 	"\broute_id\x18\x02 \x01(\tR\arouteId\x12\x1d\n" +
@@ -3662,9 +4475,13 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\acontent\x18\x02 \x01(\tR\acontent\"4\n" +
 	"\x13RegenerateOperation\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x01 \x01(\tR\tmessageId\"K\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\"\x8a\x01\n" +
 	"\x11DispatchOperation\x126\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1a.agentskit.chat.v1.MessageR\bmessages\"\xa1\x04\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1a.agentskit.chat.v1.MessageR\bmessages\x12=\n" +
+	"\tapprovals\x18\x02 \x03(\v2\x1f.agentskit.chat.v1.ToolApprovalR\tapprovals\"\x8e\x01\n" +
+	"\x14ToolResultsOperation\x127\n" +
+	"\aresults\x18\x01 \x03(\v2\x1d.agentskit.chat.v1.ToolResultR\aresults\x12=\n" +
+	"\tapprovals\x18\x02 \x03(\v2\x1f.agentskit.chat.v1.ToolApprovalR\tapprovals\"\x97\x06\n" +
 	"\x11StreamTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -3675,11 +4492,18 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\n" +
 	"regenerate\x18\x06 \x01(\v2&.agentskit.chat.v1.RegenerateOperationH\x00R\n" +
 	"regenerate\x12B\n" +
-	"\bdispatch\x18\a \x01(\v2$.agentskit.chat.v1.DispatchOperationH\x00R\bdispatch\x12,\n" +
+	"\bdispatch\x18\a \x01(\v2$.agentskit.chat.v1.DispatchOperationH\x00R\bdispatch\x12L\n" +
+	"\ftool_results\x18\r \x01(\v2'.agentskit.chat.v1.ToolResultsOperationH\x00R\vtoolResults\x12,\n" +
 	"\x0fexpected_cursor\x18\b \x01(\x03H\x01R\x0eexpectedCursor\x88\x01\x01\x12F\n" +
-	"\ron_disconnect\x18\t \x01(\x0e2!.agentskit.chat.v1.DisconnectModeR\fonDisconnectB\v\n" +
+	"\ron_disconnect\x18\t \x01(\x0e2!.agentskit.chat.v1.DisconnectModeR\fonDisconnect\x128\n" +
+	"\x05tools\x18\n" +
+	" \x03(\v2\".agentskit.chat.v1.ToolDeclarationR\x05tools\x12\x1f\n" +
+	"\vtool_choice\x18\v \x01(\tR\n" +
+	"toolChoice\x123\n" +
+	"\x13parallel_tool_calls\x18\f \x01(\bH\x02R\x11parallelToolCalls\x88\x01\x01B\v\n" +
 	"\toperationB\x12\n" +
-	"\x10_expected_cursor\"\xc1\x01\n" +
+	"\x10_expected_cursorB\x16\n" +
+	"\x14_parallel_tool_calls\"\xc1\x01\n" +
 	"\vTurnStarted\x12:\n" +
 	"\toperation\x18\x01 \x01(\x0e2\x1c.agentskit.chat.v1.OperationR\toperation\x12&\n" +
 	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\x12\x1c\n" +
@@ -3693,23 +4517,39 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\bto_state\x18\x04 \x01(\tR\atoState\x12\x1a\n" +
 	"\breplayed\x18\x05 \x01(\bR\breplayed\"\x1f\n" +
 	"\tTextDelta\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\"O\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"G\n" +
+	"\x0fToolCallStarted\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"Z\n" +
+	"\rToolCallDelta\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12'\n" +
+	"\x0farguments_delta\x18\x02 \x01(\tR\x0eargumentsDelta\"\x80\x01\n" +
+	"\rToolCallEnded\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1c\n" +
+	"\targuments\x18\x02 \x01(\tR\targuments\x12/\n" +
+	"\x04wait\x18\x03 \x01(\x0e2\x1b.agentskit.chat.v1.ToolWaitR\x04wait\"O\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\"\x81\x02\n" +
+	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\"\x8f\x03\n" +
 	"\rTurnCompleted\x120\n" +
 	"\x14assistant_message_id\x18\x01 \x01(\tR\x12assistantMessageId\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x127\n" +
 	"\bsnapshot\x18\x03 \x01(\v2\x1b.agentskit.chat.v1.SnapshotR\bsnapshot\x12\x16\n" +
 	"\x06cursor\x18\x04 \x01(\x03R\x06cursor\x12.\n" +
 	"\x05usage\x18\x05 \x01(\v2\x18.agentskit.chat.v1.UsageR\x05usage\x12#\n" +
-	"\rfinish_reason\x18\x06 \x01(\tR\ffinishReason\"s\n" +
+	"\rfinish_reason\x18\x06 \x01(\tR\ffinishReason\x12:\n" +
+	"\n" +
+	"tool_calls\x18\a \x03(\v2\x1b.agentskit.chat.v1.ToolCallR\ttoolCalls\x12P\n" +
+	"\x12pending_tool_calls\x18\b \x03(\v2\".agentskit.chat.v1.PendingToolCallR\x10pendingToolCalls\"s\n" +
 	"\n" +
 	"TurnFailed\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
 	"\tretryable\x18\x03 \x01(\bR\tretryable\x12\x19\n" +
-	"\broute_id\x18\x04 \x01(\tR\arouteId\"\xcd\x03\n" +
+	"\broute_id\x18\x04 \x01(\tR\arouteId\"\xb7\x05\n" +
 	"\x12StreamTurnResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -3720,7 +4560,11 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\bdecision\x18\x06 \x01(\v2\x1f.agentskit.chat.v1.TurnDecisionH\x00R\bdecision\x124\n" +
 	"\x05delta\x18\a \x01(\v2\x1c.agentskit.chat.v1.TextDeltaH\x00R\x05delta\x12@\n" +
 	"\tcompleted\x18\b \x01(\v2 .agentskit.chat.v1.TurnCompletedH\x00R\tcompleted\x127\n" +
-	"\x06failed\x18\t \x01(\v2\x1d.agentskit.chat.v1.TurnFailedH\x00R\x06failedB\a\n" +
+	"\x06failed\x18\t \x01(\v2\x1d.agentskit.chat.v1.TurnFailedH\x00R\x06failed\x12P\n" +
+	"\x11tool_call_started\x18\n" +
+	" \x01(\v2\".agentskit.chat.v1.ToolCallStartedH\x00R\x0ftoolCallStarted\x12J\n" +
+	"\x0ftool_call_delta\x18\v \x01(\v2 .agentskit.chat.v1.ToolCallDeltaH\x00R\rtoolCallDelta\x12J\n" +
+	"\x0ftool_call_ended\x18\f \x01(\v2 .agentskit.chat.v1.ToolCallEndedH\x00R\rtoolCallEndedB\a\n" +
 	"\x05event\"\xaa\x01\n" +
 	"\x16TruncateHistoryRequest\x12\x1d\n" +
 	"\n" +
@@ -3730,7 +4574,7 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x10_expected_cursor\"\x87\x01\n" +
 	"\x17TruncateHistoryResponse\x124\n" +
 	"\asession\x18\x01 \x01(\v2\x1a.agentskit.chat.v1.SessionR\asession\x126\n" +
-	"\bmessages\x18\x02 \x03(\v2\x1a.agentskit.chat.v1.MessageR\bmessages\"\xf2\x04\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1a.agentskit.chat.v1.MessageR\bmessages\"\xc4\x05\n" +
 	"\n" +
 	"TurnRecord\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\x12:\n" +
@@ -3749,7 +4593,8 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\n" +
 	"start_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12.\n" +
-	"\x05usage\x18\x0e \x01(\v2\x18.agentskit.chat.v1.UsageR\x05usage\"H\n" +
+	"\x05usage\x18\x0e \x01(\v2\x18.agentskit.chat.v1.UsageR\x05usage\x12P\n" +
+	"\x12pending_tool_calls\x18\x0f \x03(\v2\".agentskit.chat.v1.PendingToolCallR\x10pendingToolCalls\"H\n" +
 	"\x0eGetTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -3788,7 +4633,7 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\v2\x1a.agentskit.chat.v1.SessionH\x00R\asession\x12=\n" +
 	"\x05event\x18\x02 \x01(\v2%.agentskit.chat.v1.StreamTurnResponseH\x00R\x05event\x12A\n" +
 	"\theartbeat\x18\x03 \x01(\v2!.agentskit.chat.v1.WatchHeartbeatH\x00R\theartbeatB\x06\n" +
-	"\x04item*\x8a\x05\n" +
+	"\x04item*\xfe\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x01\x12%\n" +
@@ -3809,7 +4654,10 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x1bERROR_REASON_TURN_NOT_FOUND\x10\x0f\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x10\x12\x1d\n" +
 	"\x19ERROR_REASON_RATE_LIMITED\x10\x11\x12\x1d\n" +
-	"\x19ERROR_REASON_WATCH_BEHIND\x10\x12*k\n" +
+	"\x19ERROR_REASON_WATCH_BEHIND\x10\x12\x12\"\n" +
+	"\x1eERROR_REASON_TOOL_CALL_UNKNOWN\x10\x13\x12&\n" +
+	"\"ERROR_REASON_NO_PENDING_TOOL_CALLS\x10\x14\x12&\n" +
+	"\"ERROR_REASON_TOOL_CALLS_UNANSWERED\x10\x15*k\n" +
 	"\x0eDisconnectMode\x12\x1f\n" +
 	"\x1bDISCONNECT_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DISCONNECT_MODE_CANCEL\x10\x01\x12\x1c\n" +
@@ -3829,19 +4677,24 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x17TURN_KIND_DETERMINISTIC\x10\x01\x12\x15\n" +
 	"\x11TURN_KIND_AGENTIC\x10\x02\x12\x16\n" +
 	"\x12TURN_KIND_REPAIRED\x10\x03\x12\x16\n" +
-	"\x12TURN_KIND_FALLBACK\x10\x04*\x97\x01\n" +
+	"\x12TURN_KIND_FALLBACK\x10\x04*\xb3\x01\n" +
 	"\tOperation\x12\x19\n" +
 	"\x15OPERATION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OPERATION_SUBMIT\x10\x01\x12\x13\n" +
 	"\x0fOPERATION_RETRY\x10\x02\x12\x12\n" +
 	"\x0eOPERATION_EDIT\x10\x03\x12\x18\n" +
 	"\x14OPERATION_REGENERATE\x10\x04\x12\x16\n" +
-	"\x12OPERATION_DISPATCH\x10\x05*z\n" +
+	"\x12OPERATION_DISPATCH\x10\x05\x12\x1a\n" +
+	"\x16OPERATION_TOOL_RESULTS\x10\x06*z\n" +
 	"\vTurnOutcome\x12\x1c\n" +
 	"\x18TURN_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TURN_OUTCOME_RUNNING\x10\x01\x12\x1a\n" +
 	"\x16TURN_OUTCOME_COMPLETED\x10\x02\x12\x17\n" +
-	"\x13TURN_OUTCOME_FAILED\x10\x032\x88\t\n" +
+	"\x13TURN_OUTCOME_FAILED\x10\x03*S\n" +
+	"\bToolWait\x12\x19\n" +
+	"\x15TOOL_WAIT_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10TOOL_WAIT_RESULT\x10\x01\x12\x16\n" +
+	"\x12TOOL_WAIT_APPROVAL\x10\x022\x88\t\n" +
 	"\vChatService\x12h\n" +
 	"\x0fListDefinitions\x12).agentskit.chat.v1.ListDefinitionsRequest\x1a*.agentskit.chat.v1.ListDefinitionsResponse\x12b\n" +
 	"\rGetDefinition\x12'.agentskit.chat.v1.GetDefinitionRequest\x1a(.agentskit.chat.v1.GetDefinitionResponse\x12b\n" +
@@ -3872,8 +4725,8 @@ func file_agentskit_chat_v1_chat_proto_rawDescGZIP() []byte {
 	return file_agentskit_chat_v1_chat_proto_rawDescData
 }
 
-var file_agentskit_chat_v1_chat_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_agentskit_chat_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_agentskit_chat_v1_chat_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_agentskit_chat_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_agentskit_chat_v1_chat_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: agentskit.chat.v1.ErrorReason
 	(DisconnectMode)(0),             // 1: agentskit.chat.v1.DisconnectMode
@@ -3882,130 +4735,154 @@ var file_agentskit_chat_v1_chat_proto_goTypes = []any{
 	(TurnKind)(0),                   // 4: agentskit.chat.v1.TurnKind
 	(Operation)(0),                  // 5: agentskit.chat.v1.Operation
 	(TurnOutcome)(0),                // 6: agentskit.chat.v1.TurnOutcome
-	(*Message)(nil),                 // 7: agentskit.chat.v1.Message
-	(*AnswerOrigin)(nil),            // 8: agentskit.chat.v1.AnswerOrigin
-	(*Snapshot)(nil),                // 9: agentskit.chat.v1.Snapshot
-	(*Transition)(nil),              // 10: agentskit.chat.v1.Transition
-	(*StateInfo)(nil),               // 11: agentskit.chat.v1.StateInfo
-	(*RouteInfo)(nil),               // 12: agentskit.chat.v1.RouteInfo
-	(*Definition)(nil),              // 13: agentskit.chat.v1.Definition
-	(*Session)(nil),                 // 14: agentskit.chat.v1.Session
-	(*ListDefinitionsRequest)(nil),  // 15: agentskit.chat.v1.ListDefinitionsRequest
-	(*ListDefinitionsResponse)(nil), // 16: agentskit.chat.v1.ListDefinitionsResponse
-	(*GetDefinitionRequest)(nil),    // 17: agentskit.chat.v1.GetDefinitionRequest
-	(*GetDefinitionResponse)(nil),   // 18: agentskit.chat.v1.GetDefinitionResponse
-	(*CreateSessionRequest)(nil),    // 19: agentskit.chat.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),   // 20: agentskit.chat.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),       // 21: agentskit.chat.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 22: agentskit.chat.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),    // 23: agentskit.chat.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),   // 24: agentskit.chat.v1.DeleteSessionResponse
-	(*SubmitOperation)(nil),         // 25: agentskit.chat.v1.SubmitOperation
-	(*RetryOperation)(nil),          // 26: agentskit.chat.v1.RetryOperation
-	(*EditOperation)(nil),           // 27: agentskit.chat.v1.EditOperation
-	(*RegenerateOperation)(nil),     // 28: agentskit.chat.v1.RegenerateOperation
-	(*DispatchOperation)(nil),       // 29: agentskit.chat.v1.DispatchOperation
-	(*StreamTurnRequest)(nil),       // 30: agentskit.chat.v1.StreamTurnRequest
-	(*TurnStarted)(nil),             // 31: agentskit.chat.v1.TurnStarted
-	(*TurnDecision)(nil),            // 32: agentskit.chat.v1.TurnDecision
-	(*TextDelta)(nil),               // 33: agentskit.chat.v1.TextDelta
-	(*Usage)(nil),                   // 34: agentskit.chat.v1.Usage
-	(*TurnCompleted)(nil),           // 35: agentskit.chat.v1.TurnCompleted
-	(*TurnFailed)(nil),              // 36: agentskit.chat.v1.TurnFailed
-	(*StreamTurnResponse)(nil),      // 37: agentskit.chat.v1.StreamTurnResponse
-	(*TruncateHistoryRequest)(nil),  // 38: agentskit.chat.v1.TruncateHistoryRequest
-	(*TruncateHistoryResponse)(nil), // 39: agentskit.chat.v1.TruncateHistoryResponse
-	(*TurnRecord)(nil),              // 40: agentskit.chat.v1.TurnRecord
-	(*GetTurnRequest)(nil),          // 41: agentskit.chat.v1.GetTurnRequest
-	(*GetTurnResponse)(nil),         // 42: agentskit.chat.v1.GetTurnResponse
-	(*ListTurnsRequest)(nil),        // 43: agentskit.chat.v1.ListTurnsRequest
-	(*ListTurnsResponse)(nil),       // 44: agentskit.chat.v1.ListTurnsResponse
-	(*WatchTurnRequest)(nil),        // 45: agentskit.chat.v1.WatchTurnRequest
-	(*CancelTurnRequest)(nil),       // 46: agentskit.chat.v1.CancelTurnRequest
-	(*CancelTurnResponse)(nil),      // 47: agentskit.chat.v1.CancelTurnResponse
-	(*WatchSessionRequest)(nil),     // 48: agentskit.chat.v1.WatchSessionRequest
-	(*WatchHeartbeat)(nil),          // 49: agentskit.chat.v1.WatchHeartbeat
-	(*WatchSessionResponse)(nil),    // 50: agentskit.chat.v1.WatchSessionResponse
-	(*timestamppb.Timestamp)(nil),   // 51: google.protobuf.Timestamp
+	(ToolWait)(0),                   // 7: agentskit.chat.v1.ToolWait
+	(*Message)(nil),                 // 8: agentskit.chat.v1.Message
+	(*ToolCall)(nil),                // 9: agentskit.chat.v1.ToolCall
+	(*ToolDeclaration)(nil),         // 10: agentskit.chat.v1.ToolDeclaration
+	(*ToolResult)(nil),              // 11: agentskit.chat.v1.ToolResult
+	(*ToolApproval)(nil),            // 12: agentskit.chat.v1.ToolApproval
+	(*PendingToolCall)(nil),         // 13: agentskit.chat.v1.PendingToolCall
+	(*AnswerOrigin)(nil),            // 14: agentskit.chat.v1.AnswerOrigin
+	(*Snapshot)(nil),                // 15: agentskit.chat.v1.Snapshot
+	(*Transition)(nil),              // 16: agentskit.chat.v1.Transition
+	(*StateInfo)(nil),               // 17: agentskit.chat.v1.StateInfo
+	(*RouteInfo)(nil),               // 18: agentskit.chat.v1.RouteInfo
+	(*Definition)(nil),              // 19: agentskit.chat.v1.Definition
+	(*Session)(nil),                 // 20: agentskit.chat.v1.Session
+	(*ListDefinitionsRequest)(nil),  // 21: agentskit.chat.v1.ListDefinitionsRequest
+	(*ListDefinitionsResponse)(nil), // 22: agentskit.chat.v1.ListDefinitionsResponse
+	(*GetDefinitionRequest)(nil),    // 23: agentskit.chat.v1.GetDefinitionRequest
+	(*GetDefinitionResponse)(nil),   // 24: agentskit.chat.v1.GetDefinitionResponse
+	(*CreateSessionRequest)(nil),    // 25: agentskit.chat.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),   // 26: agentskit.chat.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),       // 27: agentskit.chat.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 28: agentskit.chat.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),    // 29: agentskit.chat.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),   // 30: agentskit.chat.v1.DeleteSessionResponse
+	(*SubmitOperation)(nil),         // 31: agentskit.chat.v1.SubmitOperation
+	(*RetryOperation)(nil),          // 32: agentskit.chat.v1.RetryOperation
+	(*EditOperation)(nil),           // 33: agentskit.chat.v1.EditOperation
+	(*RegenerateOperation)(nil),     // 34: agentskit.chat.v1.RegenerateOperation
+	(*DispatchOperation)(nil),       // 35: agentskit.chat.v1.DispatchOperation
+	(*ToolResultsOperation)(nil),    // 36: agentskit.chat.v1.ToolResultsOperation
+	(*StreamTurnRequest)(nil),       // 37: agentskit.chat.v1.StreamTurnRequest
+	(*TurnStarted)(nil),             // 38: agentskit.chat.v1.TurnStarted
+	(*TurnDecision)(nil),            // 39: agentskit.chat.v1.TurnDecision
+	(*TextDelta)(nil),               // 40: agentskit.chat.v1.TextDelta
+	(*ToolCallStarted)(nil),         // 41: agentskit.chat.v1.ToolCallStarted
+	(*ToolCallDelta)(nil),           // 42: agentskit.chat.v1.ToolCallDelta
+	(*ToolCallEnded)(nil),           // 43: agentskit.chat.v1.ToolCallEnded
+	(*Usage)(nil),                   // 44: agentskit.chat.v1.Usage
+	(*TurnCompleted)(nil),           // 45: agentskit.chat.v1.TurnCompleted
+	(*TurnFailed)(nil),              // 46: agentskit.chat.v1.TurnFailed
+	(*StreamTurnResponse)(nil),      // 47: agentskit.chat.v1.StreamTurnResponse
+	(*TruncateHistoryRequest)(nil),  // 48: agentskit.chat.v1.TruncateHistoryRequest
+	(*TruncateHistoryResponse)(nil), // 49: agentskit.chat.v1.TruncateHistoryResponse
+	(*TurnRecord)(nil),              // 50: agentskit.chat.v1.TurnRecord
+	(*GetTurnRequest)(nil),          // 51: agentskit.chat.v1.GetTurnRequest
+	(*GetTurnResponse)(nil),         // 52: agentskit.chat.v1.GetTurnResponse
+	(*ListTurnsRequest)(nil),        // 53: agentskit.chat.v1.ListTurnsRequest
+	(*ListTurnsResponse)(nil),       // 54: agentskit.chat.v1.ListTurnsResponse
+	(*WatchTurnRequest)(nil),        // 55: agentskit.chat.v1.WatchTurnRequest
+	(*CancelTurnRequest)(nil),       // 56: agentskit.chat.v1.CancelTurnRequest
+	(*CancelTurnResponse)(nil),      // 57: agentskit.chat.v1.CancelTurnResponse
+	(*WatchSessionRequest)(nil),     // 58: agentskit.chat.v1.WatchSessionRequest
+	(*WatchHeartbeat)(nil),          // 59: agentskit.chat.v1.WatchHeartbeat
+	(*WatchSessionResponse)(nil),    // 60: agentskit.chat.v1.WatchSessionResponse
+	(*timestamppb.Timestamp)(nil),   // 61: google.protobuf.Timestamp
 }
 var file_agentskit_chat_v1_chat_proto_depIdxs = []int32{
 	3,  // 0: agentskit.chat.v1.Message.role:type_name -> agentskit.chat.v1.Role
-	8,  // 1: agentskit.chat.v1.Message.origin:type_name -> agentskit.chat.v1.AnswerOrigin
-	4,  // 2: agentskit.chat.v1.AnswerOrigin.kind:type_name -> agentskit.chat.v1.TurnKind
-	10, // 3: agentskit.chat.v1.StateInfo.transitions:type_name -> agentskit.chat.v1.Transition
-	4,  // 4: agentskit.chat.v1.RouteInfo.kind:type_name -> agentskit.chat.v1.TurnKind
-	11, // 5: agentskit.chat.v1.Definition.states:type_name -> agentskit.chat.v1.StateInfo
-	12, // 6: agentskit.chat.v1.Definition.routes:type_name -> agentskit.chat.v1.RouteInfo
-	2,  // 7: agentskit.chat.v1.Session.history_mode:type_name -> agentskit.chat.v1.HistoryMode
-	9,  // 8: agentskit.chat.v1.Session.snapshot:type_name -> agentskit.chat.v1.Snapshot
-	13, // 9: agentskit.chat.v1.ListDefinitionsResponse.definitions:type_name -> agentskit.chat.v1.Definition
-	13, // 10: agentskit.chat.v1.GetDefinitionResponse.definition:type_name -> agentskit.chat.v1.Definition
-	2,  // 11: agentskit.chat.v1.CreateSessionRequest.history_mode:type_name -> agentskit.chat.v1.HistoryMode
-	14, // 12: agentskit.chat.v1.CreateSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	14, // 13: agentskit.chat.v1.GetSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	7,  // 14: agentskit.chat.v1.GetSessionResponse.messages:type_name -> agentskit.chat.v1.Message
-	7,  // 15: agentskit.chat.v1.DispatchOperation.messages:type_name -> agentskit.chat.v1.Message
-	25, // 16: agentskit.chat.v1.StreamTurnRequest.submit:type_name -> agentskit.chat.v1.SubmitOperation
-	26, // 17: agentskit.chat.v1.StreamTurnRequest.retry:type_name -> agentskit.chat.v1.RetryOperation
-	27, // 18: agentskit.chat.v1.StreamTurnRequest.edit:type_name -> agentskit.chat.v1.EditOperation
-	28, // 19: agentskit.chat.v1.StreamTurnRequest.regenerate:type_name -> agentskit.chat.v1.RegenerateOperation
-	29, // 20: agentskit.chat.v1.StreamTurnRequest.dispatch:type_name -> agentskit.chat.v1.DispatchOperation
-	1,  // 21: agentskit.chat.v1.StreamTurnRequest.on_disconnect:type_name -> agentskit.chat.v1.DisconnectMode
-	5,  // 22: agentskit.chat.v1.TurnStarted.operation:type_name -> agentskit.chat.v1.Operation
-	4,  // 23: agentskit.chat.v1.TurnDecision.kind:type_name -> agentskit.chat.v1.TurnKind
-	9,  // 24: agentskit.chat.v1.TurnCompleted.snapshot:type_name -> agentskit.chat.v1.Snapshot
-	34, // 25: agentskit.chat.v1.TurnCompleted.usage:type_name -> agentskit.chat.v1.Usage
-	51, // 26: agentskit.chat.v1.StreamTurnResponse.time:type_name -> google.protobuf.Timestamp
-	31, // 27: agentskit.chat.v1.StreamTurnResponse.started:type_name -> agentskit.chat.v1.TurnStarted
-	32, // 28: agentskit.chat.v1.StreamTurnResponse.decision:type_name -> agentskit.chat.v1.TurnDecision
-	33, // 29: agentskit.chat.v1.StreamTurnResponse.delta:type_name -> agentskit.chat.v1.TextDelta
-	35, // 30: agentskit.chat.v1.StreamTurnResponse.completed:type_name -> agentskit.chat.v1.TurnCompleted
-	36, // 31: agentskit.chat.v1.StreamTurnResponse.failed:type_name -> agentskit.chat.v1.TurnFailed
-	14, // 32: agentskit.chat.v1.TruncateHistoryResponse.session:type_name -> agentskit.chat.v1.Session
-	7,  // 33: agentskit.chat.v1.TruncateHistoryResponse.messages:type_name -> agentskit.chat.v1.Message
-	5,  // 34: agentskit.chat.v1.TurnRecord.operation:type_name -> agentskit.chat.v1.Operation
-	6,  // 35: agentskit.chat.v1.TurnRecord.outcome:type_name -> agentskit.chat.v1.TurnOutcome
-	4,  // 36: agentskit.chat.v1.TurnRecord.kind:type_name -> agentskit.chat.v1.TurnKind
-	36, // 37: agentskit.chat.v1.TurnRecord.failure:type_name -> agentskit.chat.v1.TurnFailed
-	51, // 38: agentskit.chat.v1.TurnRecord.start_time:type_name -> google.protobuf.Timestamp
-	51, // 39: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
-	34, // 40: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
-	40, // 41: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	40, // 42: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
-	40, // 43: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	51, // 44: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	14, // 45: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	37, // 46: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
-	49, // 47: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
-	15, // 48: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
-	17, // 49: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
-	19, // 50: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
-	21, // 51: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
-	23, // 52: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
-	30, // 53: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
-	38, // 54: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
-	41, // 55: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
-	43, // 56: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
-	45, // 57: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
-	46, // 58: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
-	48, // 59: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
-	16, // 60: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
-	18, // 61: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
-	20, // 62: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
-	22, // 63: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
-	24, // 64: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
-	37, // 65: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	39, // 66: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
-	42, // 67: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
-	44, // 68: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
-	37, // 69: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	47, // 70: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
-	50, // 71: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
-	60, // [60:72] is the sub-list for method output_type
-	48, // [48:60] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	14, // 1: agentskit.chat.v1.Message.origin:type_name -> agentskit.chat.v1.AnswerOrigin
+	9,  // 2: agentskit.chat.v1.Message.tool_calls:type_name -> agentskit.chat.v1.ToolCall
+	7,  // 3: agentskit.chat.v1.PendingToolCall.wait:type_name -> agentskit.chat.v1.ToolWait
+	4,  // 4: agentskit.chat.v1.AnswerOrigin.kind:type_name -> agentskit.chat.v1.TurnKind
+	16, // 5: agentskit.chat.v1.StateInfo.transitions:type_name -> agentskit.chat.v1.Transition
+	4,  // 6: agentskit.chat.v1.RouteInfo.kind:type_name -> agentskit.chat.v1.TurnKind
+	17, // 7: agentskit.chat.v1.Definition.states:type_name -> agentskit.chat.v1.StateInfo
+	18, // 8: agentskit.chat.v1.Definition.routes:type_name -> agentskit.chat.v1.RouteInfo
+	2,  // 9: agentskit.chat.v1.Session.history_mode:type_name -> agentskit.chat.v1.HistoryMode
+	15, // 10: agentskit.chat.v1.Session.snapshot:type_name -> agentskit.chat.v1.Snapshot
+	19, // 11: agentskit.chat.v1.ListDefinitionsResponse.definitions:type_name -> agentskit.chat.v1.Definition
+	19, // 12: agentskit.chat.v1.GetDefinitionResponse.definition:type_name -> agentskit.chat.v1.Definition
+	2,  // 13: agentskit.chat.v1.CreateSessionRequest.history_mode:type_name -> agentskit.chat.v1.HistoryMode
+	20, // 14: agentskit.chat.v1.CreateSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	20, // 15: agentskit.chat.v1.GetSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	8,  // 16: agentskit.chat.v1.GetSessionResponse.messages:type_name -> agentskit.chat.v1.Message
+	8,  // 17: agentskit.chat.v1.DispatchOperation.messages:type_name -> agentskit.chat.v1.Message
+	12, // 18: agentskit.chat.v1.DispatchOperation.approvals:type_name -> agentskit.chat.v1.ToolApproval
+	11, // 19: agentskit.chat.v1.ToolResultsOperation.results:type_name -> agentskit.chat.v1.ToolResult
+	12, // 20: agentskit.chat.v1.ToolResultsOperation.approvals:type_name -> agentskit.chat.v1.ToolApproval
+	31, // 21: agentskit.chat.v1.StreamTurnRequest.submit:type_name -> agentskit.chat.v1.SubmitOperation
+	32, // 22: agentskit.chat.v1.StreamTurnRequest.retry:type_name -> agentskit.chat.v1.RetryOperation
+	33, // 23: agentskit.chat.v1.StreamTurnRequest.edit:type_name -> agentskit.chat.v1.EditOperation
+	34, // 24: agentskit.chat.v1.StreamTurnRequest.regenerate:type_name -> agentskit.chat.v1.RegenerateOperation
+	35, // 25: agentskit.chat.v1.StreamTurnRequest.dispatch:type_name -> agentskit.chat.v1.DispatchOperation
+	36, // 26: agentskit.chat.v1.StreamTurnRequest.tool_results:type_name -> agentskit.chat.v1.ToolResultsOperation
+	1,  // 27: agentskit.chat.v1.StreamTurnRequest.on_disconnect:type_name -> agentskit.chat.v1.DisconnectMode
+	10, // 28: agentskit.chat.v1.StreamTurnRequest.tools:type_name -> agentskit.chat.v1.ToolDeclaration
+	5,  // 29: agentskit.chat.v1.TurnStarted.operation:type_name -> agentskit.chat.v1.Operation
+	4,  // 30: agentskit.chat.v1.TurnDecision.kind:type_name -> agentskit.chat.v1.TurnKind
+	7,  // 31: agentskit.chat.v1.ToolCallEnded.wait:type_name -> agentskit.chat.v1.ToolWait
+	15, // 32: agentskit.chat.v1.TurnCompleted.snapshot:type_name -> agentskit.chat.v1.Snapshot
+	44, // 33: agentskit.chat.v1.TurnCompleted.usage:type_name -> agentskit.chat.v1.Usage
+	9,  // 34: agentskit.chat.v1.TurnCompleted.tool_calls:type_name -> agentskit.chat.v1.ToolCall
+	13, // 35: agentskit.chat.v1.TurnCompleted.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
+	61, // 36: agentskit.chat.v1.StreamTurnResponse.time:type_name -> google.protobuf.Timestamp
+	38, // 37: agentskit.chat.v1.StreamTurnResponse.started:type_name -> agentskit.chat.v1.TurnStarted
+	39, // 38: agentskit.chat.v1.StreamTurnResponse.decision:type_name -> agentskit.chat.v1.TurnDecision
+	40, // 39: agentskit.chat.v1.StreamTurnResponse.delta:type_name -> agentskit.chat.v1.TextDelta
+	45, // 40: agentskit.chat.v1.StreamTurnResponse.completed:type_name -> agentskit.chat.v1.TurnCompleted
+	46, // 41: agentskit.chat.v1.StreamTurnResponse.failed:type_name -> agentskit.chat.v1.TurnFailed
+	41, // 42: agentskit.chat.v1.StreamTurnResponse.tool_call_started:type_name -> agentskit.chat.v1.ToolCallStarted
+	42, // 43: agentskit.chat.v1.StreamTurnResponse.tool_call_delta:type_name -> agentskit.chat.v1.ToolCallDelta
+	43, // 44: agentskit.chat.v1.StreamTurnResponse.tool_call_ended:type_name -> agentskit.chat.v1.ToolCallEnded
+	20, // 45: agentskit.chat.v1.TruncateHistoryResponse.session:type_name -> agentskit.chat.v1.Session
+	8,  // 46: agentskit.chat.v1.TruncateHistoryResponse.messages:type_name -> agentskit.chat.v1.Message
+	5,  // 47: agentskit.chat.v1.TurnRecord.operation:type_name -> agentskit.chat.v1.Operation
+	6,  // 48: agentskit.chat.v1.TurnRecord.outcome:type_name -> agentskit.chat.v1.TurnOutcome
+	4,  // 49: agentskit.chat.v1.TurnRecord.kind:type_name -> agentskit.chat.v1.TurnKind
+	46, // 50: agentskit.chat.v1.TurnRecord.failure:type_name -> agentskit.chat.v1.TurnFailed
+	61, // 51: agentskit.chat.v1.TurnRecord.start_time:type_name -> google.protobuf.Timestamp
+	61, // 52: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
+	44, // 53: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
+	13, // 54: agentskit.chat.v1.TurnRecord.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
+	50, // 55: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	50, // 56: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
+	50, // 57: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	61, // 58: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	20, // 59: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	47, // 60: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
+	59, // 61: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
+	21, // 62: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
+	23, // 63: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
+	25, // 64: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
+	27, // 65: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
+	29, // 66: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
+	37, // 67: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
+	48, // 68: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
+	51, // 69: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
+	53, // 70: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
+	55, // 71: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
+	56, // 72: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
+	58, // 73: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
+	22, // 74: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
+	24, // 75: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
+	26, // 76: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
+	28, // 77: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
+	30, // 78: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
+	47, // 79: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	49, // 80: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
+	52, // 81: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
+	54, // 82: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
+	47, // 83: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	57, // 84: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
+	60, // 85: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
+	74, // [74:86] is the sub-list for method output_type
+	62, // [62:74] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_agentskit_chat_v1_chat_proto_init() }
@@ -4013,24 +4890,28 @@ func file_agentskit_chat_v1_chat_proto_init() {
 	if File_agentskit_chat_v1_chat_proto != nil {
 		return
 	}
-	file_agentskit_chat_v1_chat_proto_msgTypes[16].OneofWrappers = []any{}
-	file_agentskit_chat_v1_chat_proto_msgTypes[23].OneofWrappers = []any{
+	file_agentskit_chat_v1_chat_proto_msgTypes[21].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[29].OneofWrappers = []any{
 		(*StreamTurnRequest_Submit)(nil),
 		(*StreamTurnRequest_Retry)(nil),
 		(*StreamTurnRequest_Edit)(nil),
 		(*StreamTurnRequest_Regenerate)(nil),
 		(*StreamTurnRequest_Dispatch)(nil),
+		(*StreamTurnRequest_ToolResults)(nil),
 	}
-	file_agentskit_chat_v1_chat_proto_msgTypes[30].OneofWrappers = []any{
+	file_agentskit_chat_v1_chat_proto_msgTypes[39].OneofWrappers = []any{
 		(*StreamTurnResponse_Started)(nil),
 		(*StreamTurnResponse_Decision)(nil),
 		(*StreamTurnResponse_Delta)(nil),
 		(*StreamTurnResponse_Completed)(nil),
 		(*StreamTurnResponse_Failed)(nil),
+		(*StreamTurnResponse_ToolCallStarted)(nil),
+		(*StreamTurnResponse_ToolCallDelta)(nil),
+		(*StreamTurnResponse_ToolCallEnded)(nil),
 	}
-	file_agentskit_chat_v1_chat_proto_msgTypes[31].OneofWrappers = []any{}
-	file_agentskit_chat_v1_chat_proto_msgTypes[41].OneofWrappers = []any{}
-	file_agentskit_chat_v1_chat_proto_msgTypes[43].OneofWrappers = []any{
+	file_agentskit_chat_v1_chat_proto_msgTypes[40].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[50].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[52].OneofWrappers = []any{
 		(*WatchSessionResponse_Session)(nil),
 		(*WatchSessionResponse_Event)(nil),
 		(*WatchSessionResponse_Heartbeat)(nil),
@@ -4040,8 +4921,8 @@ func file_agentskit_chat_v1_chat_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentskit_chat_v1_chat_proto_rawDesc), len(file_agentskit_chat_v1_chat_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   44,
+			NumEnums:      8,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -75,6 +75,19 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     again after metadata `cursor`, the last session cursor sent. (A WatchTurn caller that
     stops reading ends as a StreamTurn caller does, with DEADLINE_EXCEEDED.)
     """
+    ERROR_REASON_TOOL_CALL_UNKNOWN: _ErrorReason.ValueType  # 19
+    """A tool result or approval names a call id that the session's last answer does not
+    wait on: unknown, or already answered (INVALID_ARGUMENT); metadata `field` names it.
+    """
+    ERROR_REASON_NO_PENDING_TOOL_CALLS: _ErrorReason.ValueType  # 20
+    """Tool results or approvals were sent, but the session's last answer waits on no tool
+    call (FAILED_PRECONDITION).
+    """
+    ERROR_REASON_TOOL_CALLS_UNANSWERED: _ErrorReason.ValueType  # 21
+    """The request does not answer every call the last answer waits on: each call waiting
+    for a result needs one, each call waiting for approval needs a decision
+    (INVALID_ARGUMENT); metadata `field` names the first call left unanswered.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason lists the `reason` values of the google.rpc.ErrorInfo attached to errors."""
@@ -121,6 +134,19 @@ ERROR_REASON_WATCH_BEHIND: ErrorReason.ValueType  # 18
 """A session watch fell further behind than the server keeps events for (ABORTED); watch
 again after metadata `cursor`, the last session cursor sent. (A WatchTurn caller that
 stops reading ends as a StreamTurn caller does, with DEADLINE_EXCEEDED.)
+"""
+ERROR_REASON_TOOL_CALL_UNKNOWN: ErrorReason.ValueType  # 19
+"""A tool result or approval names a call id that the session's last answer does not
+wait on: unknown, or already answered (INVALID_ARGUMENT); metadata `field` names it.
+"""
+ERROR_REASON_NO_PENDING_TOOL_CALLS: ErrorReason.ValueType  # 20
+"""Tool results or approvals were sent, but the session's last answer waits on no tool
+call (FAILED_PRECONDITION).
+"""
+ERROR_REASON_TOOL_CALLS_UNANSWERED: ErrorReason.ValueType  # 21
+"""The request does not answer every call the last answer waits on: each call waiting
+for a result needs one, each call waiting for approval needs a decision
+(INVALID_ARGUMENT); metadata `field` names the first call left unanswered.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
@@ -268,6 +294,8 @@ class _OperationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Operation.V
     """An assistant answer was dropped and produced again."""
     OPERATION_DISPATCH: _Operation.ValueType  # 5
     """A client-held history was sent whole."""
+    OPERATION_TOOL_RESULTS: _Operation.ValueType  # 6
+    """Tool results (or approval decisions) continued the last answer."""
 
 class Operation(_Operation, metaclass=_OperationEnumTypeWrapper):
     """Operation names what a turn does to the history before it is resolved."""
@@ -284,6 +312,8 @@ OPERATION_REGENERATE: Operation.ValueType  # 4
 """An assistant answer was dropped and produced again."""
 OPERATION_DISPATCH: Operation.ValueType  # 5
 """A client-held history was sent whole."""
+OPERATION_TOOL_RESULTS: Operation.ValueType  # 6
+"""Tool results (or approval decisions) continued the last answer."""
 Global___Operation: _TypeAlias = Operation  # noqa: Y015
 
 class _TurnOutcome:
@@ -314,6 +344,34 @@ TURN_OUTCOME_FAILED: TurnOutcome.ValueType  # 3
 """The turn failed and committed nothing but its failure."""
 Global___TurnOutcome: _TypeAlias = TurnOutcome  # noqa: Y015
 
+class _ToolWait:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ToolWaitEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ToolWait.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TOOL_WAIT_UNSPECIFIED: _ToolWait.ValueType  # 0
+    """Never sent."""
+    TOOL_WAIT_RESULT: _ToolWait.ValueType  # 1
+    """The client runs the tool and sends its result."""
+    TOOL_WAIT_APPROVAL: _ToolWait.ValueType  # 2
+    """The definition marks the tool as needing approval: a person approves or denies the
+    call first.
+    """
+
+class ToolWait(_ToolWait, metaclass=_ToolWaitEnumTypeWrapper):
+    """ToolWait says what a pending tool call waits for."""
+
+TOOL_WAIT_UNSPECIFIED: ToolWait.ValueType  # 0
+"""Never sent."""
+TOOL_WAIT_RESULT: ToolWait.ValueType  # 1
+"""The client runs the tool and sends its result."""
+TOOL_WAIT_APPROVAL: ToolWait.ValueType  # 2
+"""The definition marks the tool as needing approval: a person approves or denies the
+call first.
+"""
+Global___ToolWait: _TypeAlias = ToolWait  # noqa: Y015
+
 @_typing.final
 class Message(_message.Message):
     """Message is one entry of a conversation history."""
@@ -324,6 +382,8 @@ class Message(_message.Message):
     ROLE_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
     ORIGIN_FIELD_NUMBER: _builtins.int
+    TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Unique within the session; chosen by the server for server-held history unless the
     client supplies one, chosen by the client for client-held history.
@@ -332,11 +392,19 @@ class Message(_message.Message):
     """Author of the message."""
     content: _builtins.str
     """Text of the message."""
+    tool_call_id: _builtins.str
+    """For a ROLE_TOOL message: the call this message is the result of; its content is the
+    result.
+    """
     @_builtins.property
     def origin(self) -> Global___AnswerOrigin:
         """For an assistant message of a server-held history read with GetSession or
         TruncateHistory: how the turn that produced it was answered. Absent otherwise.
         """
+
+    @_builtins.property
+    def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCall]:
+        """For an assistant message: the tools the model called in this answer, in order."""
 
     def __init__(
         self,
@@ -345,14 +413,168 @@ class Message(_message.Message):
         role: Global___Role.ValueType = ...,
         content: _builtins.str = ...,
         origin: Global___AnswerOrigin | None = ...,
+        tool_calls: _abc.Iterable[Global___ToolCall] | None = ...,
+        tool_call_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["origin", b"origin"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "id", b"id", "origin", b"origin", "role", b"role"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "id", b"id", "origin", b"origin", "role", b"role", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Message: _TypeAlias = Message  # noqa: Y015
+
+@_typing.final
+class ToolCall(_message.Message):
+    """ToolCall is one call of a tool the model made in an answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Unique within the session's history; chosen by the model (or the server)."""
+    name: _builtins.str
+    """The tool's name, as declared."""
+    arguments: _builtins.str
+    """The arguments as JSON text, exactly as the model wrote them."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        arguments: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "id", b"id", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolCall: _TypeAlias = ToolCall  # noqa: Y015
+
+@_typing.final
+class ToolDeclaration(_message.Message):
+    """ToolDeclaration is a tool the model may call in a turn. The client runs it: a turn
+    whose answer calls it completes waiting for its result (see PendingToolCall).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    PARAMETERS_JSON_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The tool's name: letters, digits, `_` and `-`, at most 64 characters."""
+    description: _builtins.str
+    """What the tool does, for the model."""
+    parameters_json: _builtins.str
+    """The arguments' JSON Schema (an object schema) as JSON text; empty for no arguments."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        parameters_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "parameters_json", b"parameters_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolDeclaration: _TypeAlias = ToolDeclaration  # noqa: Y015
+
+@_typing.final
+class ToolResult(_message.Message):
+    """ToolResult answers one call the last answer waits on with the tool's output."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    tool_call_id: _builtins.str
+    """The call answered."""
+    content: _builtins.str
+    """The tool's output, as the model should read it (often JSON text)."""
+    message_id: _builtins.str
+    """Optional id of the stored tool message; the server chooses one when empty."""
+    def __init__(
+        self,
+        *,
+        tool_call_id: _builtins.str = ...,
+        content: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "message_id", b"message_id", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolResult: _TypeAlias = ToolResult  # noqa: Y015
+
+@_typing.final
+class ToolApproval(_message.Message):
+    """ToolApproval decides on one call that waits for approval (see ToolWait)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    APPROVED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    tool_call_id: _builtins.str
+    """The call decided on."""
+    approved: _builtins.bool
+    """True to let the call run; false to deny it: the model then reads a denied result."""
+    reason: _builtins.str
+    """Optional reason, passed to the model with a denial."""
+    def __init__(
+        self,
+        *,
+        tool_call_id: _builtins.str = ...,
+        approved: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approved", b"approved", "reason", b"reason", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolApproval: _TypeAlias = ToolApproval  # noqa: Y015
+
+@_typing.final
+class PendingToolCall(_message.Message):
+    """PendingToolCall is a call a completed turn's answer waits on."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    WAIT_FIELD_NUMBER: _builtins.int
+    tool_call_id: _builtins.str
+    """The call."""
+    name: _builtins.str
+    """The tool's name."""
+    wait: Global___ToolWait.ValueType
+    """What it waits for."""
+    def __init__(
+        self,
+        *,
+        tool_call_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        wait: Global___ToolWait.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "tool_call_id", b"tool_call_id", "wait", b"wait"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingToolCall: _TypeAlias = PendingToolCall  # noqa: Y015
 
 @_typing.final
 class AnswerOrigin(_message.Message):
@@ -983,27 +1205,70 @@ Global___RegenerateOperation: _TypeAlias = RegenerateOperation  # noqa: Y015
 
 @_typing.final
 class DispatchOperation(_message.Message):
-    """DispatchOperation resolves the last user message of a client-held history."""
+    """DispatchOperation resolves the last user message of a client-held history. A history
+    that ends with tool messages answering the last answer's pending calls continues that
+    answer instead: it goes to the model, never through the routes.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     MESSAGES_FIELD_NUMBER: _builtins.int
+    APPROVALS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]:
         """The full retained history, oldest first."""
+
+    @_builtins.property
+    def approvals(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolApproval]:
+        """Decisions on the last answer's calls that wait for approval."""
 
     def __init__(
         self,
         *,
         messages: _abc.Iterable[Global___Message] | None = ...,
+        approvals: _abc.Iterable[Global___ToolApproval] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approvals", b"approvals", "messages", b"messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DispatchOperation: _TypeAlias = DispatchOperation  # noqa: Y015
+
+@_typing.final
+class ToolResultsOperation(_message.Message):
+    """ToolResultsOperation continues the last answer of a server-held history: it stores the
+    results (and the denied results of denied calls) and sends the history to the model.
+    It must answer every call the answer waits on (see PendingToolCall); an approved call
+    without a result is sent back to the client to run, and the turn completes waiting.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    APPROVALS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolResult]:
+        """Results of calls waiting for a result (or approved in this request)."""
+
+    @_builtins.property
+    def approvals(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolApproval]:
+        """Decisions on calls waiting for approval."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ToolResult] | None = ...,
+        approvals: _abc.Iterable[Global___ToolApproval] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approvals", b"approvals", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolResultsOperation: _TypeAlias = ToolResultsOperation  # noqa: Y015
 
 @_typing.final
 class StreamTurnRequest(_message.Message):
@@ -1018,8 +1283,12 @@ class StreamTurnRequest(_message.Message):
     EDIT_FIELD_NUMBER: _builtins.int
     REGENERATE_FIELD_NUMBER: _builtins.int
     DISPATCH_FIELD_NUMBER: _builtins.int
+    TOOL_RESULTS_FIELD_NUMBER: _builtins.int
     EXPECTED_CURSOR_FIELD_NUMBER: _builtins.int
     ON_DISCONNECT_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    TOOL_CHOICE_FIELD_NUMBER: _builtins.int
+    PARALLEL_TOOL_CALLS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Session id."""
     turn_id: _builtins.str
@@ -1036,6 +1305,12 @@ class StreamTurnRequest(_message.Message):
     """
     on_disconnect: Global___DisconnectMode.ValueType
     """What a disconnect of this stream does to the turn; cancel when unspecified."""
+    tool_choice: _builtins.str
+    """"auto", "none", "required", or the name of the one declared tool the model must
+    call; empty leaves the model's default.
+    """
+    parallel_tool_calls: _builtins.bool
+    """Whether the model may call several tools in one answer; unset leaves its default."""
     @_builtins.property
     def submit(self) -> Global___SubmitOperation:
         """Append a user message and resolve it."""
@@ -1056,6 +1331,16 @@ class StreamTurnRequest(_message.Message):
     def dispatch(self) -> Global___DispatchOperation:
         """Resolve a client-held history."""
 
+    @_builtins.property
+    def tool_results(self) -> Global___ToolResultsOperation:
+        """Continue the last answer of a server-held history with tool results."""
+
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolDeclaration]:
+        """Tools the model may call in this turn (send them with every turn that may call
+        them). A route's answer never calls a tool.
+        """
+
     def __init__(
         self,
         *,
@@ -1066,19 +1351,27 @@ class StreamTurnRequest(_message.Message):
         edit: Global___EditOperation | None = ...,
         regenerate: Global___RegenerateOperation | None = ...,
         dispatch: Global___DispatchOperation | None = ...,
+        tool_results: Global___ToolResultsOperation | None = ...,
         expected_cursor: _builtins.int | None = ...,
         on_disconnect: Global___DisconnectMode.ValueType = ...,
+        tools: _abc.Iterable[Global___ToolDeclaration] | None = ...,
+        tool_choice: _builtins.str = ...,
+        parallel_tool_calls: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "dispatch", b"dispatch", "edit", b"edit", "expected_cursor", b"expected_cursor", "operation", b"operation", "regenerate", b"regenerate", "retry", b"retry", "submit", b"submit"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "_parallel_tool_calls", b"_parallel_tool_calls", "dispatch", b"dispatch", "edit", b"edit", "expected_cursor", b"expected_cursor", "operation", b"operation", "parallel_tool_calls", b"parallel_tool_calls", "regenerate", b"regenerate", "retry", b"retry", "submit", b"submit", "tool_results", b"tool_results"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "dispatch", b"dispatch", "edit", b"edit", "expected_cursor", b"expected_cursor", "on_disconnect", b"on_disconnect", "operation", b"operation", "regenerate", b"regenerate", "retry", b"retry", "session_id", b"session_id", "submit", b"submit", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor", "_parallel_tool_calls", b"_parallel_tool_calls", "dispatch", b"dispatch", "edit", b"edit", "expected_cursor", b"expected_cursor", "on_disconnect", b"on_disconnect", "operation", b"operation", "parallel_tool_calls", b"parallel_tool_calls", "regenerate", b"regenerate", "retry", b"retry", "session_id", b"session_id", "submit", b"submit", "tool_choice", b"tool_choice", "tool_results", b"tool_results", "tools", b"tools", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_cursor: _TypeAlias = _typing.Literal["expected_cursor"]  # noqa: Y015
     _WhichOneofArgType__expected_cursor: _TypeAlias = _typing.Literal["_expected_cursor", b"_expected_cursor"]  # noqa: Y015
-    _WhichOneofReturnType_operation: _TypeAlias = _typing.Literal["submit", "retry", "edit", "regenerate", "dispatch"]  # noqa: Y015
+    _WhichOneofReturnType__parallel_tool_calls: _TypeAlias = _typing.Literal["parallel_tool_calls"]  # noqa: Y015
+    _WhichOneofArgType__parallel_tool_calls: _TypeAlias = _typing.Literal["_parallel_tool_calls", b"_parallel_tool_calls"]  # noqa: Y015
+    _WhichOneofReturnType_operation: _TypeAlias = _typing.Literal["submit", "retry", "edit", "regenerate", "dispatch", "tool_results"]  # noqa: Y015
     _WhichOneofArgType_operation: _TypeAlias = _typing.Literal["operation", b"operation"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_cursor) -> _WhichOneofReturnType__expected_cursor | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__parallel_tool_calls) -> _WhichOneofReturnType__parallel_tool_calls | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_operation) -> _WhichOneofReturnType_operation | None: ...
 
@@ -1189,6 +1482,88 @@ class TextDelta(_message.Message):
 Global___TextDelta: _TypeAlias = TextDelta  # noqa: Y015
 
 @_typing.final
+class ToolCallStarted(_message.Message):
+    """ToolCallStarted says the model started calling a tool."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    tool_call_id: _builtins.str
+    """The call's id."""
+    name: _builtins.str
+    """The tool's name."""
+    def __init__(
+        self,
+        *,
+        tool_call_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolCallStarted: _TypeAlias = ToolCallStarted  # noqa: Y015
+
+@_typing.final
+class ToolCallDelta(_message.Message):
+    """ToolCallDelta is the next piece of a started call's arguments (JSON text)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_DELTA_FIELD_NUMBER: _builtins.int
+    tool_call_id: _builtins.str
+    """The call."""
+    arguments_delta: _builtins.str
+    """The next piece of the arguments."""
+    def __init__(
+        self,
+        *,
+        tool_call_id: _builtins.str = ...,
+        arguments_delta: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_delta", b"arguments_delta", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolCallDelta: _TypeAlias = ToolCallDelta  # noqa: Y015
+
+@_typing.final
+class ToolCallEnded(_message.Message):
+    """ToolCallEnded says a call's arguments are complete."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    WAIT_FIELD_NUMBER: _builtins.int
+    tool_call_id: _builtins.str
+    """The call."""
+    arguments: _builtins.str
+    """The complete arguments: the concatenation of the call's deltas."""
+    wait: Global___ToolWait.ValueType
+    """What the call waits for once the turn completes."""
+    def __init__(
+        self,
+        *,
+        tool_call_id: _builtins.str = ...,
+        arguments: _builtins.str = ...,
+        wait: Global___ToolWait.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "tool_call_id", b"tool_call_id", "wait", b"wait"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolCallEnded: _TypeAlias = ToolCallEnded  # noqa: Y015
+
+@_typing.final
 class Usage(_message.Message):
     """Usage counts model tokens of an agentic turn."""
 
@@ -1226,6 +1601,8 @@ class TurnCompleted(_message.Message):
     CURSOR_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     FINISH_REASON_FIELD_NUMBER: _builtins.int
+    TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    PENDING_TOOL_CALLS_FIELD_NUMBER: _builtins.int
     assistant_message_id: _builtins.str
     """Id of the stored assistant message."""
     content: _builtins.str
@@ -1235,6 +1612,8 @@ class TurnCompleted(_message.Message):
     finish_reason: _builtins.str
     """Why the model stopped, as the model said it: "stop", "length" (cut by the token
     limit), "content_filter"... Empty for deterministic turns and for a repeated turn.
+    "tool_calls" when the answer waits for tool results, "tool_approval" when at least
+    one call waits for approval (see pending_tool_calls).
     """
     @_builtins.property
     def snapshot(self) -> Global___Snapshot:
@@ -1243,6 +1622,16 @@ class TurnCompleted(_message.Message):
     @_builtins.property
     def usage(self) -> Global___Usage:
         """Model token usage; absent for deterministic turns."""
+
+    @_builtins.property
+    def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCall]:
+        """The tools the answer called, in order (also on the stored assistant message)."""
+
+    @_builtins.property
+    def pending_tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingToolCall]:
+        """The calls the answer waits on; the session's next turn must answer each (a
+        tool_results operation, or a dispatch whose history ends with their results).
+        """
 
     def __init__(
         self,
@@ -1253,10 +1642,12 @@ class TurnCompleted(_message.Message):
         cursor: _builtins.int = ...,
         usage: Global___Usage | None = ...,
         finish_reason: _builtins.str = ...,
+        tool_calls: _abc.Iterable[Global___ToolCall] | None = ...,
+        pending_tool_calls: _abc.Iterable[Global___PendingToolCall] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["snapshot", b"snapshot", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assistant_message_id", b"assistant_message_id", "content", b"content", "cursor", b"cursor", "finish_reason", b"finish_reason", "snapshot", b"snapshot", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assistant_message_id", b"assistant_message_id", "content", b"content", "cursor", b"cursor", "finish_reason", b"finish_reason", "pending_tool_calls", b"pending_tool_calls", "snapshot", b"snapshot", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1321,6 +1712,9 @@ class StreamTurnResponse(_message.Message):
     DELTA_FIELD_NUMBER: _builtins.int
     COMPLETED_FIELD_NUMBER: _builtins.int
     FAILED_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_STARTED_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_DELTA_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_ENDED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Session id."""
     turn_id: _builtins.str
@@ -1355,6 +1749,18 @@ class StreamTurnResponse(_message.Message):
     def failed(self) -> Global___TurnFailed:
         """The turn failed; nothing was committed."""
 
+    @_builtins.property
+    def tool_call_started(self) -> Global___ToolCallStarted:
+        """The model started a tool call."""
+
+    @_builtins.property
+    def tool_call_delta(self) -> Global___ToolCallDelta:
+        """A piece of a tool call's arguments."""
+
+    @_builtins.property
+    def tool_call_ended(self) -> Global___ToolCallEnded:
+        """A tool call's arguments are complete."""
+
     def __init__(
         self,
         *,
@@ -1367,12 +1773,15 @@ class StreamTurnResponse(_message.Message):
         delta: Global___TextDelta | None = ...,
         completed: Global___TurnCompleted | None = ...,
         failed: Global___TurnFailed | None = ...,
+        tool_call_started: Global___ToolCallStarted | None = ...,
+        tool_call_delta: Global___ToolCallDelta | None = ...,
+        tool_call_ended: Global___ToolCallEnded | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "decision", b"decision", "delta", b"delta", "event", b"event", "failed", b"failed", "started", b"started", "time", b"time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "decision", b"decision", "delta", b"delta", "event", b"event", "failed", b"failed", "started", b"started", "time", b"time", "tool_call_delta", b"tool_call_delta", "tool_call_ended", b"tool_call_ended", "tool_call_started", b"tool_call_started"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "decision", b"decision", "delta", b"delta", "event", b"event", "failed", b"failed", "sequence", b"sequence", "session_id", b"session_id", "started", b"started", "time", b"time", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "decision", b"decision", "delta", b"delta", "event", b"event", "failed", b"failed", "sequence", b"sequence", "session_id", b"session_id", "started", b"started", "time", b"time", "tool_call_delta", b"tool_call_delta", "tool_call_ended", b"tool_call_ended", "tool_call_started", b"tool_call_started", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "decision", "delta", "completed", "failed"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "decision", "delta", "completed", "failed", "tool_call_started", "tool_call_delta", "tool_call_ended"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -1463,6 +1872,7 @@ class TurnRecord(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    PENDING_TOOL_CALLS_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     """The turn id."""
     operation: Global___Operation.ValueType
@@ -1503,6 +1913,10 @@ class TurnRecord(_message.Message):
     def usage(self) -> Global___Usage:
         """Model token usage of a completed agentic turn; absent otherwise."""
 
+    @_builtins.property
+    def pending_tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingToolCall]:
+        """The calls a completed turn's answer waits on (by id and name only)."""
+
     def __init__(
         self,
         *,
@@ -1520,10 +1934,11 @@ class TurnRecord(_message.Message):
         start_time: _timestamp_pb2.Timestamp | None = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
         usage: Global___Usage | None = ...,
+        pending_tool_calls: _abc.Iterable[Global___PendingToolCall] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "failure", b"failure", "start_time", b"start_time", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assistant_message_id", b"assistant_message_id", "end_time", b"end_time", "failure", b"failure", "from_state", b"from_state", "kind", b"kind", "operation", b"operation", "outcome", b"outcome", "replayed", b"replayed", "route_id", b"route_id", "start_time", b"start_time", "to_state", b"to_state", "turn_id", b"turn_id", "usage", b"usage", "user_message_id", b"user_message_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assistant_message_id", b"assistant_message_id", "end_time", b"end_time", "failure", b"failure", "from_state", b"from_state", "kind", b"kind", "operation", b"operation", "outcome", b"outcome", "pending_tool_calls", b"pending_tool_calls", "replayed", b"replayed", "route_id", b"route_id", "start_time", b"start_time", "to_state", b"to_state", "turn_id", b"turn_id", "usage", b"usage", "user_message_id", b"user_message_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -19,7 +19,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file agentskit/chat/v1/chat.proto.
  */
 export const file_agentskit_chat_v1_chat: GenFile = /*@__PURE__*/
-  fileDesc("ChxhZ2VudHNraXQvY2hhdC92MS9jaGF0LnByb3RvEhFhZ2VudHNraXQuY2hhdC52MSJ+CgdNZXNzYWdlEgoKAmlkGAEgASgJEiUKBHJvbGUYAiABKA4yFy5hZ2VudHNraXQuY2hhdC52MS5Sb2xlEg8KB2NvbnRlbnQYAyABKAkSLwoGb3JpZ2luGAQgASgLMh8uYWdlbnRza2l0LmNoYXQudjEuQW5zd2VyT3JpZ2luIpQBCgxBbnN3ZXJPcmlnaW4SKQoEa2luZBgBIAEoDjIbLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5LaW5kEhAKCHJvdXRlX2lkGAIgASgJEhIKCmZyb21fc3RhdGUYAyABKAkSEAoIdG9fc3RhdGUYBCABKAkSEAoIcmVwbGF5ZWQYBSABKAgSDwoHdHVybl9pZBgGIAEoCSJCCghTbmFwc2hvdBINCgVzdGF0ZRgBIAEoCRIWCg5hbGxvd2VkX2V2ZW50cxgCIAMoCRIPCgdhY3Rpb25zGAMgAygJIisKClRyYW5zaXRpb24SDQoFZXZlbnQYASABKAkSDgoGdGFyZ2V0GAIgASgJIl4KCVN0YXRlSW5mbxIMCgRuYW1lGAEgASgJEjIKC3RyYW5zaXRpb25zGAIgAygLMh0uYWdlbnRza2l0LmNoYXQudjEuVHJhbnNpdGlvbhIPCgdhY3Rpb25zGAMgAygJIoYBCglSb3V0ZUluZm8SCgoCaWQYASABKAkSDQoFZXZlbnQYAiABKAkSDgoGc3RhdGVzGAMgAygJEikKBGtpbmQYBCABKA4yGy5hZ2VudHNraXQuY2hhdC52MS5UdXJuS2luZBIPCgdtYXRjaGVyGAUgASgJEhIKCmlucHV0X3RleHQYBiABKAkiyQEKCkRlZmluaXRpb24SCgoCaWQYASABKAkSEAoIcmV2aXNpb24YAiABKAMSEwoLZGVzY3JpcHRpb24YAyABKAkSFQoNaW5pdGlhbF9zdGF0ZRgEIAEoCRIsCgZzdGF0ZXMYBSADKAsyHC5hZ2VudHNraXQuY2hhdC52MS5TdGF0ZUluZm8SLAoGcm91dGVzGAYgAygLMhwuYWdlbnRza2l0LmNoYXQudjEuUm91dGVJbmZvEhUKDW1vZGVsX2FkYXB0ZXIYByABKAkixgEKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCg1kZWZpbml0aW9uX2lkGAIgASgJEhsKE2RlZmluaXRpb25fcmV2aXNpb24YAyABKAMSNAoMaGlzdG9yeV9tb2RlGAQgASgOMh4uYWdlbnRza2l0LmNoYXQudjEuSGlzdG9yeU1vZGUSLQoIc25hcHNob3QYBSABKAsyGy5hZ2VudHNraXQuY2hhdC52MS5TbmFwc2hvdBIOCgZjdXJzb3IYBiABKAMiGAoWTGlzdERlZmluaXRpb25zUmVxdWVzdCJNChdMaXN0RGVmaW5pdGlvbnNSZXNwb25zZRIyCgtkZWZpbml0aW9ucxgBIAMoCzIdLmFnZW50c2tpdC5jaGF0LnYxLkRlZmluaXRpb24iLQoUR2V0RGVmaW5pdGlvblJlcXVlc3QSFQoNZGVmaW5pdGlvbl9pZBgBIAEoCSJKChVHZXREZWZpbml0aW9uUmVzcG9uc2USMQoKZGVmaW5pdGlvbhgBIAEoCzIdLmFnZW50c2tpdC5jaGF0LnYxLkRlZmluaXRpb24idwoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSFQoNZGVmaW5pdGlvbl9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEjQKDGhpc3RvcnlfbW9kZRgDIAEoDjIeLmFnZW50c2tpdC5jaGF0LnYxLkhpc3RvcnlNb2RlIkQKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIrCgdzZXNzaW9uGAEgASgLMhouYWdlbnRza2l0LmNoYXQudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIm8KEkdldFNlc3Npb25SZXNwb25zZRIrCgdzZXNzaW9uGAEgASgLMhouYWdlbnRza2l0LmNoYXQudjEuU2Vzc2lvbhIsCghtZXNzYWdlcxgCIAMoCzIaLmFnZW50c2tpdC5jaGF0LnYxLk1lc3NhZ2UiXAoURGVsZXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIcCg9leHBlY3RlZF9jdXJzb3IYAiABKANIAIgBAUISChBfZXhwZWN0ZWRfY3Vyc29yIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSI2Cg9TdWJtaXRPcGVyYXRpb24SDwoHY29udGVudBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJIiQKDlJldHJ5T3BlcmF0aW9uEhIKCm1lc3NhZ2VfaWQYASABKAkiNAoNRWRpdE9wZXJhdGlvbhISCgptZXNzYWdlX2lkGAEgASgJEg8KB2NvbnRlbnQYAiABKAkiKQoTUmVnZW5lcmF0ZU9wZXJhdGlvbhISCgptZXNzYWdlX2lkGAEgASgJIkEKEURpc3BhdGNoT3BlcmF0aW9uEiwKCG1lc3NhZ2VzGAEgAygLMhouYWdlbnRza2l0LmNoYXQudjEuTWVzc2FnZSLFAwoRU3RyZWFtVHVyblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd0dXJuX2lkGAIgASgJEjQKBnN1Ym1pdBgDIAEoCzIiLmFnZW50c2tpdC5jaGF0LnYxLlN1Ym1pdE9wZXJhdGlvbkgAEjIKBXJldHJ5GAQgASgLMiEuYWdlbnRza2l0LmNoYXQudjEuUmV0cnlPcGVyYXRpb25IABIwCgRlZGl0GAUgASgLMiAuYWdlbnRza2l0LmNoYXQudjEuRWRpdE9wZXJhdGlvbkgAEjwKCnJlZ2VuZXJhdGUYBiABKAsyJi5hZ2VudHNraXQuY2hhdC52MS5SZWdlbmVyYXRlT3BlcmF0aW9uSAASOAoIZGlzcGF0Y2gYByABKAsyJC5hZ2VudHNraXQuY2hhdC52MS5EaXNwYXRjaE9wZXJhdGlvbkgAEhwKD2V4cGVjdGVkX2N1cnNvchgIIAEoA0gBiAEBEjgKDW9uX2Rpc2Nvbm5lY3QYCSABKA4yIS5hZ2VudHNraXQuY2hhdC52MS5EaXNjb25uZWN0TW9kZUILCglvcGVyYXRpb25CEgoQX2V4cGVjdGVkX2N1cnNvciKIAQoLVHVyblN0YXJ0ZWQSLwoJb3BlcmF0aW9uGAEgASgOMhwuYWdlbnRza2l0LmNoYXQudjEuT3BlcmF0aW9uEhcKD3VzZXJfbWVzc2FnZV9pZBgCIAEoCRIRCglkdXBsaWNhdGUYAyABKAgSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYBCABKAkigwEKDFR1cm5EZWNpc2lvbhIpCgRraW5kGAEgASgOMhsuYWdlbnRza2l0LmNoYXQudjEuVHVybktpbmQSEAoIcm91dGVfaWQYAiABKAkSEgoKZnJvbV9zdGF0ZRgDIAEoCRIQCgh0b19zdGF0ZRgEIAEoCRIQCghyZXBsYXllZBgFIAEoCCIZCglUZXh0RGVsdGESDAoEdGV4dBgBIAEoCSI0CgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAyK9AQoNVHVybkNvbXBsZXRlZBIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgBIAEoCRIPCgdjb250ZW50GAIgASgJEi0KCHNuYXBzaG90GAMgASgLMhsuYWdlbnRza2l0LmNoYXQudjEuU25hcHNob3QSDgoGY3Vyc29yGAQgASgDEicKBXVzYWdlGAUgASgLMhguYWdlbnRza2l0LmNoYXQudjEuVXNhZ2USFQoNZmluaXNoX3JlYXNvbhgGIAEoCSJQCgpUdXJuRmFpbGVkEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIRCglyZXRyeWFibGUYAyABKAgSEAoIcm91dGVfaWQYBCABKAki/QIKElN0cmVhbVR1cm5SZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3R1cm5faWQYAiABKAkSEAoIc2VxdWVuY2UYAyABKAQSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoHc3RhcnRlZBgFIAEoCzIeLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5TdGFydGVkSAASMwoIZGVjaXNpb24YBiABKAsyHy5hZ2VudHNraXQuY2hhdC52MS5UdXJuRGVjaXNpb25IABItCgVkZWx0YRgHIAEoCzIcLmFnZW50c2tpdC5jaGF0LnYxLlRleHREZWx0YUgAEjUKCWNvbXBsZXRlZBgIIAEoCzIgLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5Db21wbGV0ZWRIABIvCgZmYWlsZWQYCSABKAsyHS5hZ2VudHNraXQuY2hhdC52MS5UdXJuRmFpbGVkSABCBwoFZXZlbnQifAoWVHJ1bmNhdGVIaXN0b3J5UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhwKFGxhc3Rfa2VwdF9tZXNzYWdlX2lkGAIgASgJEhwKD2V4cGVjdGVkX2N1cnNvchgDIAEoA0gAiAEBQhIKEF9leHBlY3RlZF9jdXJzb3IidAoXVHJ1bmNhdGVIaXN0b3J5UmVzcG9uc2USKwoHc2Vzc2lvbhgBIAEoCzIaLmFnZW50c2tpdC5jaGF0LnYxLlNlc3Npb24SLAoIbWVzc2FnZXMYAiADKAsyGi5hZ2VudHNraXQuY2hhdC52MS5NZXNzYWdlIuIDCgpUdXJuUmVjb3JkEg8KB3R1cm5faWQYASABKAkSLwoJb3BlcmF0aW9uGAIgASgOMhwuYWdlbnRza2l0LmNoYXQudjEuT3BlcmF0aW9uEi8KB291dGNvbWUYAyABKA4yHi5hZ2VudHNraXQuY2hhdC52MS5UdXJuT3V0Y29tZRIXCg91c2VyX21lc3NhZ2VfaWQYBCABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYBSABKAkSKQoEa2luZBgGIAEoDjIbLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5LaW5kEhAKCHJvdXRlX2lkGAcgASgJEhIKCmZyb21fc3RhdGUYCCABKAkSEAoIdG9fc3RhdGUYCSABKAkSEAoIcmVwbGF5ZWQYCiABKAgSLgoHZmFpbHVyZRgLIAEoCzIdLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5GYWlsZWQSLgoKc3RhcnRfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKBXVzYWdlGA4gASgLMhguYWdlbnRza2l0LmNoYXQudjEuVXNhZ2UiNQoOR2V0VHVyblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd0dXJuX2lkGAIgASgJIj4KD0dldFR1cm5SZXNwb25zZRIrCgR0dXJuGAEgASgLMh0uYWdlbnRza2l0LmNoYXQudjEuVHVyblJlY29yZCJNChBMaXN0VHVybnNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWgoRTGlzdFR1cm5zUmVzcG9uc2USLAoFdHVybnMYASADKAsyHS5hZ2VudHNraXQuY2hhdC52MS5UdXJuUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChBXYXRjaFR1cm5SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoHdHVybl9pZBgCIAEoCRIWCg5hZnRlcl9zZXF1ZW5jZRgDIAEoBCI4ChFDYW5jZWxUdXJuUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3R1cm5faWQYAiABKAkiVAoSQ2FuY2VsVHVyblJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCBIrCgR0dXJuGAIgASgLMh0uYWdlbnRza2l0LmNoYXQudjEuVHVyblJlY29yZCJVChNXYXRjaFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciI6Cg5XYXRjaEhlYXJ0YmVhdBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK9AQoUV2F0Y2hTZXNzaW9uUmVzcG9uc2USLQoHc2Vzc2lvbhgBIAEoCzIaLmFnZW50c2tpdC5jaGF0LnYxLlNlc3Npb25IABI2CgVldmVudBgCIAEoCzIlLmFnZW50c2tpdC5jaGF0LnYxLlN0cmVhbVR1cm5SZXNwb25zZUgAEjYKCWhlYXJ0YmVhdBgDIAEoCzIhLmFnZW50c2tpdC5jaGF0LnYxLldhdGNoSGVhcnRiZWF0SABCBgoEaXRlbSqKBQoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASIQodRVJST1JfUkVBU09OX0lOVkFMSURfQVJHVU1FTlQQARIlCiFFUlJPUl9SRUFTT05fREVGSU5JVElPTl9OT1RfRk9VTkQQAhIiCh5FUlJPUl9SRUFTT05fU0VTU0lPTl9OT1RfRk9VTkQQAxIfChtFUlJPUl9SRUFTT05fU0VTU0lPTl9FWElTVFMQBBIdChlFUlJPUl9SRUFTT05fU0VTU0lPTl9CVVNZEAUSIQodRVJST1JfUkVBU09OX1RVUk5fSU5fUFJPR1JFU1MQBhIZChVFUlJPUl9SRUFTT05fQ09ORkxJQ1QQBxIiCh5FUlJPUl9SRUFTT05fUkVWSVNJT05fTUlTTUFUQ0gQCBIgChxFUlJPUl9SRUFTT05fU0VTU0lPTl9DT1JSVVBUEAkSIQodRVJST1JfUkVBU09OX0hJU1RPUllfTUlTTUFUQ0gQChIfChtFUlJPUl9SRUFTT05fTElNSVRfRVhDRUVERUQQCxIeChpFUlJPUl9SRUFTT05fU0hVVFRJTkdfRE9XThAMEiIKHkVSUk9SX1JFQVNPTl9TVE9SRV9VTkFWQUlMQUJMRRANEiIKHkVSUk9SX1JFQVNPTl9ERUFETElORV9FWENFRURFRBAOEh8KG0VSUk9SX1JFQVNPTl9UVVJOX05PVF9GT1VORBAPEiAKHEVSUk9SX1JFQVNPTl9VTkFVVEhFTlRJQ0FURUQQEBIdChlFUlJPUl9SRUFTT05fUkFURV9MSU1JVEVEEBESHQoZRVJST1JfUkVBU09OX1dBVENIX0JFSElORBASKmsKDkRpc2Nvbm5lY3RNb2RlEh8KG0RJU0NPTk5FQ1RfTU9ERV9VTlNQRUNJRklFRBAAEhoKFkRJU0NPTk5FQ1RfTU9ERV9DQU5DRUwQARIcChhESVNDT05ORUNUX01PREVfQ09OVElOVUUQAipdCgtIaXN0b3J5TW9kZRIcChhISVNUT1JZX01PREVfVU5TUEVDSUZJRUQQABIXChNISVNUT1JZX01PREVfU0VSVkVSEAESFwoTSElTVE9SWV9NT0RFX0NMSUVOVBACKl8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAxINCglST0xFX1RPT0wQBCqJAQoIVHVybktpbmQSGQoVVFVSTl9LSU5EX1VOU1BFQ0lGSUVEEAASGwoXVFVSTl9LSU5EX0RFVEVSTUlOSVNUSUMQARIVChFUVVJOX0tJTkRfQUdFTlRJQxACEhYKElRVUk5fS0lORF9SRVBBSVJFRBADEhYKElRVUk5fS0lORF9GQUxMQkFDSxAEKpcBCglPcGVyYXRpb24SGQoVT1BFUkFUSU9OX1VOU1BFQ0lGSUVEEAASFAoQT1BFUkFUSU9OX1NVQk1JVBABEhMKD09QRVJBVElPTl9SRVRSWRACEhIKDk9QRVJBVElPTl9FRElUEAMSGAoUT1BFUkFUSU9OX1JFR0VORVJBVEUQBBIWChJPUEVSQVRJT05fRElTUEFUQ0gQBSp6CgtUdXJuT3V0Y29tZRIcChhUVVJOX09VVENPTUVfVU5TUEVDSUZJRUQQABIYChRUVVJOX09VVENPTUVfUlVOTklORxABEhoKFlRVUk5fT1VUQ09NRV9DT01QTEVURUQQAhIXChNUVVJOX09VVENPTUVfRkFJTEVEEAMyiAkKC0NoYXRTZXJ2aWNlEmgKD0xpc3REZWZpbml0aW9ucxIpLmFnZW50c2tpdC5jaGF0LnYxLkxpc3REZWZpbml0aW9uc1JlcXVlc3QaKi5hZ2VudHNraXQuY2hhdC52MS5MaXN0RGVmaW5pdGlvbnNSZXNwb25zZRJiCg1HZXREZWZpbml0aW9uEicuYWdlbnRza2l0LmNoYXQudjEuR2V0RGVmaW5pdGlvblJlcXVlc3QaKC5hZ2VudHNraXQuY2hhdC52MS5HZXREZWZpbml0aW9uUmVzcG9uc2USYgoNQ3JlYXRlU2Vzc2lvbhInLmFnZW50c2tpdC5jaGF0LnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiguYWdlbnRza2l0LmNoYXQudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElkKCkdldFNlc3Npb24SJC5hZ2VudHNraXQuY2hhdC52MS5HZXRTZXNzaW9uUmVxdWVzdBolLmFnZW50c2tpdC5jaGF0LnYxLkdldFNlc3Npb25SZXNwb25zZRJiCg1EZWxldGVTZXNzaW9uEicuYWdlbnRza2l0LmNoYXQudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaKC5hZ2VudHNraXQuY2hhdC52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USWwoKU3RyZWFtVHVybhIkLmFnZW50c2tpdC5jaGF0LnYxLlN0cmVhbVR1cm5SZXF1ZXN0GiUuYWdlbnRza2l0LmNoYXQudjEuU3RyZWFtVHVyblJlc3BvbnNlMAESaAoPVHJ1bmNhdGVIaXN0b3J5EikuYWdlbnRza2l0LmNoYXQudjEuVHJ1bmNhdGVIaXN0b3J5UmVxdWVzdBoqLmFnZW50c2tpdC5jaGF0LnYxLlRydW5jYXRlSGlzdG9yeVJlc3BvbnNlElAKB0dldFR1cm4SIS5hZ2VudHNraXQuY2hhdC52MS5HZXRUdXJuUmVxdWVzdBoiLmFnZW50c2tpdC5jaGF0LnYxLkdldFR1cm5SZXNwb25zZRJWCglMaXN0VHVybnMSIy5hZ2VudHNraXQuY2hhdC52MS5MaXN0VHVybnNSZXF1ZXN0GiQuYWdlbnRza2l0LmNoYXQudjEuTGlzdFR1cm5zUmVzcG9uc2USWQoJV2F0Y2hUdXJuEiMuYWdlbnRza2l0LmNoYXQudjEuV2F0Y2hUdXJuUmVxdWVzdBolLmFnZW50c2tpdC5jaGF0LnYxLlN0cmVhbVR1cm5SZXNwb25zZTABElkKCkNhbmNlbFR1cm4SJC5hZ2VudHNraXQuY2hhdC52MS5DYW5jZWxUdXJuUmVxdWVzdBolLmFnZW50c2tpdC5jaGF0LnYxLkNhbmNlbFR1cm5SZXNwb25zZRJhCgxXYXRjaFNlc3Npb24SJi5hZ2VudHNraXQuY2hhdC52MS5XYXRjaFNlc3Npb25SZXF1ZXN0GicuYWdlbnRza2l0LmNoYXQudjEuV2F0Y2hTZXNzaW9uUmVzcG9uc2UwAUKlAQoVZGV2LmFnZW50c2tpdC5jaGF0LnYxQglDaGF0UHJvdG9QAVo1YWdlbnRza2l0LmRldi9jaGF0L2NsaWVudC9nby9hZ2VudHNraXQvY2hhdC92MTtjaGF0djGiAgNBQ1iqAhFBZ2VudHNLaXQuQ2hhdC5WMboCA0FDWMoCEUFnZW50c0tpdFxDaGF0XFYx6gITQWdlbnRzS2l0OjpDaGF0OjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChxhZ2VudHNraXQvY2hhdC92MS9jaGF0LnByb3RvEhFhZ2VudHNraXQuY2hhdC52MSLFAQoHTWVzc2FnZRIKCgJpZBgBIAEoCRIlCgRyb2xlGAIgASgOMhcuYWdlbnRza2l0LmNoYXQudjEuUm9sZRIPCgdjb250ZW50GAMgASgJEi8KBm9yaWdpbhgEIAEoCzIfLmFnZW50c2tpdC5jaGF0LnYxLkFuc3dlck9yaWdpbhIvCgp0b29sX2NhbGxzGAUgAygLMhsuYWdlbnRza2l0LmNoYXQudjEuVG9vbENhbGwSFAoMdG9vbF9jYWxsX2lkGAYgASgJIjcKCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEQoJYXJndW1lbnRzGAMgASgJIk0KD1Rvb2xEZWNsYXJhdGlvbhIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhcKD3BhcmFtZXRlcnNfanNvbhgDIAEoCSJHCgpUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIPCgdjb250ZW50GAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkiRgoMVG9vbEFwcHJvdmFsEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIQCghhcHByb3ZlZBgCIAEoCBIOCgZyZWFzb24YAyABKAkiYAoPUGVuZGluZ1Rvb2xDYWxsEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEikKBHdhaXQYAyABKA4yGy5hZ2VudHNraXQuY2hhdC52MS5Ub29sV2FpdCKUAQoMQW5zd2VyT3JpZ2luEikKBGtpbmQYASABKA4yGy5hZ2VudHNraXQuY2hhdC52MS5UdXJuS2luZBIQCghyb3V0ZV9pZBgCIAEoCRISCgpmcm9tX3N0YXRlGAMgASgJEhAKCHRvX3N0YXRlGAQgASgJEhAKCHJlcGxheWVkGAUgASgIEg8KB3R1cm5faWQYBiABKAkiQgoIU25hcHNob3QSDQoFc3RhdGUYASABKAkSFgoOYWxsb3dlZF9ldmVudHMYAiADKAkSDwoHYWN0aW9ucxgDIAMoCSIrCgpUcmFuc2l0aW9uEg0KBWV2ZW50GAEgASgJEg4KBnRhcmdldBgCIAEoCSJeCglTdGF0ZUluZm8SDAoEbmFtZRgBIAEoCRIyCgt0cmFuc2l0aW9ucxgCIAMoCzIdLmFnZW50c2tpdC5jaGF0LnYxLlRyYW5zaXRpb24SDwoHYWN0aW9ucxgDIAMoCSKGAQoJUm91dGVJbmZvEgoKAmlkGAEgASgJEg0KBWV2ZW50GAIgASgJEg4KBnN0YXRlcxgDIAMoCRIpCgRraW5kGAQgASgOMhsuYWdlbnRza2l0LmNoYXQudjEuVHVybktpbmQSDwoHbWF0Y2hlchgFIAEoCRISCgppbnB1dF90ZXh0GAYgASgJIskBCgpEZWZpbml0aW9uEgoKAmlkGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhUKDWluaXRpYWxfc3RhdGUYBCABKAkSLAoGc3RhdGVzGAUgAygLMhwuYWdlbnRza2l0LmNoYXQudjEuU3RhdGVJbmZvEiwKBnJvdXRlcxgGIAMoCzIcLmFnZW50c2tpdC5jaGF0LnYxLlJvdXRlSW5mbxIVCg1tb2RlbF9hZGFwdGVyGAcgASgJIsYBCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSFQoNZGVmaW5pdGlvbl9pZBgCIAEoCRIbChNkZWZpbml0aW9uX3JldmlzaW9uGAMgASgDEjQKDGhpc3RvcnlfbW9kZRgEIAEoDjIeLmFnZW50c2tpdC5jaGF0LnYxLkhpc3RvcnlNb2RlEi0KCHNuYXBzaG90GAUgASgLMhsuYWdlbnRza2l0LmNoYXQudjEuU25hcHNob3QSDgoGY3Vyc29yGAYgASgDIhgKFkxpc3REZWZpbml0aW9uc1JlcXVlc3QiTQoXTGlzdERlZmluaXRpb25zUmVzcG9uc2USMgoLZGVmaW5pdGlvbnMYASADKAsyHS5hZ2VudHNraXQuY2hhdC52MS5EZWZpbml0aW9uIi0KFEdldERlZmluaXRpb25SZXF1ZXN0EhUKDWRlZmluaXRpb25faWQYASABKAkiSgoVR2V0RGVmaW5pdGlvblJlc3BvbnNlEjEKCmRlZmluaXRpb24YASABKAsyHS5hZ2VudHNraXQuY2hhdC52MS5EZWZpbml0aW9uIncKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhUKDWRlZmluaXRpb25faWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRI0CgxoaXN0b3J5X21vZGUYAyABKA4yHi5hZ2VudHNraXQuY2hhdC52MS5IaXN0b3J5TW9kZSJEChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USKwoHc2Vzc2lvbhgBIAEoCzIaLmFnZW50c2tpdC5jaGF0LnYxLlNlc3Npb24iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJvChJHZXRTZXNzaW9uUmVzcG9uc2USKwoHc2Vzc2lvbhgBIAEoCzIaLmFnZW50c2tpdC5jaGF0LnYxLlNlc3Npb24SLAoIbWVzc2FnZXMYAiADKAsyGi5hZ2VudHNraXQuY2hhdC52MS5NZXNzYWdlIlwKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSHAoPZXhwZWN0ZWRfY3Vyc29yGAIgASgDSACIAQFCEgoQX2V4cGVjdGVkX2N1cnNvciIXChVEZWxldGVTZXNzaW9uUmVzcG9uc2UiNgoPU3VibWl0T3BlcmF0aW9uEg8KB2NvbnRlbnQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCSIkCg5SZXRyeU9wZXJhdGlvbhISCgptZXNzYWdlX2lkGAEgASgJIjQKDUVkaXRPcGVyYXRpb24SEgoKbWVzc2FnZV9pZBgBIAEoCRIPCgdjb250ZW50GAIgASgJIikKE1JlZ2VuZXJhdGVPcGVyYXRpb24SEgoKbWVzc2FnZV9pZBgBIAEoCSJ1ChFEaXNwYXRjaE9wZXJhdGlvbhIsCghtZXNzYWdlcxgBIAMoCzIaLmFnZW50c2tpdC5jaGF0LnYxLk1lc3NhZ2USMgoJYXBwcm92YWxzGAIgAygLMh8uYWdlbnRza2l0LmNoYXQudjEuVG9vbEFwcHJvdmFsInoKFFRvb2xSZXN1bHRzT3BlcmF0aW9uEi4KB3Jlc3VsdHMYASADKAsyHS5hZ2VudHNraXQuY2hhdC52MS5Ub29sUmVzdWx0EjIKCWFwcHJvdmFscxgCIAMoCzIfLmFnZW50c2tpdC5jaGF0LnYxLlRvb2xBcHByb3ZhbCKIBQoRU3RyZWFtVHVyblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd0dXJuX2lkGAIgASgJEjQKBnN1Ym1pdBgDIAEoCzIiLmFnZW50c2tpdC5jaGF0LnYxLlN1Ym1pdE9wZXJhdGlvbkgAEjIKBXJldHJ5GAQgASgLMiEuYWdlbnRza2l0LmNoYXQudjEuUmV0cnlPcGVyYXRpb25IABIwCgRlZGl0GAUgASgLMiAuYWdlbnRza2l0LmNoYXQudjEuRWRpdE9wZXJhdGlvbkgAEjwKCnJlZ2VuZXJhdGUYBiABKAsyJi5hZ2VudHNraXQuY2hhdC52MS5SZWdlbmVyYXRlT3BlcmF0aW9uSAASOAoIZGlzcGF0Y2gYByABKAsyJC5hZ2VudHNraXQuY2hhdC52MS5EaXNwYXRjaE9wZXJhdGlvbkgAEj8KDHRvb2xfcmVzdWx0cxgNIAEoCzInLmFnZW50c2tpdC5jaGF0LnYxLlRvb2xSZXN1bHRzT3BlcmF0aW9uSAASHAoPZXhwZWN0ZWRfY3Vyc29yGAggASgDSAGIAQESOAoNb25fZGlzY29ubmVjdBgJIAEoDjIhLmFnZW50c2tpdC5jaGF0LnYxLkRpc2Nvbm5lY3RNb2RlEjEKBXRvb2xzGAogAygLMiIuYWdlbnRza2l0LmNoYXQudjEuVG9vbERlY2xhcmF0aW9uEhMKC3Rvb2xfY2hvaWNlGAsgASgJEiAKE3BhcmFsbGVsX3Rvb2xfY2FsbHMYDCABKAhIAogBAUILCglvcGVyYXRpb25CEgoQX2V4cGVjdGVkX2N1cnNvckIWChRfcGFyYWxsZWxfdG9vbF9jYWxscyKIAQoLVHVyblN0YXJ0ZWQSLwoJb3BlcmF0aW9uGAEgASgOMhwuYWdlbnRza2l0LmNoYXQudjEuT3BlcmF0aW9uEhcKD3VzZXJfbWVzc2FnZV9pZBgCIAEoCRIRCglkdXBsaWNhdGUYAyABKAgSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYBCABKAkigwEKDFR1cm5EZWNpc2lvbhIpCgRraW5kGAEgASgOMhsuYWdlbnRza2l0LmNoYXQudjEuVHVybktpbmQSEAoIcm91dGVfaWQYAiABKAkSEgoKZnJvbV9zdGF0ZRgDIAEoCRIQCgh0b19zdGF0ZRgEIAEoCRIQCghyZXBsYXllZBgFIAEoCCIZCglUZXh0RGVsdGESDAoEdGV4dBgBIAEoCSI1Cg9Ub29sQ2FsbFN0YXJ0ZWQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEgwKBG5hbWUYAiABKAkiPgoNVG9vbENhbGxEZWx0YRIUCgx0b29sX2NhbGxfaWQYASABKAkSFwoPYXJndW1lbnRzX2RlbHRhGAIgASgJImMKDVRvb2xDYWxsRW5kZWQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCWFyZ3VtZW50cxgCIAEoCRIpCgR3YWl0GAMgASgOMhsuYWdlbnRza2l0LmNoYXQudjEuVG9vbFdhaXQiNAoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMirgIKDVR1cm5Db21wbGV0ZWQSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYASABKAkSDwoHY29udGVudBgCIAEoCRItCghzbmFwc2hvdBgDIAEoCzIbLmFnZW50c2tpdC5jaGF0LnYxLlNuYXBzaG90Eg4KBmN1cnNvchgEIAEoAxInCgV1c2FnZRgFIAEoCzIYLmFnZW50c2tpdC5jaGF0LnYxLlVzYWdlEhUKDWZpbmlzaF9yZWFzb24YBiABKAkSLwoKdG9vbF9jYWxscxgHIAMoCzIbLmFnZW50c2tpdC5jaGF0LnYxLlRvb2xDYWxsEj4KEnBlbmRpbmdfdG9vbF9jYWxscxgIIAMoCzIiLmFnZW50c2tpdC5jaGF0LnYxLlBlbmRpbmdUb29sQ2FsbCJQCgpUdXJuRmFpbGVkEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIRCglyZXRyeWFibGUYAyABKAgSEAoIcm91dGVfaWQYBCABKAkiuAQKElN0cmVhbVR1cm5SZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3R1cm5faWQYAiABKAkSEAoIc2VxdWVuY2UYAyABKAQSKAoEdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoHc3RhcnRlZBgFIAEoCzIeLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5TdGFydGVkSAASMwoIZGVjaXNpb24YBiABKAsyHy5hZ2VudHNraXQuY2hhdC52MS5UdXJuRGVjaXNpb25IABItCgVkZWx0YRgHIAEoCzIcLmFnZW50c2tpdC5jaGF0LnYxLlRleHREZWx0YUgAEjUKCWNvbXBsZXRlZBgIIAEoCzIgLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5Db21wbGV0ZWRIABIvCgZmYWlsZWQYCSABKAsyHS5hZ2VudHNraXQuY2hhdC52MS5UdXJuRmFpbGVkSAASPwoRdG9vbF9jYWxsX3N0YXJ0ZWQYCiABKAsyIi5hZ2VudHNraXQuY2hhdC52MS5Ub29sQ2FsbFN0YXJ0ZWRIABI7Cg90b29sX2NhbGxfZGVsdGEYCyABKAsyIC5hZ2VudHNraXQuY2hhdC52MS5Ub29sQ2FsbERlbHRhSAASOwoPdG9vbF9jYWxsX2VuZGVkGAwgASgLMiAuYWdlbnRza2l0LmNoYXQudjEuVG9vbENhbGxFbmRlZEgAQgcKBWV2ZW50InwKFlRydW5jYXRlSGlzdG9yeVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIcChRsYXN0X2tlcHRfbWVzc2FnZV9pZBgCIAEoCRIcCg9leHBlY3RlZF9jdXJzb3IYAyABKANIAIgBAUISChBfZXhwZWN0ZWRfY3Vyc29yInQKF1RydW5jYXRlSGlzdG9yeVJlc3BvbnNlEisKB3Nlc3Npb24YASABKAsyGi5hZ2VudHNraXQuY2hhdC52MS5TZXNzaW9uEiwKCG1lc3NhZ2VzGAIgAygLMhouYWdlbnRza2l0LmNoYXQudjEuTWVzc2FnZSKiBAoKVHVyblJlY29yZBIPCgd0dXJuX2lkGAEgASgJEi8KCW9wZXJhdGlvbhgCIAEoDjIcLmFnZW50c2tpdC5jaGF0LnYxLk9wZXJhdGlvbhIvCgdvdXRjb21lGAMgASgOMh4uYWdlbnRza2l0LmNoYXQudjEuVHVybk91dGNvbWUSFwoPdXNlcl9tZXNzYWdlX2lkGAQgASgJEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAUgASgJEikKBGtpbmQYBiABKA4yGy5hZ2VudHNraXQuY2hhdC52MS5UdXJuS2luZBIQCghyb3V0ZV9pZBgHIAEoCRISCgpmcm9tX3N0YXRlGAggASgJEhAKCHRvX3N0YXRlGAkgASgJEhAKCHJlcGxheWVkGAogASgIEi4KB2ZhaWx1cmUYCyABKAsyHS5hZ2VudHNraXQuY2hhdC52MS5UdXJuRmFpbGVkEi4KCnN0YXJ0X3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgV1c2FnZRgOIAEoCzIYLmFnZW50c2tpdC5jaGF0LnYxLlVzYWdlEj4KEnBlbmRpbmdfdG9vbF9jYWxscxgPIAMoCzIiLmFnZW50c2tpdC5jaGF0LnYxLlBlbmRpbmdUb29sQ2FsbCI1Cg5HZXRUdXJuUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KB3R1cm5faWQYAiABKAkiPgoPR2V0VHVyblJlc3BvbnNlEisKBHR1cm4YASABKAsyHS5hZ2VudHNraXQuY2hhdC52MS5UdXJuUmVjb3JkIk0KEExpc3RUdXJuc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJaChFMaXN0VHVybnNSZXNwb25zZRIsCgV0dXJucxgBIAMoCzIdLmFnZW50c2tpdC5jaGF0LnYxLlR1cm5SZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KEFdhdGNoVHVyblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd0dXJuX2lkGAIgASgJEhYKDmFmdGVyX3NlcXVlbmNlGAMgASgEIjgKEUNhbmNlbFR1cm5SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoHdHVybl9pZBgCIAEoCSJUChJDYW5jZWxUdXJuUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIEisKBHR1cm4YAiABKAsyHS5hZ2VudHNraXQuY2hhdC52MS5UdXJuUmVjb3JkIlUKE1dhdGNoU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIZCgxhZnRlcl9jdXJzb3IYAiABKANIAIgBAUIPCg1fYWZ0ZXJfY3Vyc29yIjoKDldhdGNoSGVhcnRiZWF0EigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr0BChRXYXRjaFNlc3Npb25SZXNwb25zZRItCgdzZXNzaW9uGAEgASgLMhouYWdlbnRza2l0LmNoYXQudjEuU2Vzc2lvbkgAEjYKBWV2ZW50GAIgASgLMiUuYWdlbnRza2l0LmNoYXQudjEuU3RyZWFtVHVyblJlc3BvbnNlSAASNgoJaGVhcnRiZWF0GAMgASgLMiEuYWdlbnRza2l0LmNoYXQudjEuV2F0Y2hIZWFydGJlYXRIAEIGCgRpdGVtKv4FCgtFcnJvclJlYXNvbhIcChhFUlJPUl9SRUFTT05fVU5TUEVDSUZJRUQQABIhCh1FUlJPUl9SRUFTT05fSU5WQUxJRF9BUkdVTUVOVBABEiUKIUVSUk9SX1JFQVNPTl9ERUZJTklUSU9OX05PVF9GT1VORBACEiIKHkVSUk9SX1JFQVNPTl9TRVNTSU9OX05PVF9GT1VORBADEh8KG0VSUk9SX1JFQVNPTl9TRVNTSU9OX0VYSVNUUxAEEh0KGUVSUk9SX1JFQVNPTl9TRVNTSU9OX0JVU1kQBRIhCh1FUlJPUl9SRUFTT05fVFVSTl9JTl9QUk9HUkVTUxAGEhkKFUVSUk9SX1JFQVNPTl9DT05GTElDVBAHEiIKHkVSUk9SX1JFQVNPTl9SRVZJU0lPTl9NSVNNQVRDSBAIEiAKHEVSUk9SX1JFQVNPTl9TRVNTSU9OX0NPUlJVUFQQCRIhCh1FUlJPUl9SRUFTT05fSElTVE9SWV9NSVNNQVRDSBAKEh8KG0VSUk9SX1JFQVNPTl9MSU1JVF9FWENFRURFRBALEh4KGkVSUk9SX1JFQVNPTl9TSFVUVElOR19ET1dOEAwSIgoeRVJST1JfUkVBU09OX1NUT1JFX1VOQVZBSUxBQkxFEA0SIgoeRVJST1JfUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEA4SHwobRVJST1JfUkVBU09OX1RVUk5fTk9UX0ZPVU5EEA8SIAocRVJST1JfUkVBU09OX1VOQVVUSEVOVElDQVRFRBAQEh0KGUVSUk9SX1JFQVNPTl9SQVRFX0xJTUlURUQQERIdChlFUlJPUl9SRUFTT05fV0FUQ0hfQkVISU5EEBISIgoeRVJST1JfUkVBU09OX1RPT0xfQ0FMTF9VTktOT1dOEBMSJgoiRVJST1JfUkVBU09OX05PX1BFTkRJTkdfVE9PTF9DQUxMUxAUEiYKIkVSUk9SX1JFQVNPTl9UT09MX0NBTExTX1VOQU5TV0VSRUQQFSprCg5EaXNjb25uZWN0TW9kZRIfChtESVNDT05ORUNUX01PREVfVU5TUEVDSUZJRUQQABIaChZESVNDT05ORUNUX01PREVfQ0FOQ0VMEAESHAoYRElTQ09OTkVDVF9NT0RFX0NPTlRJTlVFEAIqXQoLSGlzdG9yeU1vZGUSHAoYSElTVE9SWV9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTSElTVE9SWV9NT0RFX1NFUlZFUhABEhcKE0hJU1RPUllfTU9ERV9DTElFTlQQAipfCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARISCg5ST0xFX0FTU0lTVEFOVBACEg8KC1JPTEVfU1lTVEVNEAMSDQoJUk9MRV9UT09MEAQqiQEKCFR1cm5LaW5kEhkKFVRVUk5fS0lORF9VTlNQRUNJRklFRBAAEhsKF1RVUk5fS0lORF9ERVRFUk1JTklTVElDEAESFQoRVFVSTl9LSU5EX0FHRU5USUMQAhIWChJUVVJOX0tJTkRfUkVQQUlSRUQQAxIWChJUVVJOX0tJTkRfRkFMTEJBQ0sQBCqzAQoJT3BlcmF0aW9uEhkKFU9QRVJBVElPTl9VTlNQRUNJRklFRBAAEhQKEE9QRVJBVElPTl9TVUJNSVQQARITCg9PUEVSQVRJT05fUkVUUlkQAhISCg5PUEVSQVRJT05fRURJVBADEhgKFE9QRVJBVElPTl9SRUdFTkVSQVRFEAQSFgoST1BFUkFUSU9OX0RJU1BBVENIEAUSGgoWT1BFUkFUSU9OX1RPT0xfUkVTVUxUUxAGKnoKC1R1cm5PdXRjb21lEhwKGFRVUk5fT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFRVUk5fT1VUQ09NRV9SVU5OSU5HEAESGgoWVFVSTl9PVVRDT01FX0NPTVBMRVRFRBACEhcKE1RVUk5fT1VUQ09NRV9GQUlMRUQQAypTCghUb29sV2FpdBIZChVUT09MX1dBSVRfVU5TUEVDSUZJRUQQABIUChBUT09MX1dBSVRfUkVTVUxUEAESFgoSVE9PTF9XQUlUX0FQUFJPVkFMEAIyiAkKC0NoYXRTZXJ2aWNlEmgKD0xpc3REZWZpbml0aW9ucxIpLmFnZW50c2tpdC5jaGF0LnYxLkxpc3REZWZpbml0aW9uc1JlcXVlc3QaKi5hZ2VudHNraXQuY2hhdC52MS5MaXN0RGVmaW5pdGlvbnNSZXNwb25zZRJiCg1HZXREZWZpbml0aW9uEicuYWdlbnRza2l0LmNoYXQudjEuR2V0RGVmaW5pdGlvblJlcXVlc3QaKC5hZ2VudHNraXQuY2hhdC52MS5HZXREZWZpbml0aW9uUmVzcG9uc2USYgoNQ3JlYXRlU2Vzc2lvbhInLmFnZW50c2tpdC5jaGF0LnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiguYWdlbnRza2l0LmNoYXQudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElkKCkdldFNlc3Npb24SJC5hZ2VudHNraXQuY2hhdC52MS5HZXRTZXNzaW9uUmVxdWVzdBolLmFnZW50c2tpdC5jaGF0LnYxLkdldFNlc3Npb25SZXNwb25zZRJiCg1EZWxldGVTZXNzaW9uEicuYWdlbnRza2l0LmNoYXQudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaKC5hZ2VudHNraXQuY2hhdC52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USWwoKU3RyZWFtVHVybhIkLmFnZW50c2tpdC5jaGF0LnYxLlN0cmVhbVR1cm5SZXF1ZXN0GiUuYWdlbnRza2l0LmNoYXQudjEuU3RyZWFtVHVyblJlc3BvbnNlMAESaAoPVHJ1bmNhdGVIaXN0b3J5EikuYWdlbnRza2l0LmNoYXQudjEuVHJ1bmNhdGVIaXN0b3J5UmVxdWVzdBoqLmFnZW50c2tpdC5jaGF0LnYxLlRydW5jYXRlSGlzdG9yeVJlc3BvbnNlElAKB0dldFR1cm4SIS5hZ2VudHNraXQuY2hhdC52MS5HZXRUdXJuUmVxdWVzdBoiLmFnZW50c2tpdC5jaGF0LnYxLkdldFR1cm5SZXNwb25zZRJWCglMaXN0VHVybnMSIy5hZ2VudHNraXQuY2hhdC52MS5MaXN0VHVybnNSZXF1ZXN0GiQuYWdlbnRza2l0LmNoYXQudjEuTGlzdFR1cm5zUmVzcG9uc2USWQoJV2F0Y2hUdXJuEiMuYWdlbnRza2l0LmNoYXQudjEuV2F0Y2hUdXJuUmVxdWVzdBolLmFnZW50c2tpdC5jaGF0LnYxLlN0cmVhbVR1cm5SZXNwb25zZTABElkKCkNhbmNlbFR1cm4SJC5hZ2VudHNraXQuY2hhdC52MS5DYW5jZWxUdXJuUmVxdWVzdBolLmFnZW50c2tpdC5jaGF0LnYxLkNhbmNlbFR1cm5SZXNwb25zZRJhCgxXYXRjaFNlc3Npb24SJi5hZ2VudHNraXQuY2hhdC52MS5XYXRjaFNlc3Npb25SZXF1ZXN0GicuYWdlbnRza2l0LmNoYXQudjEuV2F0Y2hTZXNzaW9uUmVzcG9uc2UwAUKlAQoVZGV2LmFnZW50c2tpdC5jaGF0LnYxQglDaGF0UHJvdG9QAVo1YWdlbnRza2l0LmRldi9jaGF0L2NsaWVudC9nby9hZ2VudHNraXQvY2hhdC92MTtjaGF0djGiAgNBQ1iqAhFBZ2VudHNLaXQuQ2hhdC5WMboCA0FDWMoCEUFnZW50c0tpdFxDaGF0XFYx6gITQWdlbnRzS2l0OjpDaGF0OjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Message is one entry of a conversation history.
@@ -56,6 +56,21 @@ export type Message = Message$1<"agentskit.chat.v1.Message"> & {
    * @generated from field: agentskit.chat.v1.AnswerOrigin origin = 4;
    */
   origin?: AnswerOrigin | undefined;
+
+  /**
+   * For an assistant message: the tools the model called in this answer, in order.
+   *
+   * @generated from field: repeated agentskit.chat.v1.ToolCall tool_calls = 5;
+   */
+  toolCalls: ToolCall[];
+
+  /**
+   * For a ROLE_TOOL message: the call this message is the result of; its content is the
+   * result.
+   *
+   * @generated from field: string tool_call_id = 6;
+   */
+  toolCallId: string;
 };
 
 /**
@@ -64,6 +79,182 @@ export type Message = Message$1<"agentskit.chat.v1.Message"> & {
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
   messageDesc(file_agentskit_chat_v1_chat, 0);
+
+/**
+ * ToolCall is one call of a tool the model made in an answer.
+ *
+ * @generated from message agentskit.chat.v1.ToolCall
+ */
+export type ToolCall = Message$1<"agentskit.chat.v1.ToolCall"> & {
+  /**
+   * Unique within the session's history; chosen by the model (or the server).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The tool's name, as declared.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The arguments as JSON text, exactly as the model wrote them.
+   *
+   * @generated from field: string arguments = 3;
+   */
+  arguments: string;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.ToolCall.
+ * Use `create(ToolCallSchema)` to create a new message.
+ */
+export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 1);
+
+/**
+ * ToolDeclaration is a tool the model may call in a turn. The client runs it: a turn
+ * whose answer calls it completes waiting for its result (see PendingToolCall).
+ *
+ * @generated from message agentskit.chat.v1.ToolDeclaration
+ */
+export type ToolDeclaration = Message$1<"agentskit.chat.v1.ToolDeclaration"> & {
+  /**
+   * The tool's name: letters, digits, `_` and `-`, at most 64 characters.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * What the tool does, for the model.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * The arguments' JSON Schema (an object schema) as JSON text; empty for no arguments.
+   *
+   * @generated from field: string parameters_json = 3;
+   */
+  parametersJson: string;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.ToolDeclaration.
+ * Use `create(ToolDeclarationSchema)` to create a new message.
+ */
+export const ToolDeclarationSchema: GenMessage<ToolDeclaration> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 2);
+
+/**
+ * ToolResult answers one call the last answer waits on with the tool's output.
+ *
+ * @generated from message agentskit.chat.v1.ToolResult
+ */
+export type ToolResult = Message$1<"agentskit.chat.v1.ToolResult"> & {
+  /**
+   * The call answered.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * The tool's output, as the model should read it (often JSON text).
+   *
+   * @generated from field: string content = 2;
+   */
+  content: string;
+
+  /**
+   * Optional id of the stored tool message; the server chooses one when empty.
+   *
+   * @generated from field: string message_id = 3;
+   */
+  messageId: string;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.ToolResult.
+ * Use `create(ToolResultSchema)` to create a new message.
+ */
+export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 3);
+
+/**
+ * ToolApproval decides on one call that waits for approval (see ToolWait).
+ *
+ * @generated from message agentskit.chat.v1.ToolApproval
+ */
+export type ToolApproval = Message$1<"agentskit.chat.v1.ToolApproval"> & {
+  /**
+   * The call decided on.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * True to let the call run; false to deny it: the model then reads a denied result.
+   *
+   * @generated from field: bool approved = 2;
+   */
+  approved: boolean;
+
+  /**
+   * Optional reason, passed to the model with a denial.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.ToolApproval.
+ * Use `create(ToolApprovalSchema)` to create a new message.
+ */
+export const ToolApprovalSchema: GenMessage<ToolApproval> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 4);
+
+/**
+ * PendingToolCall is a call a completed turn's answer waits on.
+ *
+ * @generated from message agentskit.chat.v1.PendingToolCall
+ */
+export type PendingToolCall = Message$1<"agentskit.chat.v1.PendingToolCall"> & {
+  /**
+   * The call.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * The tool's name.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * What it waits for.
+   *
+   * @generated from field: agentskit.chat.v1.ToolWait wait = 3;
+   */
+  wait: ToolWait;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.PendingToolCall.
+ * Use `create(PendingToolCallSchema)` to create a new message.
+ */
+export const PendingToolCallSchema: GenMessage<PendingToolCall> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 5);
 
 /**
  * AnswerOrigin says how an assistant message was produced, so a reloaded transcript can
@@ -122,7 +313,7 @@ export type AnswerOrigin = Message$1<"agentskit.chat.v1.AnswerOrigin"> & {
  * Use `create(AnswerOriginSchema)` to create a new message.
  */
 export const AnswerOriginSchema: GenMessage<AnswerOrigin> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 1);
+  messageDesc(file_agentskit_chat_v1_chat, 6);
 
 /**
  * Snapshot is what a renderer needs to draw the conversation's controls.
@@ -157,7 +348,7 @@ export type Snapshot = Message$1<"agentskit.chat.v1.Snapshot"> & {
  * Use `create(SnapshotSchema)` to create a new message.
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 2);
+  messageDesc(file_agentskit_chat_v1_chat, 7);
 
 /**
  * Transition is one allowed event of a state.
@@ -185,7 +376,7 @@ export type Transition = Message$1<"agentskit.chat.v1.Transition"> & {
  * Use `create(TransitionSchema)` to create a new message.
  */
 export const TransitionSchema: GenMessage<Transition> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 3);
+  messageDesc(file_agentskit_chat_v1_chat, 8);
 
 /**
  * StateInfo describes one state of a definition.
@@ -220,7 +411,7 @@ export type StateInfo = Message$1<"agentskit.chat.v1.StateInfo"> & {
  * Use `create(StateInfoSchema)` to create a new message.
  */
 export const StateInfoSchema: GenMessage<StateInfo> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 4);
+  messageDesc(file_agentskit_chat_v1_chat, 9);
 
 /**
  * RouteInfo describes one deterministic route, without its handler code or responses.
@@ -279,7 +470,7 @@ export type RouteInfo = Message$1<"agentskit.chat.v1.RouteInfo"> & {
  * Use `create(RouteInfoSchema)` to create a new message.
  */
 export const RouteInfoSchema: GenMessage<RouteInfo> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 5);
+  messageDesc(file_agentskit_chat_v1_chat, 10);
 
 /**
  * Definition is the public description of a chat definition.
@@ -342,7 +533,7 @@ export type Definition = Message$1<"agentskit.chat.v1.Definition"> & {
  * Use `create(DefinitionSchema)` to create a new message.
  */
 export const DefinitionSchema: GenMessage<Definition> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 6);
+  messageDesc(file_agentskit_chat_v1_chat, 11);
 
 /**
  * Session is the metadata of one session.
@@ -398,7 +589,7 @@ export type Session = Message$1<"agentskit.chat.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 7);
+  messageDesc(file_agentskit_chat_v1_chat, 12);
 
 /**
  * ListDefinitionsRequest asks for every hosted definition.
@@ -413,7 +604,7 @@ export type ListDefinitionsRequest = Message$1<"agentskit.chat.v1.ListDefinition
  * Use `create(ListDefinitionsRequestSchema)` to create a new message.
  */
 export const ListDefinitionsRequestSchema: GenMessage<ListDefinitionsRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 8);
+  messageDesc(file_agentskit_chat_v1_chat, 13);
 
 /**
  * ListDefinitionsResponse holds every hosted definition.
@@ -434,7 +625,7 @@ export type ListDefinitionsResponse = Message$1<"agentskit.chat.v1.ListDefinitio
  * Use `create(ListDefinitionsResponseSchema)` to create a new message.
  */
 export const ListDefinitionsResponseSchema: GenMessage<ListDefinitionsResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 9);
+  messageDesc(file_agentskit_chat_v1_chat, 14);
 
 /**
  * GetDefinitionRequest names a definition.
@@ -455,7 +646,7 @@ export type GetDefinitionRequest = Message$1<"agentskit.chat.v1.GetDefinitionReq
  * Use `create(GetDefinitionRequestSchema)` to create a new message.
  */
 export const GetDefinitionRequestSchema: GenMessage<GetDefinitionRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 10);
+  messageDesc(file_agentskit_chat_v1_chat, 15);
 
 /**
  * GetDefinitionResponse holds one definition.
@@ -476,7 +667,7 @@ export type GetDefinitionResponse = Message$1<"agentskit.chat.v1.GetDefinitionRe
  * Use `create(GetDefinitionResponseSchema)` to create a new message.
  */
 export const GetDefinitionResponseSchema: GenMessage<GetDefinitionResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 11);
+  messageDesc(file_agentskit_chat_v1_chat, 16);
 
 /**
  * CreateSessionRequest starts a session.
@@ -511,7 +702,7 @@ export type CreateSessionRequest = Message$1<"agentskit.chat.v1.CreateSessionReq
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema: GenMessage<CreateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 12);
+  messageDesc(file_agentskit_chat_v1_chat, 17);
 
 /**
  * CreateSessionResponse holds the new session.
@@ -532,7 +723,7 @@ export type CreateSessionResponse = Message$1<"agentskit.chat.v1.CreateSessionRe
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 13);
+  messageDesc(file_agentskit_chat_v1_chat, 18);
 
 /**
  * GetSessionRequest names a session.
@@ -553,7 +744,7 @@ export type GetSessionRequest = Message$1<"agentskit.chat.v1.GetSessionRequest">
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 14);
+  messageDesc(file_agentskit_chat_v1_chat, 19);
 
 /**
  * GetSessionResponse holds a session and its server-held history.
@@ -581,7 +772,7 @@ export type GetSessionResponse = Message$1<"agentskit.chat.v1.GetSessionResponse
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 15);
+  messageDesc(file_agentskit_chat_v1_chat, 20);
 
 /**
  * DeleteSessionRequest names a session to remove.
@@ -611,7 +802,7 @@ export type DeleteSessionRequest = Message$1<"agentskit.chat.v1.DeleteSessionReq
  * Use `create(DeleteSessionRequestSchema)` to create a new message.
  */
 export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 16);
+  messageDesc(file_agentskit_chat_v1_chat, 21);
 
 /**
  * DeleteSessionResponse confirms a deletion.
@@ -626,7 +817,7 @@ export type DeleteSessionResponse = Message$1<"agentskit.chat.v1.DeleteSessionRe
  * Use `create(DeleteSessionResponseSchema)` to create a new message.
  */
 export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 17);
+  messageDesc(file_agentskit_chat_v1_chat, 22);
 
 /**
  * SubmitOperation appends a new user message to a server-held history.
@@ -654,7 +845,7 @@ export type SubmitOperation = Message$1<"agentskit.chat.v1.SubmitOperation"> & {
  * Use `create(SubmitOperationSchema)` to create a new message.
  */
 export const SubmitOperationSchema: GenMessage<SubmitOperation> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 18);
+  messageDesc(file_agentskit_chat_v1_chat, 23);
 
 /**
  * RetryOperation sends a user message of a server-held history again. Messages after it
@@ -676,7 +867,7 @@ export type RetryOperation = Message$1<"agentskit.chat.v1.RetryOperation"> & {
  * Use `create(RetryOperationSchema)` to create a new message.
  */
 export const RetryOperationSchema: GenMessage<RetryOperation> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 19);
+  messageDesc(file_agentskit_chat_v1_chat, 24);
 
 /**
  * EditOperation changes a user message of a server-held history, drops every later
@@ -705,7 +896,7 @@ export type EditOperation = Message$1<"agentskit.chat.v1.EditOperation"> & {
  * Use `create(EditOperationSchema)` to create a new message.
  */
 export const EditOperationSchema: GenMessage<EditOperation> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 20);
+  messageDesc(file_agentskit_chat_v1_chat, 25);
 
 /**
  * RegenerateOperation drops an assistant answer of a server-held history and answers the
@@ -727,10 +918,12 @@ export type RegenerateOperation = Message$1<"agentskit.chat.v1.RegenerateOperati
  * Use `create(RegenerateOperationSchema)` to create a new message.
  */
 export const RegenerateOperationSchema: GenMessage<RegenerateOperation> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 21);
+  messageDesc(file_agentskit_chat_v1_chat, 26);
 
 /**
- * DispatchOperation resolves the last user message of a client-held history.
+ * DispatchOperation resolves the last user message of a client-held history. A history
+ * that ends with tool messages answering the last answer's pending calls continues that
+ * answer instead: it goes to the model, never through the routes.
  *
  * @generated from message agentskit.chat.v1.DispatchOperation
  */
@@ -741,6 +934,13 @@ export type DispatchOperation = Message$1<"agentskit.chat.v1.DispatchOperation">
    * @generated from field: repeated agentskit.chat.v1.Message messages = 1;
    */
   messages: Message[];
+
+  /**
+   * Decisions on the last answer's calls that wait for approval.
+   *
+   * @generated from field: repeated agentskit.chat.v1.ToolApproval approvals = 2;
+   */
+  approvals: ToolApproval[];
 };
 
 /**
@@ -748,7 +948,38 @@ export type DispatchOperation = Message$1<"agentskit.chat.v1.DispatchOperation">
  * Use `create(DispatchOperationSchema)` to create a new message.
  */
 export const DispatchOperationSchema: GenMessage<DispatchOperation> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 22);
+  messageDesc(file_agentskit_chat_v1_chat, 27);
+
+/**
+ * ToolResultsOperation continues the last answer of a server-held history: it stores the
+ * results (and the denied results of denied calls) and sends the history to the model.
+ * It must answer every call the answer waits on (see PendingToolCall); an approved call
+ * without a result is sent back to the client to run, and the turn completes waiting.
+ *
+ * @generated from message agentskit.chat.v1.ToolResultsOperation
+ */
+export type ToolResultsOperation = Message$1<"agentskit.chat.v1.ToolResultsOperation"> & {
+  /**
+   * Results of calls waiting for a result (or approved in this request).
+   *
+   * @generated from field: repeated agentskit.chat.v1.ToolResult results = 1;
+   */
+  results: ToolResult[];
+
+  /**
+   * Decisions on calls waiting for approval.
+   *
+   * @generated from field: repeated agentskit.chat.v1.ToolApproval approvals = 2;
+   */
+  approvals: ToolApproval[];
+};
+
+/**
+ * Describes the message agentskit.chat.v1.ToolResultsOperation.
+ * Use `create(ToolResultsOperationSchema)` to create a new message.
+ */
+export const ToolResultsOperationSchema: GenMessage<ToolResultsOperation> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 28);
 
 /**
  * StreamTurnRequest runs one turn of a session.
@@ -818,6 +1049,14 @@ export type StreamTurnRequest = Message$1<"agentskit.chat.v1.StreamTurnRequest">
      */
     value: DispatchOperation;
     case: "dispatch";
+  } | {
+    /**
+     * Continue the last answer of a server-held history with tool results.
+     *
+     * @generated from field: agentskit.chat.v1.ToolResultsOperation tool_results = 13;
+     */
+    value: ToolResultsOperation;
+    case: "toolResults";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -836,6 +1075,29 @@ export type StreamTurnRequest = Message$1<"agentskit.chat.v1.StreamTurnRequest">
    * @generated from field: agentskit.chat.v1.DisconnectMode on_disconnect = 9;
    */
   onDisconnect: DisconnectMode;
+
+  /**
+   * Tools the model may call in this turn (send them with every turn that may call
+   * them). A route's answer never calls a tool.
+   *
+   * @generated from field: repeated agentskit.chat.v1.ToolDeclaration tools = 10;
+   */
+  tools: ToolDeclaration[];
+
+  /**
+   * "auto", "none", "required", or the name of the one declared tool the model must
+   * call; empty leaves the model's default.
+   *
+   * @generated from field: string tool_choice = 11;
+   */
+  toolChoice: string;
+
+  /**
+   * Whether the model may call several tools in one answer; unset leaves its default.
+   *
+   * @generated from field: optional bool parallel_tool_calls = 12;
+   */
+  parallelToolCalls?: boolean | undefined;
 };
 
 /**
@@ -843,7 +1105,7 @@ export type StreamTurnRequest = Message$1<"agentskit.chat.v1.StreamTurnRequest">
  * Use `create(StreamTurnRequestSchema)` to create a new message.
  */
 export const StreamTurnRequestSchema: GenMessage<StreamTurnRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 23);
+  messageDesc(file_agentskit_chat_v1_chat, 29);
 
 /**
  * TurnStarted is the first event of a turn, sent when the turn starts (a turn answered by
@@ -892,7 +1154,7 @@ export type TurnStarted = Message$1<"agentskit.chat.v1.TurnStarted"> & {
  * Use `create(TurnStartedSchema)` to create a new message.
  */
 export const TurnStartedSchema: GenMessage<TurnStarted> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 24);
+  messageDesc(file_agentskit_chat_v1_chat, 30);
 
 /**
  * TurnDecision says how the turn is answered.
@@ -941,7 +1203,7 @@ export type TurnDecision = Message$1<"agentskit.chat.v1.TurnDecision"> & {
  * Use `create(TurnDecisionSchema)` to create a new message.
  */
 export const TurnDecisionSchema: GenMessage<TurnDecision> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 25);
+  messageDesc(file_agentskit_chat_v1_chat, 31);
 
 /**
  * TextDelta is a piece of the answer, in order.
@@ -962,7 +1224,98 @@ export type TextDelta = Message$1<"agentskit.chat.v1.TextDelta"> & {
  * Use `create(TextDeltaSchema)` to create a new message.
  */
 export const TextDeltaSchema: GenMessage<TextDelta> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 26);
+  messageDesc(file_agentskit_chat_v1_chat, 32);
+
+/**
+ * ToolCallStarted says the model started calling a tool.
+ *
+ * @generated from message agentskit.chat.v1.ToolCallStarted
+ */
+export type ToolCallStarted = Message$1<"agentskit.chat.v1.ToolCallStarted"> & {
+  /**
+   * The call's id.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * The tool's name.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.ToolCallStarted.
+ * Use `create(ToolCallStartedSchema)` to create a new message.
+ */
+export const ToolCallStartedSchema: GenMessage<ToolCallStarted> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 33);
+
+/**
+ * ToolCallDelta is the next piece of a started call's arguments (JSON text).
+ *
+ * @generated from message agentskit.chat.v1.ToolCallDelta
+ */
+export type ToolCallDelta = Message$1<"agentskit.chat.v1.ToolCallDelta"> & {
+  /**
+   * The call.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * The next piece of the arguments.
+   *
+   * @generated from field: string arguments_delta = 2;
+   */
+  argumentsDelta: string;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.ToolCallDelta.
+ * Use `create(ToolCallDeltaSchema)` to create a new message.
+ */
+export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 34);
+
+/**
+ * ToolCallEnded says a call's arguments are complete.
+ *
+ * @generated from message agentskit.chat.v1.ToolCallEnded
+ */
+export type ToolCallEnded = Message$1<"agentskit.chat.v1.ToolCallEnded"> & {
+  /**
+   * The call.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * The complete arguments: the concatenation of the call's deltas.
+   *
+   * @generated from field: string arguments = 2;
+   */
+  arguments: string;
+
+  /**
+   * What the call waits for once the turn completes.
+   *
+   * @generated from field: agentskit.chat.v1.ToolWait wait = 3;
+   */
+  wait: ToolWait;
+};
+
+/**
+ * Describes the message agentskit.chat.v1.ToolCallEnded.
+ * Use `create(ToolCallEndedSchema)` to create a new message.
+ */
+export const ToolCallEndedSchema: GenMessage<ToolCallEnded> = /*@__PURE__*/
+  messageDesc(file_agentskit_chat_v1_chat, 35);
 
 /**
  * Usage counts model tokens of an agentic turn.
@@ -990,7 +1343,7 @@ export type Usage = Message$1<"agentskit.chat.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 27);
+  messageDesc(file_agentskit_chat_v1_chat, 36);
 
 /**
  * TurnCompleted is the last event of a turn that committed.
@@ -1036,10 +1389,27 @@ export type TurnCompleted = Message$1<"agentskit.chat.v1.TurnCompleted"> & {
   /**
    * Why the model stopped, as the model said it: "stop", "length" (cut by the token
    * limit), "content_filter"... Empty for deterministic turns and for a repeated turn.
+   * "tool_calls" when the answer waits for tool results, "tool_approval" when at least
+   * one call waits for approval (see pending_tool_calls).
    *
    * @generated from field: string finish_reason = 6;
    */
   finishReason: string;
+
+  /**
+   * The tools the answer called, in order (also on the stored assistant message).
+   *
+   * @generated from field: repeated agentskit.chat.v1.ToolCall tool_calls = 7;
+   */
+  toolCalls: ToolCall[];
+
+  /**
+   * The calls the answer waits on; the session's next turn must answer each (a
+   * tool_results operation, or a dispatch whose history ends with their results).
+   *
+   * @generated from field: repeated agentskit.chat.v1.PendingToolCall pending_tool_calls = 8;
+   */
+  pendingToolCalls: PendingToolCall[];
 };
 
 /**
@@ -1047,7 +1417,7 @@ export type TurnCompleted = Message$1<"agentskit.chat.v1.TurnCompleted"> & {
  * Use `create(TurnCompletedSchema)` to create a new message.
  */
 export const TurnCompletedSchema: GenMessage<TurnCompleted> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 28);
+  messageDesc(file_agentskit_chat_v1_chat, 37);
 
 /**
  * TurnFailed is the last event of a turn that committed nothing. Deltas streamed before it
@@ -1096,7 +1466,7 @@ export type TurnFailed = Message$1<"agentskit.chat.v1.TurnFailed"> & {
  * Use `create(TurnFailedSchema)` to create a new message.
  */
 export const TurnFailedSchema: GenMessage<TurnFailed> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 29);
+  messageDesc(file_agentskit_chat_v1_chat, 38);
 
 /**
  * StreamTurnResponse is one event of a turn.
@@ -1180,6 +1550,30 @@ export type StreamTurnResponse = Message$1<"agentskit.chat.v1.StreamTurnResponse
      */
     value: TurnFailed;
     case: "failed";
+  } | {
+    /**
+     * The model started a tool call.
+     *
+     * @generated from field: agentskit.chat.v1.ToolCallStarted tool_call_started = 10;
+     */
+    value: ToolCallStarted;
+    case: "toolCallStarted";
+  } | {
+    /**
+     * A piece of a tool call's arguments.
+     *
+     * @generated from field: agentskit.chat.v1.ToolCallDelta tool_call_delta = 11;
+     */
+    value: ToolCallDelta;
+    case: "toolCallDelta";
+  } | {
+    /**
+     * A tool call's arguments are complete.
+     *
+     * @generated from field: agentskit.chat.v1.ToolCallEnded tool_call_ended = 12;
+     */
+    value: ToolCallEnded;
+    case: "toolCallEnded";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1188,7 +1582,7 @@ export type StreamTurnResponse = Message$1<"agentskit.chat.v1.StreamTurnResponse
  * Use `create(StreamTurnResponseSchema)` to create a new message.
  */
 export const StreamTurnResponseSchema: GenMessage<StreamTurnResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 30);
+  messageDesc(file_agentskit_chat_v1_chat, 39);
 
 /**
  * TruncateHistoryRequest drops the newest messages of a server-held history.
@@ -1225,7 +1619,7 @@ export type TruncateHistoryRequest = Message$1<"agentskit.chat.v1.TruncateHistor
  * Use `create(TruncateHistoryRequestSchema)` to create a new message.
  */
 export const TruncateHistoryRequestSchema: GenMessage<TruncateHistoryRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 31);
+  messageDesc(file_agentskit_chat_v1_chat, 40);
 
 /**
  * TruncateHistoryResponse holds the session after the truncation.
@@ -1253,7 +1647,7 @@ export type TruncateHistoryResponse = Message$1<"agentskit.chat.v1.TruncateHisto
  * Use `create(TruncateHistoryResponseSchema)` to create a new message.
  */
 export const TruncateHistoryResponseSchema: GenMessage<TruncateHistoryResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 32);
+  messageDesc(file_agentskit_chat_v1_chat, 41);
 
 /**
  * TurnRecord is the content-free record of one turn: what it did and how it ended.
@@ -1360,6 +1754,13 @@ export type TurnRecord = Message$1<"agentskit.chat.v1.TurnRecord"> & {
    * @generated from field: agentskit.chat.v1.Usage usage = 14;
    */
   usage?: Usage | undefined;
+
+  /**
+   * The calls a completed turn's answer waits on (by id and name only).
+   *
+   * @generated from field: repeated agentskit.chat.v1.PendingToolCall pending_tool_calls = 15;
+   */
+  pendingToolCalls: PendingToolCall[];
 };
 
 /**
@@ -1367,7 +1768,7 @@ export type TurnRecord = Message$1<"agentskit.chat.v1.TurnRecord"> & {
  * Use `create(TurnRecordSchema)` to create a new message.
  */
 export const TurnRecordSchema: GenMessage<TurnRecord> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 33);
+  messageDesc(file_agentskit_chat_v1_chat, 42);
 
 /**
  * GetTurnRequest names a turn of a session.
@@ -1395,7 +1796,7 @@ export type GetTurnRequest = Message$1<"agentskit.chat.v1.GetTurnRequest"> & {
  * Use `create(GetTurnRequestSchema)` to create a new message.
  */
 export const GetTurnRequestSchema: GenMessage<GetTurnRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 34);
+  messageDesc(file_agentskit_chat_v1_chat, 43);
 
 /**
  * GetTurnResponse holds one turn record.
@@ -1416,7 +1817,7 @@ export type GetTurnResponse = Message$1<"agentskit.chat.v1.GetTurnResponse"> & {
  * Use `create(GetTurnResponseSchema)` to create a new message.
  */
 export const GetTurnResponseSchema: GenMessage<GetTurnResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 35);
+  messageDesc(file_agentskit_chat_v1_chat, 44);
 
 /**
  * ListTurnsRequest asks for a page of a session's retained turns.
@@ -1453,7 +1854,7 @@ export type ListTurnsRequest = Message$1<"agentskit.chat.v1.ListTurnsRequest"> &
  * Use `create(ListTurnsRequestSchema)` to create a new message.
  */
 export const ListTurnsRequestSchema: GenMessage<ListTurnsRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 36);
+  messageDesc(file_agentskit_chat_v1_chat, 45);
 
 /**
  * ListTurnsResponse holds one page of turns, newest first: the running turn (if any), then
@@ -1482,7 +1883,7 @@ export type ListTurnsResponse = Message$1<"agentskit.chat.v1.ListTurnsResponse">
  * Use `create(ListTurnsResponseSchema)` to create a new message.
  */
 export const ListTurnsResponseSchema: GenMessage<ListTurnsResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 37);
+  messageDesc(file_agentskit_chat_v1_chat, 46);
 
 /**
  * WatchTurnRequest names a turn to follow and the last event the caller has.
@@ -1523,7 +1924,7 @@ export type WatchTurnRequest = Message$1<"agentskit.chat.v1.WatchTurnRequest"> &
  * Use `create(WatchTurnRequestSchema)` to create a new message.
  */
 export const WatchTurnRequestSchema: GenMessage<WatchTurnRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 38);
+  messageDesc(file_agentskit_chat_v1_chat, 47);
 
 /**
  * CancelTurnRequest names a turn to stop.
@@ -1551,7 +1952,7 @@ export type CancelTurnRequest = Message$1<"agentskit.chat.v1.CancelTurnRequest">
  * Use `create(CancelTurnRequestSchema)` to create a new message.
  */
 export const CancelTurnRequestSchema: GenMessage<CancelTurnRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 39);
+  messageDesc(file_agentskit_chat_v1_chat, 48);
 
 /**
  * CancelTurnResponse says what the cancel did.
@@ -1581,7 +1982,7 @@ export type CancelTurnResponse = Message$1<"agentskit.chat.v1.CancelTurnResponse
  * Use `create(CancelTurnResponseSchema)` to create a new message.
  */
 export const CancelTurnResponseSchema: GenMessage<CancelTurnResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 40);
+  messageDesc(file_agentskit_chat_v1_chat, 49);
 
 /**
  * WatchSessionRequest names a session to follow.
@@ -1611,7 +2012,7 @@ export type WatchSessionRequest = Message$1<"agentskit.chat.v1.WatchSessionReque
  * Use `create(WatchSessionRequestSchema)` to create a new message.
  */
 export const WatchSessionRequestSchema: GenMessage<WatchSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 41);
+  messageDesc(file_agentskit_chat_v1_chat, 50);
 
 /**
  * WatchHeartbeat keeps an idle watch stream alive through proxies that close streams
@@ -1634,7 +2035,7 @@ export type WatchHeartbeat = Message$1<"agentskit.chat.v1.WatchHeartbeat"> & {
  * Use `create(WatchHeartbeatSchema)` to create a new message.
  */
 export const WatchHeartbeatSchema: GenMessage<WatchHeartbeat> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 42);
+  messageDesc(file_agentskit_chat_v1_chat, 51);
 
 /**
  * WatchSessionResponse is one message of a session watch.
@@ -1682,7 +2083,7 @@ export type WatchSessionResponse = Message$1<"agentskit.chat.v1.WatchSessionResp
  * Use `create(WatchSessionResponseSchema)` to create a new message.
  */
 export const WatchSessionResponseSchema: GenMessage<WatchSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentskit_chat_v1_chat, 43);
+  messageDesc(file_agentskit_chat_v1_chat, 52);
 
 /**
  * ErrorReason lists the `reason` values of the google.rpc.ErrorInfo attached to errors.
@@ -1825,6 +2226,31 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_WATCH_BEHIND = 18;
    */
   WATCH_BEHIND = 18,
+
+  /**
+   * A tool result or approval names a call id that the session's last answer does not
+   * wait on: unknown, or already answered (INVALID_ARGUMENT); metadata `field` names it.
+   *
+   * @generated from enum value: ERROR_REASON_TOOL_CALL_UNKNOWN = 19;
+   */
+  TOOL_CALL_UNKNOWN = 19,
+
+  /**
+   * Tool results or approvals were sent, but the session's last answer waits on no tool
+   * call (FAILED_PRECONDITION).
+   *
+   * @generated from enum value: ERROR_REASON_NO_PENDING_TOOL_CALLS = 20;
+   */
+  NO_PENDING_TOOL_CALLS = 20,
+
+  /**
+   * The request does not answer every call the last answer waits on: each call waiting
+   * for a result needs one, each call waiting for approval needs a decision
+   * (INVALID_ARGUMENT); metadata `field` names the first call left unanswered.
+   *
+   * @generated from enum value: ERROR_REASON_TOOL_CALLS_UNANSWERED = 21;
+   */
+  TOOL_CALLS_UNANSWERED = 21,
 }
 
 /**
@@ -2048,6 +2474,13 @@ export enum Operation {
    * @generated from enum value: OPERATION_DISPATCH = 5;
    */
   DISPATCH = 5,
+
+  /**
+   * Tool results (or approval decisions) continued the last answer.
+   *
+   * @generated from enum value: OPERATION_TOOL_RESULTS = 6;
+   */
+  TOOL_RESULTS = 6,
 }
 
 /**
@@ -2096,6 +2529,41 @@ export enum TurnOutcome {
  */
 export const TurnOutcomeSchema: GenEnum<TurnOutcome> = /*@__PURE__*/
   enumDesc(file_agentskit_chat_v1_chat, 6);
+
+/**
+ * ToolWait says what a pending tool call waits for.
+ *
+ * @generated from enum agentskit.chat.v1.ToolWait
+ */
+export enum ToolWait {
+  /**
+   * Never sent.
+   *
+   * @generated from enum value: TOOL_WAIT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The client runs the tool and sends its result.
+   *
+   * @generated from enum value: TOOL_WAIT_RESULT = 1;
+   */
+  RESULT = 1,
+
+  /**
+   * The definition marks the tool as needing approval: a person approves or denies the
+   * call first.
+   *
+   * @generated from enum value: TOOL_WAIT_APPROVAL = 2;
+   */
+  APPROVAL = 2,
+}
+
+/**
+ * Describes the enum agentskit.chat.v1.ToolWait.
+ */
+export const ToolWaitSchema: GenEnum<ToolWait> = /*@__PURE__*/
+  enumDesc(file_agentskit_chat_v1_chat, 7);
 
 /**
  * ChatService hosts chat definitions and the sessions that run them.
