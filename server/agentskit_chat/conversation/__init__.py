@@ -47,6 +47,7 @@ from ._outcomes import (
 from ._record import (
     MAX_RECENT_TURNS,
     Lease,
+    PendingCall,
     RecordEncoder,
     SessionRecord,
     TerminalTurn,
@@ -100,6 +101,7 @@ __all__ = [
     "MalformedRecordError",
     "Message",
     "Outcome",
+    "PendingCall",
     "RecordEncoder",
     "Rejected",
     "RejectionReason",

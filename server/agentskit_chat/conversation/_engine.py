@@ -88,15 +88,23 @@ async def resolve(
     callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
     allow_async: bool = True,
     at: float | None = None,
+    continuation: bool = False,
 ) -> Outcome:
-    """Resolve the last user message of `messages` against `state`."""
+    """Resolve the last user message of `messages` against `state`.
+
+    With `continuation`, `messages` end with tool results of the model's answer to the last
+    user message: that answer goes on, so the history is reconciled as usual and then
+    delegated to the model without any route running.
+    """
     users = check_history(messages)
     session_id = state.instance.id
     earlier = users[:-1]
     basis = history_key(earlier)
     instance, kept = _rebuild(definition, state, earlier, basis, digester)
-    if not users:
-        return delegate(definition, instance, kept, users, messages, None)
+    if not users or continuation:
+        return delegate(
+            definition, instance, kept, users, messages, users[-1].id if users else None
+        )
     last = users[-1]
     digest = digester.digest(last.content)
     prior = state.decisions.get(last.id)

@@ -31,13 +31,15 @@ from ._statechart import Accepted, StatechartInstance, transition
 from ._types import ROUTE_KINDS, TurnKind
 
 RECORD_FORMAT: Final = "agentskit.chat.session"
-RECORD_VERSION: Final = 4
-READABLE_VERSIONS: Final = frozenset({1, 2, 3, 4})
+RECORD_VERSION: Final = 5
+READABLE_VERSIONS: Final = frozenset({1, 2, 3, 4, 5})
 """Version 1 records lack the turn timing, failure and usage fields of version 2; version 2
 records lack the message count of version 3; version 3 records lack whether a terminal turn
-streamed a decision (read as: completed turns did, failed ones did not)."""
+streamed a decision (read as: completed turns did, failed ones did not); version 4 records
+lack the tool calls a completed turn waits on (a turn that waits on none has no such key)."""
 MAX_RECENT_TURNS: Final = 64
-OPERATIONS: Final = frozenset({"submit", "retry", "edit", "regenerate", "dispatch"})
+OPERATIONS: Final = frozenset({"submit", "retry", "edit", "regenerate", "dispatch", "tool_results"})
+TOOL_WAITS: Final = frozenset({"result", "approval"})
 TERMINAL_OUTCOMES: Final = frozenset({"completed", "failed"})
 
 T = TypeVar("T")
@@ -55,6 +57,16 @@ class Lease:
     """What the turn runs; None in version 1 records."""
     started_at_ms: int | None = None
     user_message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A tool call a completed turn's answer waits on: by id and tool name, never content."""
+
+    call_id: str
+    name: str
+    wait: str = "result"
+    """`result` (the client runs the tool) or `approval` (a person decides first)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +97,8 @@ class TerminalTurn:
     """The turn streamed a decision (kind, route, from and to state, replayed) before it
     ended, so a repeated turn id streams it again. A completed turn always did; a failed
     one did when it failed after resolving (an agentic turn whose model call failed)."""
+    pending: tuple[PendingCall, ...] = ()
+    """The tool calls a completed turn's answer waits on; the next turn answers them."""
 
 
 class _Keep:
@@ -154,6 +168,11 @@ class SessionRecord:
     def find_turn(self, turn_id: str) -> TerminalTurn | None:
         """The recorded terminal turn with `turn_id`, if still retained."""
         return next((t for t in self.recent_turns if t.turn_id == turn_id), None)
+
+    def last_answer(self) -> TerminalTurn | None:
+        """The newest retained completed turn: the session's last answer (failed turns
+        commit nothing, so they do not replace it)."""
+        return next((t for t in reversed(self.recent_turns) if t.outcome == "completed"), None)
 
 
 def encode_session_record(record: SessionRecord, sealer: ResponseSealer | None = None) -> bytes:
@@ -275,7 +294,7 @@ def _encode_lease(lease: Lease) -> dict[str, Any]:
 
 
 def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
-    return {
+    encoded = {
         "turn_id": t.turn_id,
         "operation": t.operation,
         "outcome": t.outcome,
@@ -295,6 +314,9 @@ def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
         "output_tokens": t.output_tokens,
         "decided": t.decided,
     }
+    if t.pending:
+        encoded["tool_calls"] = [[p.call_id, p.name, p.wait] for p in t.pending]
+    return encoded
 
 
 def decode_session_record(
@@ -527,9 +549,11 @@ def _decode_lease(f: _Fields, version: int) -> Lease:
 
 
 def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
+    tools = version >= 5 and "tool_calls" in f.raw
     f.expect_keys(
         *(_TURN_KEYS_V2 if version >= 2 else ()),
         *(_TURN_KEYS_V4 if version >= 4 else ()),
+        *(("tool_calls",) if tools else ()),
         "turn_id",
         "operation",
         "outcome",
@@ -575,4 +599,26 @@ def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
         input_tokens=f.optional_integer("input_tokens"),
         output_tokens=f.optional_integer("output_tokens"),
         decided=decided,
+        pending=_decode_pending(f) if tools else (),
     )
+
+
+def _decode_pending(f: _Fields) -> tuple[PendingCall, ...]:
+    raw = f.raw["tool_calls"]
+    where = f"{f.path}.tool_calls"
+    if not isinstance(raw, list) or not raw:
+        raise MalformedRecordError(f"{where} must be a non-empty list")
+    calls: list[PendingCall] = []
+    for index, item in enumerate(raw):
+        valid = (
+            isinstance(item, list)
+            and len(item) == 3
+            and all(isinstance(part, str) and part for part in item)
+            and item[2] in TOOL_WAITS
+        )
+        if not valid:
+            raise MalformedRecordError(f"{where}[{index}] must be [call id, tool name, wait]")
+        calls.append(PendingCall(item[0], item[1], item[2]))
+    if len({call.call_id for call in calls}) != len(calls):
+        raise MalformedRecordError(f"{where} repeats a call id")
+    return tuple(calls)

@@ -5,11 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from agentskit_chat.conversation import Message, Role
+from agentskit_chat.conversation import Message, Role, SessionRecord
 
 from ._errors import invalid
 from ._limits import Limits
-from ._types import Dispatch, Edit, Operation, Retry, Submit
+from ._tool_plans import (
+    ToolContinuation,
+    check_tool_fields,
+    continue_client_held,
+    continue_server_held,
+)
+from ._types import Dispatch, Edit, Operation, Retry, Submit, ToolResults
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +29,14 @@ class Plan:
     added: tuple[Message, ...] = field(repr=False)
     """Messages stored after the kept ones, before the answer."""
     user_message_id: str | None
+    tools: ToolContinuation | None = None
+    """How the turn answers the last answer's tool calls; None when it resolves a user
+    message (then the routes run first)."""
+
+    @property
+    def continues(self) -> bool:
+        """The turn continues the model's answer: it goes to the model, past the routes."""
+        return self.tools is not None and not self.tools.waiting
 
 
 def plan_turn(
@@ -30,10 +44,14 @@ def plan_turn(
     history: Sequence[Message],
     limits: Limits,
     new_id: Callable[[str], str],
+    record: SessionRecord | None = None,
 ) -> Plan:
-    """The plan of `operation` over a server-held `history` (ignored for dispatch)."""
+    """The plan of `operation` over a server-held `history` (ignored for dispatch);
+    `record` tells which tool calls the last answer waits on."""
     if isinstance(operation, Dispatch):
-        return _dispatch(operation, limits)
+        return _dispatch(operation, limits, record, new_id)
+    if isinstance(operation, ToolResults):
+        return _tool_results(operation, history, limits, new_id, record)
     if isinstance(operation, Submit):
         return _submit(operation, history, limits, new_id)
     if isinstance(operation, Retry):
@@ -48,14 +66,37 @@ def plan_turn(
     return _resolve_prefix(history, index, (), limits)
 
 
-def _dispatch(operation: Dispatch, limits: Limits) -> Plan:
+def _dispatch(
+    operation: Dispatch,
+    limits: Limits,
+    record: SessionRecord | None,
+    new_id: Callable[[str], str],
+) -> Plan:
     limits.check_dispatch(operation.messages)
+    check_tool_fields(operation.messages)
     users = [i for i, m in enumerate(operation.messages) if m.role == Role.USER]
     if not users:
         raise invalid("dispatch.messages", "dispatch.messages holds no user message to resolve")
     last = operation.messages[users[-1]]
-    limits.check_text(f"dispatch.messages[{users[-1]}].content", last.content)
-    return Plan(operation.messages, 0, (), last.id)
+    tools = None if record is None else continue_client_held(operation, record, new_id)
+    if tools is None:
+        limits.check_text(f"dispatch.messages[{users[-1]}].content", last.content)
+        return Plan(operation.messages, 0, (), last.id)
+    return Plan((*operation.messages, *tools.added), 0, (), last.id, tools)
+
+
+def _tool_results(
+    operation: ToolResults,
+    history: Sequence[Message],
+    limits: Limits,
+    new_id: Callable[[str], str],
+    record: SessionRecord | None,
+) -> Plan:
+    if record is None:
+        raise ValueError("a tool results plan needs the session record")
+    tools = continue_server_held(operation, history, record, limits, new_id)
+    plan = _resolve_prefix(history, len(history), tools.added, limits)
+    return Plan(plan.messages, plan.keep, plan.added, plan.user_message_id, tools)
 
 
 def _submit(

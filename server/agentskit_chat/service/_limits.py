@@ -41,6 +41,14 @@ class Limits:
     """Seconds a turn's lease lasts; longer than `turn_timeout` so a live turn keeps it."""
     sampling_caps: SamplingCaps = field(default_factory=SamplingCaps)
     """Bounds on the sampling settings a caller may ask of a model."""
+    max_tools: int = 64
+    """Tools one turn may declare."""
+    max_tool_schema_bytes: int = 16 * 1024
+    """UTF-8 size of one declared tool's description and parameters schema together."""
+    max_tool_calls: int = 16
+    """Tool calls one answer may make; past it the turn fails with `tool_limit`."""
+    max_tool_arguments_bytes: int = 64 * 1024
+    """UTF-8 size of one tool call's arguments; past it the turn fails with `tool_limit`."""
 
     def __post_init__(self) -> None:
         if self.turn_timeout <= 0 or self.lease_ttl <= self.turn_timeout:
@@ -51,6 +59,10 @@ class Limits:
             self.max_history_bytes,
             self.max_id_length,
             self.max_output_bytes,
+            self.max_tools,
+            self.max_tool_schema_bytes,
+            self.max_tool_calls,
+            self.max_tool_arguments_bytes,
         )
         if min(sizes) < 1:
             raise ValueError("every size limit must be at least 1")

@@ -35,6 +35,7 @@ from ._catalog import Catalog
 from ._errors import Reason, ServiceError, conflict
 from ._loaded import Loaded as Loaded  # Where the other service modules find it.
 from ._tenancy import current_principal
+from ._tool_codec import decode_tools, encode_tools
 
 T = TypeVar("T")
 
@@ -259,7 +260,7 @@ class Records:
             kept = messages[: history.keep]
             messages = (
                 *kept,
-                *(Message(m.message_id, Role(m.role), m.content) for m in history.append),
+                *map(_message, history.append),
             )
         after = Loaded(loaded.definition, saved, loaded.history_mode, loaded.incarnation, tenant)
         self._remember(Entry(stored.record, after, encoder, messages))
@@ -313,12 +314,16 @@ def _history_mismatch() -> ServiceError:
 
 
 def _message(stored: StoredMessage) -> Message:
-    return Message(stored.message_id, Role(stored.role), stored.content)
+    if not stored.tools:
+        return Message(stored.message_id, Role(stored.role), stored.content)
+    calls, call_id = decode_tools(stored.tools)
+    return Message(stored.message_id, Role(stored.role), stored.content, calls, call_id)
 
 
 def to_stored(message: Message) -> StoredMessage:
     """A history message as the store keeps it."""
-    return StoredMessage(message.id, str(message.role), message.content)
+    tools = encode_tools(message)
+    return StoredMessage(message.id, str(message.role), message.content, tools)
 
 
 async def guard(call: Awaitable[T]) -> T:

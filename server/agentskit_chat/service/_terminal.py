@@ -9,18 +9,34 @@ from agentskit_chat.conversation import (
     ROUTE_FAILED,
     FailureOutcome,
     Message,
+    PendingCall,
     TerminalTurn,
+    ToolCall,
     TurnKind,
 )
 from agentskit_chat.storage import HistoryMode
 
 from ._records import Loaded, now_ms
-from ._types import Completed, Decided, Delta, Failed, Started, TurnEvent, TurnRequest, Usage
+from ._types import (
+    Completed,
+    Decided,
+    Delta,
+    Failed,
+    Started,
+    ToolDelta,
+    ToolEnded,
+    ToolStarted,
+    TurnEvent,
+    TurnRequest,
+    Usage,
+)
 
 DEADLINE_EXCEEDED: Final = "deadline_exceeded"
 CONFLICT: Final = "conflict"
 MODEL_FAILED: Final = "model_failed"
 OUTPUT_LIMIT: Final = "output_limit"
+TOOL_LIMIT: Final = "tool_limit"
+"""The model called more tools, or wrote longer arguments, than the server allows."""
 STORE_UNAVAILABLE: Final = "store_unavailable"
 """The turn's closing write failed: nothing was committed and the same turn id may run again."""
 CANCELLED: Final = "cancelled"
@@ -33,6 +49,7 @@ FAILURE_MESSAGES: Final = {
     CONFLICT: "Another writer changed the session during the turn.",
     MODEL_FAILED: "The model call failed.",
     OUTPUT_LIMIT: "The answer was longer than the server allows.",
+    TOOL_LIMIT: "The answer called more tools, or longer ones, than the server allows.",
     STORE_UNAVAILABLE: "The session store failed; nothing was committed.",
     CANCELLED: "the turn was cancelled before it ended; nothing was committed",
     INTERRUPTED: "the server running the turn stopped before it ended; nothing was committed",
@@ -56,8 +73,9 @@ def completed_turn(
     *,
     started_at_ms: int | None,
     usage: Usage | None = None,
+    pending: tuple[PendingCall, ...] = (),
 ) -> TerminalTurn:
-    """The record of a turn that committed."""
+    """The record of a turn that committed; `pending`, the tool calls its answer waits on."""
     return TerminalTurn(
         turn_id=request.turn_id,
         operation=request.operation_name,
@@ -74,6 +92,7 @@ def completed_turn(
         input_tokens=None if usage is None else usage.input_tokens,
         output_tokens=None if usage is None else usage.output_tokens,
         decided=True,
+        pending=pending,
     )
 
 
@@ -141,8 +160,11 @@ async def repeat(
     change nothing of what is repeated.
     """
     content = ""
+    calls: tuple[ToolCall, ...] = ()
     if turn.assistant_message_id and loaded.history_mode == HistoryMode.SERVER:
-        content = next((m.content for m in history if m.id == turn.assistant_message_id), "")
+        answer = next((m for m in history if m.id == turn.assistant_message_id), None)
+        if answer is not None:
+            content, calls = answer.content, answer.tool_calls
     yield Started(turn.operation, turn.user_message_id, True, turn.assistant_message_id)
     if turn.outcome == "failed":
         if turn.decided:
@@ -152,13 +174,32 @@ async def repeat(
     yield recorded_decision(turn, loaded.record.state)
     if content:
         yield Delta(content)
+    waits = {p.call_id: p.wait for p in turn.pending}
+    if turn.pending and not calls:  # Client-held: ids and names only, no arguments.
+        calls = tuple(ToolCall(p.call_id, p.name, "") for p in turn.pending)
+    for call in calls:
+        yield ToolStarted(call.id, call.name)
+        if call.arguments:
+            yield ToolDelta(call.id, call.arguments)
+        yield ToolEnded(call.id, call.arguments, waits.get(call.id, "result"))
     yield Completed(
         turn.assistant_message_id or "",
         content,
         loaded.definition.snapshot(loaded.record.state),
         loaded.cursor,
         recorded_usage(turn),
+        finish_reason_of(turn.pending),
+        calls,
+        turn.pending,
     )
+
+
+def finish_reason_of(pending: tuple[PendingCall, ...]) -> str:
+    """`tool_approval` when a call waits for approval, `tool_calls` when calls wait for
+    results, else empty (a repeated turn does not know the model's reason)."""
+    if any(p.wait == "approval" for p in pending):
+        return "tool_approval"
+    return "tool_calls" if pending else ""
 
 
 def recorded_decision(turn: TerminalTurn, state: str) -> Decided:

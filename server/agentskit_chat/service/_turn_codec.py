@@ -11,9 +11,20 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
-from agentskit_chat.conversation import ConversationSnapshot, ResponseSealer
+from agentskit_chat.conversation import ConversationSnapshot, PendingCall, ResponseSealer, ToolCall
 
-from ._types import Completed, Decided, Delta, Failed, Started, TurnEvent, Usage
+from ._types import (
+    Completed,
+    Decided,
+    Delta,
+    Failed,
+    Started,
+    ToolDelta,
+    ToolEnded,
+    ToolStarted,
+    TurnEvent,
+    Usage,
+)
 
 _PLAIN: Final = b"J"
 _SEALED: Final = b"S"
@@ -69,6 +80,12 @@ def _usage(value: Usage | None) -> list[int] | None:
 def _encode(event: TurnEvent) -> list[Any]:
     if isinstance(event, Delta):
         return ["d", event.text]
+    if isinstance(event, ToolDelta):
+        return ["td", event.call_id, event.arguments]
+    if isinstance(event, ToolStarted):
+        return ["ts", event.call_id, event.name]
+    if isinstance(event, ToolEnded):
+        return ["te", event.call_id, event.arguments, event.wait]
     if isinstance(event, Started):
         return [
             "s",
@@ -80,7 +97,7 @@ def _encode(event: TurnEvent) -> list[Any]:
     if isinstance(event, Decided):
         return ["k", event.kind, event.route_id, event.from_state, event.to_state, event.replayed]
     if isinstance(event, Completed):
-        return [
+        encoded = [
             "c",
             event.assistant_message_id,
             event.content,
@@ -89,6 +106,10 @@ def _encode(event: TurnEvent) -> list[Any]:
             _usage(event.usage),
             event.finish_reason,
         ]
+        if event.tool_calls or event.pending:
+            encoded.append([[c.id, c.name, c.arguments] for c in event.tool_calls])
+            encoded.append([[p.call_id, p.name, p.wait] for p in event.pending])
+        return encoded
     return ["f", event.code, event.message, event.retryable, event.route_id]
 
 
@@ -98,6 +119,12 @@ def _decode(item: Any) -> TurnEvent:
     tag, *fields = item
     if tag == "d":
         return Delta(str(fields[0]))
+    if tag == "td":
+        return ToolDelta(str(fields[0]), str(fields[1]))
+    if tag == "ts":
+        return ToolStarted(str(fields[0]), str(fields[1]))
+    if tag == "te":
+        return ToolEnded(str(fields[0]), str(fields[1]), str(fields[2]))
     if tag == "s":
         answer_id = fields[3] if len(fields) > 3 else None  # absent from older servers' logs
         return Started(fields[0], fields[1], bool(fields[2]), answer_id)
@@ -108,7 +135,11 @@ def _decode(item: Any) -> TurnEvent:
         usage = None if fields[4] is None else Usage(int(fields[4][0]), int(fields[4][1]))
         snapshot = ConversationSnapshot(state, tuple(events), tuple(actions))
         finish = str(fields[5]) if len(fields) > 5 else ""  # absent from older servers' logs
-        return Completed(fields[0], fields[1], snapshot, int(fields[3]), usage, finish)
+        calls = tuple(ToolCall(*map(str, c)) for c in fields[6]) if len(fields) > 6 else ()
+        pending = tuple(PendingCall(*map(str, p)) for p in fields[7]) if len(fields) > 7 else ()
+        return Completed(
+            fields[0], fields[1], snapshot, int(fields[3]), usage, finish, calls, pending
+        )
     if tag == "f":
         return Failed(fields[0], fields[1], bool(fields[2]), fields[3])
     raise ValueError("unknown event kind")

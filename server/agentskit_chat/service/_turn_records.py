@@ -90,6 +90,7 @@ def finished_view(turn: TerminalTurn) -> TurnView:
         started_at_ms=turn.started_at_ms,
         finished_at_ms=turn.finished_at_ms,
         usage=None if failed else recorded_usage(turn),
+        pending=turn.pending,
     )
 
 

@@ -22,6 +22,7 @@ from agentskit_chat.conversation import (
     Lease,
     Message,
     Outcome,
+    PendingCall,
     RouteOutcome,
 )
 from agentskit_chat.models import ModelError
@@ -35,6 +36,13 @@ from ._records import Loaded, Records, to_stored
 from ._releases import Releases
 from ._terminal import CONFLICT, STORE_UNAVAILABLE, completed_turn, failed_turn, failure
 from ._types import Completed, Decided, Delta, Failed, TurnEvent, TurnRequest, Usage
+
+
+def new_answer(answer: Message | None) -> str:
+    """The id of a committed answer."""
+    if answer is None:
+        raise ValueError("a turn commits an answer unless it answers tool calls")
+    return answer.id
 
 
 def new_id(prefix: str) -> str:
@@ -165,26 +173,32 @@ class TurnWrites:
         turn: Turn,
         outcome: RouteOutcome | DelegateOutcome,
         decided: Decided,
-        answer: Message,
+        answer: Message | None,
         usage: Usage | None,
+        pending: tuple[PendingCall, ...] = (),
     ) -> Loaded | Failed:
-        """Store the answer; the failed event instead when another writer won or the store
-        failed (then nothing was committed and the lease is given back). LostError when
-        the turn holds no lease and another writer won."""
+        """Store the answer (None for a turn that only answers tool calls and waits again);
+        the failed event instead when another writer won or the store failed (then nothing
+        was committed and the lease is given back). LostError when the turn holds no lease
+        and another writer won. `pending`: the tool calls the answer waits on."""
+        tools = turn.plan.tools
+        answer_id = tools.answer_id if answer is None and tools is not None else new_answer(answer)
         finished = completed_turn(
             turn.request,
             turn.plan.user_message_id,
             decided,
-            answer.id,
+            answer_id,
             started_at_ms=turn.started_at_ms,
             usage=usage,
+            pending=pending,
         )
         record = turn.claimed.record.evolve(conversation=outcome.state, lease=None).with_turn(
             finished
         )
         history = None
         if turn.claimed.history_mode == HistoryMode.SERVER:
-            added = tuple(map(to_stored, (*turn.plan.added, answer)))
+            answered = turn.plan.added if answer is None else (*turn.plan.added, answer)
+            added = tuple(map(to_stored, answered))
             history = HistoryChange(turn.plan.keep, added)
         try:
             saved = await self._records.save(turn.claimed, record, history)

@@ -38,6 +38,8 @@ from agentskit_chat.models import (
     ModelError,
     ModelRequest,
     TextChunk,
+    ToolCallDeltaChunk,
+    ToolCallStartChunk,
     UsageChunk,
 )
 from agentskit_chat.storage import HistoryMode
@@ -49,7 +51,8 @@ from ._observer import NO_SCOPE, NoObserver, TurnObserver, TurnScope
 from ._one_write import OneWrite
 from ._progress import TurnProgress
 from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
-from ._terminal import DEADLINE_EXCEEDED, OUTPUT_LIMIT, repeat
+from ._terminal import DEADLINE_EXCEEDED, OUTPUT_LIMIT, TOOL_LIMIT, finish_reason_of, repeat
+from ._tool_calls import ToolCalls
 from ._turn_writes import Turn, TurnWrites, new_id, route_answered, route_decided
 from ._types import (
     Claim,
@@ -59,6 +62,9 @@ from ._types import (
     Dispatch,
     Failed,
     Started,
+    ToolDelta,
+    ToolEnded,
+    ToolStarted,
     TurnEvent,
     TurnRequest,
     Usage,
@@ -188,7 +194,7 @@ class TurnRunner:
         check_expected_cursor(loaded, request.expected_cursor)
         at = now_ms()
         refuse_if_leased(loaded, at, request.turn_id)
-        plan = plan_turn(request.operation, history, self._limits, new_id)
+        plan = plan_turn(request.operation, history, self._limits, new_id, loaded.record)
         declarative = _declarative(loaded.definition)
         resolved: Outcome | None = None
         if declarative:
@@ -258,6 +264,9 @@ class TurnRunner:
         elif isinstance(outcome, RouteOutcome):
             async for event in self._answer(turn, outcome):
                 yield event
+        elif turn.plan.tools is not None and turn.plan.tools.waiting:
+            async for event in self._wait_again(turn, outcome):
+                yield event
         else:
             async with aclosing(self._delegate(turn, outcome)) as events:
                 async for event in events:
@@ -271,6 +280,7 @@ class TurnRunner:
             digester=self._digester,
             callback_timeout=self._callback_timeout,
             at=time.time(),
+            continuation=plan.tools is not None,
         )
 
     async def _answer(self, turn: Turn, outcome: RouteOutcome) -> AsyncGenerator[TurnEvent, None]:
@@ -286,6 +296,36 @@ class TurnRunner:
         for event in route_answered(decided, answer, outcome, saved):
             yield event
 
+    async def _wait_again(
+        self, turn: Turn, outcome: DelegateOutcome
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Approved calls without results go back to the client: the denied results are
+        stored and the turn completes waiting, without asking the model."""
+        tools = turn.plan.tools
+        assert tools is not None
+        state = outcome.state.state
+        decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
+        saved = await self._writes.commit(turn, outcome, decided, None, None, tools.waiting)
+        if isinstance(saved, Failed):
+            yield saved
+            return
+        yield decided
+        for call in tools.calls:
+            yield ToolStarted(call.id, call.name)
+            if call.arguments:
+                yield ToolDelta(call.id, call.arguments)
+            yield ToolEnded(call.id, call.arguments, "result")
+        yield Completed(
+            tools.answer_id,
+            "",
+            outcome.snapshot,
+            saved.cursor,
+            None,
+            finish_reason_of(tools.waiting),
+            tools.calls,
+            tools.waiting,
+        )
+
     async def _delegate(
         self, turn: Turn, outcome: DelegateOutcome
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -300,7 +340,9 @@ class TurnRunner:
             outcome.messages,
             definition.model,
             turn.request.sampling,
+            turn.request.tools,
         )
+        calls = ToolCalls(self._limits)
         parts: list[str] = []
         size = 0
         usage: Usage | None = None
@@ -332,16 +374,31 @@ class TurnRunner:
                         return
                     parts.append(chunk.text)
                     yield Delta(chunk.text)
+                elif isinstance(chunk, ToolCallStartChunk | ToolCallDeltaChunk):
+                    event = calls.add(chunk)
+                    if event is None:  # Leaving closes the stream.
+                        call.end(TOOL_LIMIT)
+                        yield await self._writes.fail(turn, TOOL_LIMIT, None, decided=decided)
+                        return
+                    yield event
                 elif isinstance(chunk, UsageChunk):
                     usage = Usage(chunk.input_tokens, chunk.output_tokens)
                 elif isinstance(chunk, FinishChunk):
                     finish = chunk.reason
-        answer = Message(turn.answer_id, Role.ASSISTANT, "".join(parts))
-        saved = await self._writes.commit(turn, outcome, decided, answer, usage)
+        made = calls.made()
+        for ended in calls.ended():
+            yield ended
+        pending = calls.pending()
+        answer = Message(turn.answer_id, Role.ASSISTANT, "".join(parts), made)
+        saved = await self._writes.commit(turn, outcome, decided, answer, usage, pending)
         if isinstance(saved, Failed):
             yield saved
             return
-        yield Completed(answer.id, answer.content, outcome.snapshot, saved.cursor, usage, finish)
+        if pending:
+            finish = finish_reason_of(pending)
+        yield Completed(
+            answer.id, answer.content, outcome.snapshot, saved.cursor, usage, finish, made, pending
+        )
 
 
 def _declarative(definition: ChatDefinition) -> bool:

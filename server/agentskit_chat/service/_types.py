@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from agentskit_chat.conversation import ConversationSnapshot, Message
-from agentskit_chat.models import NO_SAMPLING, Sampling
+from agentskit_chat.conversation import ConversationSnapshot, Message, PendingCall, ToolCall
+from agentskit_chat.models import NO_SAMPLING, NO_TOOLS, Sampling, ToolOptions
 from agentskit_chat.storage import HistoryMode
 
 
@@ -42,13 +42,41 @@ class Regenerate:
 
 
 @dataclass(frozen=True, slots=True)
+class Approval:
+    """A decision on a tool call that waits for approval."""
+
+    call_id: str
+    approved: bool
+    reason: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The output of a tool call the last answer waits on."""
+
+    call_id: str
+    content: str = field(repr=False)
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Dispatch:
-    """Resolve the last user message of a client-held history."""
+    """Resolve the last user message of a client-held history, or continue the last
+    answer when the history ends with results of its pending tool calls."""
 
     messages: tuple[Message, ...] = field(repr=False)
+    approvals: tuple[Approval, ...] = ()
 
 
-Operation = Submit | Retry | Edit | Regenerate | Dispatch
+@dataclass(frozen=True, slots=True)
+class ToolResults:
+    """Continue the last answer of a server-held history with its tool calls' results."""
+
+    results: tuple[ToolResult, ...] = ()
+    approvals: tuple[Approval, ...] = ()
+
+
+Operation = Submit | Retry | Edit | Regenerate | Dispatch | ToolResults
 
 OPERATION_NAMES: dict[type[Operation], str] = {
     Submit: "submit",
@@ -56,6 +84,7 @@ OPERATION_NAMES: dict[type[Operation], str] = {
     Edit: "edit",
     Regenerate: "regenerate",
     Dispatch: "dispatch",
+    ToolResults: "tool_results",
 }
 
 
@@ -81,10 +110,12 @@ class TurnRequest:
     """What closing the turn's stream before its end does to the turn."""
     sampling: Sampling = NO_SAMPLING
     """Sampling settings for the model of an agentic turn (already within the server's caps)."""
+    tools: ToolOptions = NO_TOOLS
+    """The tools the model may call in this turn (already within the server's limits)."""
 
     @property
     def operation_name(self) -> str:
-        """`submit`, `retry`, `edit`, `regenerate` or `dispatch`."""
+        """`submit`, `retry`, `edit`, `regenerate`, `dispatch` or `tool_results`."""
         return OPERATION_NAMES[type(self.operation)]
 
 
@@ -138,6 +169,31 @@ class Delta:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolStarted:
+    """The model started calling a tool."""
+
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDelta:
+    """The next piece of a started call's arguments."""
+
+    call_id: str
+    arguments: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEnded:
+    """A call's arguments are complete; `wait` is what it waits for once the turn ends."""
+
+    call_id: str
+    arguments: str = field(repr=False)
+    wait: str = "result"
+
+
+@dataclass(frozen=True, slots=True)
 class Completed:
     """The turn committed."""
 
@@ -148,6 +204,10 @@ class Completed:
     usage: Usage | None = None
     finish_reason: str = ""
     """Why the model stopped (`stop`, `length`...); empty when no model answered."""
+    tool_calls: tuple[ToolCall, ...] = field(default=(), repr=False)
+    """The calls of the answer."""
+    pending: tuple[PendingCall, ...] = ()
+    """The calls the answer waits on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +221,7 @@ class Failed:
     """The route whose code failed, for `route_failed`."""
 
 
-TurnEvent = Started | Decided | Delta | Completed | Failed
+TurnEvent = Started | Decided | Delta | ToolStarted | ToolDelta | ToolEnded | Completed | Failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +244,8 @@ class TurnView:
     started_at_ms: int | None = None
     finished_at_ms: int | None = None
     usage: Usage | None = None
+    pending: tuple[PendingCall, ...] = ()
+    """The tool calls a completed turn's answer waits on."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,8 @@ class StoredMessage:
     message_id: str
     role: str
     content: str = field(repr=False)
+    tools: str = field(default="", repr=False)
+    """Tool data of the message as the service encodes it (JSON text); empty for none."""
 
 
 @dataclass(frozen=True, slots=True)

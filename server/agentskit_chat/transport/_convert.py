@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
-from agentskit_chat.conversation import ChatDefinition, ConversationSnapshot, Message, Role
+from agentskit_chat.conversation import (
+    ChatDefinition,
+    ConversationSnapshot,
+    Message,
+    PendingCall,
+    Role,
+    ToolCall,
+)
+from agentskit_chat.models import NO_TOOLS, ToolOptions, ToolSpec
 from agentskit_chat.service import (
     AnswerOrigin,
+    Approval,
     CancelOutcome,
     Completed,
     Decided,
@@ -18,6 +30,7 @@ from agentskit_chat.service import (
     Edit,
     Failed,
     Heartbeat,
+    Limits,
     Operation,
     Regenerate,
     Retry,
@@ -25,12 +38,18 @@ from agentskit_chat.service import (
     SessionView,
     Started,
     Submit,
+    ToolDelta,
+    ToolEnded,
+    ToolResult,
+    ToolResults,
+    ToolStarted,
     TurnEvent,
     TurnView,
     Usage,
     WatchedEvent,
     WatchItem,
     invalid,
+    limit_exceeded,
 )
 from agentskit_chat.storage import HistoryMode
 
@@ -46,7 +65,11 @@ OPERATIONS: Final = {
     "edit": pb.OPERATION_EDIT,
     "regenerate": pb.OPERATION_REGENERATE,
     "dispatch": pb.OPERATION_DISPATCH,
+    "tool_results": pb.OPERATION_TOOL_RESULTS,
 }
+WAITS: Final = {"result": pb.TOOL_WAIT_RESULT, "approval": pb.TOOL_WAIT_APPROVAL}
+TOOL_CHOICES: Final = frozenset({"auto", "none", "required"})
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ROLES: Final = {
     Role.USER: pb.ROLE_USER,
     Role.ASSISTANT: pb.ROLE_ASSISTANT,
@@ -105,10 +128,72 @@ def operation(request: pb.StreamTurnRequest) -> Operation:
     if which == "regenerate":
         return Regenerate(request.regenerate.message_id or None)
     if which == "dispatch":
-        return Dispatch(tuple(_message(m, i) for i, m in enumerate(request.dispatch.messages)))
+        dispatched = tuple(_message(m, i) for i, m in enumerate(request.dispatch.messages))
+        return Dispatch(dispatched, _approvals(request.dispatch.approvals))
+    if which == "tool_results":
+        results = tuple(
+            ToolResult(r.tool_call_id, r.content, r.message_id or None)
+            for r in request.tool_results.results
+        )
+        return ToolResults(results, _approvals(request.tool_results.approvals))
     raise invalid(
-        "operation", "one operation (submit, retry, edit, regenerate, dispatch) is required"
+        "operation",
+        "one operation (submit, retry, edit, regenerate, dispatch, tool_results) is required",
     )
+
+
+def _approvals(values: Sequence[pb.ToolApproval]) -> tuple[Approval, ...]:
+    return tuple(Approval(a.tool_call_id, a.approved, a.reason) for a in values)
+
+
+def tool_options(request: pb.StreamTurnRequest, limits: Limits) -> ToolOptions:
+    """The tools a StreamTurn request declares, checked against `limits`."""
+    if (
+        not request.tools
+        and not request.tool_choice
+        and not request.HasField("parallel_tool_calls")
+    ):
+        return NO_TOOLS
+    if len(request.tools) > limits.max_tools:
+        raise limit_exceeded(
+            "tools", limits.max_tools, f"a turn may declare at most {limits.max_tools} tools"
+        )
+    specs: list[ToolSpec] = []
+    for index, tool in enumerate(request.tools):
+        where = f"tools[{index}]"
+        if _TOOL_NAME.fullmatch(tool.name) is None:
+            raise invalid(f"{where}.name", f"{where}.name must be 1-64 letters, digits, _ or -")
+        if any(spec.name == tool.name for spec in specs):
+            raise invalid(f"{where}.name", f"{where}.name repeats an earlier tool")
+        size = len(tool.description.encode()) + len(tool.parameters_json.encode())
+        if size > limits.max_tool_schema_bytes:
+            raise limit_exceeded(
+                "tool_schema_bytes",
+                limits.max_tool_schema_bytes,
+                f"{where} is larger than {limits.max_tool_schema_bytes} bytes",
+            )
+        specs.append(ToolSpec(tool.name, tool.description, _schema(where, tool.parameters_json)))
+    choice = request.tool_choice or None
+    if choice is not None and choice not in TOOL_CHOICES and all(s.name != choice for s in specs):
+        raise invalid(
+            "tool_choice", "tool_choice must be auto, none, required or a declared tool's name"
+        )
+    parallel = request.parallel_tool_calls if request.HasField("parallel_tool_calls") else None
+    return ToolOptions(tuple(specs), choice, parallel)
+
+
+def _schema(where: str, text: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise invalid(f"{where}.parameters_json", f"{where}.parameters_json is not JSON") from None
+    if not isinstance(value, dict):
+        raise invalid(
+            f"{where}.parameters_json", f"{where}.parameters_json must be a JSON Schema object"
+        )
+    return value
 
 
 def _message(message: pb.Message, index: int) -> Message:
@@ -116,12 +201,19 @@ def _message(message: pb.Message, index: int) -> Message:
     if role is None:
         field = f"dispatch.messages[{index}].role"
         raise invalid(field, f"{field} must be a known role")
-    return Message(message.id, role, message.content)
+    if not message.tool_calls and not message.tool_call_id:
+        return Message(message.id, role, message.content)
+    calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in message.tool_calls)
+    return Message(message.id, role, message.content, calls, message.tool_call_id or None)
 
 
 def message(value: Message, origin: AnswerOrigin | None = None) -> pb.Message:
     """A history message as the contract sends it, with the origin of an answer."""
     result = pb.Message(id=value.id, role=ROLES[value.role], content=value.content)
+    if value.tool_calls:
+        result.tool_calls.extend(_call(c) for c in value.tool_calls)
+    if value.tool_call_id is not None:
+        result.tool_call_id = value.tool_call_id
     if origin is not None:
         result.origin.CopyFrom(
             pb.AnswerOrigin(
@@ -163,7 +255,16 @@ def turn(view: TurnView) -> pb.TurnRecord:
         result.end_time.FromMilliseconds(view.finished_at_ms)
     if view.usage is not None:
         _usage(result.usage, view.usage)
+    result.pending_tool_calls.extend(map(_pending, view.pending))
     return result
+
+
+def _call(value: ToolCall) -> pb.ToolCall:
+    return pb.ToolCall(id=value.id, name=value.name, arguments=value.arguments)
+
+
+def _pending(value: PendingCall) -> pb.PendingToolCall:
+    return pb.PendingToolCall(tool_call_id=value.call_id, name=value.name, wait=WAITS[value.wait])
 
 
 def snapshot(value: ConversationSnapshot) -> pb.Snapshot:
@@ -236,6 +337,17 @@ class EventStamper:
 def _fill(response: pb.StreamTurnResponse, event: TurnEvent) -> None:
     if isinstance(event, Delta):
         response.delta.text = event.text
+    elif isinstance(event, ToolDelta):
+        response.tool_call_delta.tool_call_id = event.call_id
+        response.tool_call_delta.arguments_delta = event.arguments
+    elif isinstance(event, ToolStarted):
+        response.tool_call_started.tool_call_id = event.call_id
+        response.tool_call_started.name = event.name
+    elif isinstance(event, ToolEnded):
+        ended = response.tool_call_ended
+        ended.tool_call_id = event.call_id
+        ended.arguments = event.arguments
+        ended.wait = WAITS[event.wait]
     elif isinstance(event, Started):
         response.started.operation = OPERATIONS[event.operation]
         response.started.user_message_id = event.user_message_id or ""
@@ -257,6 +369,10 @@ def _fill(response: pb.StreamTurnResponse, event: TurnEvent) -> None:
         if event.usage is not None:
             _usage(done.usage, event.usage)
         done.finish_reason = event.finish_reason
+        if event.tool_calls:
+            done.tool_calls.extend(map(_call, event.tool_calls))
+        if event.pending:
+            done.pending_tool_calls.extend(map(_pending, event.pending))
     elif isinstance(event, Failed):
         _failed(response.failed, event)
 

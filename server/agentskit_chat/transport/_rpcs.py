@@ -103,6 +103,7 @@ class ChatRpcs:
             _expected_cursor(request),
             convert.disconnect_mode(request.on_disconnect),
             self.service.limits.sampling_caps.cap(sampling),
+            convert.tool_options(request, self.service.limits),
         )
         async with StallWatch(self.service.stream_turn(turn), deadline, stalled) as watch:
             async for sequence, event in watch.events:

@@ -35,6 +35,9 @@ CODES: Final = {
     Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     Reason.RATE_LIMITED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.WATCH_BEHIND: grpc.StatusCode.ABORTED,
+    Reason.TOOL_CALL_UNKNOWN: grpc.StatusCode.INVALID_ARGUMENT,
+    Reason.NO_PENDING_TOOL_CALLS: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.TOOL_CALLS_UNANSWERED: grpc.StatusCode.INVALID_ARGUMENT,
 }
 
 
