@@ -16,6 +16,7 @@ from agentskit_chat.conversation import (
     ForeignRecordError,
     Lease,
     MalformedRecordError,
+    PendingCall,
     RecordEncoder,
     ReplayError,
     RouteOutcome,
@@ -194,12 +195,12 @@ def test_other_definition_or_revision_is_rejected(session: ChatSession, history:
 @pytest.mark.parametrize(
     "change",
     [
-        lambda b: b.update(version=5),
+        lambda b: b.update(version=6),
         lambda b: b.update(version=True),
         lambda b: b.update(format="something.else"),
         lambda b: b.pop("format"),
     ],
-    ids=["version-5", "version-bool", "format", "no-format"],
+    ids=["version-6", "version-bool", "format", "no-format"],
 )
 def test_unknown_format_or_version_is_rejected(
     change: Any, session: ChatSession, history: History
@@ -430,7 +431,7 @@ def test_a_failed_turn_keeps_the_decision_it_streamed(
 ) -> None:
     record = played(session, history).with_turn(decided_failure())
     data = body(record)
-    assert data["version"] == 4
+    assert data["version"] == 5
     assert [turn["decided"] for turn in data["recent_turns"]] == [False, True]
     decoded = decode(data, session.definition)
     assert decoded.recent_turns[-1] == decided_failure()
@@ -474,3 +475,66 @@ def test_malformed_version_2_turn_fields_are_rejected(
     data["recent_turns"][0][key] = value
     with pytest.raises(MalformedRecordError):
         decode(data, session.definition)
+
+
+def waiting_answer() -> TerminalTurn:
+    """A completed agentic turn whose answer waits on two tool calls."""
+    return TerminalTurn(
+        turn_id="t11",
+        operation="submit",
+        outcome="completed",
+        finished_at_ms=1_700_000_000_500,
+        kind="agentic",
+        user_message_id="u4",
+        assistant_message_id="a4",
+        from_state="complete",
+        to_state="complete",
+        started_at_ms=1_700_000_000_000,
+        decided=True,
+        pending=(PendingCall("call-1", "weather"), PendingCall("call-2", "refund", "approval")),
+    )
+
+
+def test_a_completed_turn_keeps_the_tool_calls_it_waits_on(
+    session: ChatSession, history: History
+) -> None:
+    record = played(session, history).with_turn(waiting_answer())
+    data = body(record)
+    assert data["recent_turns"][-1]["tool_calls"] == [
+        ["call-1", "weather", "result"],
+        ["call-2", "refund", "approval"],
+    ]
+    assert "tool_calls" not in data["recent_turns"][0]  # only a waiting answer has the key
+    decoded = decode(data, session.definition)
+    assert decoded.recent_turns[-1] == waiting_answer()
+    assert decoded.last_answer() == waiting_answer()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        "call-1",
+        [["call-1", "weather"]],
+        [["call-1", "weather", "later"]],
+        [["", "weather", "result"]],
+        [["call-1", "weather", "result"], ["call-1", "other", "result"]],
+    ],
+    ids=["empty", "not-a-list", "short", "unknown-wait", "empty-id", "repeated-id"],
+)
+def test_malformed_pending_tool_calls_are_rejected(
+    bad: Any, session: ChatSession, history: History
+) -> None:
+    data = body(played(session, history).with_turn(waiting_answer()))
+    data["recent_turns"][-1]["tool_calls"] = bad
+    with pytest.raises(MalformedRecordError):
+        decode(data, session.definition)
+
+
+def test_a_version_4_record_cannot_name_tool_calls(session: ChatSession, history: History) -> None:
+    data = body(played(session, history).with_turn(waiting_answer()))
+    data["version"] = 4
+    with pytest.raises(MalformedRecordError):
+        decode(data, session.definition)
+    del data["recent_turns"][-1]["tool_calls"]
+    assert decode(data, session.definition).recent_turns[-1].pending == ()
