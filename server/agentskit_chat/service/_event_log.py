@@ -26,7 +26,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Final, Protocol
 
 from ._limits import utf8_size
-from ._types import Completed, Delta, Failed, TurnEvent
+from ._types import Completed, Delta, Failed, ToolDelta, ToolEnded, TurnEvent
 
 MAX_EVENTS: Final = 65_536
 """Events one turn's log holds before its terminal event (which always fits): a started, a
@@ -89,8 +89,11 @@ def event_size(event: TurnEvent) -> int:
     """The bytes a log counts for `event` against its bound."""
     if isinstance(event, Delta):
         return EVENT_BYTES + _text_size(event.text)
+    if isinstance(event, ToolDelta | ToolEnded):
+        return EVENT_BYTES + _text_size(event.arguments)
     if isinstance(event, Completed):
-        return EVENT_BYTES + _text_size(event.content)
+        calls = sum(_text_size(call.arguments) for call in event.tool_calls)
+        return EVENT_BYTES + _text_size(event.content) + calls
     return EVENT_BYTES
 
 
