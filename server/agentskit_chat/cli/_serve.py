@@ -161,6 +161,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=limits.max_output_bytes,
         help="size of one answer; past it the turn fails with output_limit [%(default)s]",
     )
+    parser.add_argument(
+        "--max-tools",
+        type=int,
+        default=limits.max_tools,
+        help="tools one turn may declare; more is RESOURCE_EXHAUSTED [%(default)s]",
+    )
+    parser.add_argument(
+        "--max-tool-schema-bytes",
+        type=int,
+        default=limits.max_tool_schema_bytes,
+        help="size of one declared tool's description and parameters schema; more is "
+        "RESOURCE_EXHAUSTED [%(default)s]",
+    )
+    parser.add_argument(
+        "--max-tool-calls",
+        type=int,
+        default=limits.max_tool_calls,
+        help="tool calls one model answer may make; past it the turn fails with tool_limit "
+        "[%(default)s]",
+    )
+    parser.add_argument(
+        "--max-tool-arguments-bytes",
+        type=int,
+        default=limits.max_tool_arguments_bytes,
+        help="size of one tool call's arguments; past it the turn fails with tool_limit "
+        "[%(default)s]",
+    )
     caps = limits.sampling_caps
     parser.add_argument(
         "--sampling-max-tokens",
@@ -251,6 +278,10 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
             max_input_bytes=args.max_input_bytes,
             max_history_messages=args.max_history_messages,
             max_output_bytes=args.max_output_bytes,
+            max_tools=args.max_tools,
+            max_tool_schema_bytes=args.max_tool_schema_bytes,
+            max_tool_calls=args.max_tool_calls,
+            max_tool_arguments_bytes=args.max_tool_arguments_bytes,
             turn_timeout=args.turn_timeout,
             lease_ttl=lease,
             sampling_caps=SamplingCaps(args.sampling_max_tokens, args.sampling_max_temperature),
