@@ -84,6 +84,8 @@ class TurnReport:
     first_chunk_ns: int | None = None
     """When the first piece of the answer was handed to the transport."""
     model_call: ModelCallReport | None = None
+    tool_calls: tuple[tuple[str, str], ...] = ()
+    """(call id, tool name) of each tool call the answer streamed: never arguments or results."""
 
 
 class TurnObserver(Protocol):

@@ -18,7 +18,16 @@ from agentskit_chat.models import (
 )
 
 from ._observer import NO_SCOPE, ModelCallReport, TurnReport, TurnScope
-from ._types import Completed, Decided, Delta, Failed, Started, TurnEvent, TurnRequest
+from ._types import (
+    Completed,
+    Decided,
+    Delta,
+    Failed,
+    Started,
+    ToolStarted,
+    TurnEvent,
+    TurnRequest,
+)
 
 
 @dataclass(slots=True)
@@ -98,6 +107,7 @@ class TurnProgress:
     started: bool = False
     """Some event of the turn went out."""
     model_call: ModelCall | None = None
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)
 
     def model_started(self, adapter: ModelAdapter, model: str | None) -> ModelCall:
         """The turn's model call begins; the observer's scope hears of it first."""
@@ -120,6 +130,8 @@ class TurnProgress:
             self.error_code = event.code
         elif isinstance(event, Started) and event.duplicate:
             self.duplicate = True
+        elif isinstance(event, ToolStarted):
+            self.tool_calls.append((event.call_id, event.name))
 
     def refused(self, reason: str) -> None:
         """The turn ended with an error instead of an event: `rejected` before it started
@@ -147,4 +159,5 @@ class TurnProgress:
             error_code=self.error_code,
             first_chunk_ns=self.first_chunk_ns,
             model_call=None if self.model_call is None else self.model_call.report(),
+            tool_calls=tuple(self.tool_calls),
         )

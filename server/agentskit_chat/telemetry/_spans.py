@@ -160,6 +160,7 @@ class LiveTurn:
         span = self.span
         if span.is_recording():
             span.set_attributes(turn_attributes(report))
+            _tool_call_events(span, report)
             if is_error(report):
                 span.set_status(Status(StatusCode.ERROR, report.error_code))
         call = report.model_call
@@ -171,6 +172,14 @@ class LiveTurn:
                 _finish_model_span(model_span, call, report.session_id)
         span.end(end_time=max(report.ended_ns, report.started_ns))
         return span.get_span_context()
+
+
+def _tool_call_events(span: trace.Span, report: TurnReport) -> None:
+    """One span event per tool call of the answer, by tool name and call id only."""
+    for call_id, name in report.tool_calls:
+        span.add_event(
+            n.TOOL_CALL_EVENT, {n.GEN_AI_TOOL_NAME: name, n.GEN_AI_TOOL_CALL_ID: call_id}
+        )
 
 
 def trace_turn(tracer: trace.Tracer, report: TurnReport) -> trace.SpanContext:
@@ -187,6 +196,7 @@ def trace_turn(tracer: trace.Tracer, report: TurnReport) -> trace.SpanContext:
     try:
         if span.is_recording():
             span.set_attributes(turn_attributes(report))
+            _tool_call_events(span, report)
             if is_error(report):
                 span.set_status(Status(StatusCode.ERROR, report.error_code))
         if report.model_call is not None and report.model_call.remote:
