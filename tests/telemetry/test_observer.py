@@ -304,3 +304,23 @@ def test_observers_over_one_meter_provider_count_each_turn_once(in_memory: InMem
     assert dict(point.attributes or {})["agentskit.chat.kind"] == "deterministic"
     (duration,) = points(in_memory)["agentskit.chat.turn.duration"]
     assert duration.count == 2
+
+
+def test_a_turn_span_names_each_tool_call_by_name_and_id_only(in_memory: InMemory) -> None:
+    report = turn(
+        kind="agentic",
+        route_id=None,
+        tool_calls=(("call-1", "weather"), ("call-2", "refund")),
+    )
+    in_memory.observer.turn_finished(report)
+    (span,) = in_memory.spans.get_finished_spans()
+    assert [(e.name, dict(e.attributes or {})) for e in span.events] == [
+        (
+            "agentskit.chat.tool_call",
+            {"gen_ai.tool.name": "weather", "gen_ai.tool.call.id": "call-1"},
+        ),
+        (
+            "agentskit.chat.tool_call",
+            {"gen_ai.tool.name": "refund", "gen_ai.tool.call.id": "call-2"},
+        ),
+    ]
