@@ -193,6 +193,7 @@ def test_reports_have_no_field_for_content() -> None:
         "error_code",
         "first_chunk_ns",
         "model_call",
+        "tool_calls",  # (call id, tool name) pairs: names, never arguments or results
     }
     assert {f.name for f in dataclasses.fields(ModelCallReport)} == {
         "adapter",
