@@ -62,6 +62,14 @@ SERVER_SIDE = {
         "tests/transport/test_errors.py",
     ),
 }
+BEYOND_FORMAT = dict.fromkeys(  # reasons the corpus format has no operation for yet
+    (
+        "ERROR_REASON_TOOL_CALL_UNKNOWN",
+        "ERROR_REASON_NO_PENDING_TOOL_CALLS",
+        "ERROR_REASON_TOOL_CALLS_UNANSWERED",
+    ),
+    ("a `tool_results` turn operation", "tests/transport/test_tool_turns.py"),
+)
 
 
 def _steps() -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -172,9 +180,9 @@ def test_every_error_reason_is_covered_or_produced_by_a_named_test() -> None:
     expected = {reason for _, step in _steps() for reason in _reasons(step.get("expect"))}
     reasons = {name for name, _ in pb.ErrorReason.items() if name != "ERROR_REASON_UNSPECIFIED"}
     assert expected <= reasons, expected - reasons
-    missing = reasons - expected - set(SERVER_SIDE)
+    missing = reasons - expected - set(SERVER_SIDE) - set(BEYOND_FORMAT)
     assert not missing, f"no scenario expects {sorted(missing)}"
-    for reason, (_, test_file) in SERVER_SIDE.items():
+    for reason, (_, test_file) in {**SERVER_SIDE, **BEYOND_FORMAT}.items():
         assert reason not in expected, f"{reason} is covered now: drop it from SERVER_SIDE"
         assert reason.removeprefix("ERROR_REASON_") in (REPO / test_file).read_text(), reason
 

@@ -15,6 +15,7 @@ from grpc_health.v1 import health_pb2
 
 from agentskit_chat.conversation import (
     ChatDefinition,
+    Role,
     RouteContext,
     command_route,
     define_chat,
@@ -27,6 +28,8 @@ from agentskit_chat.models import (
     ModelError,
     ModelRequest,
     TextChunk,
+    ToolCallDeltaChunk,
+    ToolCallStartChunk,
     UsageChunk,
 )
 from agentskit_chat.service import Catalog, ChatService, Limits, RateLimits, TurnObserver
@@ -107,6 +110,19 @@ class ProbeAdapter:
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         self.probe.model_calls.append(len(request.messages))
         last = request.messages[-1].content if request.messages else ""
+        if request.tools.tools and request.messages[-1].role == Role.TOOL:
+            answered = sum(m.role == Role.TOOL for m in request.messages)
+            yield TextChunk(f"{answered} tool results")
+            yield FinishChunk("stop")
+            return
+        if request.tools.tools and last == "/tools":  # one call of each declared tool
+            for index, tool in enumerate(request.tools.tools):
+                yield ToolCallStartChunk(index, f"call-{index}", tool.name)
+            for index, _ in enumerate(request.tools.tools):
+                yield ToolCallDeltaChunk(f"call-{index}", '{"n":')
+                yield ToolCallDeltaChunk(f"call-{index}", f"{index}}}")
+            yield FinishChunk("tool_calls")
+            return
         try:
             if last.startswith("/fill"):  # "/fill N": one answer of N characters
                 yield TextChunk("y" * int(last.split()[1]))
@@ -244,7 +260,9 @@ async def refused(call: Coroutine[Any, Any, Any] | AsyncIterator[Any]) -> ChatEr
     raise AssertionError("the call succeeded")
 
 
-async def once_released(client: ChatClient, session_id: str, content: str) -> TurnResult:
+async def once_released(
+    client: ChatClient, session_id: str, content: str, turn_id: str | None = None
+) -> TurnResult:
     """Submit `content` as soon as the server has released the session's lease.
 
     A cancelled turn releases its lease after the server sees the cancellation, which may
@@ -252,7 +270,7 @@ async def once_released(client: ChatClient, session_id: str, content: str) -> Tu
     """
     for _ in range(250):
         try:
-            return await client.run_turn(session_id, Submit(content))
+            return await client.run_turn(session_id, Submit(content), turn_id=turn_id)
         except ChatError as error:
             if error.reason != "ERROR_REASON_SESSION_BUSY":
                 raise
