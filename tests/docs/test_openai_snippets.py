@@ -21,7 +21,7 @@ from tests.cli.conftest import launch as launch
 from tests.cli.fixtures.serving import REPO, base_env
 from tests.contract.tooling import require_toolchain
 from tests.docs.pages import DOCS, Block, Kind, marked
-from tests.transport.web.openai_live import TOKEN, OpenAILive, start
+from tests.transport.web.openai.live import TOKEN, OpenAILive, start
 
 PAGE = DOCS / "openai.md"
 ANSWER = "What is your name?"

@@ -14,7 +14,7 @@ client that never reads again sees its call end on the wire at its own deadline 
 sends the deadline's trailers and RST_STREAM whatever is unread) or when its connection
 reaches its maximum age (GOAWAY, then the connection is closed after the age's grace).
 The HTTP listener can reset one stream: it does so when the status has not reached the
-client within its own grace (see `transport.web._streams`).
+client within its own grace (see `transport.web.boundary.streams`).
 """
 
 from __future__ import annotations

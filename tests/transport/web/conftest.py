@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from agentskit_chat.transport.web import HttpSettings
-from agentskit_chat.transport.web._screen import DRAIN_SECONDS
+from agentskit_chat.transport.web.boundary.screen import DRAIN_SECONDS
 from tests.transport.conftest import Live, live
 
 

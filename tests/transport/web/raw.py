@@ -23,7 +23,7 @@ import h2.exceptions
 import structlog
 
 from agentskit_chat.telemetry import configure_logging
-from agentskit_chat.transport.web import _logbound
+from agentskit_chat.transport.web.boundary import logbound as _logbound
 
 MAX_LINE_BYTES = 300
 

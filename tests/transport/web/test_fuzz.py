@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.conversation import load_definitions
-from agentskit_chat.transport.web import HttpSettings, _logbound
+from agentskit_chat.transport.web import HttpSettings
+from agentskit_chat.transport.web.boundary import logbound as _logbound
 from tests.transport.background import Background
 from tests.transport.conftest import EXAMPLES, Live, live
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from agentskit_chat.transport import Authenticator, token_digest
-from agentskit_chat.transport.web import _logbound
+from agentskit_chat.transport.web.boundary import logbound as _logbound
 from tests.transport.conftest import run
 
 from .conftest import WebLive, web_live

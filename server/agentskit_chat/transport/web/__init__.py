@@ -3,10 +3,10 @@ HTTP/2, CORS for configured origins, `/healthz`, and optionally a renderer's sta
 all over the same service as the gRPC listener."""
 
 from ._app import HEALTH_PATH, web_app
-from ._cors import OriginError, checked_origins
-from ._fronts import RequestTelemetry
 from ._listener import HttpListener, HttpSettings, start_http
-from ._static import StaticFiles
+from .boundary.cors import OriginError, checked_origins
+from .boundary.fronts import RequestTelemetry
+from .boundary.static import StaticFiles
 
 __all__ = [
     "HEALTH_PATH",

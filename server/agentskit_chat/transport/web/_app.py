@@ -5,7 +5,7 @@
   (given by the caller), then authentication; both run before the request body is read.
 - `GET /healthz`: `SERVING` (200) or `NOT_SERVING` (503, while draining), as the gRPC
   health service reports the server as a whole; it needs no token.
-- Paths under a framework front's prefix (see `_fronts`): that front, for every HTTP
+- Paths under a framework front's prefix (see `boundary.fronts`): that front, for every HTTP
   method; it authenticates and answers refusals in its own protocol's shape.
 - Anything else: the static files under `--web-root` when one is given, else 404.
 
@@ -38,18 +38,16 @@ from agentskit_chat.transport._health import HealthService
 from agentskit_chat.transport._rpcs import ChatRpcs
 from agentskit_chat.transport._status import error_details
 
-from ._agui import AguiFront
-from ._aisdk import AiSdkFront
-from ._asgi import App, Receive, Scope, Send, header, respond
-from ._codecs import CODECS
-from ._cors import Cors
-from ._fronts import Front, FrontContext, Fronts, NoTelemetry, RequestTelemetry
-from ._openai_front import OpenAIFront
-from ._prompt import PromptHeaders
-from ._screen import DRAIN_SECONDS, Screen
-from ._service import Authentication, ConnectChatService
-from ._static import StaticFiles
-from ._streams import Ends, Flows
+from .agui import AguiFront
+from .aisdk import AiSdkFront
+from .boundary.asgi import App, Receive, Scope, Send, header, respond
+from .boundary.cors import Cors
+from .boundary.fronts import Front, FrontContext, Fronts, NoTelemetry, RequestTelemetry
+from .boundary.screen import DRAIN_SECONDS, Screen
+from .boundary.static import StaticFiles
+from .boundary.streams import Ends, Flows
+from .connect import CODECS, Authentication, ConnectChatService, PromptHeaders
+from .openai import OpenAIFront
 
 HEALTH_PATH: Final = "/healthz"
 OPEN_METHODS: Final = ("GET", "HEAD")

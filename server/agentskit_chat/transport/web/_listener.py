@@ -21,10 +21,10 @@ from hypercorn.config import Config
 from agentskit_chat.transport._settings import ConnectionLimits
 from agentskit_chat.transport._tls import TlsFiles
 
-from ._asgi import App
-from ._connections import serve_connections
-from ._logbound import bounded_errorlog
-from ._screen import DRAIN_SECONDS
+from .boundary.asgi import App
+from .boundary.connections import serve_connections
+from .boundary.logbound import bounded_errorlog
+from .boundary.screen import DRAIN_SECONDS
 
 log = logging.getLogger("agentskit_chat.transport")
 

@@ -1,0 +1,160 @@
+"""An AG-UI `RunAgentInput`, checked by hand: each mistake is a 400 naming the field.
+
+Only what the service uses is read: `threadId` (the session), `runId` (the turn),
+`messages` (their ids, roles and text); a string of those that is not Unicode text (a lone
+surrogate, which has no UTF-8 form) is refused naming its field. `state`, `forwardedProps`,
+`tools` and `context` are accepted in any JSON shape the protocol allows and ignored: the
+client's state is never the machine's. Messages of roles the conversation does not hold
+(`activity`, `reasoning`) are skipped; `developer` counts as `system`. A user message's
+content is its text, or the concatenation of its text parts; any other part is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.transport.web.boundary.fronts import FrontError, bad_request
+
+ROLES: Final[Mapping[str, int]] = {
+    "user": pb.ROLE_USER,
+    "assistant": pb.ROLE_ASSISTANT,
+    "system": pb.ROLE_SYSTEM,
+    "developer": pb.ROLE_SYSTEM,
+    "tool": pb.ROLE_TOOL,
+}
+SKIPPED_ROLES: Final = frozenset({"activity", "reasoning"})
+EVENT_ID: Final = re.compile(r"(\d{1,19})\.(\d)")
+
+
+@dataclass(frozen=True, slots=True)
+class InputMessage:
+    """One message of the input, with its place in the request's `messages`."""
+
+    index: int
+    id: str
+    role: int
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunInput:
+    """The parts of a `RunAgentInput` the front uses."""
+
+    thread_id: str
+    run_id: str
+    messages: Sequence[InputMessage]
+
+    def proto_messages(self) -> list[pb.Message]:
+        """The messages as the contract's `Message`s, for a dispatch."""
+        return [pb.Message(id=m.id, role=m.role, content=m.content) for m in self.messages]  # type: ignore[arg-type]
+
+    def field_of(self, service_field: str | None) -> str | None:
+        """The request field a service error's field names (`session_id` -> `threadId`,
+        `dispatch.messages[2].id` -> `messages[<its index here>].id`, ...)."""
+        if service_field is None:
+            return None
+        if service_field == "session_id":
+            return "threadId"
+        if service_field == "turn_id":
+            return "runId"
+        last = self.messages[-1].index if self.messages else 0
+        for prefix in ("submit.", "edit.", "retry.", "regenerate."):
+            if service_field.startswith(prefix):
+                name = service_field.removeprefix(prefix)
+                return f"messages[{last}].{'id' if name == 'message_id' else name}"
+        found = re.fullmatch(r"dispatch\.messages\[(\d+)\](.*)", service_field)
+        if found is not None and int(found.group(1)) < len(self.messages):
+            return f"messages[{self.messages[int(found.group(1))].index}]{found.group(2)}"
+        if service_field.startswith("dispatch.messages"):
+            return "messages"
+        return service_field
+
+
+def run_input(body: Mapping[str, Any]) -> RunInput:
+    """The input of a run; `bad_request` naming the first malformed field."""
+    thread_id = _text(body, "threadId")
+    run_id = _text(body, "runId")
+    for name in ("tools", "context"):
+        if body.get(name) is not None and not isinstance(body[name], list):
+            raise bad_request(name, f"{name} must be an array")
+    raw = body.get("messages", [])
+    if not isinstance(raw, list):
+        raise bad_request("messages", "messages must be an array")
+    messages = []
+    for index, item in enumerate(raw):
+        message = _message(index, item)
+        if message is not None:
+            messages.append(message)
+    return RunInput(thread_id, run_id, tuple(messages))
+
+
+def last_event_id(value: str | None) -> tuple[int, int] | None:
+    """The `(sequence, slot)` a `Last-Event-ID` header names; None when absent."""
+    if value is None:
+        return None
+    found = EVENT_ID.fullmatch(value.strip())
+    if found is None or int(found.group(1)) >= 2**63:
+        raise bad_request("Last-Event-ID", "Last-Event-ID must be an event id this server sent")
+    return int(found.group(1)), int(found.group(2))
+
+
+def _text(body: Mapping[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise bad_request(name, f"{name} must be a non-empty string")
+    return _unicode(name, value)
+
+
+def _unicode(field: str, value: str) -> str:
+    """`value` when it has a UTF-8 form; `bad_request` naming `field` otherwise."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise bad_request(field, f"{field} must be Unicode text (no lone surrogates)") from None
+    return value
+
+
+def _message(index: int, item: Any) -> InputMessage | None:
+    at = f"messages[{index}]"
+    if not isinstance(item, dict):
+        raise bad_request(at, f"{at} must be an object")
+    role = item.get("role")
+    if not isinstance(role, str) or (role not in ROLES and role not in SKIPPED_ROLES):
+        raise bad_request(f"{at}.role", f"{at}.role must be one of {', '.join(ROLES)}")
+    message_id = item.get("id")
+    if not isinstance(message_id, str) or not message_id:
+        raise bad_request(f"{at}.id", f"{at}.id must be a non-empty string")
+    _unicode(f"{at}.id", message_id)
+    if role in SKIPPED_ROLES:
+        return None
+    return InputMessage(index, message_id, ROLES[role], _content(at, item.get("content")))
+
+
+def _content(at: str, content: Any) -> str:
+    if content is None or isinstance(content, str):
+        return _unicode(f"{at}.content", content or "")
+    if not isinstance(content, list):
+        raise bad_request(f"{at}.content", f"{at}.content must be a string or an array of parts")
+    texts = []
+    for part_index, part in enumerate(content):
+        where = f"{at}.content[{part_index}]"
+        if not isinstance(part, dict) or part.get("type") != "text":
+            raise bad_request(where, f"{where} must be a text part: other parts are not supported")
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise bad_request(f"{where}.text", f"{where}.text must be a string")
+        texts.append(_unicode(f"{where}.text", text))
+    return "".join(texts)
+
+
+def refusal(error: FrontError, run: RunInput) -> FrontError:
+    """`error` with its field named as the request names it, and its code as the
+    listener's own refusals spell it (`invalid_argument`, not `error_reason_...`)."""
+    error.field = run.field_of(error.field)
+    error.code = error.code.removeprefix("error_reason_")
+    return error

@@ -1,0 +1,137 @@
+"""Which turn an AG-UI run runs, and what its stream opens with (see `_front`'s docs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.conversation import Message
+from agentskit_chat.service import Limits, Reason, ServiceError
+from agentskit_chat.transport._convert import ROLE_OF
+from agentskit_chat.transport._rpcs import ChatRpcs
+from agentskit_chat.transport.web.boundary.fronts import FrontError
+
+from ._events import (
+    Slotted,
+    messages_snapshot,
+    run_finished,
+    run_started,
+    state_document,
+    state_snapshot,
+)
+from ._input import RunInput
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A run's opening events; the turn to run (None: the run runs none) and the state
+    document before it; the cursor of the session the run created for the thread (None
+    when it created none)."""
+
+    opening: list[Slotted]
+    request: pb.StreamTurnRequest | None
+    document: dict[str, Any]
+    created: int | None = None
+
+
+async def plan_run(
+    rpcs: ChatRpcs, run: RunInput, definition: pb.Definition, on_disconnect: int
+) -> Plan:
+    """What `run` does to its thread (creating a client-held session for a new thread
+    that asks something)."""
+    session = await _session(rpcs, run.thread_id)
+    if session is not None and session.session.definition_id != definition.id:
+        raise FrontError(409, "conflict", "the thread is of another definition", "threadId")
+    asks = bool(run.messages) and run.messages[-1].role == pb.ROLE_USER
+    opening = [run_started(run.thread_id, run.run_id)]
+    if not asks:
+        state = definition.initial_state if session is None else session.session.snapshot.state
+        document = state_document(definition, state)
+        opening.append(state_snapshot(document))
+        if session is not None and session.session.history_mode != pb.HISTORY_MODE_CLIENT:
+            opening.append(messages_snapshot(session.messages))
+        opening.append(("0.4", run_finished(run.thread_id, run.run_id)))
+        return Plan(opening, None, document)
+    request = pb.StreamTurnRequest(
+        session_id=run.thread_id,
+        turn_id=run.run_id,
+        on_disconnect=on_disconnect,  # type: ignore[arg-type]
+    )
+    created = None
+    if session is None:
+        _check_dispatch(rpcs.service.limits, run)  # refused before anything is stored
+        state, created = await _create(rpcs, run, definition.id)
+        request.dispatch.messages.extend(run.proto_messages())
+    else:
+        state = session.session.snapshot.state
+        if session.session.history_mode == pb.HISTORY_MODE_CLIENT:
+            request.dispatch.messages.extend(run.proto_messages())
+        else:
+            _operation(request, run, session.messages)
+    document = state_document(definition, state)
+    opening.append(state_snapshot(document))
+    return Plan(opening, request, document, created)
+
+
+def _check_dispatch(limits: Limits, run: RunInput) -> None:
+    """Raise what the service would refuse of the run's dispatch (the turn id, the
+    messages' ids and sizes, the last user message's text), so a thread is not created
+    for a turn that cannot run."""
+    limits.check_id("turn_id", run.run_id)
+    messages = [Message(m.id, ROLE_OF[m.role], m.content) for m in run.messages]  # type: ignore[index]
+    limits.check_dispatch(messages)
+    last = len(messages) - 1
+    limits.check_text(f"dispatch.messages[{last}].content", messages[last].content)
+
+
+async def _session(rpcs: ChatRpcs, thread_id: str) -> pb.GetSessionResponse | None:
+    try:
+        return await rpcs.get_session(pb.GetSessionRequest(session_id=thread_id))
+    except ServiceError as error:
+        if error.reason is Reason.SESSION_NOT_FOUND:
+            return None
+        raise
+
+
+async def _create(rpcs: ChatRpcs, run: RunInput, definition_id: str) -> tuple[str, int | None]:
+    """Create the client-held session the thread names: its state, and its cursor when
+    this run created it (None when another run of the thread did, meanwhile)."""
+    request = pb.CreateSessionRequest(
+        definition_id=definition_id,
+        session_id=run.thread_id,
+        history_mode=pb.HISTORY_MODE_CLIENT,
+    )
+    try:
+        created = await rpcs.create_session(request)
+    except ServiceError as error:
+        if error.reason is not Reason.SESSION_EXISTS:
+            raise
+        got = await rpcs.get_session(pb.GetSessionRequest(session_id=run.thread_id))
+        if got.session.definition_id != definition_id:
+            raise FrontError(
+                409, "conflict", "the thread is of another definition", "threadId"
+            ) from None
+        return got.session.snapshot.state, None
+    return created.session.snapshot.state, created.session.cursor
+
+
+def _operation(request: pb.StreamTurnRequest, run: RunInput, history: Iterable[pb.Message]) -> None:
+    """What a server-held thread does with the input's last (user) message: submit a new
+    one, edit one whose text changed, else regenerate its answer (retry it unanswered)."""
+    last = run.messages[-1]
+    stored = list(history)
+    index = next((i for i, m in enumerate(stored) if m.id == last.id), None)
+    if index is None:
+        request.submit.content = last.content
+        request.submit.message_id = last.id
+    elif stored[index].content != last.content:
+        request.edit.message_id = last.id
+        request.edit.content = last.content
+    else:
+        answer = next((m for m in stored[index + 1 :] if m.role == pb.ROLE_ASSISTANT), None)
+        if answer is None:
+            request.retry.message_id = last.id
+        else:
+            request.regenerate.message_id = answer.id

@@ -1,0 +1,98 @@
+"""What a chat completion of the OpenAI front yields, from the service's turn events: its
+decision, its text and its end, and a failed turn as a refusal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.transport.web.boundary.fronts import FrontError
+
+KINDS: Final = {
+    pb.TURN_KIND_DETERMINISTIC: "deterministic",
+    pb.TURN_KIND_AGENTIC: "agentic",
+    pb.TURN_KIND_REPAIRED: "repaired",
+    pb.TURN_KIND_FALLBACK: "fallback",
+}
+FAILED_STATUS: Final = {
+    "deadline_exceeded": 504,
+    "cancelled": 503,
+    "interrupted": 503,
+    "output_limit": 500,
+    "route_failed": 500,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """How the turn is answered, as the `agentskit` object and headers say it."""
+
+    kind: str
+    route: str | None
+    from_state: str
+    to_state: str
+    replayed: bool
+    turn_id: str
+    session_id: str | None
+    """None for a stateless completion (its session is gone when it ends)."""
+    history: str
+    """`stateless`, `client` or `server`."""
+
+    def fields(self) -> dict[str, Any]:
+        """The `agentskit` object."""
+        return {
+            "kind": self.kind,
+            "route": self.route,
+            "from": self.from_state,
+            "to": self.to_state,
+            "replayed": self.replayed,
+            "turn_id": self.turn_id,
+            "session_id": self.session_id,
+            "history": self.history,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The turn committed; `usage` (prompt, completion tokens) when a model answered, and
+    OpenAI's `finish_reason`: `length` when the model was cut by its token limit."""
+
+    usage: tuple[int, int] | None
+    finish_reason: str = "stop"
+
+
+Item = Decision | str | Finished
+"""What a completion yields: its decision first, then text, then Finished."""
+
+
+def decision_of(
+    decision: pb.TurnDecision, turn_id: str, session_id: str | None, history: str
+) -> Decision:
+    return Decision(
+        KINDS.get(decision.kind, "agentic"),
+        decision.route_id or None,
+        decision.from_state,
+        decision.to_state,
+        decision.replayed,
+        turn_id,
+        session_id,
+        history,
+    )
+
+
+def finished_of(completed: pb.TurnCompleted) -> Finished:
+    """The Finished item of a committed turn."""
+    reason = "length" if completed.finish_reason == "length" else "stop"
+    return Finished(usage_of(completed), reason)
+
+
+def usage_of(completed: pb.TurnCompleted) -> tuple[int, int] | None:
+    if not completed.HasField("usage"):
+        return None
+    return (completed.usage.input_tokens, completed.usage.output_tokens)
+
+
+def failure_of(failed: pb.TurnFailed) -> FrontError:
+    status = FAILED_STATUS.get(failed.code, 502 if failed.retryable else 500)
+    return FrontError(status, failed.code, failed.message)
