@@ -10,6 +10,16 @@ from ._connect import TLSConfig
 from ._errors import ChatError
 from ._hints import EligibleRoute, OfferedRoute, SnapshotLike, command_hints, eligible_routes
 from ._reattach import ReattachPolicy
+from ._tools import (
+    PendingToolCall,
+    ToolApproval,
+    ToolCall,
+    ToolDeclaration,
+    ToolResult,
+    ToolResults,
+    ToolWait,
+    TurnTools,
+)
 from ._types import (
     AnswerOrigin,
     CancelTurnResponse,
@@ -30,6 +40,9 @@ from ._types import (
     StateInfo,
     Submit,
     TextDelta,
+    ToolCallDelta,
+    ToolCallEnded,
+    ToolCallStarted,
     Transition,
     TurnCompleted,
     TurnDecision,
@@ -63,6 +76,7 @@ __all__ = [
     "Metadata",
     "OfferedRoute",
     "OperationName",
+    "PendingToolCall",
     "ReattachPolicy",
     "Regenerate",
     "Retry",
@@ -76,6 +90,15 @@ __all__ = [
     "Submit",
     "TLSConfig",
     "TextDelta",
+    "ToolApproval",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallEnded",
+    "ToolCallStarted",
+    "ToolDeclaration",
+    "ToolResult",
+    "ToolResults",
+    "ToolWait",
     "Transition",
     "TurnCompleted",
     "TurnDecision",
@@ -89,6 +112,7 @@ __all__ = [
     "TurnRecord",
     "TurnResult",
     "TurnStarted",
+    "TurnTools",
     "Usage",
     "WatchHeartbeat",
     "WatchItem",

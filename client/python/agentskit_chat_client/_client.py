@@ -20,6 +20,7 @@ from . import _convert
 from ._connect import TLSConfig, bearer, open_channel
 from ._errors import from_rpc_error
 from ._reattach import TURN_IN_PROGRESS, ReattachPolicy, breaks_stream
+from ._tools import ToolDeclaration, TurnTools
 from ._types import (
     CancelTurnResponse,
     Definition,
@@ -356,6 +357,7 @@ class ChatClient:
         turn_id: str | None = None,
         expected_cursor: int | None = None,
         on_disconnect: DisconnectMode | None = None,
+        tools: TurnTools | Sequence[ToolDeclaration] | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -370,8 +372,9 @@ class ChatClient:
 
         Args:
             session_id: The session to run the turn in.
-            operation: What the turn does: ``Submit``, ``Retry``, ``Edit``, ``Regenerate`` or
-                ``Dispatch``.
+            operation: What the turn does: ``Submit``, ``Retry``, ``Edit``, ``Regenerate``,
+                ``Dispatch`` or ``ToolResults`` (the results and approvals an answer waits
+                for).
             turn_id: Idempotency key; a repeated turn id is never executed twice. A fresh id
                 is generated when ``None``; pass one to be able to retry the same turn.
             expected_cursor: Run only while the session cursor still equals this value;
@@ -388,6 +391,11 @@ class ChatClient:
                 turn goes on (``cancel_turn`` stops it). ``None`` (not sent) and
                 ``DisconnectMode.CANCEL`` cancel the turn with its stream and never
                 reattach.
+            tools: The tools the model may call in this turn (declarations, or
+                ``TurnTools`` with a tool choice). An answer that calls them streams
+                ``ToolCallStarted``, ``ToolCallDelta`` and ``ToolCallEnded`` events and
+                completes with ``pending_tool_calls``; run them and continue with
+                ``ToolResults``, declaring the same tools.
             timeout: Deadline in seconds of the whole stream, reattaches included; the
                 client default when ``None``.
             metadata: Extra metadata for this call.
@@ -397,7 +405,12 @@ class ChatClient:
         """
         turn_id = turn_id or new_turn_id()
         request = _convert.turn_request(
-            session_id, turn_id, operation, expected_cursor, on_disconnect
+            session_id,
+            turn_id,
+            operation,
+            expected_cursor,
+            on_disconnect,
+            tools if tools is None or isinstance(tools, TurnTools) else TurnTools(tuple(tools)),
         )
         reattach = on_disconnect == DisconnectMode.CONTINUE
         stream = self._follow(session_id, turn_id, request, 0, reattach, timeout, metadata)
@@ -709,6 +722,7 @@ class ChatClient:
         turn_id: str | None = None,
         expected_cursor: int | None = None,
         on_disconnect: DisconnectMode | None = None,
+        tools: TurnTools | Sequence[ToolDeclaration] | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> TurnResult:
@@ -730,6 +744,7 @@ class ChatClient:
             turn_id=turn_id,
             expected_cursor=expected_cursor,
             on_disconnect=on_disconnect,
+            tools=tools,
             timeout=timeout,
             metadata=metadata,
         )

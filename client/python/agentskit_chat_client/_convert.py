@@ -6,6 +6,17 @@ from datetime import UTC
 
 from agentskit.chat.v1 import chat_pb2
 
+from ._tools import (
+    ToolResults,
+    TurnTools,
+    approval_to_pb,
+    declaration_to_pb,
+    fill_tool_results,
+    pending_from_pb,
+    tool_call_from_pb,
+    tool_call_to_pb,
+    wait_from_pb,
+)
 from ._types import (
     AnswerOrigin,
     CancelTurnResponse,
@@ -26,6 +37,9 @@ from ._types import (
     StateInfo,
     Submit,
     TextDelta,
+    ToolCallDelta,
+    ToolCallEnded,
+    ToolCallStarted,
     Transition,
     TurnCompleted,
     TurnDecision,
@@ -64,6 +78,7 @@ _OPERATION_FROM_PB: dict[int, OperationName] = {
     chat_pb2.OPERATION_EDIT: "edit",
     chat_pb2.OPERATION_REGENERATE: "regenerate",
     chat_pb2.OPERATION_DISPATCH: "dispatch",
+    chat_pb2.OPERATION_TOOL_RESULTS: "tool_results",
 }
 
 
@@ -124,7 +139,12 @@ def message_from_pb(message: chat_pb2.Message) -> Message:
             turn_id=_optional(found.turn_id),
         )
     return Message(
-        id=message.id, role=role_from_pb(message.role), content=message.content, origin=origin
+        id=message.id,
+        role=role_from_pb(message.role),
+        content=message.content,
+        origin=origin,
+        tool_calls=tuple(tool_call_from_pb(call) for call in message.tool_calls),
+        tool_call_id=_optional(message.tool_call_id),
     )
 
 
@@ -158,6 +178,7 @@ def turn_record_from_pb(turn: chat_pb2.TurnRecord) -> TurnRecord:
         start_time=turn.start_time.ToDatetime(tzinfo=UTC) if turn.HasField("start_time") else None,
         end_time=turn.end_time.ToDatetime(tzinfo=UTC) if turn.HasField("end_time") else None,
         usage=_usage(turn.usage) if turn.HasField("usage") else None,
+        pending_tool_calls=tuple(pending_from_pb(p) for p in turn.pending_tool_calls),
     )
 
 
@@ -171,7 +192,13 @@ def turn_page_from_pb(response: chat_pb2.ListTurnsResponse) -> TurnPage:
 
 def message_to_pb(message: Message) -> chat_pb2.Message:
     """Encode a ``Message``."""
-    return chat_pb2.Message(id=message.id, role=role_to_pb(message.role), content=message.content)
+    return chat_pb2.Message(
+        id=message.id,
+        role=role_to_pb(message.role),
+        content=message.content,
+        tool_calls=[tool_call_to_pb(call) for call in message.tool_calls],
+        tool_call_id=message.tool_call_id or "",
+    )
 
 
 def snapshot_from_pb(snapshot: chat_pb2.Snapshot) -> Snapshot:
@@ -250,6 +277,7 @@ def turn_request(
     operation: TurnOperation,
     expected_cursor: int | None = None,
     on_disconnect: DisconnectMode | None = None,
+    tools: TurnTools | None = None,
 ) -> chat_pb2.StreamTurnRequest:
     """Build the ``StreamTurnRequest`` that runs ``operation``; ``None`` ids are sent empty
     and a ``None`` disconnect mode is not sent."""
@@ -274,11 +302,19 @@ def turn_request(
             request.edit.content = content
         case Regenerate(message_id=message_id):
             request.regenerate.message_id = message_id or ""
-        case Dispatch(messages=messages):
+        case Dispatch(messages=messages, approvals=approvals):
             request.dispatch.SetInParent()
             request.dispatch.messages.extend(message_to_pb(message) for message in messages)
+            request.dispatch.approvals.extend(approval_to_pb(a) for a in approvals)
+        case ToolResults():
+            fill_tool_results(request.tool_results, operation)
         case _:
             raise TypeError(f"not a turn operation: {type(operation).__name__}")
+    if tools is not None:
+        request.tools.extend(declaration_to_pb(tool) for tool in tools.tools)
+        request.tool_choice = tools.choice
+        if tools.parallel is not None:
+            request.parallel_tool_calls = tools.parallel
     return request
 
 
@@ -336,6 +372,37 @@ def event_from_pb(response: chat_pb2.StreamTurnResponse) -> TurnEvent | None:
                 cursor=completed.cursor,
                 usage=None if usage is None else _usage(usage),
                 finish_reason=_optional(completed.finish_reason),
+                tool_calls=tuple(tool_call_from_pb(call) for call in completed.tool_calls),
+                pending_tool_calls=tuple(pending_from_pb(p) for p in completed.pending_tool_calls),
+            )
+        case "tool_call_started":
+            return ToolCallStarted(
+                session_id=session_id,
+                turn_id=turn_id,
+                sequence=sequence,
+                time=time,
+                tool_call_id=response.tool_call_started.tool_call_id,
+                name=response.tool_call_started.name,
+            )
+        case "tool_call_delta":
+            return ToolCallDelta(
+                session_id=session_id,
+                turn_id=turn_id,
+                sequence=sequence,
+                time=time,
+                tool_call_id=response.tool_call_delta.tool_call_id,
+                arguments_delta=response.tool_call_delta.arguments_delta,
+            )
+        case "tool_call_ended":
+            ended = response.tool_call_ended
+            return ToolCallEnded(
+                session_id=session_id,
+                turn_id=turn_id,
+                sequence=sequence,
+                time=time,
+                tool_call_id=ended.tool_call_id,
+                arguments=ended.arguments,
+                wait=wait_from_pb(ended.wait),
             )
         case "failed":
             failed = response.failed

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, TypeAlias
 
+from ._tools import PendingToolCall, ToolApproval, ToolCall, ToolResults, ToolWait
+
 __all__ = [
     "AnswerOrigin",
     "CancelTurnResponse",
@@ -32,6 +34,9 @@ __all__ = [
     "StateInfo",
     "Submit",
     "TextDelta",
+    "ToolCallDelta",
+    "ToolCallEnded",
+    "ToolCallStarted",
     "Transition",
     "TurnCompleted",
     "TurnDecision",
@@ -67,7 +72,7 @@ repairing a conversation answered; ``"fallback"``: a route declared as a fallbac
 """
 
 OperationName: TypeAlias = Literal[
-    "submit", "retry", "edit", "regenerate", "dispatch", "unspecified"
+    "submit", "retry", "edit", "regenerate", "dispatch", "tool_results", "unspecified"
 ]
 """What a turn did to the history before it was resolved.
 
@@ -133,12 +138,16 @@ class Message:
         origin: For assistant messages read from the server (``get_session``,
             ``truncate_history``): how the turn that produced it was answered. ``None``
             otherwise, and ignored in requests.
+        tool_calls: For an assistant message: the tool calls it made.
+        tool_call_id: For a ``"tool"`` message: the call it answers.
     """
 
     id: str
     role: Role
     content: str
     origin: AnswerOrigin | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,8 +360,13 @@ class TurnCompleted(_TurnEventBase):
         snapshot: The conversation snapshot after the turn.
         cursor: The session cursor after the turn.
         usage: Model token usage; ``None`` for deterministic turns.
-        finish_reason: Why the model stopped (such as ``"stop"`` or ``"length"``);
-            ``None`` for deterministic turns, repeats, and older servers.
+        finish_reason: Why the model stopped (such as ``"stop"`` or ``"length"``;
+            ``"tool_calls"`` when the answer waits for tool results, ``"tool_approval"``
+            when it waits for an approval); ``None`` for deterministic turns, repeats, and
+            older servers.
+        tool_calls: The tool calls of the answer.
+        pending_tool_calls: The calls the answer waits on; continue it with
+            ``ToolResults``.
     """
 
     assistant_message_id: str
@@ -361,6 +375,8 @@ class TurnCompleted(_TurnEventBase):
     cursor: int
     usage: Usage | None
     finish_reason: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    pending_tool_calls: tuple[PendingToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -383,7 +399,47 @@ class TurnFailed(_TurnEventBase):
     route_id: str | None = None
 
 
-TurnEvent: TypeAlias = TurnStarted | TurnDecision | TextDelta | TurnCompleted | TurnFailed
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted(_TurnEventBase):
+    """The model began a tool call; its arguments follow as ``ToolCallDelta`` events."""
+
+    tool_call_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta(_TurnEventBase):
+    """The next piece of a tool call's arguments (JSON text)."""
+
+    tool_call_id: str
+    arguments_delta: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallEnded(_TurnEventBase):
+    """A tool call is complete.
+
+    Attributes:
+        arguments: The whole arguments, JSON text.
+        wait: ``"result"`` when the client runs the tool and sends its result,
+            ``"approval"`` when the call needs an approve/deny decision first.
+    """
+
+    tool_call_id: str
+    arguments: str = field(repr=False)
+    wait: ToolWait | None = None
+
+
+TurnEvent: TypeAlias = (
+    TurnStarted
+    | TurnDecision
+    | TextDelta
+    | ToolCallStarted
+    | ToolCallDelta
+    | ToolCallEnded
+    | TurnCompleted
+    | TurnFailed
+)
 """One event of a turn stream."""
 
 
@@ -443,16 +499,20 @@ class Dispatch:
     """Resolve the last user message of a client-held history.
 
     Attributes:
-        messages: The full retained history, oldest first; stored as a tuple.
+        messages: The full retained history, oldest first; stored as a tuple. A history
+            that ends with ``"tool"`` messages continues an answer waiting for tool results.
+        approvals: Decisions on the calls of the last answer that wait for approval.
     """
 
     messages: Sequence[Message]
+    approvals: Sequence[ToolApproval] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))
+        object.__setattr__(self, "approvals", tuple(self.approvals))
 
 
-TurnOperation: TypeAlias = Submit | Retry | Edit | Regenerate | Dispatch
+TurnOperation: TypeAlias = Submit | Retry | Edit | Regenerate | Dispatch | ToolResults
 """What a turn does to the history before it is resolved."""
 
 
@@ -483,6 +543,11 @@ class TurnResult:
         """True when the turn committed (a ``TurnCompleted`` event was received)."""
         return self.completed is not None
 
+    @property
+    def pending_tool_calls(self) -> tuple[PendingToolCall, ...]:
+        """The tool calls the committed answer waits on; empty when it waits for none."""
+        return () if self.completed is None else self.completed.pending_tool_calls
+
 
 @dataclass(frozen=True, slots=True)
 class TurnRecord:
@@ -504,6 +569,7 @@ class TurnRecord:
         start_time: When the turn started, if known.
         end_time: When it finished; ``None`` while running.
         usage: Model token usage of a completed agentic turn.
+        pending_tool_calls: The calls a completed answer waits on (ids and names only).
     """
 
     turn_id: str
@@ -520,6 +586,7 @@ class TurnRecord:
     start_time: datetime | None = None
     end_time: datetime | None = None
     usage: Usage | None = None
+    pending_tool_calls: tuple[PendingToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,9 +57,14 @@ HTTP_STATUS: Final[Mapping[Reason, int]] = {
     Reason.UNAUTHENTICATED: 401,
     Reason.RATE_LIMITED: 429,
     Reason.WATCH_BEHIND: 409,
+    Reason.TOOL_CALL_UNKNOWN: 400,
+    Reason.TOOL_CALLS_UNANSWERED: 400,
+    Reason.NO_PENDING_TOOL_CALLS: 409,
 }
 """The HTTP status of each refusal, the same for every front."""
-SIZE_LIMITS: Final = frozenset({"input_bytes", "history_messages", "history_bytes"})
+SIZE_LIMITS: Final = frozenset(
+    {"input_bytes", "history_messages", "history_bytes", "tools", "tool_schema_bytes"}
+)
 """The `limit` metadata of LIMIT_EXCEEDED refusals that a smaller request mends (413)."""
 SSE_HEADERS: Final[Headers] = [
     (b"content-type", b"text/event-stream"),
