@@ -82,7 +82,12 @@ def test_an_unknown_model_is_404(client: openai.OpenAI, live: OpenAILive) -> Non
 @pytest.mark.parametrize(
     ("extra", "param"),
     [
-        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ({"functions": [{"name": "f"}]}, "functions"),
+        ({"tools": [{"type": "retrieval"}]}, "tools[0]"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "x"},
+            "tool_choice",
+        ),
         ({"n": 2}, "n"),
         ({"logprobs": True}, "logprobs"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
@@ -102,8 +107,8 @@ def test_an_unknown_model_is_404(client: openai.OpenAI, live: OpenAILive) -> Non
             "messages[0].content[1]",
         ),
         (
-            {"messages": [{"role": "tool", "content": CANARY, "tool_call_id": "t"}]},
-            "messages[0].role",
+            {"messages": [{"role": "tool", "content": CANARY}]},
+            "messages[0].tool_call_id",
         ),
         ({"messages": [{"role": "assistant", "content": CANARY}]}, "messages[0].role"),
     ],

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.models import Sampling
 from agentskit_chat.transport.web.boundary.fronts import FrontError
 from agentskit_chat.transport.web.openai._history import continues, message_ids
-from agentskit_chat.transport.web.openai._wire import error_object, parse_request
+from agentskit_chat.transport.web.openai._wire import WireMessage, error_object, parse_request
 
 CANARY = "cnry-71c3-openai-wire"
 
@@ -41,7 +42,11 @@ def test_a_request_is_read_with_its_history_and_sampling() -> None:
             tools=[],
         )
     )
-    assert request.messages == (("system", "Be brief."), ("assistant", ""), ("user", "ab"))
+    assert [(m.role, m.text) for m in request.messages] == [
+        ("system", "Be brief."),
+        ("assistant", ""),
+        ("user", "ab"),
+    ]
     assert (request.stream, request.include_usage) == (True, True)
     assert request.sampling == Sampling(temperature=0.0, max_tokens=5, stop=("END",))
 
@@ -60,7 +65,7 @@ def test_a_request_is_read_with_its_history_and_sampling() -> None:
         ),
         (
             {"messages": [{"role": "assistant", "content": CANARY, "tool_calls": [{"id": "x"}]}]},
-            "messages[0].role",
+            "messages[0].tool_calls[0]",
         ),
         ({"functions": [{"name": "f"}]}, "functions"),
         ({"tool_choice": "required"}, "tool_choice"),
@@ -120,16 +125,66 @@ class Namer:
         return format(abs(hash(("key", text))), "032x")
 
 
+def wire(*pairs: tuple[str, str]) -> tuple[WireMessage, ...]:
+    return tuple(WireMessage(role, text) for role, text in pairs)
+
+
 def test_message_ids_follow_position_role_and_content() -> None:
-    history = (("system", "s"), ("user", "/start"), ("assistant", "What?"), ("user", "/name A"))
+    history = wire(("system", "s"), ("user", "/start"), ("assistant", "What?"), ("user", "/name A"))
     ids = message_ids(Namer(), history)
     assert ids == message_ids(Namer(), history)
     assert len(set(ids)) == 4
     assert [i.split(".")[:2] for i in ids] == [["m0", "s"], ["m1", "u"], ["m2", "a"], ["m3", "u"]]
-    edited = message_ids(Namer(), (*history[:3], ("user", "/name B")))
+    edited = message_ids(Namer(), (*history[:3], WireMessage("user", "/name B")))
     assert edited[:3] == ids[:3]
     assert edited[3] != ids[3]
-    assert all(CANARY not in i for i in message_ids(Namer(), (("user", CANARY),)))
+    assert all(CANARY not in i for i in message_ids(Namer(), wire(("user", CANARY))))
+
+
+def test_tool_calls_and_results_are_part_of_a_message_id() -> None:
+    call = pb.ToolCall(id="c1", name="weather", arguments='{"city":"Paris"}')
+    asked = WireMessage("assistant", "", (call,))
+    other = WireMessage("assistant", "", (pb.ToolCall(id="c1", name="weather", arguments="{}"),))
+    answered = WireMessage("tool", "sunny", answers="c1")
+    ids = message_ids(Namer(), (asked, answered))
+    assert message_ids(Namer(), (other, WireMessage("tool", "sunny", answers="c2"))) != ids
+    assert message_ids(Namer(), wire(("assistant", ""))) != ids[:1]
+
+
+def test_tools_are_read_in_the_contract_shape() -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "weather", "parameters": {"type": "object"}, "strict": True},
+        }
+    ]
+    request = parse_request(
+        body(
+            messages=[
+                {"role": "user", "content": "Weather?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "weather", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": CANARY},
+            ],
+            tools=tools,
+            tool_choice={"type": "function", "function": {"name": "weather"}},
+            parallel_tool_calls=False,
+        )
+    )
+    assert [t.name for t in request.tools.tools] == ["weather"]
+    assert request.tools.tools[0].parameters_json == '{"type":"object"}'
+    assert (request.tools.choice, request.tools.parallel) == ("weather", False)
+    assert [m.answers for m in request.results()] == ["c1"]
+    assert [c.id for c in request.messages[1].calls] == ["c1"]
 
 
 def test_a_history_continues_a_conversation_while_it_keeps_one_of_its_turns() -> None:

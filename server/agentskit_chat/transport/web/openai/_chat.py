@@ -41,6 +41,7 @@ from agentskit_chat.transport.web.boundary.streams import current_flow
 
 from ._history import continues, message_ids, pb_messages
 from ._items import (
+    CallIndexes,
     Decision,
     Finished,
     Item,
@@ -83,10 +84,8 @@ class Completion:
         key = header(IDEMPOTENCY_HEADER)
         turn_id = key or secrets.token_hex(16)
         session = header(SESSION_HEADER)
-        if session is not None:  # The session's own definition answers: the model must exist.
-            await self.rpcs.get_definition(pb.GetDefinitionRequest(definition_id=request.model))
-            submit = pb.SubmitOperation(content=request.messages[-1][1])
-            turn = pb.StreamTurnRequest(session_id=session, turn_id=turn_id, submit=submit)
+        if session is not None:
+            turn = await self._server_held(request, session, turn_id)
             async with aclosing(self._turn(request, turn, "server")) as items:
                 async for item in items:
                     yield item
@@ -120,6 +119,25 @@ class Completion:
         async with aclosing(self._stateless(request, turn_id)) as items:
             async for item in items:
                 yield item
+
+    async def _server_held(
+        self, request: ChatRequest, session_id: str, turn_id: str
+    ) -> pb.StreamTurnRequest:
+        """The turn of a request naming a server-held session: its last user message
+        submitted, or the tool messages that end it sent as the results of the calls the
+        last answer waits on. The model must name the session's definition (409)."""
+        await self.rpcs.get_definition(pb.GetDefinitionRequest(definition_id=request.model))
+        found = await self.rpcs.get_session(pb.GetSessionRequest(session_id=session_id))
+        if found.session.definition_id != request.model:
+            raise FrontError(409, "conflict", "the session is of another definition", "model")
+        results = request.results()
+        if not results:
+            submit = pb.SubmitOperation(content=request.messages[-1].text)
+            return pb.StreamTurnRequest(session_id=session_id, turn_id=turn_id, submit=submit)
+        answers = pb.ToolResultsOperation(
+            results=[pb.ToolResult(tool_call_id=m.answers, content=m.text) for m in results]
+        )
+        return pb.StreamTurnRequest(session_id=session_id, turn_id=turn_id, tool_results=answers)
 
     async def _continues(
         self,
@@ -238,7 +256,9 @@ class Completion:
         flow = current_flow()
         stalled = None if flow is None else flow.stall
         session_id = None if history == "stateless" else turn.session_id
+        request.tools.apply(turn)
         events = self.rpcs.stream_turn(turn, stalled, request.sampling)
+        calls = CallIndexes()
         async with aclosing(events) as stream:
             async for event in stream:
                 which = event.WhichOneof("event")
@@ -249,6 +269,8 @@ class Completion:
                     yield decision_of(event.decision, turn.turn_id, session_id, history)
                 elif which == "delta":
                     yield event.delta.text
+                elif (call := calls.item(event)) is not None:
+                    yield call
                 elif which == "completed":
                     yield finished_of(event.completed)
                     return
@@ -268,6 +290,7 @@ class Completion:
         watch = pb.WatchTurnRequest(session_id=turn.session_id, turn_id=turn.turn_id)
         kept: list[Item] = []
         text = False
+        calls = CallIndexes()
         async with aclosing(self.rpcs.watch_turn(watch)) as events:
             async for event in events:
                 which = event.WhichOneof("event")
@@ -278,6 +301,9 @@ class Completion:
                 elif which == "delta" and event.delta.text:
                     text = True
                     kept.append(event.delta.text)
+                elif (call := calls.item(event)) is not None:
+                    text = True
+                    kept.append(call)
                 elif which == "completed":
                     kept.append(finished_of(event.completed))
                 elif which == "failed":

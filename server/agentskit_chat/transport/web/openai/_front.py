@@ -47,7 +47,8 @@ from agentskit_chat.transport.web.boundary.fronts import (
 )
 
 from ._chat import Completion
-from ._items import Decision, Finished, Item
+from ._items import CallArguments, CallStarted, Decision, Finished, Item
+from ._tools import call_arguments, call_started
 from ._wire import (
     ChatRequest,
     chunk,
@@ -167,15 +168,22 @@ class OpenAIFront:
                 ahead = await anext(items, None)
                 return await _stream(send, request, first, fields, headers, items, ahead)
             text: list[str] = []
-            usage, finish = None, "stop"
+            usage, finish, calls = None, "stop", {}
             async for item in items:
                 if isinstance(item, str):
                     text.append(item)
                 elif isinstance(item, Finished):
-                    usage, finish = item.usage, item.finish_reason
+                    usage, finish, calls = item.usage, item.finish_reason, item.calls
             ident, created = "chatcmpl-" + first.turn_id, int(time.time())
             body = completion(
-                ident, created, request.model, "".join(text), usage, fields, finish=finish
+                ident,
+                created,
+                request.model,
+                "".join(text),
+                usage,
+                fields,
+                finish=finish,
+                calls=calls,
             )
             await respond(send, 200, json_bytes(body), content_type=JSON, headers=headers)
             return 200
@@ -207,19 +215,30 @@ async def _stream(
     def text(piece: str) -> dict[str, Any]:
         return chunk(ident, created, model, {"content": piece}, include_usage=usage_on)
 
+    def delta(item: Item) -> dict[str, Any] | None:
+        if isinstance(item, str):
+            return text(item)
+        if isinstance(item, CallStarted):
+            opened = call_started(item.index, item.call_id, item.name)
+            return chunk(ident, created, model, opened, include_usage=usage_on)
+        if isinstance(item, CallArguments):
+            piece = call_arguments(item.index, item.piece)
+            return chunk(ident, created, model, piece, include_usage=usage_on)
+        return None
+
     opening = {"role": "assistant", "content": ""}
     first = data(chunk(ident, created, model, opening, include_usage=usage_on, decision=fields))
-    if isinstance(ahead, str):
-        first += data(text(ahead))
-    elif isinstance(ahead, Finished):
+    if isinstance(ahead, Finished):
         usage, finish = ahead.usage, ahead.finish_reason
+    elif ahead is not None and (opening_delta := delta(ahead)) is not None:
+        first += data(opening_delta)
     await send({"type": "http.response.body", "body": first, "more_body": True})
     try:
         async for item in items:
-            if isinstance(item, str):
-                await event(text(item))
-            elif isinstance(item, Finished):
+            if isinstance(item, Finished):
                 usage, finish = item.usage, item.finish_reason
+            elif (next_delta := delta(item)) is not None:
+                await event(next_delta)
     except Exception as exc:
         error = _front_error(exc)
         await event({"error": error_object(error)})

@@ -14,10 +14,13 @@ from typing import Final, Protocol
 
 from agentskit.chat.v1 import chat_pb2 as pb
 
+from ._wire import WireMessage
+
 ROLES: Final = {
     "system": pb.ROLE_SYSTEM,
     "user": pb.ROLE_USER,
     "assistant": pb.ROLE_ASSISTANT,
+    "tool": pb.ROLE_TOOL,
 }
 NAME_CHARS: Final = 24
 SEPARATOR: Final = "\x00"
@@ -32,19 +35,35 @@ class Namer(Protocol):
         ...
 
 
-def message_ids(namer: Namer, messages: Sequence[tuple[str, str]]) -> tuple[str, ...]:
-    """The id of each (role, text) message: `m<position>.<role initial>.<digest>`."""
+def message_ids(namer: Namer, messages: Sequence[WireMessage]) -> tuple[str, ...]:
+    """The id of each message: `m<position>.<role initial>.<digest>`, the digest over its
+    role, text, tool calls and the call it answers."""
     return tuple(
-        f"m{index}.{role[0]}.{namer.content_name(role + SEPARATOR + text)[:NAME_CHARS]}"
-        for index, (role, text) in enumerate(messages)
+        f"m{index}.{message.role[0]}.{namer.content_name(_named(message))[:NAME_CHARS]}"
+        for index, message in enumerate(messages)
     )
 
 
-def pb_messages(messages: Sequence[tuple[str, str]], ids: Sequence[str]) -> list[pb.Message]:
+def _named(message: WireMessage) -> str:
+    parts = [message.role, message.text]
+    if message.calls or message.answers:  # Plain messages keep the names they always had.
+        parts.append(message.answers)
+        for call in message.calls:
+            parts.extend((call.id, call.name, call.arguments))
+    return SEPARATOR.join(parts)
+
+
+def pb_messages(messages: Sequence[WireMessage], ids: Sequence[str]) -> list[pb.Message]:
     """The messages of a DispatchOperation."""
     return [
-        pb.Message(id=ident, role=ROLES[role], content=text)
-        for ident, (role, text) in zip(ids, messages, strict=True)
+        pb.Message(
+            id=ident,
+            role=ROLES[message.role],
+            content=message.text,
+            tool_calls=message.calls,
+            tool_call_id=message.answers,
+        )
+        for ident, message in zip(ids, messages, strict=True)
     ]
 
 

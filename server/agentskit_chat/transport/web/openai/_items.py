@@ -1,9 +1,9 @@
 """What a chat completion of the OpenAI front yields, from the service's turn events: its
-decision, its text and its end, and a failed turn as a refusal."""
+decision, its text, its tool calls and its end, and a failed turn as a refusal."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
@@ -56,14 +56,53 @@ class Decision:
 @dataclass(frozen=True, slots=True)
 class Finished:
     """The turn committed; `usage` (prompt, completion tokens) when a model answered, and
-    OpenAI's `finish_reason`: `length` when the model was cut by its token limit."""
+    OpenAI's `finish_reason`: `length` when the model was cut by its token limit,
+    `tool_calls` when the answer waits for tool results (or an approval, which OpenAI's
+    protocol has no word for); `calls` maps each call id to its name and arguments."""
 
     usage: tuple[int, int] | None
     finish_reason: str = "stop"
+    calls: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
 
 
-Item = Decision | str | Finished
-"""What a completion yields: its decision first, then text, then Finished."""
+@dataclass(frozen=True, slots=True)
+class CallStarted:
+    """A tool call began: its position in the answer, id and name."""
+
+    index: int
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallArguments:
+    """A piece of a tool call's arguments."""
+
+    index: int
+    piece: str = field(repr=False)
+
+
+Item = Decision | str | CallStarted | CallArguments | Finished
+"""What a completion yields: its decision first, then text and tool calls, then Finished."""
+
+
+class CallIndexes:
+    """The position of each call of one answer, by call id, in the order they started."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[str, int] = {}
+
+    def item(self, event: pb.StreamTurnResponse) -> CallStarted | CallArguments | None:
+        """The item of a tool event (`None` for the end of a call, which adds nothing)."""
+        which = event.WhichOneof("event")
+        if which == "tool_call_started":
+            started = event.tool_call_started
+            index = self._indexes.setdefault(started.tool_call_id, len(self._indexes))
+            return CallStarted(index, started.tool_call_id, started.name)
+        if which == "tool_call_delta":
+            delta = event.tool_call_delta
+            return CallArguments(self._indexes.get(delta.tool_call_id, 0), delta.arguments_delta)
+        return None
 
 
 def decision_of(
@@ -84,7 +123,10 @@ def decision_of(
 def finished_of(completed: pb.TurnCompleted) -> Finished:
     """The Finished item of a committed turn."""
     reason = "length" if completed.finish_reason == "length" else "stop"
-    return Finished(usage_of(completed), reason)
+    calls = {call.id: (call.name, call.arguments) for call in completed.tool_calls}
+    if completed.pending_tool_calls:
+        reason = "tool_calls"
+    return Finished(usage_of(completed), reason, calls)
 
 
 def usage_of(completed: pb.TurnCompleted) -> tuple[int, int] | None:

@@ -1,9 +1,10 @@
 """OpenAI chat completions on the wire: the request read and checked, errors in OpenAI's
 shape, and the completion and its chunks.
 
-Only text conversations are served: a request asking for what the service cannot do
-(tools, images or audio, `n` > 1, log probabilities, a structured response format) is
-refused with 400 naming the parameter, rather than answered as if it had been honoured.
+Text conversations with tools are served (`_tools`): a request asking for what the service
+cannot do (legacy functions, images or audio, `n` > 1, log probabilities, a structured
+response format) is refused with 400 naming the parameter, rather than answered as if it
+had been honoured.
 Unknown parameters are ignored, as chat front ends send many. Messages never appear in
 an error: they name the parameter at fault (`messages[2].content`), never its value.
 """
@@ -15,17 +16,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.models import Sampling
 from agentskit_chat.transport.web.boundary.asgi import Headers
 from agentskit_chat.transport.web.boundary.fronts import FrontError, bad_request, json_bytes
 
-ROLES: Final = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+from ._tools import (
+    NO_TOOLS,
+    ToolChoice,
+    answered_call,
+    assistant_calls,
+    calls_object,
+    tool_choice,
+)
+
+ROLES: Final = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
 """OpenAI message roles the service takes, and what each is to it."""
 UNSUPPORTED: Final = {
-    "tools": "tools are not supported",
-    "functions": "functions are not supported",
-    "tool_choice": "tools are not supported",
-    "function_call": "functions are not supported",
+    "functions": "functions are not supported: declare them as tools",
+    "function_call": "functions are not supported: use tool_choice",
     "audio": "audio is not supported",
     "prediction": "predicted outputs are not supported",
 }
@@ -45,15 +60,34 @@ ERROR_TYPES: Final = {
 
 
 @dataclass(frozen=True, slots=True)
+class WireMessage:
+    """One message of a request: its role (system, user, assistant or tool) and text, the
+    tool calls of an assistant message, the call a tool message answers."""
+
+    role: str
+    text: str = field(repr=False)
+    calls: tuple[pb.ToolCall, ...] = field(default=(), repr=False)
+    answers: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ChatRequest:
     """A checked chat completions request."""
 
     model: str
-    messages: tuple[tuple[str, str], ...] = field(repr=False)
-    """(role, text) pairs, oldest first; the last is the user's."""
+    messages: tuple[WireMessage, ...] = field(repr=False)
+    """Oldest first; the last is the user's, or a tool result."""
     stream: bool = False
     include_usage: bool = False
     sampling: Sampling = field(default_factory=Sampling)
+    tools: ToolChoice = NO_TOOLS
+
+    def results(self) -> tuple[WireMessage, ...]:
+        """The tool messages that end the history (empty when a user message ends it)."""
+        count = 0
+        while count < len(self.messages) and self.messages[-1 - count].role == "tool":
+            count += 1
+        return self.messages[len(self.messages) - count :]
 
 
 def parse_request(body: Mapping[str, Any]) -> ChatRequest:
@@ -83,8 +117,9 @@ def parse_request(body: Mapping[str, Any]) -> ChatRequest:
     include_usage = _boolean(options or {}, "include_usage", "stream_options.include_usage")
     if options and not stream:
         raise bad_request("stream_options", "stream_options needs stream: true")
+    tools = tool_choice(body)
     return ChatRequest(
-        model, _messages(body.get("messages")), stream, include_usage, _sampling(body)
+        model, _messages(body.get("messages")), stream, include_usage, _sampling(body), tools
     )
 
 
@@ -107,7 +142,7 @@ def _unicode(at: str, value: str) -> str:
     return value
 
 
-def _messages(value: object) -> tuple[tuple[str, str], ...]:
+def _messages(value: object) -> tuple[WireMessage, ...]:
     if not isinstance(value, list) or not value:
         raise bad_request("messages", "messages must be a non-empty array")
     found = []
@@ -118,19 +153,23 @@ def _messages(value: object) -> tuple[tuple[str, str], ...]:
         role = message.get("role")
         if not isinstance(role, str):
             raise bad_request(f"{at}.role", f"{at}.role must be a string")
-        if (
-            role in ("tool", "function")
-            or message.get("tool_calls")
-            or message.get("function_call")
-        ):
-            raise bad_request(f"{at}.role", "tools are not supported")
+        if role == "function" or message.get("function_call"):
+            raise bad_request(f"{at}.role", "functions are not supported: use tools")
         if role not in ROLES:
             raise bad_request(
-                f"{at}.role", f"{at}.role must be system, developer, user or assistant"
+                f"{at}.role", f"{at}.role must be system, developer, user, assistant or tool"
             )
-        found.append((ROLES[role], _text(message.get("content"), f"{at}.content")))
-    if found[-1][0] != "user":
-        raise bad_request(f"messages[{len(found) - 1}].role", "the last message must be the user's")
+        text = _text(message.get("content"), f"{at}.content")
+        calls = assistant_calls(message, at) if role == "assistant" else ()
+        if message.get("tool_calls") and role != "assistant":
+            raise bad_request(f"{at}.tool_calls", "only assistant messages make tool calls")
+        answers = answered_call(message, at) if role == "tool" else ""
+        found.append(WireMessage(ROLES[role], text, calls, answers))
+    if found[-1].role not in ("user", "tool"):
+        raise bad_request(
+            f"messages[{len(found) - 1}].role",
+            "the last message must be the user's or a tool result",
+        )
     return tuple(found)
 
 
@@ -273,8 +312,13 @@ def completion(
     decision: Mapping[str, Any],
     *,
     finish: str = "stop",
+    calls: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """One `chat.completion`, with the decision as the extra `agentskit` object."""
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if calls:
+        message["content"] = text or None
+        message["tool_calls"] = calls_object(calls)
     return {
         "id": ident,
         "object": "chat.completion",
@@ -283,7 +327,7 @@ def completion(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": finish,
             }
