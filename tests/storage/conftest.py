@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import threading
-from collections.abc import Collection, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,6 +17,7 @@ from agentskit_chat.storage import (
     HistoryChange,
     HistoryMode,
     MemoryStore,
+    SqliteStore,
     Store,
     StoredMessage,
     StoredSession,
@@ -79,6 +80,8 @@ class OnOwnLoop:
     """
 
     def __init__(self, url: str, password: str) -> None:
+        self.url = url
+        self.password = password
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
@@ -169,3 +172,31 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
             opened.shutdown()
     finally:
         drop_schema(postgres, schema)
+
+
+@pytest.fixture
+def reopen(store: Store) -> Iterator[Callable[[], Store]]:
+    """Close `store` and open another on its database, as a restarted server does.
+
+    The memory store, whose data lives only as long as it does, is returned as it is.
+    """
+    opened: list[Store] = []
+
+    def again() -> Store:
+        if isinstance(store, MemoryStore):
+            return store
+        run(store.close())
+        if isinstance(store, SqliteStore):
+            other: Store = run(open_sqlite_store(store.path))
+        else:
+            assert isinstance(store, OnOwnLoop)
+            other = OnOwnLoop(store.url, store.password)
+        opened.append(other)
+        return other
+
+    yield again
+    for other in opened:
+        if isinstance(other, OnOwnLoop):
+            other.shutdown()
+        else:
+            run(other.close())

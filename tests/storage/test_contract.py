@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -184,6 +186,50 @@ def test_message_ids_and_roles_round_trip_unchanged(store: Store) -> None:
     found = run(store.load_with_messages("s1"))
     assert found is not None
     assert found[1] == appended
+
+
+CALLS = json.dumps(
+    {"calls": [["c1", "lookup", '{"order": "A-1", "note": "ünï ✓ {x},\\\\ \\u0000"}']]},
+    separators=(",", ":"),
+    ensure_ascii=False,
+)
+"""An assistant message's tool calls, as the service stores them: quotes, backslashes,
+braces and commas, non-ASCII text and an escaped NUL."""
+
+
+def tooled(n: int, tools: str) -> StoredMessage:
+    return replace(message(n), tools=tools)
+
+
+def test_message_tools_round_trip_through_saves_reopens_and_changes(
+    store: Store, reopen: Callable[[], Store]
+) -> None:
+    answer = json.dumps({"call": "c1"}, separators=(",", ":"))
+    first = (message(1), tooled(2, CALLS), tooled(3, answer))
+    run(store.create(session()))
+    history = HistoryChange(keep=0, append=first)
+    assert run(store.compare_and_set(session(cursor=1), expected_cursor=0, history=history))
+    assert tuple(run(store.list_messages("s1"))) == first
+    assert [m.tools for m in first] == ["", CALLS, answer]
+
+    reopened = reopen()
+    assert tuple(run(reopened.list_messages("s1"))) == first
+    assert run(reopened.load_with_messages("s1")) == (session(cursor=1), first)
+
+    # The tool message is replaced: the one appended in its place keeps its own tool data.
+    again = (tooled(3, '{"call":"c2"}'), message(4))
+    history = HistoryChange(keep=2, append=again)
+    assert run(reopened.compare_and_set(session(cursor=2), expected_cursor=1, history=history))
+    assert tuple(run(reopened.list_messages("s1"))) == first[:2] + again
+    # Truncated to the first message, then an answer with tool calls appended after it.
+    history = HistoryChange(keep=1, append=(tooled(5, CALLS),))
+    assert run(reopened.compare_and_set(session(cursor=3), expected_cursor=2, history=history))
+    expected = (message(1), tooled(5, CALLS))
+    assert tuple(run(reopened.list_messages("s1"))) == expected
+    assert run(reopened.load_with_messages("s1")) == (session(cursor=3), expected)
+    # A save without a history change keeps the tool data.
+    assert run(reopened.compare_and_set(session(cursor=4), expected_cursor=3))
+    assert tuple(run(reopened.list_messages("s1"))) == expected
 
 
 def test_histories_are_per_session(store: Store) -> None:

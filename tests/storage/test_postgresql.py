@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -11,11 +12,12 @@ from agentskit_chat.storage import (
     HistoryChange,
     PostgresqlStore,
     StoreCorruptError,
+    StoredMessage,
     StoreUnavailableError,
     open_postgresql_store,
     open_store,
 )
-from agentskit_chat.storage.postgresql import SCHEMA_VERSION
+from agentskit_chat.storage.postgresql import MIGRATIONS, SCHEMA_VERSION
 from tests.postgres import Cluster, free_port
 
 from .conftest import drop_schema, fresh_schema, message, run, session
@@ -213,3 +215,88 @@ def test_a_server_restart_is_unavailable_then_recovers_without_reopening(
             await store.close()
 
     run(body())
+
+
+def test_version_2_keeps_its_messages_and_then_stores_tools(postgres: Cluster, schema: str) -> None:
+    for statement in (
+        "CREATE TABLE schema_migrations (version integer PRIMARY KEY,"
+        " applied_at timestamptz NOT NULL DEFAULT now())",
+        *MIGRATIONS[0],
+        *MIGRATIONS[1],
+        "INSERT INTO schema_migrations (version) VALUES (1), (2)",
+        "INSERT INTO sessions VALUES ('a', 's1', 'support', 3, 'server', 4, '\\x0102', 1700,"
+        " 'inc')",
+        "INSERT INTO messages VALUES ('a', 's1', 0, 'm1', 'user', convert_to('hello', 'UTF8')),"
+        " ('a', 's1', 1, 'm2', 'assistant', convert_to('hi', 'UTF8'))",
+    ):
+        _sql(postgres, schema, statement)
+    with pytest.raises(StoreUnavailableError, match="older than version"):
+        run(open_postgresql_store(schema, password=postgres.password))
+    calls = '{"calls":[["c1","lookup","{\\"order\\":\\"A-1\\"}"]]}'
+    answer = '{"call":"c1"}'
+
+    async def migrate() -> None:
+        store = await open_postgresql_store(schema, password=postgres.password, migrate=True)
+        try:
+            found = await store.load_with_messages("s1", tenant="a")
+            assert found is not None
+            loaded, messages = found
+            assert (loaded.cursor, loaded.record, loaded.incarnation) == (4, b"\x01\x02", "inc")
+            assert messages == (
+                StoredMessage("m1", "user", "hello"),
+                StoredMessage("m2", "assistant", "hi"),
+            )
+            assert [m.tools for m in messages] == ["", ""]
+            change = HistoryChange(1, (StoredMessage("m3", "assistant", "", calls),))
+            saved = replace(loaded, cursor=5)
+            assert await store.compare_and_set(saved, expected_cursor=4, history=change)
+            change = HistoryChange(2, (StoredMessage("m4", "tool", "42", answer),))
+            saved = replace(loaded, cursor=6)
+            assert await store.compare_and_set(saved, expected_cursor=5, history=change)
+        finally:
+            await store.close()
+
+    run(migrate())
+    versions = _sql(postgres, schema, "SELECT version FROM schema_migrations ORDER BY version")
+    assert versions == [(1,), (2,), (3,)]
+    assert SCHEMA_VERSION == 3
+
+    async def reopened() -> tuple[Sequence[StoredMessage], tuple[StoredMessage, ...]]:
+        store = await open_postgresql_store(schema, password=postgres.password)
+        try:
+            found = await store.load_with_messages("s1", tenant="a")
+            assert found is not None
+            return await store.list_messages("s1", tenant="a"), found[1]
+        finally:
+            await store.close()
+
+    expected = (
+        StoredMessage("m1", "user", "hello"),
+        StoredMessage("m3", "assistant", "", calls),
+        StoredMessage("m4", "tool", "42", answer),
+    )
+    assert run(reopened()) == (expected, expected)
+
+
+def test_the_previous_save_session_still_saves_after_the_migration(
+    postgres: Cluster, schema: str
+) -> None:
+    # A replica of the previous version, still running while the others are replaced.
+    _open_and_close(schema, postgres.password, migrate=True)
+    _sql(postgres, schema, "INSERT INTO sessions VALUES ('', 's1', 'd', 1, 'server', 0, '', 1, '')")
+    saved = _sql(
+        postgres,
+        schema,
+        "SELECT save_session('', 's1', 'd', 1, 'server', 1, '\\x01', 2, 0, '', 0,"
+        " ARRAY['m1'], ARRAY['user'], ARRAY[convert_to('hello', 'UTF8')])",
+    )
+    assert saved == [(True,)]
+
+    async def read() -> list[StoredMessage]:
+        store = await open_postgresql_store(schema, password=postgres.password)
+        try:
+            return list(await store.list_messages("s1"))
+        finally:
+            await store.close()
+
+    assert run(read()) == [StoredMessage("m1", "user", "hello")]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from agentskit_chat.storage import (
     StoreUnavailableError,
     open_sqlite_store,
 )
+from agentskit_chat.storage._sqlite_turns import TURN_TABLES
 from agentskit_chat.storage.sqlite import CHECKPOINT_EVERY, RESTART_EVERY
 
 from .conftest import message, run, session
@@ -363,12 +365,15 @@ def test_checkpoints_start_the_write_ahead_log_over(tmp_path: Path) -> None:
     assert frames < writes * per_write / 2
 
 
-def test_stored_text_that_is_not_utf8_is_corrupt_and_not_quoted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("column", ["content", "tools"])
+def test_stored_text_that_is_not_utf8_is_corrupt_and_not_quoted(
+    tmp_path: Path, column: str
+) -> None:
     path = tmp_path / "sessions.db"
     _seed(path)
     with _raw(path) as db:
         db.execute(
-            "UPDATE messages SET content = CAST(? AS TEXT) WHERE position = 0",
+            f"UPDATE messages SET {column} = CAST(? AS TEXT) WHERE position = 0",
             (CANARY.encode() + b"\xff\xfe",),
         )
 
@@ -474,3 +479,92 @@ def test_other_processes_closing_leave_an_open_store_consistent(tmp_path: Path) 
     assert [m.message_id for m in messages] == ["m1", "p1", "m12", "p2", "m14"]
     assert loaded is not None
     assert loaded.cursor == 5
+
+
+V3_SCHEMA = (
+    """CREATE TABLE sessions (
+        tenant TEXT NOT NULL, session_id TEXT NOT NULL, definition_id TEXT NOT NULL,
+        revision INTEGER NOT NULL, history_mode TEXT NOT NULL, cursor INTEGER NOT NULL,
+        record BLOB NOT NULL, updated_at_ms INTEGER NOT NULL, incarnation TEXT NOT NULL,
+        PRIMARY KEY (tenant, session_id))""",
+    """CREATE TABLE messages (
+        tenant TEXT NOT NULL, session_id TEXT NOT NULL, position INTEGER NOT NULL,
+        message_id TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL,
+        PRIMARY KEY (tenant, session_id, position),
+        FOREIGN KEY (tenant, session_id) REFERENCES sessions (tenant, session_id)
+            ON DELETE CASCADE)""",
+    *TURN_TABLES,
+    "INSERT INTO sessions VALUES ('a', 's1', 'support', 3, 'server', 4, x'0102', 1700, 'inc')",
+    "INSERT INTO messages VALUES ('a', 's1', 0, 'm1', 'user', 'hello')",
+    "INSERT INTO messages VALUES ('a', 's1', 1, 'm2', 'assistant', 'hi')",
+    "PRAGMA user_version = 3",
+)
+
+
+def test_a_version_3_file_keeps_its_messages_and_then_stores_tools(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with _raw(path) as db:
+        for statement in V3_SCHEMA:
+            db.execute(statement)
+    calls = '{"calls":[["c1","lookup","{\\"order\\":\\"A-1\\"}"]]}'
+    answer = '{"call":"c1"}'
+
+    async def body() -> None:
+        store = await open_sqlite_store(path)
+        try:
+            found = await store.load_with_messages("s1", tenant="a")
+            assert found is not None
+            loaded, messages = found
+            assert (loaded.cursor, loaded.record, loaded.incarnation) == (4, b"\x01\x02", "inc")
+            assert messages == (
+                StoredMessage("m1", "user", "hello"),
+                StoredMessage("m2", "assistant", "hi"),
+            )
+            assert [m.tools for m in messages] == ["", ""]
+            change = HistoryChange(1, (StoredMessage("m3", "assistant", "", calls),))
+            saved = replace(loaded, cursor=5)
+            assert await store.compare_and_set(saved, expected_cursor=4, history=change)
+            change = HistoryChange(2, (StoredMessage("m4", "tool", "42", answer),))
+            saved = replace(loaded, cursor=6)
+            assert await store.compare_and_set(saved, expected_cursor=5, history=change)
+        finally:
+            await store.close()
+
+    run(body())
+
+    async def reopened() -> list[StoredMessage]:
+        store = await open_sqlite_store(path)
+        try:
+            return list(await store.list_messages("s1", tenant="a"))
+        finally:
+            await store.close()
+
+    assert run(reopened()) == [
+        StoredMessage("m1", "user", "hello"),
+        StoredMessage("m3", "assistant", "", calls),
+        StoredMessage("m4", "tool", "42", answer),
+    ]
+    with _raw(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        columns = [row[1] for row in db.execute("PRAGMA table_info(messages)")]
+    assert SCHEMA_VERSION == 4
+    assert columns == ["tenant", "session_id", "position", "message_id", "role", "content", "tools"]
+
+
+def test_fresh_and_migrated_files_have_the_same_messages_table(tmp_path: Path) -> None:
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    _seed(fresh)
+    with _raw(old) as db:
+        for statement in V3_SCHEMA:
+            db.execute(statement)
+
+    async def migrate() -> None:
+        await (await open_sqlite_store(old)).close()
+
+    run(migrate())
+    layouts = []
+    for path in (fresh, old):
+        with _raw(path) as db:
+            layouts.append(db.execute("PRAGMA table_info(messages)").fetchall())
+    assert layouts[0] == layouts[1]
+    assert layouts[0][-1][1:] == ("tools", "TEXT", 1, "''", 0)

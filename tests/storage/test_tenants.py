@@ -86,7 +86,14 @@ def test_a_version_1_file_moves_to_the_default_tenant(tmp_path: Path) -> None:
             assert loaded is not None
             assert (loaded.tenant, loaded.cursor, loaded.record) == ("", 4, b"\x01\x02")
             assert [m.content for m in await store.list_messages("s1")] == ["hello", "hi"]
+            assert [m.tools for m in await store.list_messages("s1")] == ["", ""]
             assert await store.load("s1", tenant="a") is None
+            answer = replace(message(3), tools='{"call":"c1"}')
+            change = HistoryChange(2, (answer,))
+            assert await store.compare_and_set(
+                replace(loaded, cursor=5), expected_cursor=4, history=change
+            )
+            assert (await store.list_messages("s1"))[2] == answer
             assert await store.delete("s1") is True
             assert await store.list_messages("s1") == ()
         finally:
@@ -97,7 +104,7 @@ def test_a_version_1_file_moves_to_the_default_tenant(tmp_path: Path) -> None:
         (version,) = db.execute("PRAGMA user_version").fetchone()
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     db.close()
-    assert version == SCHEMA_VERSION == 3
+    assert version == SCHEMA_VERSION == 4
     assert tables == {"sessions", "messages", "turn_events", "turn_signals"}
 
 

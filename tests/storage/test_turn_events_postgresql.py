@@ -273,6 +273,7 @@ def test_version_1_keeps_its_sessions_and_gains_live_turns(postgres: Cluster, sc
             assert loaded is not None
             assert (loaded.cursor, loaded.record, loaded.incarnation) == (4, b"\x01\x02", "inc")
             assert [m.content for m in await store.list_messages("s1", tenant="a")] == ["hello"]
+            assert [m.tools for m in await store.list_messages("s1", tenant="a")] == [""]
             key = TurnKey("a", "s1", "t1")
             assert await store.append_events(key, EventBatch(1, 2, b"e"), expires_at_ms=LATER)
             assert await store.read_events(key) == (EventBatch(1, 2, b"e"),)
@@ -282,8 +283,8 @@ def test_version_1_keeps_its_sessions_and_gains_live_turns(postgres: Cluster, sc
 
     run(body())
     versions = _sql(postgres, schema, "SELECT version FROM schema_migrations ORDER BY version")
-    assert versions == [(1,), (2,)]
-    assert SCHEMA_VERSION == 2
+    assert versions == [(1,), (2,), (3,)]
+    assert SCHEMA_VERSION == 3
 
 
 @pytest.mark.parametrize("assignment", ["first_sequence = 5", "first_sequence = 0"])

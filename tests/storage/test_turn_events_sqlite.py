@@ -196,6 +196,7 @@ def test_a_version_2_file_keeps_its_sessions_and_gains_live_turns(tmp_path: Path
             assert loaded is not None
             assert (loaded.cursor, loaded.record, loaded.incarnation) == (4, b"\x01\x02", "inc")
             assert [m.content for m in await store.list_messages("s1", tenant="a")] == ["hello"]
+            assert [m.tools for m in await store.list_messages("s1", tenant="a")] == [""]
             key = TurnKey("a", "s1", "t1")
             assert await store.append_events(key, EventBatch(1, 2, b"e"), expires_at_ms=LATER)
             assert await store.read_events(key) == (EventBatch(1, 2, b"e"),)
@@ -209,7 +210,7 @@ def test_a_version_2_file_keeps_its_sessions_and_gains_live_turns(tmp_path: Path
     with sqlite3.connect(path) as db:
         (version,) = db.execute("PRAGMA user_version").fetchone()
     db.close()
-    assert version == SCHEMA_VERSION == 3
+    assert version == SCHEMA_VERSION == 4
 
 
 @pytest.mark.parametrize(

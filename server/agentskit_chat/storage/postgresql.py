@@ -3,8 +3,8 @@
 Every key is (tenant, session id). Compare-and-set is one conditional `UPDATE ... WHERE
 cursor = expected AND incarnation = ...`; a history change runs in the same transaction,
 so a lost compare-and-set writes nothing: function `save_session` (created by the first
-migration) does both in one statement, one round trip. Leases live in the session record and so go
-through the same compare-and-set.
+migration, with the messages' tool data by the third) does both in one statement, one
+round trip. Leases live in the session record and so go through the same compare-and-set.
 
 Live turns (`TurnEventStore`, the second migration): event batches and signals live in
 tables of their own. Wake-ups go through LISTEN/NOTIFY on channel NOTIFY_CHANNEL, the
@@ -25,8 +25,11 @@ carry it.
 The schema is versioned: `MIGRATIONS[n - 1]` brings a database from version n - 1 to n,
 and table `schema_migrations` records each applied version. `migrate()` (the
 `agentskit-chat migrate` command, or `serve --migrate`) applies the missing ones under an
-advisory lock, so replicas starting together migrate once. A store opened without
-migrating refuses a database whose version is not `SCHEMA_VERSION`.
+advisory lock, so replicas starting together migrate once. The third migration adds each
+message's tool data (column `tools`, empty for the messages stored before) and a
+`save_session` that writes it; the previous one stays, for the replicas of the previous
+version that run until they are replaced. A store opened without migrating refuses a
+database whose version is not `SCHEMA_VERSION`.
 
 Error messages never contain stored content, the password or the server's own message
 text (which may quote values): only the operation, the error class and its SQLSTATE.
@@ -139,6 +142,43 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         $$""",
     ),
     turns.MIGRATION,
+    (
+        # JSON text (escaped control characters, so never a NUL): a text column holds it.
+        "ALTER TABLE messages ADD COLUMN tools text NOT NULL DEFAULT ''",
+        # The first migration's function, plus each appended message's tool data.
+        f"""CREATE FUNCTION save_session(
+            p_tenant text, p_session_id text, p_definition_id text, p_revision bigint,
+            p_history_mode text, p_cursor bigint, p_record bytea, p_updated_at_ms bigint,
+            p_expected_cursor bigint, p_incarnation text,
+            p_keep integer, p_ids text[], p_roles text[], p_contents bytea[], p_tools text[]
+        ) RETURNS boolean LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE sessions SET definition_id = p_definition_id, revision = p_revision,
+                history_mode = p_history_mode, cursor = p_cursor, record = p_record,
+                updated_at_ms = p_updated_at_ms
+            WHERE tenant = p_tenant AND session_id = p_session_id
+                AND cursor = p_expected_cursor AND incarnation = p_incarnation;
+            IF NOT FOUND THEN
+                RETURN false;
+            END IF;
+            DELETE FROM messages
+            WHERE tenant = p_tenant AND session_id = p_session_id AND position >= p_keep;
+            IF p_keep > 0 AND NOT EXISTS (
+                SELECT 1 FROM messages
+                WHERE tenant = p_tenant AND session_id = p_session_id AND position = p_keep - 1
+            ) THEN
+                RAISE EXCEPTION USING ERRCODE = '{KEEP_BEYOND_HISTORY}',
+                    MESSAGE = 'history.keep exceeds the number of stored messages';
+            END IF;
+            INSERT INTO messages (tenant, session_id, position, message_id, role, content, tools)
+            SELECT p_tenant, p_session_id, p_keep + added.n - 1, added.id, added.role,
+                added.content, added.tools
+            FROM unnest(p_ids, p_roles, p_contents, p_tools) WITH ORDINALITY
+                AS added (id, role, content, tools, n);
+            RETURN true;
+        END
+        $$""",
+    ),
 )
 """Schema changes, oldest first; entry n - 1 migrates version n - 1 to version n."""
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -172,7 +212,7 @@ _UPDATE_SESSION: Final = (
 )
 _SAVE_SESSION: Final = (
     "SELECT saved.ok FROM save_session(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-    " %s::text[], %s::text[], %s::bytea[]) AS saved (ok)"
+    " %s::text[], %s::text[], %s::bytea[], %s::text[]) AS saved (ok)"
     " LEFT JOIN LATERAL (SELECT pg_notify(%s, topic) FROM wake_interest"
     " WHERE saved.ok AND topic = %s) AS woken ON true"
 )
@@ -186,16 +226,18 @@ _DELETE_SESSION_AT: Final = (
 )
 _SELECT_SESSION_WITH_MESSAGES: Final = (
     "SELECT s.session_id, s.definition_id, s.revision, s.history_mode, s.cursor, s.record,"
-    " s.updated_at_ms, s.incarnation, s.tenant, m.ids, m.roles, m.contents FROM sessions s"
+    " s.updated_at_ms, s.incarnation, s.tenant, m.ids, m.roles, m.contents, m.tools"
+    " FROM sessions s"
     " LEFT JOIN LATERAL (SELECT array_agg(message_id ORDER BY position) AS ids,"
     " array_agg(role ORDER BY position) AS roles,"
-    " array_agg(content ORDER BY position) AS contents FROM messages"
+    " array_agg(content ORDER BY position) AS contents,"
+    " array_agg(tools ORDER BY position) AS tools FROM messages"
     " WHERE tenant = s.tenant AND session_id = s.session_id) m ON true"
     " WHERE s.tenant = %s AND s.session_id = %s"
 )
 """The session and its messages in one statement, so in one snapshot."""
 _SELECT_MESSAGES: Final = (
-    "SELECT message_id, role, content FROM messages"
+    "SELECT message_id, role, content, tools FROM messages"
     " WHERE tenant = %s AND session_id = %s ORDER BY position"
 )
 
@@ -356,6 +398,7 @@ class PostgresqlStore:
             text_array([m.message_id for m in history.append]),
             text_array([m.role for m in history.append]),
             bytea_array([m.content.encode() for m in history.append]),
+            text_array([m.tools for m in history.append]),
             *wake,
         )
 
@@ -399,7 +442,9 @@ class PostgresqlStore:
         async with self._connection("list_messages") as db:
             rows = await (await db.execute(_SELECT_MESSAGES, (tenant, session_id))).fetchall()
         try:
-            return tuple(StoredMessage(row[0], row[1], bytes(row[2]).decode()) for row in rows)
+            return tuple(
+                StoredMessage(row[0], row[1], bytes(row[2]).decode(), row[3]) for row in rows
+            )
         except UnicodeDecodeError:
             raise StoreCorruptError("a stored message is not valid UTF-8") from None
 
@@ -415,13 +460,13 @@ class PostgresqlStore:
             row = await found.fetchone()
         if row is None:
             return None
-        ids, roles, contents = row[9] or (), row[10] or (), row[11] or ()
-        if not len(ids) == len(roles) == len(contents):
+        ids, roles, contents, tools = row[9] or (), row[10] or (), row[11] or (), row[12] or ()
+        if not len(ids) == len(roles) == len(contents) == len(tools):
             raise StoreCorruptError("stored messages cannot be read back")
         try:
             messages = tuple(
-                StoredMessage(i, r, bytes(c).decode())
-                for i, r, c in zip(ids, roles, contents, strict=True)
+                StoredMessage(i, r, bytes(c).decode(), t)
+                for i, r, c, t in zip(ids, roles, contents, tools, strict=True)
             )
         except UnicodeDecodeError:
             raise StoreCorruptError("a stored message is not valid UTF-8") from None

@@ -21,7 +21,8 @@ database busy and queue behind it on the worker thread).
 
 The schema version lives in `PRAGMA user_version`; a database written by a newer version
 is refused, one of version 1 (before tenants) is migrated in place, its sessions moving
-to the default tenant, and one of version 2 gains the tables of live turns. Every key is
+to the default tenant, one of version 2 gains the tables of live turns, and one of
+version 3 gains the messages' tool data (empty for the messages it holds). Every key is
 (tenant, session id). Any number of stores, in any number of processes, may share one
 file: compare-and-set is a conditional `UPDATE` inside a write transaction.
 
@@ -70,7 +71,7 @@ from ._turn_events import (
 from ._wakeups import Wakeups
 from .memory import _check_compare_and_set, check_batch, frozen_batch
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 SYNCHRONOUS_MODES: Final = ("normal", "full")
 """SQLite's `PRAGMA synchronous` settings a store may use (see the module's docstring)."""
 DEFAULT_SYNCHRONOUS: Final = "normal"
@@ -106,6 +107,7 @@ _TABLES: Final = (
         message_id TEXT NOT NULL,
         role TEXT NOT NULL,
         content TEXT NOT NULL,
+        tools TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (tenant, session_id, position),
         FOREIGN KEY (tenant, session_id) REFERENCES sessions (tenant, session_id)
             ON DELETE CASCADE
@@ -118,16 +120,19 @@ _FROM_V1: Final = (
     *_TABLES,
     "INSERT INTO sessions SELECT '', session_id, definition_id, revision, history_mode, cursor,"
     " record, updated_at_ms, incarnation FROM sessions_v1",
-    "INSERT INTO messages SELECT '', session_id, position, message_id, role, content"
-    " FROM messages_v1",
+    "INSERT INTO messages (tenant, session_id, position, message_id, role, content)"
+    " SELECT '', session_id, position, message_id, role, content FROM messages_v1",
     "DROP TABLE messages_v1",
     "DROP TABLE sessions_v1",
     *turns.TURN_TABLES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """Version 1 had no tenants: its sessions move to the default tenant."""
-_FROM_V2: Final = (*turns.TURN_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
-"""Version 2 had no live turns: their tables are added."""
+_ADD_TOOLS: Final = "ALTER TABLE messages ADD COLUMN tools TEXT NOT NULL DEFAULT ''"
+_FROM_V2: Final = (*turns.TURN_TABLES, _ADD_TOOLS, f"PRAGMA user_version = {SCHEMA_VERSION}")
+"""Version 2 had no live turns: their tables are added (and the tool data of version 3)."""
+_FROM_V3: Final = (_ADD_TOOLS, f"PRAGMA user_version = {SCHEMA_VERSION}")
+"""Version 3 kept no tool data: its messages have none."""
 _INSERT_SESSION: Final = (
     "INSERT INTO sessions (tenant, session_id, definition_id, revision, history_mode, cursor,"
     " record, updated_at_ms, incarnation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -154,11 +159,11 @@ _DELETE_SESSION_AT: Final = (
     "DELETE FROM sessions WHERE tenant = ? AND session_id = ? AND cursor = ?"
 )
 _INSERT_MESSAGE: Final = (
-    "INSERT INTO messages (tenant, session_id, position, message_id, role, content)"
-    " VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO messages (tenant, session_id, position, message_id, role, content, tools)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _SELECT_MESSAGES: Final = (
-    "SELECT message_id, role, CAST(content AS BLOB) FROM messages"
+    "SELECT message_id, role, CAST(content AS BLOB), CAST(tools AS BLOB) FROM messages"
     " WHERE tenant = ? AND session_id = ? ORDER BY position"
 )
 
@@ -550,6 +555,9 @@ def _migrate(db: sqlite3.Connection) -> None:
     elif version == 2:
         for statement in _FROM_V2:
             db.execute(statement)
+    elif version == 3:
+        for statement in _FROM_V3:
+            db.execute(statement)
     db.execute("COMMIT")
 
 
@@ -663,7 +671,7 @@ def _compare_and_set(
         db.executemany(
             _INSERT_MESSAGE,
             [
-                (tenant, session_id, keep + offset, m.message_id, m.role, m.content)
+                (tenant, session_id, keep + offset, m.message_id, m.role, m.content, m.tools)
                 for offset, m in enumerate(history.append)
             ],
         )
@@ -685,7 +693,12 @@ def _list_messages(
 ) -> tuple[StoredMessage, ...]:
     rows = db.execute(_SELECT_MESSAGES, (tenant, session_id)).fetchall()
     try:
-        return tuple(StoredMessage(row[0], row[1], bytes(row[2]).decode("utf-8")) for row in rows)
+        return tuple(
+            StoredMessage(
+                row[0], row[1], bytes(row[2]).decode("utf-8"), bytes(row[3]).decode("utf-8")
+            )
+            for row in rows
+        )
     except UnicodeDecodeError:
         raise StoreCorruptError("a stored message is not valid UTF-8") from None
 
