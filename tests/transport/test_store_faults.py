@@ -169,7 +169,7 @@ def test_a_message_row_deleted_under_the_server_is_session_corrupt_until_repaire
                 assert_clean(error, grpc.StatusCode.FAILED_PRECONDITION, CORRUPT)
                 assert error.metadata["code"] == "history_mismatch"
             assert env.stored_row(sid) == damaged
-            env.raw("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?)", *row)  # repaired
+            env.raw("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)", *row)  # repaired
             result = await env.client.run_turn(sid, Submit("/name Ada"))
             assert result.completed is not None
             assert result.completed.snapshot.state == "complete"

@@ -320,3 +320,18 @@ def test_a_client_held_round_keeps_no_tool_content_in_the_store(tmp_path: Path) 
         assert CANARY.encode() not in data
 
     run(scenario())
+
+
+def test_pending_calls_survive_a_restart_of_the_server(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env, grpc.aio.insecure_channel(env.target) as channel:
+            stub: Any = chat_pb2_grpc.ChatServiceStub(channel)
+            sid = await _pending_session(env, stub)
+        async with live(tmp_path) as env, grpc.aio.insecure_channel(env.target) as channel:
+            stub = chat_pb2_grpc.ChatServiceStub(channel)
+            got = await stub.GetSession(pb.GetSessionRequest(session_id=sid))
+            assert [c.arguments for c in got.messages[1].tool_calls] == ['{"n":0}', '{"n":1}']
+            second = await stream(stub, results(sid, "t2", ("call-0", "a"), ("call-1", "b")))
+            assert second[-1].completed.content == "2 tool results"
+
+    run(scenario())
