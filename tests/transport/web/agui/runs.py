@@ -36,6 +36,26 @@ def assistant(message_id: str, content: str) -> dict[str, Any]:
     return {"id": message_id, "role": "assistant", "content": content}
 
 
+WEATHER = {
+    "name": "weather",
+    "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}},
+}
+CLOCK = {"name": "clock", "description": "The time", "parameters": {"type": "object"}}
+TOOLS = [WEATHER, CLOCK]
+"""Frontend tools: the probe model calls each once on `/tools` (`call-0`, `call-1`)."""
+
+
+def calling(message_id: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """An assistant message with tool calls, as HttpAgent holds it after a tool round."""
+    return {"id": message_id, "role": "assistant", "toolCalls": calls}
+
+
+def tool(message_id: str, call_id: str, content: str) -> dict[str, Any]:
+    """A tool message answering `call_id`."""
+    return {"id": message_id, "role": "tool", "toolCallId": call_id, "content": content}
+
+
 @dataclass
 class Answer:
     """A run's answer: status, headers and the events with their SSE ids."""
@@ -57,6 +77,24 @@ class Answer:
 
     def text(self) -> str:
         return "".join(e["delta"] for e in self.of("TEXT_MESSAGE_CONTENT"))
+
+    def finished(self) -> dict[str, Any]:
+        (done,) = self.of("RUN_FINISHED")
+        return done
+
+    def calls(self) -> list[dict[str, Any]]:
+        """The tool calls the events made, as an assistant message's `toolCalls`."""
+        calls: dict[str, dict[str, Any]] = {}
+        for event in self.of("TOOL_CALL_START"):
+            function = {"name": event["toolCallName"], "arguments": ""}
+            calls[event["toolCallId"]] = {
+                "id": event["toolCallId"],
+                "type": "function",
+                "function": function,
+            }
+        for event in self.of("TOOL_CALL_ARGS"):
+            calls[event["toolCallId"]]["function"]["arguments"] += event["delta"]
+        return list(calls.values())
 
 
 async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None, dict[str, Any]]]:

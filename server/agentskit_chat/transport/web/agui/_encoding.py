@@ -27,6 +27,9 @@ EVENT_TYPES: Final[Mapping[str, int]] = {
     "TEXT_MESSAGE_START": 0,
     "TEXT_MESSAGE_CONTENT": 1,
     "TEXT_MESSAGE_END": 2,
+    "TOOL_CALL_START": 3,
+    "TOOL_CALL_ARGS": 4,
+    "TOOL_CALL_END": 5,
     "STATE_SNAPSHOT": 6,
     "STATE_DELTA": 7,
     "MESSAGES_SNAPSHOT": 8,
@@ -40,6 +43,9 @@ _ENVELOPE_FIELD: Final[Mapping[str, int]] = {
     "TEXT_MESSAGE_START": 1,
     "TEXT_MESSAGE_CONTENT": 2,
     "TEXT_MESSAGE_END": 3,
+    "TOOL_CALL_START": 4,
+    "TOOL_CALL_ARGS": 5,
+    "TOOL_CALL_END": 6,
     "STATE_SNAPSHOT": 7,
     "STATE_DELTA": 8,
     "MESSAGES_SNAPSHOT": 9,
@@ -53,6 +59,9 @@ _STRING_FIELDS: Final[Mapping[str, Sequence[tuple[str, int]]]] = {
     "TEXT_MESSAGE_START": (("messageId", 2), ("role", 3)),
     "TEXT_MESSAGE_CONTENT": (("messageId", 2), ("delta", 3)),
     "TEXT_MESSAGE_END": (("messageId", 2),),
+    "TOOL_CALL_START": (("toolCallId", 2), ("toolCallName", 3), ("parentMessageId", 4)),
+    "TOOL_CALL_ARGS": (("toolCallId", 2), ("delta", 3)),
+    "TOOL_CALL_END": (("toolCallId", 2),),
     "STATE_SNAPSHOT": (),
     "STATE_DELTA": (),
     "MESSAGES_SNAPSHOT": (),
@@ -126,6 +135,8 @@ def proto_event(event: Mapping[str, Any]) -> bytes:
     elif kind == "MESSAGES_SNAPSHOT":
         for message in event["messages"]:
             body += _message(2, _chat_message(message))
+    elif kind == "RUN_FINISHED" and "outcome" in event:
+        body += _outcome(event["outcome"])
     envelope = _message(_ENVELOPE_FIELD[kind], bytes(body))
     return struct.pack(">I", len(envelope)) + envelope
 
@@ -143,10 +154,34 @@ def _patch(operation: Mapping[str, Any]) -> bytes:
     return bytes(body)
 
 
+def _outcome(outcome: Mapping[str, Any]) -> bytes:
+    """`RunFinishedEvent`'s outcome (5, its type), interrupts (6), pendingToolCallIds (8)."""
+    body = bytearray(_string(5, str(outcome["type"])))
+    for interrupt in outcome.get("interrupts", ()):
+        entry = bytearray()
+        for name, number in (("id", 1), ("reason", 2), ("message", 3), ("toolCallId", 4)):
+            if name in interrupt:
+                entry += _string(number, str(interrupt[name]), always=True)
+        if "responseSchema" in interrupt:
+            entry += _message(5, _value(interrupt["responseSchema"]))
+        body += _message(6, bytes(entry))
+    for call_id in outcome.get("pendingToolCallIds", ()):
+        body += _string(8, str(call_id), always=True)
+    return bytes(body)
+
+
 def _chat_message(message: Mapping[str, Any]) -> bytes:
     body = bytearray(_string(1, str(message["id"])) + _string(2, str(message["role"])))
     if "content" in message:
         body += _string(3, str(message["content"]), always=True)
+    for call in message.get("toolCalls", ()):
+        function = call["function"]
+        named = _string(1, str(function["name"])) + _string(2, str(function["arguments"]))
+        body += _message(
+            5, _string(1, str(call["id"])) + _string(2, "function") + _message(3, named)
+        )
+    if "toolCallId" in message:
+        body += _string(6, str(message["toolCallId"]), always=True)
     return bytes(body)
 
 

@@ -8,10 +8,13 @@
 | TurnDecision                  | CUSTOM `agentskit.decision` (s.0)                        |
 | TextDelta                     | TEXT_MESSAGE_START (s.0, the first only),                |
 |                               | TEXT_MESSAGE_CONTENT (s.1)                               |
+| ToolCallStarted, ToolCallDelta| TOOL_CALL_START, TOOL_CALL_ARGS, TOOL_CALL_END (s.0; see |
+| ToolCallEnded                 | `_calls`)                                                |
 | TurnCompleted                 | TEXT_MESSAGE_START + TEXT_MESSAGE_CONTENT (s.0, s.1, an  |
 |                               | answer that streamed no delta), TEXT_MESSAGE_END (s.2),  |
 |                               | STATE_DELTA (s.3, the state document changed),           |
-|                               | RUN_FINISHED (s.4)                                       |
+|                               | RUN_FINISHED (s.4, its `outcome` what the answer waits   |
+|                               | for: see `_calls`)                                       |
 | TurnFailed                    | RUN_ERROR (s.0: the failure's code and safe message)     |
 
 Every event is identified by `s.k`: `s` the sequence the turn gave the service event it
@@ -33,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
+
+from ._calls import call_args, call_end, call_start, outcome, snapshot_message
 
 DECISION_EVENT: Final = "agentskit.decision"
 KINDS: Final[Mapping[int, str]] = {
@@ -96,17 +101,21 @@ def messages_snapshot(messages: Sequence[pb.Message]) -> Slotted:
     """A server-held thread's history."""
     return "0.2", {
         "type": "MESSAGES_SNAPSHOT",
-        "messages": [
-            {"id": m.id, "role": ROLES.get(m.role, "user"), "content": m.content} for m in messages
-        ],
+        "messages": [snapshot_message(m, ROLES.get(m.role, "user")) for m in messages],
     }
 
 
-def run_finished(thread_id: str, run_id: str, result: Mapping[str, Any] | None = None) -> Event:
-    """The run ended well."""
+def run_finished(
+    thread_id: str,
+    run_id: str,
+    result: Mapping[str, Any] | None = None,
+    ended: Mapping[str, Any] | None = None,
+) -> Event:
+    """The run ended well; `ended` is its outcome (success when not given)."""
     event: Event = {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id}
     if result is not None:
         event["result"] = dict(result)
+    event["outcome"] = dict(ended) if ended is not None else {"type": "success"}
     return event
 
 
@@ -123,6 +132,9 @@ class TurnEvents:
     run_id: str
     definition: pb.Definition
     baseline: Mapping[str, Any] | None
+    held: frozenset[str] = frozenset()
+    """Calls the client holds already, whose events are not sent again (an approved
+    call the answer sends back to run: AG-UI does not start a call twice)."""
     message_id: str = ""
     text_open: bool = False
     from_state: str | None = None
@@ -143,6 +155,15 @@ class TurnEvents:
                     self.text_open = True
                     yield f"{sequence}.0", self._text_start()
                 yield f"{sequence}.1", self._content(event.delta.text)
+        elif which == "tool_call_started":
+            if event.tool_call_started.tool_call_id not in self.held:
+                yield f"{sequence}.0", call_start(event.tool_call_started, self.message_id)
+        elif which == "tool_call_delta":
+            if event.tool_call_delta.tool_call_id not in self.held:
+                yield f"{sequence}.0", call_args(event.tool_call_delta)
+        elif which == "tool_call_ended":
+            if event.tool_call_ended.tool_call_id not in self.held:
+                yield f"{sequence}.0", call_end(event.tool_call_ended)
         elif which == "completed":
             yield from self._completed(sequence, event.completed)
         elif which == "failed":
@@ -169,7 +190,8 @@ class TurnEvents:
         if changes:
             yield f"{sequence}.3", {"type": "STATE_DELTA", "delta": changes}
         result = {"assistantMessageId": done.assistant_message_id, "cursor": done.cursor}
-        yield f"{sequence}.4", run_finished(self.thread_id, self.run_id, result)
+        ended = outcome(done.pending_tool_calls)
+        yield f"{sequence}.4", run_finished(self.thread_id, self.run_id, result, ended)
 
     def _document(self, state: str) -> dict[str, Any]:
         document = self.documents.get(state)

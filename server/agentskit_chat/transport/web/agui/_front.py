@@ -205,7 +205,9 @@ class AguiFront:
         turn: _Turn,
         after: tuple[int, int] | None,
     ) -> None:
-        translator = TurnEvents(run.thread_id, run.run_id, definition, turn.baseline)
+        translator = TurnEvents(
+            run.thread_id, run.run_id, definition, turn.baseline, held=run.held_calls()
+        )
         last = after or (0, 0)  # the last event the client has (or was sent)
         async with aclosing(turn.events) as rest:
             try:

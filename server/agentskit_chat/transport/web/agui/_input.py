@@ -1,12 +1,13 @@
 """An AG-UI `RunAgentInput`, checked by hand: each mistake is a 400 naming the field.
 
 Only what the service uses is read: `threadId` (the session), `runId` (the turn),
-`messages` (their ids, roles and text); a string of those that is not Unicode text (a lone
-surrogate, which has no UTF-8 form) is refused naming its field. `state`, `forwardedProps`,
-`tools` and `context` are accepted in any JSON shape the protocol allows and ignored: the
-client's state is never the machine's. Messages of roles the conversation does not hold
-(`activity`, `reasoning`) are skipped; `developer` counts as `system`. A user message's
-content is its text, or the concatenation of its text parts; any other part is refused.
+`messages` (their ids, roles, text and tool data), `tools` and `resume` (see `_tools`); a
+string of those that is not Unicode text (a lone surrogate, which has no UTF-8 form) is
+refused naming its field. `state`, `forwardedProps` and `context` are accepted in any JSON
+shape the protocol allows and ignored: the client's state is never the machine's. Messages
+of roles the conversation does not hold (`activity`, `reasoning`) are skipped; `developer`
+counts as `system`. A message's content is its text, or the concatenation of its text
+parts; any other part is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any, Final
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.transport.web.boundary.fronts import FrontError, bad_request
 
+from . import _tools
+
 ROLES: Final[Mapping[str, int]] = {
     "user": pb.ROLE_USER,
     "assistant": pb.ROLE_ASSISTANT,
@@ -28,6 +31,11 @@ ROLES: Final[Mapping[str, int]] = {
 }
 SKIPPED_ROLES: Final = frozenset({"activity", "reasoning"})
 EVENT_ID: Final = re.compile(r"(\d{1,19})\.(\d)")
+RESULT_FIELDS: Final[Mapping[str, str]] = {
+    "tool_call_id": "toolCallId",
+    "content": "content",
+    "message_id": "id",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +46,20 @@ class InputMessage:
     id: str
     role: int
     content: str
+    calls: tuple[pb.ToolCall, ...] = ()
+    """An assistant message's tool calls."""
+    answers: str = ""
+    """The call a tool message answers."""
+
+    def proto(self) -> pb.Message:
+        """The message as the contract's `Message`."""
+        return pb.Message(
+            id=self.id,
+            role=self.role,  # type: ignore[arg-type]
+            content=self.content,
+            tool_calls=self.calls,
+            tool_call_id=self.answers,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +69,40 @@ class RunInput:
     thread_id: str
     run_id: str
     messages: Sequence[InputMessage]
+    tools: tuple[pb.ToolDeclaration, ...] = ()
+    approvals: tuple[pb.ToolApproval, ...] = ()
 
     def proto_messages(self) -> list[pb.Message]:
         """The messages as the contract's `Message`s, for a dispatch."""
-        return [pb.Message(id=m.id, role=m.role, content=m.content) for m in self.messages]  # type: ignore[arg-type]
+        return [m.proto() for m in self.messages]
+
+    @property
+    def asks(self) -> bool:
+        """Whether the run runs a turn: the input ends with a user message, or with tool
+        results or resume entries that continue the last answer."""
+        return self.continues or (bool(self.messages) and self.messages[-1].role == pb.ROLE_USER)
+
+    @property
+    def continues(self) -> bool:
+        """Whether the run continues the last answer (tool results or resume entries)."""
+        return bool(self.approvals) or (
+            bool(self.messages) and self.messages[-1].role == pb.ROLE_TOOL
+        )
+
+    def results(self) -> list[InputMessage]:
+        """The tool messages that end the input (the results of the last answer's calls)."""
+        start = len(self.messages)
+        while start > 0 and self.messages[start - 1].role == pb.ROLE_TOOL:
+            start -= 1
+        return list(self.messages[start:])
+
+    def held_calls(self) -> frozenset[str]:
+        """The calls a continuing run's input holds unanswered (approved calls the answer
+        sends back to run): their events are not sent again (empty for other runs)."""
+        if not self.continues:
+            return frozenset()
+        made = {call.id for m in self.messages for call in m.calls}
+        return frozenset(made - {m.answers for m in self.messages if m.answers})
 
     def field_of(self, service_field: str | None) -> str | None:
         """The request field a service error's field names (`session_id` -> `threadId`,
@@ -61,6 +113,16 @@ class RunInput:
             return "threadId"
         if service_field == "turn_id":
             return "runId"
+        approval = re.fullmatch(r"(?:dispatch|tool_results)\.approvals\[(\d+)\].*", service_field)
+        if approval is not None:
+            return f"resume[{approval.group(1)}].interruptId"
+        result = re.fullmatch(r"tool_results\.results\[(\d+)\]\.?(.*)", service_field)
+        results = self.results()
+        if result is not None and int(result.group(1)) < len(results):
+            name = RESULT_FIELDS.get(result.group(2), result.group(2))
+            return f"messages[{results[int(result.group(1))].index}].{name}"
+        if service_field.startswith("tools["):
+            return _tools.request_field(service_field)
         last = self.messages[-1].index if self.messages else 0
         for prefix in ("submit.", "edit.", "retry.", "regenerate."):
             if service_field.startswith(prefix):
@@ -68,7 +130,8 @@ class RunInput:
                 return f"messages[{last}].{'id' if name == 'message_id' else name}"
         found = re.fullmatch(r"dispatch\.messages\[(\d+)\](.*)", service_field)
         if found is not None and int(found.group(1)) < len(self.messages):
-            return f"messages[{self.messages[int(found.group(1))].index}]{found.group(2)}"
+            name = _tools.request_field(found.group(2))
+            return f"messages[{self.messages[int(found.group(1))].index}]{name}"
         if service_field.startswith("dispatch.messages"):
             return "messages"
         return service_field
@@ -78,9 +141,9 @@ def run_input(body: Mapping[str, Any]) -> RunInput:
     """The input of a run; `bad_request` naming the first malformed field."""
     thread_id = _text(body, "threadId")
     run_id = _text(body, "runId")
-    for name in ("tools", "context"):
-        if body.get(name) is not None and not isinstance(body[name], list):
-            raise bad_request(name, f"{name} must be an array")
+    if body.get("context") is not None and not isinstance(body["context"], list):
+        raise bad_request("context", "context must be an array")
+    tools = _tools.declarations(body.get("tools"), _unicode)
     raw = body.get("messages", [])
     if not isinstance(raw, list):
         raise bad_request("messages", "messages must be an array")
@@ -89,7 +152,8 @@ def run_input(body: Mapping[str, Any]) -> RunInput:
         message = _message(index, item)
         if message is not None:
             messages.append(message)
-    return RunInput(thread_id, run_id, tuple(messages))
+    approvals = _tools.approvals(body.get("resume"), _unicode)
+    return RunInput(thread_id, run_id, tuple(messages), tools, approvals)
 
 
 def last_event_id(value: str | None) -> tuple[int, int] | None:
@@ -132,7 +196,14 @@ def _message(index: int, item: Any) -> InputMessage | None:
     _unicode(f"{at}.id", message_id)
     if role in SKIPPED_ROLES:
         return None
-    return InputMessage(index, message_id, ROLES[role], _content(at, item.get("content")))
+    content = _content(at, item.get("content"))
+    if role == "assistant":
+        calls = tuple(_tools.assistant_calls(item, at, _unicode))
+        return InputMessage(index, message_id, ROLES[role], content, calls)
+    if role == "tool":
+        answers = _tools.answered_call(item, at, _unicode)
+        return InputMessage(index, message_id, ROLES[role], content, (), answers)
+    return InputMessage(index, message_id, ROLES[role], content)
 
 
 def _content(at: str, content: Any) -> str:
@@ -153,8 +224,12 @@ def _content(at: str, content: Any) -> str:
 
 
 def refusal(error: FrontError, run: RunInput) -> FrontError:
-    """`error` with its field named as the request names it, and its code as the
-    listener's own refusals spell it (`invalid_argument`, not `error_reason_...`)."""
-    error.field = run.field_of(error.field)
+    """`error` with its field named as the request names it (in its message too), and
+    its code as the listener's own refusals spell it (`invalid_argument`, not
+    `error_reason_...`)."""
+    named = run.field_of(error.field)
+    if error.field and named and error.field != named:
+        error.message = error.message.replace(error.field, named)
+    error.field = named
     error.code = error.code.removeprefix("error_reason_")
     return error

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentskit.chat.v1 import chat_pb2 as pb
-from agentskit_chat.conversation import Message
-from agentskit_chat.service import Limits, Reason, ServiceError
-from agentskit_chat.transport._convert import ROLE_OF
+from agentskit_chat.service import Dispatch, Limits, Reason, ServiceError
+from agentskit_chat.transport._convert import operation, tool_options
 from agentskit_chat.transport._rpcs import ChatRpcs
 from agentskit_chat.transport.web.boundary.fronts import FrontError
 
@@ -44,9 +43,8 @@ async def plan_run(
     session = await _session(rpcs, run.thread_id)
     if session is not None and session.session.definition_id != definition.id:
         raise FrontError(409, "conflict", "the thread is of another definition", "threadId")
-    asks = bool(run.messages) and run.messages[-1].role == pb.ROLE_USER
     opening = [run_started(run.thread_id, run.run_id)]
-    if not asks:
+    if not run.asks:
         state = definition.initial_state if session is None else session.session.snapshot.state
         document = state_document(definition, state)
         opening.append(state_snapshot(document))
@@ -58,16 +56,20 @@ async def plan_run(
         session_id=run.thread_id,
         turn_id=run.run_id,
         on_disconnect=on_disconnect,  # type: ignore[arg-type]
+        tools=run.tools,
     )
     created = None
     if session is None:
-        _check_dispatch(rpcs.service.limits, run)  # refused before anything is stored
-        state, created = await _create(rpcs, run, definition.id)
         request.dispatch.messages.extend(run.proto_messages())
+        _check_dispatch(rpcs.service.limits, run, request)  # refused before anything is stored
+        state, created = await _create(rpcs, run, definition.id)
     else:
         state = session.session.snapshot.state
         if session.session.history_mode == pb.HISTORY_MODE_CLIENT:
             request.dispatch.messages.extend(run.proto_messages())
+            request.dispatch.approvals.extend(run.approvals)
+        elif run.continues:
+            _tool_results(request, run, session.messages)
         else:
             _operation(request, run, session.messages)
     document = state_document(definition, state)
@@ -75,15 +77,42 @@ async def plan_run(
     return Plan(opening, request, document, created)
 
 
-def _check_dispatch(limits: Limits, run: RunInput) -> None:
+def _check_dispatch(limits: Limits, run: RunInput, request: pb.StreamTurnRequest) -> None:
     """Raise what the service would refuse of the run's dispatch (the turn id, the
-    messages' ids and sizes, the last user message's text), so a thread is not created
-    for a turn that cannot run."""
+    messages' ids and sizes, the last user message's text, the tools; tool results or
+    decisions, which a new thread has no answer for), so a thread is not created for a
+    turn that cannot run."""
     limits.check_id("turn_id", run.run_id)
-    messages = [Message(m.id, ROLE_OF[m.role], m.content) for m in run.messages]  # type: ignore[index]
+    if run.continues:
+        raise ServiceError(
+            Reason.NO_PENDING_TOOL_CALLS, "the thread's last answer waits on no tool call"
+        )
+    dispatch = operation(request)
+    assert isinstance(dispatch, Dispatch)
+    messages = dispatch.messages
     limits.check_dispatch(messages)
     last = len(messages) - 1
     limits.check_text(f"dispatch.messages[{last}].content", messages[last].content)
+    tool_options(request, limits)
+
+
+def _tool_results(
+    request: pb.StreamTurnRequest, run: RunInput, history: Iterable[pb.Message]
+) -> None:
+    """A server-held thread's tool results (the tool messages that end the input, but
+    those the history already has) and decisions (the resume entries), continuing the
+    last answer."""
+    request.tool_results.SetInParent()
+    stored = {m.id for m in history}
+    for message in run.results():
+        if message.id in stored:
+            continue
+        request.tool_results.results.append(
+            pb.ToolResult(
+                tool_call_id=message.answers, content=message.content, message_id=message.id
+            )
+        )
+    request.tool_results.approvals.extend(run.approvals)
 
 
 async def _session(rpcs: ChatRpcs, thread_id: str) -> pb.GetSessionResponse | None:
