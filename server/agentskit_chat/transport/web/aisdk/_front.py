@@ -10,6 +10,11 @@
   (created with CreateSession) submits only the last user message: a new one is submitted,
   one the server holds already is edited (`submit-message`) or retried
   (`regenerate-message`).
+- Tools: the body's `tools` (and `toolChoice`, `parallelToolCalls`) are the turn's
+  declarations. A request whose last message is an assistant message with tool outputs or
+  approval responses in its last step continues that answer: a client-held chat dispatches
+  the history (tool parts as calls and tool messages) with the approvals, a server-held one
+  sends a `tool_results` operation. The stream adds the answer's step to that message.
 - `GET /ai-sdk/{definition_id}/{chat_id}/stream` (the transport's reconnect request):
   the chat's running turn from its first event, in the same shape, or 204 when none runs.
 - `POST /ai-sdk/{definition_id}/{chat_id}/cancel`: cancel the chat's running turn (a
@@ -43,7 +48,8 @@ from agentskit_chat.transport.web.boundary.fronts import (
 )
 from agentskit_chat.transport.web.boundary.streams import current_flow
 
-from ._parts import REGENERATE, ChatRequest, Chunks, Commands, checked_id, refusal
+from ._chunks import Chunks, Commands
+from ._parts import REGENERATE, ChatRequest, checked_id, refusal
 from ._stream import not_allowed, refuse, stream_turn
 
 log = logging.getLogger("agentskit_chat.transport")
@@ -66,8 +72,10 @@ class AiSdkFront:
         self.rpcs = context.rpcs
         self._commands: dict[tuple[str, int], Commands] = {}
 
-    async def chunks(self, chat_id: str, session: pb.Session) -> Chunks:
-        """The stream's chunk maker for a turn of `session`."""
+    async def chunks(
+        self, chat_id: str, session: pb.Session, asked: ChatRequest | None = None
+    ) -> Chunks:
+        """The stream's chunk maker for a turn of `session` (that `asked` asked for)."""
         key = (session.definition_id, session.definition_revision)
         commands = self._commands.get(key)
         if commands is None:
@@ -81,7 +89,10 @@ class AiSdkFront:
                 if len(self._commands) >= MAX_DEFINITIONS:
                     self._commands.clear()
                 self._commands[key] = commands
-        return Chunks(chat_id, session.snapshot, commands)
+        if asked is None or asked.answers is None:
+            return Chunks(chat_id, session.snapshot, commands)
+        denied = asked.answers.denied
+        return Chunks(chat_id, session.snapshot, commands, asked.continues, denied)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request under `/ai-sdk/`."""
@@ -122,15 +133,23 @@ class AiSdkFront:
             if request.resumable
             else pb.DISCONNECT_MODE_CANCEL,
         )
+        request.tools.apply(turn)
         if session.history_mode == pb.HISTORY_MODE_CLIENT:
             turn.dispatch.messages.extend(request.history())
+            if request.answers is not None:
+                turn.dispatch.approvals.extend(request.answers.approvals)
+        elif request.answers is not None:
+            results = pb.ToolResultsOperation(
+                results=request.answers.results, approvals=request.answers.approvals
+            )
+            turn.tool_results.CopyFrom(results)
         else:
             _server_held(turn, request, stored)
         try:
-            chunks = await self.chunks(request.chat_id, session)
+            chunks = await self.chunks(request.chat_id, session, request)
             flow = current_flow()
             events = self.rpcs.stream_turn(turn, None if flow is None else flow.stall)
-            return await stream_turn(call, send, events, chunks)
+            return await stream_turn(call, send, events, chunks, request.fields)
         except FrontError as error:  # refused before its stream began
             if created is not None:  # the chat this request created goes with its turn
                 await forget_created(self.rpcs, request.chat_id, created, error)
