@@ -70,9 +70,33 @@ def conv(data: dict[str, Any]) -> dict[str, Any]:
 def test_the_base_definition_is_valid() -> None:
     definition = parse_definition(base(), file="chat.yaml")
     assert definition.id == "support"
+    assert definition.approvals == frozenset()
+
+
+def test_tools_marked_for_approval_are_named_by_the_definition() -> None:
+    data = mutate(lambda d: d.update(tools={"delete_order": {"approval": True}, "clock": None}))
+    assert parse_definition(data, file="chat.yaml").approvals == {"delete_order"}
 
 
 CASES: list[tuple[str, Any, ErrorCode, str]] = [
+    (
+        "tool name",
+        lambda d: d.update(tools={"bad name": {"approval": True}}),
+        ErrorCode.INVALID_TOOL,
+        "tools.bad name",
+    ),
+    (
+        "tool approval not a boolean",
+        lambda d: d.update(tools={"clock": {"approval": "yes"}}),
+        ErrorCode.INVALID_TYPE,
+        "tools.clock.approval",
+    ),
+    (
+        "unknown tool policy key",
+        lambda d: d.update(tools={"clock": {"timeout": 3}}),
+        ErrorCode.UNKNOWN_KEY,
+        "tools.clock.timeout",
+    ),
     (
         "unknown initial",
         lambda d: conv(d).update(initial="nowhere"),

@@ -97,6 +97,15 @@ def probe_chat(probe: Probe) -> ChatDefinition:
     )
 
 
+APPROVING = define_chat(
+    id="probe-approve",
+    model={"adapter": "probe"},
+    conversation={"initial": "idle", "states": {"idle": {}}},
+    tools={"clock": {"approval": True}},
+)
+"""The probe model with the `clock` tool's calls waiting for approval."""
+
+
 class ProbeAdapter:
     """A model that streams two chunks; with `/slow` it waits on the probe gate between them,
     with `/fail-model` it fails (retryable) after the first."""
@@ -219,7 +228,7 @@ async def live(
     probe = Probe()
     chats = definitions
     if chats is None:
-        chats = [*load_definitions(EXAMPLES).values(), probe_chat(probe)]
+        chats = [*load_definitions(EXAMPLES).values(), probe_chat(probe), APPROVING]
     db_path = tmp_path / "sessions.db"
     store = await open_sqlite_store(db_path, busy_timeout_ms=busy_timeout_ms)
     adapters = AdapterRegistry({"probe": lambda settings: ProbeAdapter(probe)})

@@ -40,9 +40,11 @@ async def refusal(stub: Any, request: pb.StreamTurnRequest) -> ChatError:
     raise AssertionError("the turn was not refused")
 
 
-async def session(stub: Any, mode: pb.HistoryMode.ValueType = pb.HISTORY_MODE_SERVER) -> str:
+async def session(
+    stub: Any, mode: pb.HistoryMode.ValueType = pb.HISTORY_MODE_SERVER, definition: str = "probe"
+) -> str:
     created = await stub.CreateSession(
-        pb.CreateSessionRequest(definition_id="probe", history_mode=mode)
+        pb.CreateSessionRequest(definition_id=definition, history_mode=mode)
     )
     return str(created.session.session_id)
 
@@ -333,5 +335,66 @@ def test_pending_calls_survive_a_restart_of_the_server(tmp_path: Path) -> None:
             assert [c.arguments for c in got.messages[1].tool_calls] == ['{"n":0}', '{"n":1}']
             second = await stream(stub, results(sid, "t2", ("call-0", "a"), ("call-1", "b")))
             assert second[-1].completed.content == "2 tool results"
+
+    run(scenario())
+
+
+def approve(
+    session_id: str, turn_id: str, approved: bool, *answers: tuple[str, str]
+) -> pb.StreamTurnRequest:
+    request = results(session_id, turn_id, *answers)
+    request.tool_results.approvals.append(
+        pb.ToolApproval(tool_call_id="call-1", approved=approved, reason=CANARY)
+    )
+    return request
+
+
+def test_a_tool_marked_for_approval_waits_for_a_decision(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env, grpc.aio.insecure_channel(env.target) as channel:
+            stub: Any = chat_pb2_grpc.ChatServiceStub(channel)
+            created = await stub.CreateSession(
+                pb.CreateSessionRequest(definition_id="probe-approve")
+            )
+            sid = created.session.session_id
+            first = await stream(stub, ask(sid, "t1"))
+            ended = [r.tool_call_ended for r in first if r.HasField("tool_call_ended")]
+            assert [e.wait for e in ended] == [pb.TOOL_WAIT_RESULT, pb.TOOL_WAIT_APPROVAL]
+            done = first[-1].completed
+            assert done.finish_reason == "tool_approval"
+            assert [(p.name, p.wait) for p in done.pending_tool_calls] == [
+                ("weather", pb.TOOL_WAIT_RESULT),
+                ("clock", pb.TOOL_WAIT_APPROVAL),
+            ]
+            before = env.dump()
+            error = await refusal(stub, results(sid, "t2", ("call-0", "sunny")))
+            assert error.reason == "ERROR_REASON_TOOL_CALLS_UNANSWERED"  # no decision on clock
+            assert env.dump() == before
+
+            approved = await stream(stub, approve(sid, "t2", True, ("call-0", "sunny")))
+            assert approved[-1].completed.finish_reason == "tool_calls"  # clock: run it now
+            assert [p.tool_call_id for p in approved[-1].completed.pending_tool_calls] == ["call-1"]
+            third = await stream(stub, results(sid, "t3", ("call-1", "9:00")))
+            assert third[-1].completed.content == "2 tool results"
+
+    run(scenario())
+
+
+def test_a_denied_call_reaches_the_model_as_a_denied_result(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with live(tmp_path) as env, grpc.aio.insecure_channel(env.target) as channel:
+            stub: Any = chat_pb2_grpc.ChatServiceStub(channel)
+            created = await stub.CreateSession(
+                pb.CreateSessionRequest(definition_id="probe-approve")
+            )
+            sid = created.session.session_id
+            await stream(stub, ask(sid, "t1"))
+            denied = await stream(stub, approve(sid, "t2", False, ("call-0", "sunny")))
+            assert denied[-1].completed.content == "2 tool results"
+            got = await stub.GetSession(pb.GetSessionRequest(session_id=sid))
+            assert [m.tool_call_id for m in got.messages if m.role == pb.ROLE_TOOL] == [
+                "call-0",
+                "call-1",
+            ]
 
     run(scenario())

@@ -77,6 +77,8 @@ class ChatDefinition:
     description: str = ""
     source: str = "<code>"
     """File the definition was loaded from, or `<code>`."""
+    approvals: frozenset[str] = frozenset()
+    """Names of the tools whose calls wait for a person's approval before they run."""
 
     def snapshot(self, state: str) -> ConversationSnapshot:
         """The conversation snapshot of `state`."""

@@ -56,6 +56,7 @@ class ErrorCode(StrEnum):
     INVALID_TEMPLATE = "invalid_template"
     UNKNOWN_TEMPLATE_FIELD = "unknown_template_field"
     INVALID_CALLABLE = "invalid_callable"
+    INVALID_TOOL = "invalid_tool"
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,7 @@ def parse_definition(data: Any, *, file: str = "<memory>") -> ChatDefinition:
         description=description,
         earlier=reader.diagnostics,
         suppressed=frozenset(reader.failed),
+        approvals=reader.approvals,
     )
 
 
@@ -88,14 +89,18 @@ def define_chat(
     model: Mapping[str, Any] | None = None,
     description: str = "",
     source: str = "<code>",
+    tools: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ChatDefinition:
     """Validate and compile a chat defined in code; raises ConfigError listing every problem.
 
     `conversation` holds `initial`, `states` (name → `{"on": {event: target}, "actions": [...]}`)
     and `routes`: Route values from `command_route`, `exact_route`, `pattern_route` and
-    `handler_route`, or mappings as in a definition file.
+    `handler_route`, or mappings as in a definition file. `tools` maps tool names to their
+    policy, as in a definition file (`{"delete_order": {"approval": True}}`).
     """
     data: dict[str, Any] = {"id": id, "revision": revision, "conversation": conversation}
+    if tools is not None:
+        data["tools"] = tools
     if model is not None:
         data["model"] = model
     if description:
@@ -144,6 +149,7 @@ def build_definition(
     description: str = "",
     earlier: Iterable[Diagnostic] = (),
     suppressed: frozenset[str] = frozenset(),
+    approvals: frozenset[str] = frozenset(),
 ) -> ChatDefinition:
     """Validate and compile `draft`; raises ConfigError listing every problem found."""
     found = [*earlier, *diagnostics_for(draft, file, suppressed)]
@@ -159,4 +165,5 @@ def build_definition(
         model=freeze(draft.model),
         description=description,
         source=file,
+        approvals=approvals,
     )

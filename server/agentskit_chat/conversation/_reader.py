@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -13,7 +14,12 @@ from ._responses import Response, to_response
 from ._types import to_kind
 from ._validation import Draft, MissingMatcher, MissingResponse
 
-_TOP_KEYS = frozenset({"$schema", "id", "revision", "description", "model", "conversation"})
+_TOP_KEYS = frozenset(
+    {"$schema", "id", "revision", "description", "model", "conversation", "tools"}
+)
+_TOOL_KEYS = frozenset({"approval"})
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What a tool name may be, as the service checks the tools a turn declares."""
 _CONVERSATION_KEYS = frozenset({"initial", "states", "routes"})
 _STATE_KEYS = frozenset({"on", "actions"})
 _MATCHER_KEYS = ("command", "exact", "pattern")
@@ -27,6 +33,8 @@ class Reader:
         self.file = file
         self.diagnostics: list[Diagnostic] = []
         self.failed: set[str] = set()
+        self.approvals: frozenset[str] = frozenset()
+        """Tools the definition marks as needing approval (set by `draft`)."""
 
     def report(self, code: ErrorCode, path: str, message: str, *, suppress: bool = True) -> None:
         """Record a diagnostic; with `suppress`, semantic checks at or below `path` are skipped."""
@@ -81,11 +89,31 @@ class Reader:
         definition_id = self.string(top.get("id"), "id")
         description = self.string(top.get("description", ""), "description")
         model = top.get("model", DEFAULT_MODEL)
+        self.approvals = self.tools(top.get("tools", {}))
         conversation = self.conversation(top.get("conversation"))
         revision = top.get("revision")
         if conversation is None:
             return None, description
         return Draft(definition_id, revision, model, conversation), description
+
+    def tools(self, value: Any) -> frozenset[str]:
+        """The `tools` section: each tool the model may be given, by name, with its policy
+        (`approval: true` makes its calls wait for a decision); the names needing approval."""
+        body = self.mapping(value, "tools", None) or {}
+        approvals = set()
+        for name, policy in body.items():
+            path = f"tools.{name}"
+            if not TOOL_NAME.fullmatch(name):
+                self.report(
+                    ErrorCode.INVALID_TOOL, path, "a tool name is 1-64 letters, digits, _ or -"
+                )
+            settings = self.mapping({} if policy is None else policy, path, _TOOL_KEYS) or {}
+            approval = settings.get("approval", False)
+            if not isinstance(approval, bool):
+                self.report(ErrorCode.INVALID_TYPE, f"{path}.approval", "expected true or false")
+            elif approval:
+                approvals.add(name)
+        return frozenset(approvals)
 
     def conversation(self, value: Any) -> ConversationSpec | None:
         if value is None and "conversation" in self.failed:

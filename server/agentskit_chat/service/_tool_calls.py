@@ -12,8 +12,10 @@ from ._types import ToolDelta, ToolEnded, ToolStarted
 class ToolCalls:
     """Calls in the order the model started them; their arguments as the deltas came."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, approvals: frozenset[str] = frozenset()) -> None:
         self._limits = limits
+        self._approvals = approvals
+        """The tools whose calls wait for approval (the definition's `tools` policy)."""
         self._names: dict[str, str] = {}
         self._arguments: dict[str, list[str]] = {}
         self._sizes: dict[str, int] = {}
@@ -47,8 +49,14 @@ class ToolCalls:
 
     def ended(self) -> tuple[ToolEnded, ...]:
         """The end event of every call, in order, once the answer is complete."""
-        return tuple(ToolEnded(c.id, c.arguments, "result") for c in self.made())
+        return tuple(ToolEnded(c.id, c.arguments, self._wait(c.name)) for c in self.made())
 
     def pending(self) -> tuple[PendingCall, ...]:
-        """The calls the answer waits on: every call, for the client to run."""
-        return tuple(PendingCall(call_id, name, "result") for call_id, name in self._names.items())
+        """The calls the answer waits on: every call, for the client to run, or first for
+        a person to approve when the definition marks its tool so."""
+        return tuple(
+            PendingCall(call_id, name, self._wait(name)) for call_id, name in self._names.items()
+        )
+
+    def _wait(self, name: str) -> str:
+        return "approval" if name in self._approvals else "result"

@@ -342,7 +342,7 @@ class TurnRunner:
             turn.request.sampling,
             turn.request.tools,
         )
-        calls = ToolCalls(self._limits)
+        calls = ToolCalls(self._limits, definition.approvals)
         parts: list[str] = []
         size = 0
         usage: Usage | None = None
