@@ -76,7 +76,9 @@ class Chunks:
 
     `continues` is the id of the assistant UIMessage a turn continuing an answer (with tool
     results or approvals) adds its step to, so `start` names it; `denied` the calls the
-    request denies, shown as `tool-output-denied` at once."""
+    request denies, shown as `tool-output-denied` at once; `held` the calls whose parts
+    that message holds already: a call of them sent back to the client to run (an approved
+    one) only has its input made available again, which updates its part in place."""
 
     def __init__(
         self,
@@ -85,12 +87,14 @@ class Chunks:
         commands: Commands,
         continues: str | None = None,
         denied: tuple[str, ...] = (),
+        held: frozenset[str] = frozenset(),
     ) -> None:
         self.chat_id = chat_id
         self.before = before
         self.commands = commands
         self.continues = continues
         self.denied = denied
+        self.held = held
         self.text_open = False
         self.texted = False
         self.step_open = False
@@ -111,10 +115,14 @@ class Chunks:
         if which == "tool_call_started":
             started = event.tool_call_started
             self.calls[started.tool_call_id] = started.name
+            if started.tool_call_id in self.held:
+                return []
             opened = {"type": "tool-input-start", "toolCallId": started.tool_call_id}
             return [*self._open_step(), *self._close_text(), {**opened, "toolName": started.name}]
         if which == "tool_call_delta":
             delta = event.tool_call_delta
+            if delta.tool_call_id in self.held:
+                return []
             piece = {"toolCallId": delta.tool_call_id, "inputTextDelta": delta.arguments_delta}
             return [{"type": "tool-input-delta", **piece}]
         if which == "tool_call_ended":

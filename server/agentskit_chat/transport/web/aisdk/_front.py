@@ -91,8 +91,10 @@ class AiSdkFront:
                 self._commands[key] = commands
         if asked is None or asked.answers is None:
             return Chunks(chat_id, session.snapshot, commands)
-        denied = asked.answers.denied
-        return Chunks(chat_id, session.snapshot, commands, asked.continues, denied)
+        answers = asked.answers
+        return Chunks(
+            chat_id, session.snapshot, commands, asked.continues, answers.denied, answers.held
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request under `/ai-sdk/`."""
@@ -139,8 +141,13 @@ class AiSdkFront:
             if request.answers is not None:
                 turn.dispatch.approvals.extend(request.answers.approvals)
         elif request.answers is not None:
-            results = pb.ToolResultsOperation(
-                results=request.answers.results, approvals=request.answers.approvals
+            results = pb.ToolResultsOperation(  # less the results the server holds
+                results=[
+                    r
+                    for r in request.answers.results
+                    if r.tool_call_id not in {m.tool_call_id for m in stored}
+                ],
+                approvals=request.answers.approvals,
             )
             turn.tool_results.CopyFrom(results)
         else:
@@ -157,10 +164,10 @@ class AiSdkFront:
 
     async def _session(
         self, request: ChatRequest, definition_id: str
-    ) -> tuple[pb.Session, set[str], int | None]:
-        """The chat's session (created client-held when absent), the ids of the messages
-        the server holds for it, and the cursor it was created at by this request (None
-        when it existed)."""
+    ) -> tuple[pb.Session, tuple[pb.Message, ...], int | None]:
+        """The chat's session (created client-held when absent), the messages the server
+        holds for it, and the cursor it was created at by this request (None when it
+        existed)."""
         try:
             found = await self.rpcs.get_session(pb.GetSessionRequest(session_id=request.chat_id))
         except ServiceError as error:
@@ -169,17 +176,17 @@ class AiSdkFront:
             return await self._create(request.chat_id, definition_id)
         if found.session.definition_id != definition_id:
             raise FrontError(409, "conflict", "id names a chat of another definition", "id")
-        return found.session, {m.id for m in found.messages}, None
+        return found.session, tuple(found.messages), None
 
     async def _create(
         self, chat_id: str, definition_id: str
-    ) -> tuple[pb.Session, set[str], int | None]:
+    ) -> tuple[pb.Session, tuple[pb.Message, ...], int | None]:
         create = pb.CreateSessionRequest(
             definition_id=definition_id, session_id=chat_id, history_mode=pb.HISTORY_MODE_CLIENT
         )
         try:
             session = (await self.rpcs.create_session(create)).session
-            return session, set(), session.cursor
+            return session, (), session.cursor
         except ServiceError as error:
             if error.reason != Reason.SESSION_EXISTS:  # created meanwhile: use it
                 raise refusal(error) from None
@@ -190,7 +197,7 @@ class AiSdkFront:
             raise refusal(error) from None
         if session.definition_id != definition_id:
             raise FrontError(409, "conflict", "id names a chat of another definition", "id")
-        return session, set(), None
+        return session, (), None
 
     async def _running_turn(
         self, call: FrontCall, definition_id: str, chat_id: str, send: Send
@@ -248,11 +255,13 @@ def _route(parts: list[str]) -> tuple[str | None, str]:
     return None, ""
 
 
-def _server_held(turn: pb.StreamTurnRequest, request: ChatRequest, stored: set[str]) -> None:
+def _server_held(
+    turn: pb.StreamTurnRequest, request: ChatRequest, stored: tuple[pb.Message, ...]
+) -> None:
     """The operation on a server-held history: only the last user message is taken."""
     index = request.last_user()
     last = request.messages[index]
-    if last.id not in stored:
+    if last.id not in {m.id for m in stored}:
         turn.submit.CopyFrom(pb.SubmitOperation(content=last.content, message_id=last.id))
     elif request.trigger == REGENERATE:
         turn.retry.CopyFrom(pb.RetryOperation(message_id=last.id))

@@ -118,6 +118,8 @@ class Answers:
 
     results: tuple[pb.ToolResult, ...] = field(repr=False)
     approvals: tuple[pb.ToolApproval, ...] = field(repr=False)
+    held: frozenset[str] = frozenset()
+    """The calls of the last step: the message holds their parts already."""
 
     @property
     def denied(self) -> tuple[str, ...]:
@@ -138,4 +140,4 @@ def answers(last: UiMessage) -> Answers | None:
     approvals = tuple(c.approval for c in last.last_calls if c.approval is not None)
     if not results and not approvals:
         return None
-    return Answers(results, approvals)
+    return Answers(results, approvals, frozenset(c.call.id for c in last.last_calls))
