@@ -98,9 +98,12 @@ def continue_client_held(
     waits = _client_waits(answer, record, approvals)
     known = {call.id: call for call in answer.tool_calls}
     calls = tuple(known.get(p.call_id, ToolCall(p.call_id, p.name, "")) for p in waits)
+    waited = {p.call_id for turn in record.recent_turns for p in turn.pending}
+    answered_before = (set(known) & waited) - {p.call_id for p in waits}
     results = [
         (f"dispatch.messages[{i}]", ToolResult(m.tool_call_id or "", m.content, m.id))
         for i, m in enumerate(messages[start:], start)
+        if m.tool_call_id not in answered_before  # answered by an earlier turn
     ]
     pending = tuple(zip(waits, calls, strict=True))
     continuation = _answer(
@@ -119,8 +122,8 @@ def _client_waits(
     last = record.last_answer()
     recorded = () if last is None else last.pending
     made = {call.id for call in answer.tool_calls}
-    if recorded and (not made or made == {p.call_id for p in recorded}):
-        return recorded
+    if recorded and {p.call_id for p in recorded} <= (made or {p.call_id for p in recorded}):
+        return recorded  # the calls it still waits on (others were answered before)
     if not made:
         raise _no_pending()
     return tuple(
