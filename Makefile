@@ -69,6 +69,7 @@ bench: $(STAMP) postgresql-server nginx
 	$(BIN)/python -m bench.telemetry
 	$(BIN)/python -m bench.peer
 	$(BIN)/python -m bench.model
+	$(BIN)/python -m bench.tools
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.stores
 	$(BIN)/python -m bench.snapshot

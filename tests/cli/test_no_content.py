@@ -25,7 +25,7 @@ import grpc
 import httpx
 import pytest
 
-from agentskit_chat.fakemodel import FakeModelServer, Reply
+from agentskit_chat.fakemodel import Call, FakeModelServer, Reply, ToolCalls
 from agentskit_chat_client import (
     ChatClient,
     ChatError,
@@ -35,6 +35,9 @@ from agentskit_chat_client import (
     Message,
     Retry,
     Submit,
+    ToolDeclaration,
+    ToolResult,
+    ToolResults,
 )
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import EXAMPLES, run_cli
@@ -44,6 +47,9 @@ from tests.telemetry.receiver import OtlpReceiver
 CANARY = "canary-5d1e-never-leaves"
 API_KEY = "sk-canary-key-0b7f3e"
 CODE_CHAT = "tests.cli.fixtures.code_chat"
+LOOKUP = ToolDeclaration("lookup", "Looks a thing up", {"type": "object"})
+TOOL_ROUND = "look it up"
+"""The fake model calls `lookup` with the canary in its arguments for this input."""
 
 
 def definitions(directory: Path, base_url: str) -> Path:
@@ -73,6 +79,8 @@ async def talk(target: str) -> None:
         await client.run_turn(support, Submit("/start"))
         named = await client.run_turn(support, Submit(f"/name {CANARY}"))
         assert named.text == f"Welcome, {CANARY}."
+
+        await tool_rounds(client)
 
         code = (await client.create_session("code")).session_id
         made = await client.run_turn(code, Submit(f"/echo {CANARY}"))
@@ -105,6 +113,28 @@ async def talk(target: str) -> None:
             await get(undecodable, timeout=10)
         assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert CANARY not in str(malformed.value.details())
+
+
+async def tool_rounds(client: ChatClient) -> None:
+    """A tool round with the canary in the call's arguments and in its result, in a
+    server-held session and a client-held one."""
+    held = (await client.create_session("assistant")).session_id
+    asked = await client.run_turn(held, Submit(TOOL_ROUND), tools=[LOOKUP])
+    assert asked.completed is not None
+    assert CANARY in asked.completed.tool_calls[0].arguments
+    results = [ToolResult(p.tool_call_id, f"found {CANARY}") for p in asked.pending_tool_calls]
+    assert (await client.run_turn(held, ToolResults(results), tools=[LOOKUP])).ok
+
+    kept = await client.create_session("assistant", history_mode=HistoryMode.CLIENT)
+    user = Message("u1", "user", TOOL_ROUND)
+    first = await client.run_turn(kept.session_id, Dispatch([user]), tools=[LOOKUP])
+    assert first.completed is not None
+    answer = Message(
+        first.completed.assistant_message_id, "assistant", "", tool_calls=first.completed.tool_calls
+    )
+    result = Message("r1", "tool", f"found {CANARY}", tool_call_id=first.completed.tool_calls[0].id)
+    again = await client.run_turn(kept.session_id, Dispatch([user, answer, result]), tools=[LOOKUP])
+    assert again.ok
 
 
 def over_http(base: str) -> None:
@@ -163,7 +193,11 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
     launch: Launcher, tmp_path: Path
 ) -> None:
     reply = Reply(chunks=("The answer ", f"mentions {CANARY} ", "twice: ", CANARY))
-    with FakeModelServer(default=reply) as model, OtlpReceiver() as receiver:
+    calls = ToolCalls((Call("lookup", json.dumps({"q": CANARY})),))
+    with (
+        FakeModelServer(default=reply, answers={TOOL_ROUND: calls}) as model,
+        OtlpReceiver() as receiver,
+    ):
         state = tmp_path / "state"
         server = launch(
             state,
@@ -202,6 +236,8 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
 
     assert authorization == f"Bearer {API_KEY}"  # the key did reach the model
     assert "agentskit_chat_turns_total" in scraped
+    assert 'gen_ai_tool_name="lookup"' in scraped  # tool calls are counted by name
+    assert any('"gen_ai.tool.name": "lookup"' in line for line in exported)
     assert all("traceparent" in line for line in headers)
     assert {s.attributes["agentskit.chat.definition.id"] for s in spans} >= {
         "assistant",
@@ -216,9 +252,11 @@ def test_no_content_or_key_reaches_spans_metrics_logs_errors_or_records(
             row[0] for row in db.execute("SELECT CAST(record AS BLOB) FROM sessions")
         )
         stored = [row[0] for row in db.execute("SELECT content FROM messages")]
+        kept_tools = [row[0] for row in db.execute("SELECT tools FROM messages")]
     db.close()
     assert records
     assert any(CANARY in content for content in stored)  # server-held history keeps its text
+    assert any(CANARY in tools for tools in kept_tools)  # and its tool calls' arguments
     for secret in (CANARY, API_KEY):
         assert secret not in output
         assert secret not in tools
@@ -236,7 +274,8 @@ def test_no_content_reaches_logs_or_records_on_postgresql(
     url = postgres.create_database(name)
     try:
         reply = Reply(chunks=("The answer ", f"mentions {CANARY}"))
-        with FakeModelServer(default=reply) as model:
+        calls = ToolCalls((Call("lookup", json.dumps({"q": CANARY})),))
+        with FakeModelServer(default=reply, answers={TOOL_ROUND: calls}) as model:
             server = launch(
                 tmp_path / "state",
                 "--definitions",

@@ -12,15 +12,18 @@ from pathlib import Path
 
 import httpx
 
+import agentskit_chat
 from agentskit_chat.fakemodel import DEFAULT_TEXT, split_text
 
 REPO = Path(__file__).resolve().parents[2]
+SOURCE = Path(agentskit_chat.__file__).resolve().parents[1]
+"""Where the package under test is imported from: the child process runs the same code."""
 LISTENING = re.compile(r"^fake model listening on (http://127\.0\.0\.1:\d+/v1)$")
 
 
 def base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = os.pathsep.join([str(SOURCE), str(REPO)])
     return env
 
 

@@ -377,7 +377,7 @@ def client_history(*tail: Message) -> tuple[Message, ...]:
 def test_a_client_held_round_stores_no_tool_content(tmp_path: Path) -> None:
     async def scenario() -> None:
         store = await open_sqlite_store(tmp_path / "store.db")
-        model, matcher = Scripted(two_calls(), final()), Matches()
+        model, matcher = Scripted(two_calls(), final(), final()), Matches()
         chat = service(store, model, matcher)
         try:
             await chat.create_session("tools", SID, HistoryMode.CLIENT)
@@ -393,9 +393,15 @@ def test_a_client_held_round_stores_no_tool_content(tmp_path: Path) -> None:
             assert isinstance(second[-1], Completed)
             assert matcher.inputs == 1
             assert model.requests[1].messages[-2:] == results
-            with pytest.raises(ServiceError) as again:
-                await run(chat, turn("t3", Dispatch(client_history(answer, *results))))
-            assert again.value.reason == Reason.NO_PENDING_TOOL_CALLS
+            # The client keeps the history: the same one sent again is answered again, as a
+            # dispatch ending with a user message is.
+            again = await run(chat, turn("t3", Dispatch(client_history(answer, *results))))
+            assert isinstance(again[-1], Completed)
+            assert model.requests[2].messages[-2:] == results
+            unanswered = Message("a9", Role.ASSISTANT, "", (ToolCall("c9", "weather", "{}"),))
+            with pytest.raises(ServiceError) as missing:  # an answer it never saw: all of its calls
+                await run(chat, turn("t4", Dispatch(client_history(unanswered, results[0]))))
+            assert missing.value.reason == Reason.TOOL_CALL_UNKNOWN
         finally:
             await chat.close()
         data = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())

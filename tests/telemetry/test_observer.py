@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from agentskit_chat.telemetry import OtelObserver, Telemetry, turn_observer
+from agentskit_chat.telemetry._metrics import TOOL_NAMES
 
 from .conftest import InMemory
 from .reports import MS, REPORTS, T0, turn
@@ -324,3 +325,29 @@ def test_a_turn_span_names_each_tool_call_by_name_and_id_only(in_memory: InMemor
             {"gen_ai.tool.name": "refund", "gen_ai.tool.call.id": "call-2"},
         ),
     ]
+
+
+def test_tool_calls_are_counted_by_tool_name_never_by_call_id(in_memory: InMemory) -> None:
+    report = turn(
+        kind="agentic",
+        route_id=None,
+        tool_calls=(("call-1", "weather"), ("call-2", "weather"), ("call-3", "refund")),
+    )
+    in_memory.observer.turn_finished(report)
+    counted = {
+        dict(p.attributes or {})["gen_ai.tool.name"]: (p.value, dict(p.attributes or {}))
+        for p in points(in_memory)["agentskit.chat.tool_calls"]
+    }
+    assert {name: value for name, (value, _) in counted.items()} == {"weather": 2, "refund": 1}
+    assert all("gen_ai.tool.call.id" not in attributes for _, attributes in counted.values())
+
+
+def test_the_tool_names_counted_are_bounded(in_memory: InMemory) -> None:
+    calls = tuple((f"c{i}", f"tool{i}") for i in range(TOOL_NAMES + 5))
+    in_memory.observer.turn_finished(turn(kind="agentic", route_id=None, tool_calls=calls))
+    names = [
+        dict(p.attributes or {})["gen_ai.tool.name"]
+        for p in points(in_memory)["agentskit.chat.tool_calls"]
+    ]
+    assert len(names) == TOOL_NAMES + 1
+    assert "_other" in names

@@ -22,7 +22,13 @@ def test_definitions_describe_states_and_routes_without_responses(tmp_path: Path
     async def scenario() -> None:
         async with live(tmp_path) as env:
             listed = await env.client.list_definitions()
-            assert [d.id for d in listed] == ["coffee", "orders", "probe", "support"]
+            assert [d.id for d in listed] == [
+                "coffee",
+                "orders",
+                "probe",
+                "probe-approve",
+                "support",
+            ]
             support = await env.client.get_definition("support")
             assert support.initial_state == "idle"
             assert [s.name for s in support.states] == ["idle", "collecting", "complete"]

@@ -398,3 +398,37 @@ def test_a_denied_call_reaches_the_model_as_a_denied_result(tmp_path: Path) -> N
             ]
 
     run(scenario())
+
+
+def test_a_client_held_approval_round_keeps_the_earlier_result(tmp_path: Path) -> None:
+    """An approved call runs after the other call was answered: the history then holds both
+    results, the first answered by an earlier turn."""
+
+    async def scenario() -> None:
+        async with live(tmp_path) as env, grpc.aio.insecure_channel(env.target) as channel:
+            stub: Any = chat_pb2_grpc.ChatServiceStub(channel)
+            sid = await session(stub, pb.HISTORY_MODE_CLIENT, "probe-approve")
+            user = pb.Message(id="u1", role=pb.ROLE_USER, content="/tools")
+
+            def dispatch(turn_id: str, *messages: pb.Message, **extra: Any) -> pb.StreamTurnRequest:
+                operation = pb.DispatchOperation(messages=[user, *messages], **extra)
+                return pb.StreamTurnRequest(
+                    session_id=sid, turn_id=turn_id, dispatch=operation, tools=TOOLS
+                )
+
+            first = (await stream(stub, dispatch("t1")))[-1].completed
+            answer = pb.Message(
+                id=first.assistant_message_id, role=pb.ROLE_ASSISTANT, tool_calls=first.tool_calls
+            )
+            weather = pb.Message(id="r0", role=pb.ROLE_TOOL, content="sunny", tool_call_id="call-0")
+            yes = pb.ToolApproval(tool_call_id="call-1", approved=True)
+            second = (await stream(stub, dispatch("t2", answer, weather, approvals=[yes])))[-1]
+            assert [p.tool_call_id for p in second.completed.pending_tool_calls] == ["call-1"]
+            clock = pb.Message(id="r1", role=pb.ROLE_TOOL, content="9:00", tool_call_id="call-1")
+            third = await stream(stub, dispatch("t3", answer, weather, clock))
+            assert third[-1].completed.content == "2 tool results"
+            stray = pb.Message(id="r9", role=pb.ROLE_TOOL, content=CANARY, tool_call_id="call-9")
+            error = await refusal(stub, dispatch("t4", answer, weather, clock, stray))
+            assert error.reason == "ERROR_REASON_TOOL_CALL_UNKNOWN"
+
+    run(scenario())

@@ -17,6 +17,9 @@ On a terminal, input has line editing and history, and Tab completes the offered
 commands (the standard library's readline; nothing else earns a dependency here). In a
 pipe, each input line is echoed after `> ` so the output reads as a transcript.
 
+`--tools FILE` declares tools for the model; the person at the terminal runs them (see
+`_chat_tools`): each call is shown, approvals are asked y/n, results are typed in.
+
 Turns run with `on_disconnect` continue: a connection that drops mid-answer does not lose
 the turn. The client reattaches by itself (WatchTurn from the last event shown), so the
 answer goes on where it stopped and shows once. Ctrl-C during a turn cancels it with
@@ -57,6 +60,7 @@ from agentskit_chat_client import (
     Snapshot,
     Submit,
     TextDelta,
+    ToolDeclaration,
     TurnCompleted,
     TurnDecision,
     TurnFailed,
@@ -66,6 +70,7 @@ from agentskit_chat_client import (
     new_turn_id,
 )
 
+from ._chat_tools import Ask, answers, call_line, load_tools
 from ._chat_view import (
     HELP,
     LOCAL_COMMANDS,
@@ -108,6 +113,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MODULE",
         help="without --target: also host the chats a Python module defines; repeatable",
     )
+    parser.add_argument(
+        "--tools",
+        type=Path,
+        metavar="FILE",
+        help="declare these tools (a JSON or YAML list of name, description, parameters) on "
+        "every turn; you run them: results are typed in, approvals asked y/n",
+    )
     add_connection_arguments(parser)
 
 
@@ -122,6 +134,11 @@ def run(args: argparse.Namespace) -> int:
 def _talk(args: argparse.Namespace) -> int:
     view = View.for_stream(sys.stdout)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    try:
+        tools = () if args.tools is None else load_tools(args.tools)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     with _Loop() as loop:
         try:
             connection = loop.run(_connect(args))
@@ -129,7 +146,8 @@ def _talk(args: argparse.Namespace) -> int:
             print(exc, file=sys.stderr)
             return 2
         try:
-            conversation = _Conversation(loop, connection, view)
+            ask = input if interactive else _piped(view)
+            conversation = _Conversation(loop, connection, view, tools, ask)
             chosen = args.definition or conversation.choose(interactive)
             if chosen is None:
                 return 2 if conversation.offered else 1
@@ -200,8 +218,17 @@ class _Loop:
 class _Conversation:
     """One session: turns, local commands and what to show after each."""
 
-    def __init__(self, loop: _Loop, connection: _Connection, view: View) -> None:
+    def __init__(
+        self,
+        loop: _Loop,
+        connection: _Connection,
+        view: View,
+        tools: Sequence[ToolDeclaration] = (),
+        ask: Ask = input,
+    ) -> None:
         self.loop = loop
+        self.tools = tuple(tools)
+        self.ask = ask
         self.client = connection.client
         self.target = connection.target
         self.private = connection.server is not None
@@ -308,16 +335,32 @@ class _Conversation:
         self.view.line(state_line(self.snapshot, self.buttons), "state")
 
     def turn(self, operation: TurnOperation) -> None:
-        """Run one turn, streaming its text; then the badge and the state line."""
+        """Run one turn, streaming its text; then the badge and the state line. An answer
+        waiting for tools asks for their results and approvals, and goes on with them."""
+        next_operation: TurnOperation | None = operation
+        while next_operation is not None:
+            next_operation = self._one_turn(next_operation)
+
+    def _one_turn(self, operation: TurnOperation) -> TurnOperation | None:
         turn_id = new_turn_id()
         try:
-            self.loop.run(self._turn(operation, turn_id))
+            completed = self.loop.run(self._turn(operation, turn_id))
         except KeyboardInterrupt:
             self._cancel(turn_id)
             self.view.line()
             self.view.line("[cancelled: nothing was committed]", "error")
+            return None
         except ChatError as exc:
             self.view.line(f"error: {exc}", "error")
+            return None
+        if completed is None or not completed.pending_tool_calls:
+            return None
+        try:
+            return answers(completed.pending_tool_calls, completed.tool_calls, self.ask)
+        except (EOFError, KeyboardInterrupt):
+            self.view.line()
+            self.view.line("[the tool calls were left unanswered]", "error")
+            return None
 
     def _cancel(self, turn_id: str) -> None:
         """Stop the turn the stream left: it continues on disconnect, so closing the stream
@@ -326,14 +369,16 @@ class _Conversation:
         with contextlib.suppress(ChatError, KeyboardInterrupt):
             self.loop.run(self.client.cancel_turn(self.session_id, turn_id, timeout=10))
 
-    async def _turn(self, operation: TurnOperation, turn_id: str) -> None:
+    async def _turn(self, operation: TurnOperation, turn_id: str) -> TurnCompleted | None:
         decision: TurnDecision | None = None
+        completed: TurnCompleted | None = None
         streamed = False
         stream = self.client.stream_turn(
             self.session_id,
             operation,
             turn_id=turn_id,
             on_disconnect=DisconnectMode.CONTINUE,
+            tools=self.tools or None,
         )
         async with contextlib.aclosing(stream) as events:
             async for event in events:
@@ -349,9 +394,12 @@ class _Conversation:
                     self.view.piece(event.text)
                     streamed = True
                 elif isinstance(event, TurnCompleted):
+                    completed = event
                     if not streamed and event.content:
                         self.view.piece(event.content)  # a duplicate turn id repeats it whole
                     self.view.line()
+                    for call in event.tool_calls:
+                        self.view.line(call_line(call), "state")
                     self.snapshot = event.snapshot
                     self.view.line(badge(decision), "badge")
                 elif isinstance(event, TurnFailed):
@@ -360,6 +408,7 @@ class _Conversation:
                     self.view.line(f"{event.message}", "error")
                     self.view.line(badge(decision, failed=event.code), "error")
         self.show_state()
+        return completed
 
     def local(self, command: str, argument: str) -> bool:
         """Run a local command; False on /quit."""
@@ -480,6 +529,19 @@ class _Repl:
             raise EOFError
         self.view.line(f"> {line.rstrip()}", "you")
         return line
+
+
+def _piped(view: View) -> Ask:
+    """Answers read from the piped input, echoed after their prompt as a transcript."""
+
+    def ask(prompt: str) -> str:
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        view.line(f"{prompt}{line.rstrip()}", "you")
+        return line
+
+    return ask
 
 
 def _ask(offered: Sequence[Definition]) -> str | None:

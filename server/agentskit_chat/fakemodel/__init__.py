@@ -5,6 +5,7 @@ and notice when a client hangs up in the middle of an answer::
 
     with FakeModelServer() as server:
         server.enqueue(Reply(chunks=("Hello", " there")), HttpResponse(429, retry_after="1"))
+        server.enqueue(ToolCalls((Call("get_weather", '{"city": "Paris"}'),)))
         ...  # point an `openai` adapter's base_url at server.url
         assert server.requests[0].body["stream"] is True
 
@@ -15,12 +16,14 @@ from ._core import BASE_PATH, FakeModel
 from ._scripts import (
     DEFAULT_CHUNKS,
     DEFAULT_TEXT,
+    Call,
     Ending,
     Hangup,
     HttpResponse,
     Reply,
     Script,
     Stall,
+    ToolCalls,
     split_text,
 )
 from ._stream import RecordedRequest
@@ -30,6 +33,7 @@ __all__ = [
     "BASE_PATH",
     "DEFAULT_CHUNKS",
     "DEFAULT_TEXT",
+    "Call",
     "Ending",
     "FakeModel",
     "FakeModelServer",
@@ -39,5 +43,6 @@ __all__ = [
     "Reply",
     "Script",
     "Stall",
+    "ToolCalls",
     "split_text",
 ]

@@ -8,7 +8,7 @@ import signal
 from collections.abc import Sequence
 
 from ._core import FakeModel
-from ._scripts import DEFAULT_TEXT, Reply, split_text
+from ._scripts import DEFAULT_TEXT, Reply, ToolCalls, split_text
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -16,7 +16,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m agentskit_chat.fakemodel",
         description="A fake model speaking the OpenAI Chat Completions streaming protocol; "
-        "every request gets the same fixed sentence.",
+        "every request gets the same fixed sentence, and one ending with tool results a "
+        "sentence naming how many it got.",
     )
     parser.add_argument(
         "--listen", default="127.0.0.1:0", help="host:port; port 0 picks one [%(default)s]"
@@ -24,6 +25,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunks", type=int, default=4, help="chunks per reply [%(default)s]")
     parser.add_argument(
         "--delay", type=float, default=0.0, help="seconds before each chunk [%(default)s]"
+    )
+    parser.add_argument(
+        "--tool-calls",
+        action="store_true",
+        help="answer a request that offers tools by calling each of them, with example "
+        "arguments from its schema streamed in pieces",
     )
     args = parser.parse_args(argv)
     if not 1 <= args.chunks <= len(DEFAULT_TEXT):
@@ -37,13 +44,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-async def serve(host: str, port: int, reply: Reply) -> None:
-    """Serve `reply` to every request until SIGTERM or SIGINT."""
+async def serve(host: str, port: int, reply: Reply, tool_reply: ToolCalls | None = None) -> None:
+    """Serve `reply` to every request (`tool_reply`, when set, to one that offers tools)
+    until SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    model = FakeModel(reply)
+    model = FakeModel(reply, tool_reply=tool_reply)
     await model.start(host, port)
     try:
         print(f"fake model listening on {model.url}", flush=True)
@@ -56,7 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     args = parse_args(argv)
     reply = Reply(chunks=split_text(DEFAULT_TEXT, args.chunks), delay=args.delay)
-    asyncio.run(serve(args.host, args.port, reply))
+    tool_reply = ToolCalls(delay=args.delay) if args.tool_calls else None
+    asyncio.run(serve(args.host, args.port, reply, tool_reply))
     return 0
 
 

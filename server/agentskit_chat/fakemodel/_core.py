@@ -12,8 +12,9 @@ from types import TracebackType
 from typing import Final, Self
 
 from ._http import HttpError, HttpRequest, read_request, response
-from ._scripts import Hangup, HttpResponse, Reply, Script, Stall
+from ._scripts import Hangup, HttpResponse, Reply, Script, Stall, ToolCalls
 from ._stream import RecordedRequest, send_completion, send_reply
+from ._tools import last_role, offers_tools, tool_results_reply
 
 BASE_PATH: Final = "/v1"
 COMPLETIONS: Final = f"{BASE_PATH}/chat/completions"
@@ -36,17 +37,31 @@ def _last_user_text(body: object) -> str:
 class FakeModel:
     """A real HTTP/1.1 server speaking the Chat Completions streaming protocol.
 
-    A request whose last user message is a key of `answers` gets that script; any other
-    takes the next enqueued script, or streams `default` when none is left.
+    A request whose last user message is a key of `answers` gets that script (a ToolCalls
+    answer only when the request offers tools: declares some, with a `tool_choice` other
+    than `none`); any other takes the next enqueued script, or else `tool_reply` when it
+    offers tools and one is set, or else streams `default`. A request whose last message
+    is a tool result leaves `answers` aside: it takes the next enqueued script, or else
+    `after_tools`, by default a sentence naming how many tool results it got.
     Use it on one event loop (`async with FakeModel() as model`); FakeModelServer runs one
     on a thread of its own for synchronous code.
     """
 
     def __init__(
-        self, default: Reply | None = None, answers: Mapping[str, Script] | None = None
+        self,
+        default: Reply | None = None,
+        answers: Mapping[str, Script] | None = None,
+        *,
+        tool_reply: Script | None = None,
+        after_tools: Script | None = None,
     ) -> None:
         self.default = default or Reply()
         self.answers: dict[str, Script] = dict(answers or {})
+        self.tool_reply = tool_reply
+        """The answer to a request that offers tools, when no key or queued script answers."""
+        self.after_tools = after_tools
+        """The answer to a request ending with tool results when no script is queued; None
+        names how many results it got."""
         self._scripts: deque[Script] = deque()
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -191,16 +206,25 @@ class FakeModel:
         return keep
 
     def _answer_for(self, body: object) -> Script:
+        if last_role(body) == "tool":
+            if self._scripts:
+                return self._scripts.popleft()
+            return tool_results_reply(body) if self.after_tools is None else self.after_tools
+        offered = offers_tools(body)
         if self.answers:
             keyed = self.answers.get(_last_user_text(body))
-            if keyed is not None:
+            if keyed is not None and (offered or not isinstance(keyed, ToolCalls)):
                 return keyed
-        return self._scripts.popleft() if self._scripts else self.default
+        if self._scripts:
+            return self._scripts.popleft()
+        if offered and self.tool_reply is not None:
+            return self.tool_reply
+        return self.default
 
     async def _stream(
         self,
         record: RecordedRequest,
-        script: Reply | Stall,
+        script: Reply | ToolCalls | Stall,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:

@@ -87,4 +87,50 @@ class Stall:
     """Answer nothing and keep the connection open until the client leaves."""
 
 
-Script: TypeAlias = Reply | HttpResponse | Hangup | Stall
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call of a ToolCalls answer."""
+
+    name: str
+    arguments: str = "{}"
+    """The arguments, JSON text: streamed in pieces."""
+    id: str | None = None
+    """The call id; None gives the call a fresh `call_fake_<n>`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCalls:
+    """A streamed answer that calls tools, in the OpenAI shape.
+
+    First the `text` chunks, if any; then for each call a first delta with its `index`,
+    `id`, `type` and function `name` (arguments empty), and its arguments in up to `pieces`
+    more deltas of that index. With `interleave` the calls take turns, delta by delta (all
+    the first deltas, then every call's first piece, ...); without, one call after another.
+    Then the finish reason (`tool_calls`), usage and `[DONE]`, as a Reply ends.
+
+    With no `calls`, the answer calls each tool the request declares, with example
+    arguments made from its `parameters` schema: only the tool `tool_choice` names when it
+    names one, only the first with `parallel_tool_calls: false`, and none when the request
+    declares no tools. `delay`, `pause_after` and the request's `chunks_sent` count every
+    delta after the first (the assistant role), text and tool deltas alike.
+    """
+
+    calls: tuple[Call, ...] = ()
+    pieces: int = 3
+    interleave: bool = True
+    text: tuple[str, ...] = ()
+    delay: float = 0.0
+    usage: tuple[int, int] | None = None
+    """(prompt tokens, completion tokens); None counts the words sent and the deltas."""
+    finish_reason: str = "tool_calls"
+    ending: Ending = Ending.DONE
+    pause_after: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.pieces < 1:
+            raise ValueError("a tool call's arguments come in at least one piece")
+        if not all(call.name for call in self.calls):
+            raise ValueError("every scripted tool call needs a name")
+
+
+Script: TypeAlias = Reply | ToolCalls | HttpResponse | Hangup | Stall

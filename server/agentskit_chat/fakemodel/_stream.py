@@ -1,4 +1,4 @@
-"""Writes a scripted Reply as an OpenAI `chat.completion.chunk` event stream."""
+"""Writes a scripted Reply or ToolCalls as an OpenAI `chat.completion.chunk` event stream."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from itertools import count
 from typing import Any, Final
 
 from ._http import LAST_CHUNK, chunk, response, response_head
-from ._scripts import Ending, Reply
+from ._scripts import Ending, Reply, ToolCalls
+from ._tools import call_deltas, resolve_calls
 
 MALFORMED_EVENT: Final = b'data: {"choices": [{"delta": {"content": \n\n'
 _ids: Final = count(1)
@@ -38,6 +39,16 @@ class RecordedRequest:
     """Set when the client left before the answer was complete."""
     resumed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
+    @property
+    def tools(self) -> Any:
+        """The body's `tools` (the declared tools, as sent), or None."""
+        return self.body.get("tools") if isinstance(self.body, dict) else None
+
+    @property
+    def tool_choice(self) -> Any:
+        """The body's `tool_choice`, or None."""
+        return self.body.get("tool_choice") if isinstance(self.body, dict) else None
+
 
 def stream_head() -> bytes:
     """The head of a streamed answer."""
@@ -51,7 +62,23 @@ def stream_head() -> bytes:
     )
 
 
-async def send_reply(record: RecordedRequest, reply: Reply, writer: asyncio.StreamWriter) -> bool:
+def deltas(reply: Reply | ToolCalls, body: object) -> list[dict[str, Any]]:
+    """The deltas that stream `reply` to `body`, after the first (the assistant role)."""
+    if isinstance(reply, Reply):
+        return [{"content": text} for text in reply.chunks]
+    calls = resolve_calls(reply, body)
+    return [
+        *({"content": text} for text in reply.text),
+        *(
+            {"tool_calls": [item]}
+            for item in call_deltas(calls, reply.pieces, interleave=reply.interleave)
+        ),
+    ]
+
+
+async def send_reply(
+    record: RecordedRequest, reply: Reply | ToolCalls, writer: asyncio.StreamWriter
+) -> bool:
     """Stream `reply`; whether the connection may serve another request."""
     body = record.body if isinstance(record.body, dict) else {}
     options = body.get("stream_options")
@@ -61,14 +88,15 @@ async def send_reply(record: RecordedRequest, reply: Reply, writer: asyncio.Stre
     )
     writer.write(stream_head() + events.choice({"role": "assistant", "content": ""}))
     await writer.drain()
-    for index, text in enumerate(reply.chunks):
+    sent = deltas(reply, body)
+    for index, delta in enumerate(sent):
         await _pause(record, reply, index)
         if reply.delay > 0:
             await asyncio.sleep(reply.delay)
         record.chunks_sent += 1  # Counted before it leaves: a client never sees more.
-        writer.write(events.choice({"content": text}))
+        writer.write(events.choice(delta))
         await writer.drain()
-    await _pause(record, reply, len(reply.chunks))
+    await _pause(record, reply, len(sent))
     if reply.ending == Ending.STALL:
         await asyncio.Future()  # Until the client leaves.
     if reply.ending == Ending.DROP:
@@ -82,7 +110,7 @@ async def send_reply(record: RecordedRequest, reply: Reply, writer: asyncio.Stre
     elif reply.ending in (Ending.DONE, Ending.HOLD):
         ending.append(events.choice({}, reply.finish_reason))
         if usage_asked:
-            prompt, completion = reply.usage or (_words(body), len(reply.chunks))
+            prompt, completion = reply.usage or (_words(body), len(sent))
             ending.append(events.usage(prompt, completion))
         ending.append(chunk(b"data: [DONE]\n\n"))
     if reply.ending == Ending.HOLD:
@@ -95,10 +123,21 @@ async def send_reply(record: RecordedRequest, reply: Reply, writer: asyncio.Stre
     return True
 
 
-def send_completion(body: Any, reply: Reply, *, keep_alive: bool) -> bytes:
+def send_completion(body: Any, reply: Reply | ToolCalls, *, keep_alive: bool) -> bytes:
     """`reply` as one non-streamed `chat.completion` response."""
     data = body if isinstance(body, dict) else {}
-    prompt, completion = reply.usage or (_words(data), len(reply.chunks))
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    if isinstance(reply, Reply):
+        message["content"], parts = reply.text, len(reply.chunks)
+    else:
+        calls = resolve_calls(reply, data)
+        message["content"] = "".join(reply.text) or None
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+            for i, n, a in calls
+        ]
+        parts = len(reply.text) + len(calls)
+    prompt, completion = reply.usage or (_words(data), parts)
     answer = {
         "id": f"chatcmpl-fake-{next(_ids)}",
         "object": "chat.completion",
@@ -107,7 +146,7 @@ def send_completion(body: Any, reply: Reply, *, keep_alive: bool) -> bytes:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": reply.text},
+                "message": message,
                 "finish_reason": reply.finish_reason,
             }
         ],
@@ -116,7 +155,7 @@ def send_completion(body: Any, reply: Reply, *, keep_alive: bool) -> bytes:
     return response(200, json.dumps(answer).encode(), "application/json", keep_alive=keep_alive)
 
 
-async def _pause(record: RecordedRequest, reply: Reply, sent: int) -> None:
+async def _pause(record: RecordedRequest, reply: Reply | ToolCalls, sent: int) -> None:
     if reply.pause_after == sent:
         await record.resumed.wait()
 
@@ -125,7 +164,8 @@ def _words(body: Mapping[str, Any]) -> int:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return 0
-    return sum(len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict))
+    contents = (m.get("content") for m in messages if isinstance(m, dict))
+    return sum(len(str(c).split()) for c in contents if c is not None)
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
@@ -143,7 +183,7 @@ class _Events:
     usage_asked: bool
     created: int = field(default_factory=lambda: int(time.time()))
 
-    def choice(self, delta: dict[str, str], finish_reason: str | None = None) -> bytes:
+    def choice(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         choices = [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
         return self._event(choices, None)
 

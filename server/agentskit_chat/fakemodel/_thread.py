@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Final, Self
 
@@ -23,9 +24,16 @@ class FakeModelServer:
     """
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, *, default: Reply | None = None
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        default: Reply | None = None,
+        answers: Mapping[str, Script] | None = None,
+        tool_reply: Script | None = None,
+        after_tools: Script | None = None,
     ) -> None:
-        self.model = FakeModel(default)
+        self.model = FakeModel(default, answers, tool_reply=tool_reply, after_tools=after_tools)
         self._address = (host, port)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

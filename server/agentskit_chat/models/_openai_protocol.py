@@ -18,14 +18,17 @@ import httpx
 from agentskit_chat.conversation import Message
 
 from ._openai_settings import OpenAISettings
+from ._openai_tools import ToolCallError, ToolCallState, tool_fields, wire_messages
 from ._port import (
     NO_SAMPLING,
+    NO_TOOLS,
     FinishChunk,
     ModelChunk,
     ModelError,
     ResponseChunk,
     Sampling,
     TextChunk,
+    ToolOptions,
     UsageChunk,
 )
 
@@ -59,14 +62,18 @@ def fail(code: str, message: str, *, retryable: bool) -> AttemptError:
 
 
 def request_body(
-    settings: OpenAISettings, messages: Sequence[Message], sampling: Sampling = NO_SAMPLING
+    settings: OpenAISettings,
+    messages: Sequence[Message],
+    sampling: Sampling = NO_SAMPLING,
+    tools: ToolOptions = NO_TOOLS,
 ) -> bytes:
     """The JSON body of a streaming Chat Completions request; the caller's `sampling`
-    may lower the definition's temperature and token limit, never raise them."""
-    wire: list[dict[str, str]] = []
+    may lower the definition's temperature and token limit, never raise them. Declared
+    `tools` add `tools`, `tool_choice` and `parallel_tool_calls` (see tool_fields)."""
+    wire: list[dict[str, Any]] = []
     if settings.system_prompt:
         wire.append({"role": "system", "content": settings.system_prompt})
-    wire.extend({"role": str(m.role), "content": m.content} for m in messages)
+    wire.extend(wire_messages(messages))
     body: dict[str, Any] = {
         "model": settings.model,
         "messages": wire,
@@ -85,6 +92,7 @@ def request_body(
             body[name] = value
     if sampling.stop:
         body["stop"] = list(sampling.stop)
+    body.update(tool_fields(tools))
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
@@ -98,9 +106,15 @@ def _lower(configured: _Number | None, asked: _Number | None) -> _Number | None:
     return configured if asked is None else min(configured, asked)
 
 
-def parse_chunk(data: str, *, describe: bool = False) -> list[ModelChunk]:
+def parse_chunk(
+    data: str, *, describe: bool = False, calls: ToolCallState | None = None
+) -> list[ModelChunk]:
     """The model chunks of one `chat.completion.chunk` event; with `describe`, first a
-    ResponseChunk naming the completion and its model, when the event names either."""
+    ResponseChunk naming the completion and its model, when the event names either.
+
+    `calls` follows the answer's tool calls from one event to the next: pass the same one
+    for every event of an answer (without it, the event is read on its own).
+    """
     try:
         decoded = json.loads(data)
     except ValueError:
@@ -123,14 +137,14 @@ def parse_chunk(data: str, *, describe: bool = False) -> list[ModelChunk]:
     if not isinstance(choices, list):
         raise _protocol("the model sent a chunk with malformed choices")
     if choices:
-        found.extend(_choice(choices[0]))
+        found.extend(_choice(choices[0], ToolCallState() if calls is None else calls))
     usage = decoded.get("usage")
     if usage is not None:
         found.append(_usage(usage))
     return found
 
 
-def _choice(choice: object) -> list[ModelChunk]:
+def _choice(choice: object, calls: ToolCallState) -> list[ModelChunk]:
     if not isinstance(choice, dict):
         raise _protocol("the model sent a chunk with a malformed choice")
     found: list[ModelChunk] = []
@@ -142,6 +156,12 @@ def _choice(choice: object) -> list[ModelChunk]:
         raise _protocol("the model sent a chunk with malformed content")
     if content:
         found.append(TextChunk(content))
+    tool_calls = delta.get("tool_calls")
+    if tool_calls is not None:
+        try:
+            found.extend(calls.delta(tool_calls))
+        except ToolCallError as exc:
+            raise _protocol(str(exc)) from None
     reason = choice.get("finish_reason")
     if reason is not None:
         if not isinstance(reason, str):

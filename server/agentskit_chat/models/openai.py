@@ -10,6 +10,9 @@ arrived, and is closed otherwise.
 Each request carries the current W3C trace context (`traceparent`, `tracestate`) through
 the OpenTelemetry API's global propagator, so a model server that traces joins the turn's
 trace under the model call's span; without telemetry the API has nothing to inject.
+
+Declared tools go upstream in the OpenAI `tools` shape, with the history's tool calls and
+results; the answer's streamed tool calls come back as tool call chunks (`_openai_tools`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ._openai_protocol import (
     transport_failure,
 )
 from ._openai_settings import OpenAISettings, parse_settings
+from ._openai_tools import ToolCallState
 from ._port import CallInfo, FinishChunk, ModelChunk, ModelError, ModelRequest, ResponseChunk
 from ._sse import EventStreamError, EventStreamParser, ServerEvent, TruncatedEventError
 
@@ -134,7 +138,7 @@ class OpenAIAdapter:
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
         """The answer's chunks as they arrive; ModelError on failure."""
-        body = request_body(self.settings, request.messages, request.sampling)
+        body = request_body(self.settings, request.messages, request.sampling, request.tools)
         headers = self._headers()
         propagate.inject(headers)
         for attempt in (1, 2):
@@ -258,6 +262,7 @@ class _Body(httpx.AsyncByteStream):
 async def _chunks(response: httpx.Response, body: _Body) -> AsyncGenerator[ModelChunk, None]:
     """The model chunks of an event stream, up to `[DONE]`."""
     finished = described = False
+    calls = ToolCallState()
     async with aclosing(_events(response)) as events:
         async for event in events:
             if event.data == DONE:
@@ -267,7 +272,7 @@ async def _chunks(response: httpx.Response, body: _Body) -> AsyncGenerator[Model
                 raise fail(
                     SERVER_ERROR, "the model reported an error in its stream", retryable=True
                 )
-            for chunk in parse_chunk(event.data, describe=not described):
+            for chunk in parse_chunk(event.data, describe=not described, calls=calls):
                 described = described or isinstance(chunk, ResponseChunk)
                 finished = finished or isinstance(chunk, FinishChunk)
                 yield chunk

@@ -45,11 +45,13 @@ def plan_turn(
     limits: Limits,
     new_id: Callable[[str], str],
     record: SessionRecord | None = None,
+    approvals: frozenset[str] = frozenset(),
 ) -> Plan:
     """The plan of `operation` over a server-held `history` (ignored for dispatch);
-    `record` tells which tool calls the last answer waits on."""
+    `record` tells which tool calls the last answer waits on, `approvals` which tools'
+    calls wait for approval."""
     if isinstance(operation, Dispatch):
-        return _dispatch(operation, limits, record, new_id)
+        return _dispatch(operation, limits, record, new_id, approvals)
     if isinstance(operation, ToolResults):
         return _tool_results(operation, history, limits, new_id, record)
     if isinstance(operation, Submit):
@@ -71,6 +73,7 @@ def _dispatch(
     limits: Limits,
     record: SessionRecord | None,
     new_id: Callable[[str], str],
+    approvals: frozenset[str],
 ) -> Plan:
     limits.check_dispatch(operation.messages)
     check_tool_fields(operation.messages)
@@ -78,7 +81,7 @@ def _dispatch(
     if not users:
         raise invalid("dispatch.messages", "dispatch.messages holds no user message to resolve")
     last = operation.messages[users[-1]]
-    tools = None if record is None else continue_client_held(operation, record, new_id)
+    tools = None if record is None else continue_client_held(operation, record, new_id, approvals)
     if tools is None:
         limits.check_text(f"dispatch.messages[{users[-1]}].content", last.content)
         return Plan(operation.messages, 0, (), last.id)

@@ -72,27 +72,40 @@ def continue_server_held(
 
 
 def continue_client_held(
-    operation: Dispatch, record: SessionRecord, new_id: Callable[[str], str]
+    operation: Dispatch,
+    record: SessionRecord,
+    new_id: Callable[[str], str],
+    approvals: frozenset[str] = frozenset(),
 ) -> ToolContinuation | None:
     """The continuation a dispatch makes when its history ends with tool messages or it
-    carries approvals; None for an ordinary dispatch (the last user message is resolved)."""
+    carries approvals; None for an ordinary dispatch (the last user message is resolved).
+
+    The calls answered are those the session's last answer waits on when the dispatched
+    answer makes them (or makes none: the client dropped them); an answer this session did
+    not record (a stateless client sending its whole history to a new session, or a
+    history that went on elsewhere) is taken as the client holds it, since the client is
+    the keeper of a client-held history: each of its calls must be answered, and those of
+    a tool the definition marks for approval need a decision."""
     messages = operation.messages
     start = len(messages)
     while start > 0 and messages[start - 1].role == Role.TOOL:
         start -= 1
     if start == len(messages) and not operation.approvals:
         return None
-    last = record.last_answer()
-    if last is None or not last.pending or start == 0 or messages[start - 1].role != Role.ASSISTANT:
+    if start == 0 or messages[start - 1].role != Role.ASSISTANT:
         raise _no_pending()
     answer = messages[start - 1]
+    waits = _client_waits(answer, record, approvals)
     known = {call.id: call for call in answer.tool_calls}
-    calls = tuple(known.get(p.call_id, ToolCall(p.call_id, p.name, "")) for p in last.pending)
+    calls = tuple(known.get(p.call_id, ToolCall(p.call_id, p.name, "")) for p in waits)
+    waited = {p.call_id for turn in record.recent_turns for p in turn.pending}
+    answered_before = (set(known) & waited) - {p.call_id for p in waits}
     results = [
         (f"dispatch.messages[{i}]", ToolResult(m.tool_call_id or "", m.content, m.id))
         for i, m in enumerate(messages[start:], start)
+        if m.tool_call_id not in answered_before  # answered by an earlier turn
     ]
-    pending = tuple(zip(last.pending, calls, strict=True))
+    pending = tuple(zip(waits, calls, strict=True))
     continuation = _answer(
         pending, answer.id, operation.approvals, results, "dispatch.approvals", new_id
     )
@@ -100,6 +113,23 @@ def continue_client_held(
     held = {m.id for m in messages}
     denied = tuple(m for m in continuation.added if m.id not in held)
     return ToolContinuation(denied, continuation.waiting, continuation.calls, answer.id)
+
+
+def _client_waits(
+    answer: Message, record: SessionRecord, approvals: frozenset[str]
+) -> tuple[PendingCall, ...]:
+    """What a dispatched answer's calls wait for (see `continue_client_held`)."""
+    last = record.last_answer()
+    recorded = () if last is None else last.pending
+    made = {call.id for call in answer.tool_calls}
+    if recorded and {p.call_id for p in recorded} <= (made or {p.call_id for p in recorded}):
+        return recorded  # the calls it still waits on (others were answered before)
+    if not made:
+        raise _no_pending()
+    return tuple(
+        PendingCall(call.id, call.name, "approval" if call.name in approvals else "result")
+        for call in answer.tool_calls
+    )
 
 
 def check_tool_fields(messages: Sequence[Message]) -> None:

@@ -194,7 +194,14 @@ class TurnRunner:
         check_expected_cursor(loaded, request.expected_cursor)
         at = now_ms()
         refuse_if_leased(loaded, at, request.turn_id)
-        plan = plan_turn(request.operation, history, self._limits, new_id, loaded.record)
+        plan = plan_turn(
+            request.operation,
+            history,
+            self._limits,
+            new_id,
+            loaded.record,
+            loaded.definition.approvals,
+        )
         declarative = _declarative(loaded.definition)
         resolved: Outcome | None = None
         if declarative:

@@ -21,6 +21,9 @@ ModelKey = tuple[str, str | None, str | None, str | None, int | None, str | None
 """A model call's metric attributes as one hashable value: provider, model, response model,
 address, port, definition, error code."""
 MODEL_ATTRIBUTE_SETS = 256
+TOOL_NAMES = 256
+"""Distinct tool names a server counts calls of; callers declare tools, so past this many
+a call is counted under `_other` (a bound on the metric's cardinality)."""
 """Model-call attribute sets kept built; past that many the cache starts over (a bound on
 memory should response models or addresses keep changing)."""
 
@@ -63,6 +66,10 @@ class TurnMetrics:
             explicit_bucket_boundaries_advisory=n.GEN_AI_TOKEN_BUCKETS,
         )
         self._model_sets: dict[ModelKey, _ModelSets] = {}
+        self.tool_calls = meter.create_counter(
+            n.TOOL_CALLS, unit="{call}", description="Tool calls the model made, by tool name."
+        )
+        self._tool_sets: dict[tuple[str, str | None], Attributes] = {}
 
     def record(self, report: TurnReport) -> None:
         """Count the turn and record its timings and its model call."""
@@ -79,6 +86,23 @@ class TurnMetrics:
         call = report.model_call
         if call is not None and call.remote:  # A local stand-in is no GenAI operation.
             self._record_model_call(call, report.definition_id)
+        for _, name in report.tool_calls:
+            self.tool_calls.add(1, self._tool_attributes(name, report.definition_id))
+
+    def _tool_attributes(self, name: str, definition_id: str | None) -> Attributes:
+        key = (name, definition_id)
+        found = self._tool_sets.get(key)
+        if found is None:
+            if len(self._tool_sets) >= TOOL_NAMES:
+                key = (n.OTHER_TOOL, definition_id)
+                name = n.OTHER_TOOL
+            found = self._tool_sets.get(key)
+            if found is None:
+                found = {n.GEN_AI_TOOL_NAME: name}
+                if definition_id is not None:
+                    found[n.DEFINITION_ID] = definition_id
+                self._tool_sets[key] = found
+        return found
 
     def _record_model_call(self, call: ModelCallReport, definition_id: str | None) -> None:
         sets = self._model_attributes(call, definition_id)

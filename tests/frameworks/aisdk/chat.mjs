@@ -9,7 +9,12 @@
 // The chat is a headless `AbstractChat` (what `useChat` runs, minus React), whose transport
 // is `DefaultChatTransport` with every chunk it yields recorded on the way.
 import { createInterface } from "node:readline";
-import { AbstractChat, DefaultChatTransport, readUIMessageStream } from "ai";
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithToolCalls,
+  readUIMessageStream,
+} from "ai";
 
 const api = process.env.AISDK_API;
 const token = process.env.AISDK_TOKEN;
@@ -211,7 +216,36 @@ async function cancelled() {
   return { before: before.seen, reconnected: after !== null };
 }
 
-const scenarios = { turns, badToken, resume, cancelled };
+/** A tool round: the tools declared through the transport's body, each call run by
+ * `onToolCall` with `addToolOutput`, and the answer continued by `sendAutomaticallyWhen`. */
+async function tools() {
+  const declared = JSON.parse(process.env.AISDK_TOOLS);
+  const transport = new RecordingTransport({ api, headers, body: { tools: declared } });
+  const calls = [];
+  const chat = new HeadlessChat({
+    id: process.env.AISDK_CHAT_ID,
+    transport,
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+    onToolCall: ({ toolCall }) => {
+      calls.push(toolCall);
+      // Not awaited, as the AI SDK advises inside onToolCall.
+      chat.addToolOutput({
+        tool: toolCall.toolName,
+        toolCallId: toolCall.toolCallId,
+        output: { ran: toolCall.toolName, note: process.env.AISDK_NOTE },
+      });
+    },
+  });
+  await chat.sendMessage({ text: "/tools" });
+  return {
+    calls,
+    requests: transport.chunks.length,
+    first: transport.chunks[0],
+    ...view(chat, transport),
+  };
+}
+
+const scenarios = { turns, badToken, resume, cancelled, tools };
 const scenario = scenarios[process.argv[2]];
 if (!scenario) {
   console.error(`unknown scenario ${process.argv[2]}`);

@@ -71,6 +71,51 @@ const scenarios = {
     }
     return seen;
   },
+  // A tool round: the streamed tool_calls deltas gathered as the SDK's users do, then the
+  // history again with the assistant's calls and one role "tool" message per call.
+  async tools() {
+    const tools = [
+      {
+        type: "function",
+        function: {
+          name: "get_weather",
+          description: "The weather in a city",
+          parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+        },
+      },
+    ];
+    const headers = { "X-AgentsKit-Conversation": "node-tools" };
+    const messages = [user("What is the weather in Paris?")];
+    const stream = await client.chat.completions.create(
+      { model: "support", messages, tools, tool_choice: "auto", stream: true },
+      { headers },
+    );
+    const calls = [];
+    let finish = null;
+    for await (const chunk of stream) {
+      const choice = chunk.choices[0];
+      for (const delta of choice?.delta?.tool_calls ?? []) {
+        calls[delta.index] ??= { id: delta.id, type: "function", function: { name: delta.function?.name, arguments: "" } };
+        calls[delta.index].function.arguments += delta.function?.arguments ?? "";
+      }
+      finish = choice?.finish_reason ?? finish;
+    }
+    const results = calls.map((call) => ({ role: "tool", tool_call_id: call.id, content: "sunny" }));
+    const second = await client.chat.completions.create(
+      {
+        model: "support",
+        messages: [...messages, { role: "assistant", content: null, tool_calls: calls }, ...results],
+        tools,
+      },
+      { headers },
+    );
+    return {
+      finish,
+      calls: calls.map((c) => ({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })),
+      answer: second.choices[0].message.content,
+      kind: second.agentskit.kind,
+    };
+  },
   // A stream aborted after its first piece of text (the SDK ends the iteration quietly).
   async cancel() {
     const controller = new AbortController();

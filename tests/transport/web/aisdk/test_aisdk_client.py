@@ -9,6 +9,7 @@ Node the project requires (7.x needs 22).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -245,3 +246,51 @@ def test_the_ai_sdk_chat_against_serve(tmp_path: Path) -> None:
     log = (tmp_path / "serve.log").read_text(encoding="utf-8")
     assert "chat-serve" in log  # the turns' log lines, which name the session
     assert CANARY not in log
+
+
+def test_a_tool_round_through_the_ai_sdk_chat(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`onToolCall` runs each call with `addToolOutput`, and `sendAutomaticallyWhen`
+    (`lastAssistantMessageIsCompleteWithToolCalls`) continues the answer in the same
+    assistant message."""
+    require_node()
+    caplog.set_level(logging.DEBUG)
+    tools = [
+        {"name": "weather", "description": "The weather.", "inputSchema": {"type": "object"}},
+        {"name": "clock", "inputSchema": {"type": "object"}},
+    ]
+
+    async def scenario() -> dict[str, Any]:
+        async with web_live(tmp_path) as web:
+            env = {"chat_id": "chat-tools", "tools": json.dumps(tools), "note": CANARY}
+            async with node("tools", f"{web.url}/ai-sdk/probe", **env) as script:
+                result: dict[str, Any] = await script.result()
+            assert web.env.probe.model_calls == [1, 4]
+            assert CANARY not in repr(web.env.dump())
+            return result
+
+    result = run(scenario())
+    assert [(c["toolCallId"], c["toolName"], c["input"]) for c in result["calls"]] == [
+        ("call-0", "weather", {"n": 0}),
+        ("call-1", "clock", {"n": 1}),
+    ]
+    assert result["requests"] == 2  # the round, then the automatic continuation
+    assert result["status"] == "ready"
+    assert result["roles"] == ["user", "assistant"]  # one answer, two steps
+    message = result["last"]
+    assert [p["type"] for p in message["parts"] if not p["type"].startswith("data-")] == [
+        "step-start",
+        "tool-weather",
+        "tool-clock",
+        "step-start",
+        "text",
+    ]
+    tools_parts = [p for p in message["parts"] if p["type"].startswith("tool-")]
+    assert [p["state"] for p in tools_parts] == ["output-available", "output-available"]
+    assert tools_parts[0]["output"] == {"ran": "weather", "note": CANARY}
+    assert text(message) == "2 tool results"
+    assert types(result["first"])[-1] == "finish"
+    assert result["first"][-1]["finishReason"] == "tool-calls"
+    for record in caplog.records:
+        assert CANARY not in record.getMessage()

@@ -61,9 +61,11 @@ def test_a_deterministic_turn_and_its_replay_over_plain_http(
                 "start",
                 "data-agentskit-snapshot",
                 "data-agentskit-decision",
+                "start-step",
                 "text-start",
                 "text-delta",
                 "text-end",
+                "finish-step",
                 "data-agentskit-snapshot",
                 "finish",
                 "[DONE]",
@@ -73,8 +75,8 @@ def test_a_deterministic_turn_and_its_replay_over_plain_http(
                 {"route": "start", "input": "/start"},
                 {"route": "boom", "input": "/boom"},
             ]
-            assert found[6]["data"]["state"] == "collecting"
-            assert found[1]["id"] == found[6]["id"]  # the second replaces the first
+            assert found[8]["data"]["state"] == "collecting"
+            assert found[1]["id"] == found[8]["id"]  # the second replaces the first
             # Regenerate with the answer still in the history: it is dropped, and the
             # recorded decision replayed.
             history = [user("u1", "/start"), assistant(found[0]["messageId"], "What?")]

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from agentskit_chat.service import Reason, ServiceError
 from agentskit_chat.service._errors import invalid, limit_exceeded
 from agentskit_chat.transport.web.boundary.fronts import FrontError, sse
+from tests.transport.conftest import run
+from tests.transport.web.conftest import web_live
 
 
 def test_a_refusal_keeps_its_reason_as_a_plain_code_and_its_field() -> None:
@@ -35,3 +41,28 @@ def test_a_busy_session_says_when_to_come_back_in_whole_seconds() -> None:
 
 def test_an_event_spanning_lines_keeps_each_line_as_data() -> None:
     assert sse("a\nb", event="x", event_id="7") == b"id: 7\nevent: x\ndata: a\ndata: b\n\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "then"),
+    [
+        ("/v1/chat/completions", "/v1/models"),
+        ("/agui/probe", "/healthz"),
+        ("/ai-sdk/probe", "/healthz"),
+    ],
+    ids=["openai", "agui", "aisdk"],
+)
+def test_a_body_too_large_closes_its_connection_and_says_so(
+    tmp_path: Path, path: str, then: str
+) -> None:
+    """The body is left unread, so the connection ends with the 413: `Connection: close`
+    tells a keep-alive client to open another for its next request."""
+
+    async def scenario() -> None:
+        async with web_live(tmp_path, max_request_bytes=1024) as web:
+            big = await web.http.post(path, content=b"{" + b" " * 4096 + b"}")
+            assert big.status_code == 413
+            assert big.headers["connection"] == "close"
+            assert (await web.http.get(then)).status_code in (200, 401)
+
+    run(scenario())

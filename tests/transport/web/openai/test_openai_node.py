@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentskit_chat.fakemodel import FakeModelServer, Reply
+from agentskit_chat.fakemodel import FakeModelServer, Reply, ToolCalls
 from agentskit_chat_client import ChatClient
 from tests.cli.conftest import Launcher
 from tests.cli.conftest import launch as launch
@@ -105,3 +105,14 @@ def test_an_aborted_stream_stops_the_model_and_commits_nothing(
 async def _turns(live: OpenAILive, session_id: str) -> list[Any]:
     async with ChatClient(live.server.target, token=TOKEN, timeout=30) as chat:
         return list((await chat.list_turns(session_id)).turns)
+
+
+def test_a_tool_round_with_the_npm_sdk(live: OpenAILive, model: FakeModelServer) -> None:
+    model.model.answers["What is the weather in Paris?"] = ToolCalls()
+    seen = node(live, "tools")
+    assert seen["finish"] == "tool_calls"
+    assert [c["name"] for c in seen["calls"]] == ["get_weather"]
+    assert isinstance(seen["calls"][0]["arguments"]["city"], str)
+    assert seen["answer"].startswith("The fake model got 1 tool result")
+    assert seen["kind"] == "agentic"
+    assert model.requests[-1].tools is not None

@@ -10,6 +10,11 @@
   (created with CreateSession) submits only the last user message: a new one is submitted,
   one the server holds already is edited (`submit-message`) or retried
   (`regenerate-message`).
+- Tools: the body's `tools` (and `toolChoice`, `parallelToolCalls`) are the turn's
+  declarations. A request whose last message is an assistant message with tool outputs or
+  approval responses in its last step continues that answer: a client-held chat dispatches
+  the history (tool parts as calls and tool messages) with the approvals, a server-held one
+  sends a `tool_results` operation. The stream adds the answer's step to that message.
 - `GET /ai-sdk/{definition_id}/{chat_id}/stream` (the transport's reconnect request):
   the chat's running turn from its first event, in the same shape, or 204 when none runs.
 - `POST /ai-sdk/{definition_id}/{chat_id}/cancel`: cancel the chat's running turn (a
@@ -43,7 +48,8 @@ from agentskit_chat.transport.web.boundary.fronts import (
 )
 from agentskit_chat.transport.web.boundary.streams import current_flow
 
-from ._parts import REGENERATE, ChatRequest, Chunks, Commands, checked_id, refusal
+from ._chunks import Chunks, Commands
+from ._parts import REGENERATE, ChatRequest, checked_id, refusal
 from ._stream import not_allowed, refuse, stream_turn
 
 log = logging.getLogger("agentskit_chat.transport")
@@ -66,8 +72,10 @@ class AiSdkFront:
         self.rpcs = context.rpcs
         self._commands: dict[tuple[str, int], Commands] = {}
 
-    async def chunks(self, chat_id: str, session: pb.Session) -> Chunks:
-        """The stream's chunk maker for a turn of `session`."""
+    async def chunks(
+        self, chat_id: str, session: pb.Session, asked: ChatRequest | None = None
+    ) -> Chunks:
+        """The stream's chunk maker for a turn of `session` (that `asked` asked for)."""
         key = (session.definition_id, session.definition_revision)
         commands = self._commands.get(key)
         if commands is None:
@@ -81,7 +89,12 @@ class AiSdkFront:
                 if len(self._commands) >= MAX_DEFINITIONS:
                     self._commands.clear()
                 self._commands[key] = commands
-        return Chunks(chat_id, session.snapshot, commands)
+        if asked is None or asked.answers is None:
+            return Chunks(chat_id, session.snapshot, commands)
+        answers = asked.answers
+        return Chunks(
+            chat_id, session.snapshot, commands, asked.continues, answers.denied, answers.held
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request under `/ai-sdk/`."""
@@ -122,15 +135,28 @@ class AiSdkFront:
             if request.resumable
             else pb.DISCONNECT_MODE_CANCEL,
         )
+        request.tools.apply(turn)
         if session.history_mode == pb.HISTORY_MODE_CLIENT:
             turn.dispatch.messages.extend(request.history())
+            if request.answers is not None:
+                turn.dispatch.approvals.extend(request.answers.approvals)
+        elif request.answers is not None:
+            results = pb.ToolResultsOperation(  # less the results the server holds
+                results=[
+                    r
+                    for r in request.answers.results
+                    if r.tool_call_id not in {m.tool_call_id for m in stored}
+                ],
+                approvals=request.answers.approvals,
+            )
+            turn.tool_results.CopyFrom(results)
         else:
             _server_held(turn, request, stored)
         try:
-            chunks = await self.chunks(request.chat_id, session)
+            chunks = await self.chunks(request.chat_id, session, request)
             flow = current_flow()
             events = self.rpcs.stream_turn(turn, None if flow is None else flow.stall)
-            return await stream_turn(call, send, events, chunks)
+            return await stream_turn(call, send, events, chunks, request.fields)
         except FrontError as error:  # refused before its stream began
             if created is not None:  # the chat this request created goes with its turn
                 await forget_created(self.rpcs, request.chat_id, created, error)
@@ -138,10 +164,10 @@ class AiSdkFront:
 
     async def _session(
         self, request: ChatRequest, definition_id: str
-    ) -> tuple[pb.Session, set[str], int | None]:
-        """The chat's session (created client-held when absent), the ids of the messages
-        the server holds for it, and the cursor it was created at by this request (None
-        when it existed)."""
+    ) -> tuple[pb.Session, tuple[pb.Message, ...], int | None]:
+        """The chat's session (created client-held when absent), the messages the server
+        holds for it, and the cursor it was created at by this request (None when it
+        existed)."""
         try:
             found = await self.rpcs.get_session(pb.GetSessionRequest(session_id=request.chat_id))
         except ServiceError as error:
@@ -150,17 +176,17 @@ class AiSdkFront:
             return await self._create(request.chat_id, definition_id)
         if found.session.definition_id != definition_id:
             raise FrontError(409, "conflict", "id names a chat of another definition", "id")
-        return found.session, {m.id for m in found.messages}, None
+        return found.session, tuple(found.messages), None
 
     async def _create(
         self, chat_id: str, definition_id: str
-    ) -> tuple[pb.Session, set[str], int | None]:
+    ) -> tuple[pb.Session, tuple[pb.Message, ...], int | None]:
         create = pb.CreateSessionRequest(
             definition_id=definition_id, session_id=chat_id, history_mode=pb.HISTORY_MODE_CLIENT
         )
         try:
             session = (await self.rpcs.create_session(create)).session
-            return session, set(), session.cursor
+            return session, (), session.cursor
         except ServiceError as error:
             if error.reason != Reason.SESSION_EXISTS:  # created meanwhile: use it
                 raise refusal(error) from None
@@ -171,7 +197,7 @@ class AiSdkFront:
             raise refusal(error) from None
         if session.definition_id != definition_id:
             raise FrontError(409, "conflict", "id names a chat of another definition", "id")
-        return session, set(), None
+        return session, (), None
 
     async def _running_turn(
         self, call: FrontCall, definition_id: str, chat_id: str, send: Send
@@ -229,11 +255,13 @@ def _route(parts: list[str]) -> tuple[str | None, str]:
     return None, ""
 
 
-def _server_held(turn: pb.StreamTurnRequest, request: ChatRequest, stored: set[str]) -> None:
+def _server_held(
+    turn: pb.StreamTurnRequest, request: ChatRequest, stored: tuple[pb.Message, ...]
+) -> None:
     """The operation on a server-held history: only the last user message is taken."""
     index = request.last_user()
     last = request.messages[index]
-    if last.id not in stored:
+    if last.id not in {m.id for m in stored}:
         turn.submit.CopyFrom(pb.SubmitOperation(content=last.content, message_id=last.id))
     elif request.trigger == REGENERATE:
         turn.retry.CopyFrom(pb.RetryOperation(message_id=last.id))

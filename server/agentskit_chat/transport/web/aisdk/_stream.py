@@ -21,7 +21,8 @@ from agentskit_chat.transport.web.boundary.fronts import (
 )
 from agentskit_chat.transport.web.boundary.logbound import refused
 
-from ._parts import DONE, Chunks, chunk, refusal
+from ._chunks import DONE, Chunks, chunk
+from ._parts import Fields, refusal
 
 log = logging.getLogger("agentskit_chat.transport")
 
@@ -33,16 +34,18 @@ async def stream_turn(
     send: Send,
     events: AsyncGenerator[pb.StreamTurnResponse, None],
     chunks: Chunks,
+    fields: Fields | None = None,
 ) -> int:
     """Stream `events` as the UI message stream; a refusal before the first event is an
-    HTTP error instead. The turn's events stop when the client goes away."""
+    HTTP error instead (naming the request's fields by `fields`). The turn's events stop
+    when the client goes away."""
     async with aclosing(events) as turn:
         try:
             first = await anext(turn)
         except StopAsyncIteration:
             raise internal() from None
         except ServiceError as error:
-            raise refusal(error) from None
+            raise refusal(error, fields) from None
         stream = EventStream(call.receive, send)
         try:
             await stream.open(200, STREAM_HEADERS)
@@ -54,7 +57,7 @@ async def stream_turn(
                         for item in chunks.of(event):
                             await stream.send(chunk(item))
                 except ServiceError as error:
-                    failed = refusal(error)
+                    failed = refusal(error, fields)
                     for item in chunks.failure(failed.code, failed.message):
                         await stream.send(chunk(item))
                 except Exception as exc:  # the head is sent: end the stream with an error chunk

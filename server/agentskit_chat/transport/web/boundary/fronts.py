@@ -128,6 +128,9 @@ class FrontError(Exception):
     field: str | None = None
     retry_after_seconds: int | None = None
     reason: Reason | None = None
+    close: bool = False
+    """The request's body was left unread, so the connection cannot carry another request:
+    the answer says `Connection: close` (HTTP/1.1), and a keep-alive client opens a new one."""
 
     @classmethod
     def of(cls, error: ServiceError) -> FrontError:
@@ -147,10 +150,14 @@ class FrontError(Exception):
         return cls(status, code, error.message, error.metadata.get("field"), retry, error.reason)
 
     def headers(self) -> Headers:
-        """`Retry-After` when the refusal says how long to wait."""
-        if self.retry_after_seconds is None:
-            return []
-        return [(b"retry-after", str(self.retry_after_seconds).encode())]
+        """`Retry-After` when the refusal says how long to wait; `Connection: close` when
+        the connection ends with it."""
+        found: Headers = []
+        if self.retry_after_seconds is not None:
+            found.append((b"retry-after", str(self.retry_after_seconds).encode()))
+        if self.close:
+            found.append((b"connection", b"close"))
+        return found
 
 
 def bad_request(field: str, message: str) -> FrontError:
@@ -226,7 +233,7 @@ class FrontCall:
         limit = self.context.max_request_bytes
         declared = self.header("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise FrontError(413, "limit_exceeded", "the request body is too large", "body")
+            raise self._too_large()
         parts: list[bytes] = []
         size = 0
         while True:
@@ -236,10 +243,17 @@ class FrontCall:
             chunk = bytes(message.get("body", b""))
             size += len(chunk)
             if size > limit:
-                raise FrontError(413, "limit_exceeded", "the request body is too large", "body")
+                raise self._too_large()
             parts.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(parts)
+
+    def _too_large(self) -> FrontError:
+        """413 for a body past the limit, closing an HTTP/1 connection (HTTP/2 ends the
+        stream alone, and forbids the header)."""
+        error = FrontError(413, "limit_exceeded", "the request body is too large", "body")
+        error.close = str(self.scope.get("http_version", "1.1")).startswith("1")
+        return error
 
     async def json_object(self) -> dict[str, Any]:
         """The body as a JSON object; 400 naming `body` when it is not one."""

@@ -268,12 +268,26 @@ def _front_error(exc: BaseException) -> FrontError:
         return exc
     if isinstance(exc, ServiceError):
         error = FrontError.of(exc)
-        error.field = HEADER_FIELDS.get(error.field or "", error.field)
+        error.field = _param(error.field)
         if exc.reason in BRIEFLY_BUSY:  # Not the lease's expiry: the SDKs wait that long.
             error.retry_after_seconds = 1
         return error
     log.error("the openai front failed: %s", type(exc).__name__)
     return internal()
+
+
+def _param(field: str | None) -> str | None:
+    """The request parameter a service error's field names: a header, a message (the
+    dispatched history keeps the request's positions), or the tool messages of a session."""
+    if field is None:
+        return None
+    if field in HEADER_FIELDS:
+        return HEADER_FIELDS[field]
+    if field.startswith("dispatch.messages"):
+        return field.removeprefix("dispatch.")
+    if field.startswith("tool_results."):
+        return "messages"
+    return field
 
 
 async def _refuse(send: Send, error: FrontError) -> int:
