@@ -4,6 +4,7 @@ tool events, and the approvals an interrupt asks for."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -94,12 +95,20 @@ def test_a_tool_round_streams_the_calls_and_the_next_run_continues_the_answer(
             ]
             assert again.finished()["outcome"] == done["outcome"]
             assert web.env.probe.model_calls == [1, 4]
-            # Results for calls no answer waits on are refused, naming the message.
+            # A result for a call the answer never made is refused, naming the message.
+            before = web.env.dump()
+            stray = [*results, tool("t-stray", "call-9", CANARY)]
             late = await post_run(
-                web.http, "probe", run_input("thread-t", "r3", results, tools=TOOLS)
+                web.http, "probe", run_input("thread-t", "r3", stray, tools=TOOLS)
             )
-            assert late.status == 409
+            assert late.status == 400
+            error = json.loads(late.body)["error"]
+            assert (error["code"], error["field"]) == (
+                "tool_call_unknown",
+                "messages[4].toolCallId",
+            )
             assert CANARY not in late.body.decode()
+            assert web.env.dump() == before
 
     run(scenario())
     assert all(CANARY not in record.getMessage() for record in caplog.records)
@@ -125,6 +134,12 @@ def test_a_server_held_thread_stores_the_results_and_shows_them_when_reopened(
             assert made["toolCalls"] == first.calls()
             assert [m.get("toolCallId") for m in snapshot["messages"][2:4]] == ["call-0", "call-1"]
             assert reopened.finished()["outcome"] == {"type": "success"}
+            # The results again: the answer waits on nothing any more.
+            before = web.env.dump()
+            late = await post_run(web.http, "probe", run_input(sid, "r4", results, tools=TOOLS))
+            assert late.status == 409
+            assert json.loads(late.body)["error"]["code"] == "no_pending_tool_calls"
+            assert web.env.dump() == before
 
     run(scenario())
 
@@ -158,10 +173,15 @@ def test_a_reattach_across_tool_events_loses_nothing_and_repeats_their_ids(
     run(scenario())
 
 
-def test_an_approval_interrupts_the_run_and_resume_entries_decide_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("held", ["server", "client"])
+def test_an_approval_interrupts_the_run_and_resume_entries_decide_it(
+    tmp_path: Path, held: str
+) -> None:
     async def scenario() -> None:
         async with web_live(tmp_path) as web:
-            sid = (await web.env.client.create_session("probe-approve")).session_id
+            sid = "thread-approve"
+            if held == "server":
+                sid = (await web.env.client.create_session("probe-approve")).session_id
             first = await post_run(
                 web.http, "probe-approve", run_input(sid, "r1", [ASK], tools=TOOLS)
             )
@@ -227,10 +247,13 @@ def test_a_denied_call_reaches_the_model_as_a_denied_result(
             )
             assert denied.text() == "2 tool results"  # the denial is the second result
             assert CANARY not in str(denied.events)
-            # An interrupt no answer waits on is refused, naming the resume entry.
-            again = run_input("thread-d", "r3", results, tools=TOOLS, resume=[entry])
+            # An interrupt no answer raised is refused, naming the resume entry.
+            stray = {**entry, "interruptId": "call-9"}
+            again = run_input("thread-d", "r3", results, tools=TOOLS, resume=[entry, stray])
             late = await post_run(web.http, "probe-approve", again)
-            assert late.status == 409
+            assert late.status == 400
+            error = json.loads(late.body)["error"]
+            assert (error["code"], error["field"]) == ("tool_call_unknown", "resume[1].interruptId")
             assert CANARY not in late.body.decode()
 
     run(scenario())
