@@ -1,13 +1,28 @@
-// One chat over the AI SDK's useChat: its messages with their decision badges, the composer,
-// and the state panel with the commands the current state offers.
+// One chat over the AI SDK's useChat: its messages with their decision badges and tool
+// calls, the composer, and the state panel with the commands the current state offers.
 import { useChat } from "@ai-sdk/react";
-import { DefaultChatTransport } from "ai";
-import { useEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
+import {
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
+} from "ai";
+import { useCallback, useEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
 import { authHeaders, type Config } from "./config.js";
 import { commandButtons, snapshotOf, type Definition } from "./definitions.js";
 import { MessageItem } from "./MessageItem.js";
-import { latestSnapshot, latestState, snapshotPart, textOf, type ChatMessage, type SnapshotPart } from "./parts.js";
+import {
+  latestSnapshot,
+  latestState,
+  snapshotPart,
+  textOf,
+  toolNameOf,
+  toolPartsOf,
+  type ChatMessage,
+  type SnapshotPart,
+} from "./parts.js";
 import { loadMessages, saveMessages } from "./storage.js";
+import type { Approve } from "./ToolCard.js";
+import { PAGE_TOOLS, runPageTool } from "./tools.js";
 
 interface Props {
   readonly config: Config;
@@ -31,21 +46,65 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
       new DefaultChatTransport<ChatMessage>({
         api,
         headers: authHeaders(config),
-        // The turn goes on when the page goes away, so that a reload reattaches to it.
-        body: { resumable: true },
+        // The turn goes on when the page goes away, so that a reload reattaches to it; the
+        // tools the page runs go with every request (useChat sends no declarations itself).
+        body: { resumable: true, tools: PAGE_TOOLS },
       }),
     [config, api],
   );
   const [streamed, setStreamed] = useState<SnapshotPart>();
-  const { messages, setMessages, sendMessage, regenerate, stop, status, error, clearError } = useChat<ChatMessage>({
+  // The calls of the running request the model made for the page to run (onToolCall).
+  const called = useRef(new Set<string>());
+  const {
+    messages,
+    setMessages,
+    sendMessage,
+    regenerate,
+    stop,
+    status,
+    error,
+    clearError,
+    addToolOutput,
+    addToolApprovalResponse,
+  } = useChat<ChatMessage>({
     id: chatId,
     messages: useMemo(() => loadMessages(chatId), [chatId]),
     transport,
     resume: reopened,
-    // Each request's end, counted on the page (its tests wait for it).
-    onFinish: () => {
-      document.body.dataset.finished = String(Number(document.body.dataset.finished ?? "0") + 1);
+    // A call's input is complete. It runs once the answer has ended: a call of a tool the
+    // definition marks for approval is followed by its approval request, and comes back
+    // (approved) in the next answer to run then.
+    onToolCall: ({ toolCall }) => {
+      if (!toolCall.providerExecuted) {
+        called.current.add(toolCall.toolCallId);
+      }
     },
+    onFinish: ({ message, isAbort, isError }) => {
+      // Each request's end, counted on the page (its tests wait for it).
+      document.body.dataset.finished = String(Number(document.body.dataset.finished ?? "0") + 1);
+      const ready = toolPartsOf(message).filter(
+        (part) => called.current.has(part.toolCallId) && part.state === "input-available",
+      );
+      called.current.clear();
+      if (isAbort || isError) {
+        return;
+      }
+      for (const part of ready) {
+        // After useChat has looked at the ended answer: the last output sends the chat again.
+        void Promise.resolve().then(() => {
+          const tool = toolNameOf(part);
+          const outcome = runPageTool(tool, part.input);
+          return "output" in outcome
+            ? addToolOutput({ tool, toolCallId: part.toolCallId, output: outcome.output })
+            : addToolOutput({ tool, toolCallId: part.toolCallId, state: "output-error", errorText: outcome.error });
+        });
+      }
+    },
+    // The answer goes on by itself once every call of its last step has an output or an
+    // approval response.
+    sendAutomaticallyWhen: (options) =>
+      lastAssistantMessageIsCompleteWithToolCalls(options) ||
+      lastAssistantMessageIsCompleteWithApprovalResponses(options),
     onData: (part) => {
       const snapshot = snapshotPart(part.type, part.data);
       if (snapshot !== undefined) {
@@ -76,13 +135,19 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
     if (!text.trim() || busy) {
       return false;
     }
-    if (status === "error" && last?.role === "assistant" && !textOf(last)) {
+    if (status === "error" && last?.role === "assistant" && !textOf(last) && !toolPartsOf(last).length) {
       setMessages(messages.slice(0, -1)); // the failed turn's empty answer is no history
     }
     clearError();
     void sendMessage({ text });
     return true;
   };
+  const approve: Approve = useCallback(
+    ({ id, approved }) => {
+      void addToolApprovalResponse({ id, approved });
+    },
+    [addToolApprovalResponse],
+  );
   const submit = (event: FormEvent) => {
     event.preventDefault();
     if (send(input)) {
@@ -126,6 +191,8 @@ export function ChatView({ config, definition, chatId, reopened }: Props) {
                 key={message.id}
                 message={message}
                 streaming={busy && message === last && message.role === "assistant"}
+                busy={busy}
+                onApprove={approve}
               />
             ))}
           </ol>

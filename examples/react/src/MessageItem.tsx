@@ -1,6 +1,7 @@
-// One message: who said it, how the service answered it (badges), and its text.
+// One message: who said it, how the service answered it (badges), its text and its tool calls.
 import { memo } from "react";
-import { decisionOf, textOf, type ChatMessage, type Decision } from "./parts.js";
+import { decisionOf, segmentsOf, type ChatMessage, type Decision } from "./parts.js";
+import { ToolCard, type Approve } from "./ToolCard.js";
 
 function Badges({ decision }: { decision: Decision }) {
   return (
@@ -30,12 +31,18 @@ function Badges({ decision }: { decision: Decision }) {
 export const MessageItem = memo(function MessageItem({
   message,
   streaming,
+  busy,
+  onApprove,
 }: {
   message: ChatMessage;
   streaming: boolean;
+  /** A request is running: approvals wait for it. */
+  busy: boolean;
+  onApprove: Approve;
 }) {
   const decision = message.role === "assistant" ? decisionOf(message) : undefined;
-  const text = textOf(message);
+  const segments = segmentsOf(message);
+  const said = segments.some((segment) => segment.kind === "tool" || segment.text !== "");
   return (
     <li
       className={`message ${message.role}`}
@@ -46,8 +53,17 @@ export const MessageItem = memo(function MessageItem({
     >
       <span className="role">{message.role === "user" ? "You" : "Assistant"}</span>
       {decision !== undefined && <Badges decision={decision} />}
-      <div className="content">{text}</div>
-      {message.role === "assistant" && !streaming && !text && <p className="reply-note">No answer.</p>}
+      {segments.length === 0 && <div className="content" />}
+      {segments.map((segment) =>
+        segment.kind === "text" ? (
+          <div key={segment.key} className="content">
+            {segment.text}
+          </div>
+        ) : (
+          <ToolCard key={segment.key} part={segment.part} onApprove={onApprove} busy={busy} />
+        ),
+      )}
+      {message.role === "assistant" && !streaming && !said && <p className="reply-note">No answer.</p>}
     </li>
   );
 });

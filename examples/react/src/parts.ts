@@ -1,5 +1,5 @@
 // The service's data parts in the AI SDK's UI message stream, and the messages that carry them.
-import type { UIMessage } from "ai";
+import { getToolName, isToolUIPart, type DynamicToolUIPart, type ToolUIPart, type UIMessage } from "ai";
 import type { Snapshot } from "./definitions.js";
 
 /** How the service answered a turn (`data-agentskit-decision`). */
@@ -115,4 +115,60 @@ export function latestState(messages: readonly ChatMessage[]): string | undefine
 /** The text of `message`'s text parts. */
 export function textOf(message: ChatMessage): string {
   return message.parts.map((part) => (part.type === "text" ? part.text : "")).join("");
+}
+
+/** A tool call of an answer: a `tool-{name}` part (or a `dynamic-tool` one). */
+export type ToolPart = ToolUIPart | DynamicToolUIPart;
+
+/** Where a tool call is, in the words its card shows. */
+export type ToolStatus = "running" | "waiting for approval" | "done" | "denied" | "error";
+
+/** The status of `part`: an approved call runs (at the page) until its output is in. */
+export function toolStatus(part: ToolPart): ToolStatus {
+  switch (part.state) {
+    case "input-streaming":
+    case "input-available":
+      return "running";
+    case "approval-requested":
+      return "waiting for approval";
+    case "approval-responded":
+      return part.approval.approved ? "running" : "denied";
+    case "output-available":
+      return "done";
+    case "output-error":
+      return "error";
+    case "output-denied":
+      return "denied";
+  }
+}
+
+/** The tool's name of `part`. */
+export const toolNameOf = (part: ToolPart): string => getToolName(part);
+
+/** One piece of a message as the page draws it: a run of text, or a tool call. */
+export type Segment =
+  | { readonly kind: "text"; readonly key: string; readonly text: string }
+  | { readonly kind: "tool"; readonly key: string; readonly part: ToolPart };
+
+/** The text and tool calls of `message`, in order (consecutive text parts joined). */
+export function segmentsOf(message: ChatMessage): Segment[] {
+  const segments: Segment[] = [];
+  message.parts.forEach((part, index) => {
+    if (part.type === "text") {
+      const previous = segments.at(-1);
+      if (previous?.kind === "text") {
+        segments[segments.length - 1] = { ...previous, text: previous.text + part.text };
+      } else {
+        segments.push({ kind: "text", key: `text-${index}`, text: part.text });
+      }
+    } else if (isToolUIPart(part)) {
+      segments.push({ kind: "tool", key: part.toolCallId, part });
+    }
+  });
+  return segments;
+}
+
+/** The tool calls of `message`. */
+export function toolPartsOf(message: ChatMessage): ToolPart[] {
+  return message.parts.filter((part): part is ToolPart => isToolUIPart(part));
 }

@@ -14,6 +14,11 @@
 //   AGENTSKIT_REACT_FAIL_TEXT    input the fake model answers with a 500
 //   AGENTSKIT_REACT_SLOW_TEXT, AGENTSKIT_REACT_SLOW_ANSWER       input answered in many slow chunks
 //   AGENTSKIT_REACT_MARKUP_TEXT, AGENTSKIT_REACT_MARKUP_ANSWER   HTML in an input and its answer
+//   AGENTSKIT_REACT_TOOLS_DEFINITION     definition whose model may call the page's tools
+//   AGENTSKIT_REACT_APPROVAL_DEFINITION  definition that marks local_time for approval
+//   AGENTSKIT_REACT_TIME_TEXT, AGENTSKIT_REACT_TIME_ARGUMENTS, AGENTSKIT_REACT_TIME_ANSWER
+//       input the model answers by calling local_time with those arguments (JSON), and the
+//       answer once it has the result (on either definition)
 import assert from "node:assert/strict";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -46,8 +51,11 @@ after(async () => {
  * warnings and its page errors collected in `problems`. `init` runs in every document the
  * page loads, before the renderer.
  */
-async function openPage({ init, base = env("AGENTSKIT_REACT_URL"), token = true } = {}) {
-  const context = await browser.newContext({ viewport: { width: 1100, height: 860 } });
+async function openPage({ init, base = env("AGENTSKIT_REACT_URL"), token = true, clock, contextOptions = {} } = {}) {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 860 }, ...contextOptions });
+  if (clock !== undefined) {
+    await context.clock.setFixedTime(clock);
+  }
   const page = await context.newPage();
   page.setDefaultTimeout(TIMEOUT);
   const problems = [];
@@ -68,11 +76,13 @@ async function openPage({ init, base = env("AGENTSKIT_REACT_URL"), token = true 
   return { page, context, problems };
 }
 
-/** A page (see openPage) with a new chat of the test definition, at its initial state. */
-async function newChat(init, base) {
-  const opened = await openPage({ init, base });
+/**
+ * A page (see openPage, which takes `options` too) with a new chat of `definition` (the
+ * test definition by default), at its initial state.
+ */
+async function newChat(init, base, { definition = env("AGENTSKIT_REACT_DEFINITION"), ...options } = {}) {
+  const opened = await openPage({ init, base, ...options });
   const { page } = opened;
-  const definition = env("AGENTSKIT_REACT_DEFINITION");
   await page.locator(`#definition option[value="${definition}"]`).waitFor({ state: "attached" });
   await page.selectOption("#definition", definition);
   await page.getByRole("button", { name: "Start a new chat" }).click();
@@ -420,5 +430,169 @@ test("a conversation with routes, transitions, the model and a replay (saved as 
   const directory = env("AGENTSKIT_REACT_ARTIFACTS");
   await mkdir(directory, { recursive: true });
   await page.screenshot({ path: join(directory, "react-renderer.png"), fullPage: true });
+  await finish(opened);
+});
+
+// Tool calls. The page runs `local_time` itself; the browser's clock and zone are fixed so
+// that its answer is known: 14:30 UTC on 4 December 2026 is 15:30 in Paris (UTC+01:00).
+const NOW = new Date("2026-12-04T14:30:00Z");
+const CLOCK = { clock: NOW, contextOptions: { timezoneId: "Europe/Paris", locale: "en-GB" } };
+
+/** Send `text` and wait until `requests` requests of useChat have ended and it is idle. */
+async function sendExpecting(page, text, requests) {
+  const before = await finished(page);
+  await page.getByLabel("Message", { exact: true }).fill(text);
+  await page.getByLabel("Message", { exact: true }).press("Enter");
+  await requestsEnded(page, before + requests);
+}
+
+/** Wait until `count` requests of useChat have ended in all, and it is idle. */
+async function requestsEnded(page, count) {
+  await page.waitForFunction(
+    (count) =>
+      Number(document.body.dataset.finished ?? "0") >= count &&
+      ["ready", "error"].includes(document.body.dataset.status ?? ""),
+    count,
+    { timeout: TIMEOUT },
+  );
+}
+
+/** The tool cards shown, oldest first. */
+function toolCards(page) {
+  return page.$$eval("#messages .tool-card", (cards) =>
+    cards.map((card) => ({
+      name: card.querySelector(".tool-name")?.textContent ?? null,
+      status: card.querySelector(".tool-status")?.textContent ?? null,
+      arguments: card.querySelector(".tool-args")?.textContent ?? null,
+      result: card.querySelector(".tool-result")?.textContent ?? null,
+      buttons: [...card.querySelectorAll("button")].map((button) => button.textContent),
+      label: card.getAttribute("aria-labelledby")
+        ? document.getElementById(card.getAttribute("aria-labelledby"))?.textContent ?? null
+        : null,
+    })),
+  );
+}
+
+/** The local_time answer the page gives with the fixed clock (its wording from the browser). */
+async function expectedTime(page) {
+  const localTime = await page.evaluate(() =>
+    new Intl.DateTimeFormat("en-GB", { dateStyle: "full", timeStyle: "long" }).format(new Date()),
+  );
+  assert.match(localTime, /15:30:00/);
+  return { timeZone: "Europe/Paris", utcOffset: "+01:00", localTime, iso: "2026-12-04T15:30:00+01:00" };
+}
+
+const prettyArguments = () => JSON.stringify(JSON.parse(env("AGENTSKIT_REACT_TIME_ARGUMENTS")), null, 2);
+
+/** Screenshot of the page into the artifacts as `name`. */
+async function screenshot(page, name) {
+  await page.getByLabel("Message", { exact: true }).blur();
+  const directory = env("AGENTSKIT_REACT_ARTIFACTS");
+  await mkdir(directory, { recursive: true });
+  await page.screenshot({ path: join(directory, name), fullPage: true });
+}
+
+test("a tool call runs in the browser, its card shows it done, and the answer goes on (saved as a screenshot)", async () => {
+  const opened = await newChat(undefined, undefined, { definition: env("AGENTSKIT_REACT_TOOLS_DEFINITION"), ...CLOCK });
+  const { page } = opened;
+  const question = env("AGENTSKIT_REACT_TIME_TEXT");
+  // The call's answer, then the continuation once the page has sent the tool's output.
+  await sendExpecting(page, question, 2);
+  await noError(page);
+  const [card, ...others] = await toolCards(page);
+  assert.deepEqual(others, []);
+  const { result, ...shownCard } = card;
+  assert.deepEqual(shownCard, {
+    name: "local_time",
+    status: "done",
+    arguments: prettyArguments(),
+    buttons: [],
+    label: "Tool local_time done",
+  });
+  assert.equal(result, JSON.stringify(await expectedTime(page), null, 2));
+  // One answer: the call and, after it, the model's reply to the result.
+  assert.deepEqual(await shown(page), [user(question), answer(env("AGENTSKIT_REACT_TIME_ANSWER"), "agentic")]);
+  const order = await page.$$eval('#messages [data-role="assistant"] > :is(.tool-card, .content)', (parts) =>
+    parts.map((part) => part.className),
+  );
+  assert.deepEqual(order, ["tool-card", "content"]);
+  // The chat goes on after the round.
+  await send(page, env("AGENTSKIT_REACT_STORY_TEXT"));
+  await noError(page);
+  assert.equal((await shown(page)).at(-1).content, env("AGENTSKIT_REACT_STORY_ANSWER"));
+  await screenshot(page, "react-tool-call.png");
+  await finish(opened);
+});
+
+/** A new chat of the approval definition, its question asked: the call waits for approval. */
+async function approvalAsked() {
+  const opened = await newChat(undefined, undefined, { definition: env("AGENTSKIT_REACT_APPROVAL_DEFINITION"), ...CLOCK });
+  const { page } = opened;
+  await sendExpecting(page, env("AGENTSKIT_REACT_TIME_TEXT"), 1);
+  await noError(page);
+  assert.deepEqual(await toolCards(page), [
+    {
+      name: "local_time",
+      status: "waiting for approval",
+      arguments: prettyArguments(),
+      result: null,
+      buttons: ["Approve", "Deny"],
+      label: "Tool local_time waiting for approval",
+    },
+  ]);
+  assert.equal(await page.getByRole("group", { name: "Run local_time?" }).count(), 1);
+  // Nothing more is sent until the user answers.
+  assert.equal(await finished(page), 1);
+  assert.deepEqual(await shown(page), [user(env("AGENTSKIT_REACT_TIME_TEXT")), answer("", "agentic")]);
+  assert.equal(await page.locator('#messages [data-role="assistant"] .reply-note').count(), 0);
+  return opened;
+}
+
+test("Approve runs the waiting call in the browser and the answer goes on (saved as screenshots)", async () => {
+  const opened = await approvalAsked();
+  const { page } = opened;
+  await screenshot(page, "react-approval-request.png");
+  const before = await finished(page);
+  await page.getByRole("button", { name: "Approve" }).click();
+  // The approval (the call comes back to run), then the continuation with its output.
+  await requestsEnded(page, before + 2);
+  await noError(page);
+  const [card, ...others] = await toolCards(page);
+  assert.deepEqual(others, []);
+  assert.equal(card.status, "done");
+  assert.deepEqual(card.buttons, []);
+  assert.equal(card.result, JSON.stringify(await expectedTime(page), null, 2));
+  assert.deepEqual(await shown(page), [
+    user(env("AGENTSKIT_REACT_TIME_TEXT")),
+    answer(env("AGENTSKIT_REACT_TIME_ANSWER"), "agentic"),
+  ]);
+  await screenshot(page, "react-approved.png");
+  await finish(opened);
+});
+
+test("Deny answers the call as denied, never runs it, and the answer goes on (saved as a screenshot)", async () => {
+  const opened = await approvalAsked();
+  const { page } = opened;
+  const before = await finished(page);
+  await page.getByRole("button", { name: "Deny" }).click();
+  await requestsEnded(page, before + 1);
+  await noError(page);
+  assert.deepEqual(await toolCards(page), [
+    {
+      name: "local_time",
+      status: "denied",
+      arguments: prettyArguments(),
+      result: "Denied.",
+      buttons: [],
+      label: "Tool local_time denied",
+    },
+  ]);
+  assert.deepEqual(await shown(page), [
+    user(env("AGENTSKIT_REACT_TIME_TEXT")),
+    answer(env("AGENTSKIT_REACT_TIME_ANSWER"), "agentic"),
+  ]);
+  // No request follows the answer.
+  assert.equal(await finished(page), before + 1);
+  await screenshot(page, "react-denied.png");
   await finish(opened);
 });
