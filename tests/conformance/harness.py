@@ -121,7 +121,11 @@ def _tool_calls(name: str, spec: Mapping[str, Any]) -> ToolCalls:
         if not all(isinstance(fields.get(key), str) for key in ("id", "name", "arguments")):
             raise CorpusError(f"{name}: every scripted tool call has an id, a name and arguments")
         scripted.append(Call(name=fields["name"], arguments=fields["arguments"], id=fields["id"]))
-    return ToolCalls(calls=tuple(scripted), pieces=int(spec.get("pieces", 2)))
+    return ToolCalls(
+        calls=tuple(scripted),
+        pieces=int(spec.get("pieces", 2)),
+        delay=float(spec.get("delay_ms", 0)) / 1000,
+    )
 
 
 @dataclass(frozen=True, slots=True)
