@@ -194,10 +194,11 @@ class _Stream:
 
     def _tool_event(self, event: ToolCallStarted | ToolCallDelta | ToolCallEnded) -> None:
         """`toolCalls`: one item per started call, its deltas joined, its ended event."""
-        calls: list[dict[str, Any]] = self.observation.setdefault("toolCalls", [])
         if isinstance(event, ToolCallStarted):
-            calls.append({"toolCallId": event.tool_call_id, "name": event.name, "arguments": ""})
+            started = {"toolCallId": event.tool_call_id, "name": event.name, "arguments": ""}
+            self.observation.setdefault("toolCalls", []).append(started)
             return
+        calls: list[dict[str, Any]] = self.observation.get("toolCalls", [])
         call = next((c for c in calls if c["toolCallId"] == event.tool_call_id), None)
         if call is None:  # the stream starts after the call did (a watch after a sequence)
             return
