@@ -45,6 +45,9 @@ import {
   toHistoryMode,
   toInt64,
   toStreamTurnRequest,
+  type ToolApprovalInput,
+  type ToolDeclarationInput,
+  type ToolResultInput,
   type TurnOperation,
   type TurnRequest,
 } from "./turn-request.js";
@@ -105,7 +108,10 @@ export interface StreamOptions extends CallOptions {
   readonly reattach?: ReattachOptions | false | undefined;
 }
 
-/** Options of the turn shortcuts (`submit`, `retry`, `edit`, `regenerate`, `dispatch`). */
+/**
+ * Options of the turn shortcuts (`submit`, `retry`, `edit`, `regenerate`, `dispatch`,
+ * `toolResults`).
+ */
 export interface TurnOptions extends CursorOptions, StreamOptions {
   /** The turn's idempotency key; a fresh one when omitted. */
   readonly turnId?: string | undefined;
@@ -115,6 +121,21 @@ export interface TurnOptions extends CursorOptions, StreamOptions {
    * when omitted (the server then cancels).
    */
   readonly onDisconnect?: DisconnectMode | DisconnectModeName | undefined;
+  /**
+   * The tools the model may call in this turn (see {@link TurnRequest.tools}); send them
+   * again with the `toolResults` that continues an answer calling them.
+   */
+  readonly tools?: readonly ToolDeclarationInput[] | undefined;
+  /** `"auto"`, `"none"`, `"required"` or a declared tool's name; the model's default when omitted. */
+  readonly toolChoice?: string | undefined;
+  /** Whether the model may call several tools in one answer; not sent when omitted. */
+  readonly parallelToolCalls?: boolean | undefined;
+}
+
+/** Options of `dispatch`. */
+export interface DispatchOptions extends TurnOptions {
+  /** Decisions on the last answer's calls that wait for approval. */
+  readonly approvals?: readonly ToolApprovalInput[] | undefined;
 }
 
 /** Options of `watchTurn`. */
@@ -537,13 +558,38 @@ export class ChatClient {
     return this.#shortcut(sessionId, { case: "regenerate", value }, options);
   }
 
-  /** Send a whole client-held history and stream the events of its last user message. */
+  /**
+   * Send a whole client-held history and stream the events of its last user message. A
+   * history that ends with `"tool"` messages answering the last answer's pending calls
+   * (with `options.approvals` deciding on those waiting for approval) continues that
+   * answer instead.
+   */
   dispatch(
     sessionId: string,
     messages: readonly MessageInput[],
+    options: DispatchOptions = {},
+  ): AsyncGenerator<TurnEvent> {
+    const { approvals, ...rest } = options;
+    return this.#shortcut(sessionId, { case: "dispatch", value: { messages, approvals } }, rest);
+  }
+
+  /**
+   * Continue the last answer of a server-held history, which waits for tools (its
+   * `pendingToolCalls`): a result for each call waiting for one, a decision for each call
+   * waiting for approval; stream the events of the continued answer. It goes to the
+   * model, never through the routes. Declare the same `tools` as the turn that called
+   * them. A denied call is answered for the model; an approved call without a result
+   * comes back pending, for the client to run.
+   */
+  toolResults(
+    sessionId: string,
+    answers: {
+      readonly results?: readonly ToolResultInput[] | undefined;
+      readonly approvals?: readonly ToolApprovalInput[] | undefined;
+    },
     options: TurnOptions = {},
   ): AsyncGenerator<TurnEvent> {
-    return this.#shortcut(sessionId, { case: "dispatch", value: { messages } }, options);
+    return this.#shortcut(sessionId, { case: "toolResults", value: answers }, options);
   }
 
   #shortcut(
@@ -551,8 +597,28 @@ export class ChatClient {
     operation: TurnOperation,
     options: TurnOptions,
   ): AsyncGenerator<TurnEvent> {
-    const { turnId, expectedCursor, onDisconnect, ...call } = options;
-    return this.streamTurn({ sessionId, operation, turnId, expectedCursor, onDisconnect }, call);
+    const {
+      turnId,
+      expectedCursor,
+      onDisconnect,
+      tools,
+      toolChoice,
+      parallelToolCalls,
+      ...call
+    } = options;
+    return this.streamTurn(
+      {
+        sessionId,
+        operation,
+        turnId,
+        expectedCursor,
+        onDisconnect,
+        tools,
+        toolChoice,
+        parallelToolCalls,
+      },
+      call,
+    );
   }
 
   #callOptions(options: CallOptions): ConnectCallOptions {

@@ -1,9 +1,14 @@
 // The events of a turn stream, as a union narrowed by `kind`.
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type {
+  PendingToolCall,
   Session,
   StreamTurnResponse,
   TextDelta,
+  ToolCall,
+  ToolCallDelta,
+  ToolCallEnded,
+  ToolCallStarted,
   TurnCompleted,
   TurnDecision,
   TurnFailed,
@@ -24,14 +29,21 @@ export interface TurnEventEnvelope {
 }
 
 /**
- * One event of a turn. Events arrive in order: `started`, `decision`, any `delta`s, then
- * exactly one of `completed` or `failed`. Switch on `kind` to narrow `value`.
+ * One event of a turn. Events arrive in order: `started`, `decision`, any `delta`s and
+ * tool call events, then exactly one of `completed` or `failed`. Each tool call the model
+ * makes is a `toolCallStarted` (its id and name), `toolCallDelta`s (pieces of its
+ * arguments, JSON text) and a `toolCallEnded` (the whole arguments, and what the call
+ * waits for); the calls of one answer may interleave with each other and with `delta`s,
+ * and a call's events keep their order. Switch on `kind` to narrow `value`.
  */
 export type TurnEvent = TurnEventEnvelope &
   (
     | { readonly kind: "started"; readonly value: TurnStarted }
     | { readonly kind: "decision"; readonly value: TurnDecision }
     | { readonly kind: "delta"; readonly value: TextDelta }
+    | { readonly kind: "toolCallStarted"; readonly value: ToolCallStarted }
+    | { readonly kind: "toolCallDelta"; readonly value: ToolCallDelta }
+    | { readonly kind: "toolCallEnded"; readonly value: ToolCallEnded }
     | { readonly kind: "completed"; readonly value: TurnCompleted }
     | { readonly kind: "failed"; readonly value: TurnFailed }
   );
@@ -50,6 +62,15 @@ export interface TurnResult {
   readonly completed: TurnCompleted | undefined;
   /** Set when the turn ran but committed nothing (a route or the model failed). */
   readonly failed: TurnFailed | undefined;
+  /** The tools the answer called, in order: the completed event's, or empty. */
+  readonly toolCalls: readonly ToolCall[];
+  /**
+   * The calls the answer waits on: the completed event's, or empty. The session's next
+   * turn must answer each, with `toolResults` (or a `dispatch` whose history ends with
+   * their results), a result for a call waiting for one (`ToolWait.RESULT`) and a
+   * decision for a call waiting for approval (`ToolWait.APPROVAL`).
+   */
+  readonly pendingToolCalls: readonly PendingToolCall[];
   /** Every event, in order. */
   readonly events: readonly TurnEvent[];
 }
@@ -70,6 +91,12 @@ export function eventFromResponse(response: StreamTurnResponse): TurnEvent | und
       return { ...envelope, kind: "decision", value: event.value };
     case "delta":
       return { ...envelope, kind: "delta", value: event.value };
+    case "toolCallStarted":
+      return { ...envelope, kind: "toolCallStarted", value: event.value };
+    case "toolCallDelta":
+      return { ...envelope, kind: "toolCallDelta", value: event.value };
+    case "toolCallEnded":
+      return { ...envelope, kind: "toolCallEnded", value: event.value };
     case "completed":
       return { ...envelope, kind: "completed", value: event.value };
     case "failed":
@@ -110,7 +137,17 @@ export async function collectTurn(
         break;
     }
   }
-  return { turnId, started, decision, text: text.join(""), completed, failed, events: seen };
+  return {
+    turnId,
+    started,
+    decision,
+    text: text.join(""),
+    completed,
+    failed,
+    toolCalls: completed?.toolCalls ?? [],
+    pendingToolCalls: completed?.pendingToolCalls ?? [],
+    events: seen,
+  };
 }
 
 /** Whether an event ends its turn: `completed` or `failed`. */

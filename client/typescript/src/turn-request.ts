@@ -1,4 +1,4 @@
-// Building a StreamTurnRequest: operations, turn ids, cursors and messages.
+// Building a StreamTurnRequest: operations, turn ids, cursors, messages and tools.
 import { create } from "@bufbuild/protobuf";
 import {
   DisconnectMode,
@@ -8,6 +8,12 @@ import {
   Role,
   type StreamTurnRequest,
   StreamTurnRequestSchema,
+  type ToolApproval,
+  ToolApprovalSchema,
+  type ToolDeclaration,
+  ToolDeclarationSchema,
+  type ToolResult,
+  ToolResultSchema,
 } from "./gen/agentskit/chat/v1/chat_pb.js";
 
 /** A cursor or other int64 input: a safe integer `number` or a `bigint`. */
@@ -32,8 +38,48 @@ export interface MessageInput {
   readonly id: string;
   /** Its author: a `Role` value or its name. */
   readonly role: Role | RoleName;
-  /** Its text. */
+  /** Its text; for a `"tool"` message, the tool's result. */
   readonly content: string;
+  /**
+   * For an assistant message: the tools it called, in order (`arguments` as JSON text,
+   * exactly as the model wrote them).
+   */
+  readonly toolCalls?: readonly { id: string; name: string; arguments: string }[] | undefined;
+  /** For a `"tool"` message: the id of the call it is the result of. */
+  readonly toolCallId?: string | undefined;
+}
+
+/**
+ * A tool the model may call in a turn. The client runs it: an answer that calls it
+ * completes waiting for its result (`TurnResult.pendingToolCalls`).
+ */
+export interface ToolDeclarationInput {
+  /** Letters, digits, `_` and `-`, at most 64 characters. */
+  readonly name: string;
+  /** What the tool does, for the model. */
+  readonly description?: string | undefined;
+  /** The arguments' JSON Schema (an object schema); sent as compact JSON text. */
+  readonly parameters?: Record<string, unknown> | undefined;
+}
+
+/** The result of one call the last answer waits on. */
+export interface ToolResultInput {
+  /** The call answered. */
+  readonly toolCallId: string;
+  /** The tool's output, as the model should read it (often JSON text). */
+  readonly content: string;
+  /** Id of the tool message the result becomes; the server chooses one when omitted. */
+  readonly messageId?: string | undefined;
+}
+
+/** A decision on one call that waits for approval (`ToolWait.APPROVAL`). */
+export interface ToolApprovalInput {
+  /** The call decided on. */
+  readonly toolCallId: string;
+  /** True lets the call run; false denies it: the model then reads a denied result. */
+  readonly approved: boolean;
+  /** Why, passed to the model with a denial. */
+  readonly reason?: string | undefined;
 }
 
 /** What a turn does: the `operation` oneof of `StreamTurnRequest`. */
@@ -42,7 +88,23 @@ export type TurnOperation =
   | { readonly case: "retry"; readonly value: { messageId?: string } }
   | { readonly case: "edit"; readonly value: { messageId: string; content: string } }
   | { readonly case: "regenerate"; readonly value: { messageId?: string } }
-  | { readonly case: "dispatch"; readonly value: { messages: readonly MessageInput[] } };
+  | {
+      readonly case: "dispatch";
+      readonly value: {
+        messages: readonly MessageInput[];
+        /** Decisions on the last answer's calls that wait for approval. */
+        approvals?: readonly ToolApprovalInput[];
+      };
+    }
+  | {
+      readonly case: "toolResults";
+      readonly value: {
+        /** Results of the calls waiting for one (or approved in this request). */
+        results?: readonly ToolResultInput[];
+        /** Decisions on the calls waiting for approval. */
+        approvals?: readonly ToolApprovalInput[];
+      };
+    };
 
 /** One turn to run: what `streamTurn` and `runTurn` take. */
 export interface TurnRequest {
@@ -66,6 +128,19 @@ export interface TurnRequest {
    * name; not sent when omitted (the server then cancels the turn).
    */
   readonly onDisconnect?: DisconnectMode | DisconnectModeName | undefined;
+  /**
+   * The tools the model may call in this turn; send them with every turn that may call
+   * them, the `toolResults` that continues an answer included. A route's answer never
+   * calls a tool.
+   */
+  readonly tools?: readonly ToolDeclarationInput[] | undefined;
+  /**
+   * `"auto"`, `"none"`, `"required"`, or the name of the one declared tool the model must
+   * call; the model's default when omitted.
+   */
+  readonly toolChoice?: string | undefined;
+  /** Whether the model may call several tools in one answer; not sent when omitted. */
+  readonly parallelToolCalls?: boolean | undefined;
 }
 
 const ROLES: Readonly<Record<RoleName, Role>> = {
@@ -123,7 +198,44 @@ export function toMessage(input: MessageInput): Message {
   if (role === undefined) {
     throw new RangeError(`unknown role: ${String(input.role)}`);
   }
-  return create(MessageSchema, { id: input.id, role, content: input.content });
+  return create(MessageSchema, {
+    id: input.id,
+    role,
+    content: input.content,
+    toolCalls: (input.toolCalls ?? []).map(({ id, name, arguments: args }) => ({
+      id,
+      name,
+      arguments: args,
+    })),
+    toolCallId: input.toolCallId ?? "",
+  });
+}
+
+/** A tool declaration as the contract's `ToolDeclaration`. */
+export function toToolDeclaration(input: ToolDeclarationInput): ToolDeclaration {
+  return create(ToolDeclarationSchema, {
+    name: input.name,
+    description: input.description ?? "",
+    parametersJson: input.parameters === undefined ? "" : JSON.stringify(input.parameters),
+  });
+}
+
+/** A tool result as the contract's `ToolResult`. */
+export function toToolResult(input: ToolResultInput): ToolResult {
+  return create(ToolResultSchema, {
+    toolCallId: input.toolCallId,
+    content: input.content,
+    messageId: input.messageId ?? "",
+  });
+}
+
+/** An approval decision as the contract's `ToolApproval`. */
+export function toToolApproval(input: ToolApprovalInput): ToolApproval {
+  return create(ToolApprovalSchema, {
+    toolCallId: input.toolCallId,
+    approved: input.approved,
+    reason: input.reason ?? "",
+  });
 }
 
 /** A history mode given by name or value as the contract's `HistoryMode`. */
@@ -163,14 +275,36 @@ export function toStreamTurnRequest(request: TurnRequest, turnId: string): Strea
   const operation = request.operation;
   const expectedCursor = optionalInt64(request.expectedCursor, "expectedCursor");
   const onDisconnect = toDisconnectMode(request.onDisconnect);
-  const base = { sessionId: request.sessionId, turnId, expectedCursor, onDisconnect };
+  const base = {
+    sessionId: request.sessionId,
+    turnId,
+    expectedCursor,
+    onDisconnect,
+    tools: (request.tools ?? []).map(toToolDeclaration),
+    toolChoice: request.toolChoice ?? "",
+    parallelToolCalls: request.parallelToolCalls,
+  };
   switch (operation.case) {
     case "dispatch":
       return create(StreamTurnRequestSchema, {
         ...base,
         operation: {
           case: "dispatch",
-          value: { messages: operation.value.messages.map(toMessage) },
+          value: {
+            messages: operation.value.messages.map(toMessage),
+            approvals: (operation.value.approvals ?? []).map(toToolApproval),
+          },
+        },
+      });
+    case "toolResults":
+      return create(StreamTurnRequestSchema, {
+        ...base,
+        operation: {
+          case: "toolResults",
+          value: {
+            results: (operation.value.results ?? []).map(toToolResult),
+            approvals: (operation.value.approvals ?? []).map(toToolApproval),
+          },
         },
       });
     case "submit":

@@ -6,7 +6,11 @@ import { test } from "node:test";
 const root = new URL("../../", import.meta.url);
 const read = (path: string): string => readFileSync(new URL(path, root), "utf8");
 
-test("the README shows the quickstart and the retry example exactly as they are built", () => {
+test("the README shows the quickstart, tools and retry examples exactly as they are built", () => {
   const blocks = [...read("README.md").matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
-  assert.deepEqual(blocks, [read("examples/quickstart.ts"), read("examples/retry.ts")]);
+  assert.deepEqual(blocks, [
+    read("examples/quickstart.ts"),
+    read("examples/tools.ts"),
+    read("examples/retry.ts"),
+  ]);
 });

@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ChatClient, ChatError, DisconnectMode, newTurnId, Role } from "@agentskit/chat-client";
 import { createNodeTransport } from "@agentskit/chat-client/node";
+import { StreamTurnRequestSchema } from "../src/gen/agentskit/chat/v1/chat_pb.js";
 import { toInt64, toStreamTurnRequest, turnIdFrom } from "../src/turn-request.js";
 
 test("turn ids are 32 fresh hex digits", () => {
@@ -121,4 +123,123 @@ test("onDisconnect is sent by name or value, and not at all when omitted", async
   await assert.rejects(client.watchTurn("s", "t", { afterSequence: -1 }).next(), RangeError);
   await assert.rejects(client.watchTurn("s", "t", { afterSequence: 0.5 }).next(), RangeError);
   await assert.rejects(client.watchSession("s", { afterCursor: 0.5 }).next(), RangeError);
+});
+
+test("tools, tool choice and parallel calls are sent as declared, and nothing when omitted", () => {
+  const operation = { case: "submit", value: { content: "What time is it?" } } as const;
+  const request = toStreamTurnRequest(
+    {
+      sessionId: "s",
+      operation,
+      tools: [
+        {
+          name: "local_time",
+          description: "The time where the user is",
+          parameters: { type: "object", properties: { zone: { type: "string" } } },
+        },
+        { name: "ping" },
+      ],
+      toolChoice: "required",
+      parallelToolCalls: false,
+    },
+    "t",
+  );
+  assert.deepEqual(
+    request.tools.map((tool) => [tool.name, tool.description, tool.parametersJson]),
+    [
+      [
+        "local_time",
+        "The time where the user is",
+        '{"type":"object","properties":{"zone":{"type":"string"}}}',
+      ],
+      ["ping", "", ""],
+    ],
+  );
+  assert.equal(request.toolChoice, "required");
+  assert.equal(request.parallelToolCalls, false, "false is sent, not left out");
+  const plain = toStreamTurnRequest({ sessionId: "s", operation }, "t");
+  assert.deepEqual([plain.tools, plain.toolChoice, plain.parallelToolCalls], [[], "", undefined]);
+  const wire = toBinary(StreamTurnRequestSchema, plain);
+  assert.equal(fromBinary(StreamTurnRequestSchema, wire).parallelToolCalls, undefined);
+});
+
+test("toolResults carries results and approvals", () => {
+  const request = toStreamTurnRequest(
+    {
+      sessionId: "s",
+      operation: {
+        case: "toolResults",
+        value: {
+          results: [
+            { toolCallId: "c1", content: '{"time":"09:00"}' },
+            { toolCallId: "c2", content: "ok", messageId: "m9" },
+          ],
+          approvals: [
+            { toolCallId: "c3", approved: true },
+            { toolCallId: "c4", approved: false, reason: "not now" },
+          ],
+        },
+      },
+    },
+    "t",
+  );
+  assert.equal(request.operation.case, "toolResults");
+  const value = request.operation.case === "toolResults" ? request.operation.value : undefined;
+  assert.deepEqual(
+    value?.results.map((r) => [r.toolCallId, r.content, r.messageId]),
+    [
+      ["c1", '{"time":"09:00"}', ""],
+      ["c2", "ok", "m9"],
+    ],
+  );
+  assert.deepEqual(
+    value?.approvals.map((a) => [a.toolCallId, a.approved, a.reason]),
+    [
+      ["c3", true, ""],
+      ["c4", false, "not now"],
+    ],
+  );
+  const empty = toStreamTurnRequest(
+    { sessionId: "s", operation: { case: "toolResults", value: {} } },
+    "t",
+  );
+  assert.equal(empty.operation.case, "toolResults", "the operation is set even when empty");
+});
+
+test("dispatch carries tool calls, tool messages and approvals", () => {
+  const request = toStreamTurnRequest(
+    {
+      sessionId: "s",
+      operation: {
+        case: "dispatch",
+        value: {
+          messages: [
+            { id: "1", role: "user", content: "What time is it?" },
+            {
+              id: "2",
+              role: "assistant",
+              content: "",
+              toolCalls: [{ id: "c1", name: "local_time", arguments: '{"zone":"UTC"}' }],
+            },
+            { id: "3", role: "tool", content: "09:00", toolCallId: "c1" },
+          ],
+          approvals: [{ toolCallId: "c2", approved: false, reason: "no" }],
+        },
+      },
+    },
+    "t",
+  );
+  assert.equal(request.operation.case, "dispatch");
+  const value = request.operation.case === "dispatch" ? request.operation.value : undefined;
+  const [user, assistant, tool] = value?.messages ?? [];
+  assert.deepEqual([user?.toolCalls, user?.toolCallId], [[], ""]);
+  assert.deepEqual(
+    assistant?.toolCalls.map((call) => [call.id, call.name, call.arguments]),
+    [["c1", "local_time", '{"zone":"UTC"}']],
+  );
+  assert.deepEqual([tool?.role, tool?.toolCallId, tool?.content], [Role.TOOL, "c1", "09:00"]);
+  assert.deepEqual(
+    value?.approvals.map((a) => [a.toolCallId, a.approved, a.reason]),
+    [["c2", false, "no"]],
+  );
 });
