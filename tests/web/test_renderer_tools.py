@@ -90,17 +90,18 @@ def test_renderer_tool_calls_in_a_real_browser(
 
 def _assert_tool_results(requests: list[RecordedRequest]) -> None:
     """Every request declared the page's local_time; the model got the page's output for
-    each call run (the tool round, and the approved call twice: alone, then before the
-    denied one) and the denial with its reason, each answering the call just made."""
+    each call run (the tool round's, then an approved one in each approval test) and last
+    the denial with its reason, each answering the call just made."""
     results: list[object] = []
     for request in requests:
         body = request.body
         assert isinstance(body, dict)
         declared = [tool["function"]["name"] for tool in body.get("tools") or []]
         assert declared == ["local_time"], declared
-        *_, call_message, last = body["messages"]
+        messages = body["messages"]
+        last = messages[-1]
         if last["role"] == "tool":
-            [call] = call_message["tool_calls"]
+            [call] = messages[-2]["tool_calls"]
             assert last["tool_call_id"] == call["id"]
             assert call["function"] == {"name": "local_time", "arguments": TIME_ARGUMENTS}
             content = last["content"]
