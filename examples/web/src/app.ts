@@ -766,8 +766,9 @@ export class App {
     document.body.dataset["turn"] = busy ? "running" : "idle";
     this.#send.disabled = busy;
     this.#stop.disabled = !busy || this.#stopping;
-    for (const element of document.querySelectorAll<HTMLButtonElement>(
-      "#setup button, button.command, button.control, .edit-form button, .tool-approval :is(button, input)",
+    for (const element of document.querySelectorAll<HTMLButtonElement | HTMLInputElement>(
+      "#setup button, button.command, button.control, .edit-form button, " +
+        ".tool-approval button, .tool-approval input",
     )) {
       element.disabled = busy;
     }

@@ -23,13 +23,13 @@ export class LiveToolCalls {
     this.#shownElsewhere = shownElsewhere;
   }
 
-  /** Show what a tool event says; false for any other event. */
-  apply(event: TurnEvent): boolean {
+  /** Show what a tool event says (other events change nothing). */
+  apply(event: TurnEvent): void {
     switch (event.kind) {
       case "toolCallStarted": {
         const { toolCallId, name } = event.value;
         if (this.#shownElsewhere(toolCallId)) {
-          return true;
+          return;
         }
         this.#calls.set(toolCallId, { name, arguments: "", writing: true, wait: undefined });
         break;
@@ -51,10 +51,9 @@ export class LiveToolCalls {
         break;
       }
       default:
-        return false;
+        return;
     }
     this.#render();
-    return true;
   }
 
   /** Forget the calls shown (a repeated turn streams its recorded calls again). */

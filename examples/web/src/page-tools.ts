@@ -5,14 +5,16 @@ import type { ToolDeclarationInput } from "@agentskit/chat-client";
 const LOCAL_TIME = {
   name: "local_time",
   description:
-    "What time it is where the user is: the current date and time of their browser, in its time zone.",
+    "What time it is where the user is: the current date and time of their browser, " +
+    "in its time zone.",
   parameters: {
     type: "object",
     properties: {
       locale: {
         type: "string",
         description:
-          "A BCP 47 language tag for the wording of the date, e.g. en-GB (the browser's own when absent).",
+          "A BCP 47 language tag for the wording of the date, e.g. en-GB " +
+          "(the browser's own when absent).",
       },
     },
     additionalProperties: false,

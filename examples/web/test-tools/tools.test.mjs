@@ -107,7 +107,8 @@ async function newSession(definition) {
 
 /** Close the page, which must have shown no error. */
 async function finish({ page, context, problems }) {
-  assert.equal(await page.locator("#error").isHidden(), true, await page.locator("#error").textContent());
+  const error = page.locator("#error");
+  assert.equal(await error.isHidden(), true, await error.textContent());
   assert.deepEqual(problems, []);
   await context.close();
 }
@@ -172,18 +173,32 @@ async function expectedResult(page) {
     new Intl.DateTimeFormat("en-GB", { dateStyle: "full", timeStyle: "long" }).format(new Date()),
   );
   assert.match(localTime, /15:30:00/);
-  const result = { timeZone: "Europe/Paris", utcOffset: "+01:00", localTime, iso: "2026-12-04T15:30:00+01:00" };
-  return JSON.stringify(result, null, 2);
+  const iso = "2026-12-04T15:30:00+01:00";
+  return JSON.stringify({ timeZone: "Europe/Paris", utcOffset: "+01:00", localTime, iso }, null, 2);
 }
 
-const prettyArguments = () => JSON.stringify(JSON.parse(env("AGENTSKIT_WEB_TIME_ARGUMENTS")), null, 2);
-const question = () => ({ role: "user", content: env("AGENTSKIT_WEB_TIME_TEXT"), route: null, cards: [] });
-const answer = () => ({ role: "assistant", content: env("AGENTSKIT_WEB_TOOLS_ANSWER"), route: "model", cards: [] });
+const prettyArguments = () =>
+  JSON.stringify(JSON.parse(env("AGENTSKIT_WEB_TIME_ARGUMENTS")), null, 2);
+/** The user's question, as shown. */
+const question = () => ({
+  role: "user",
+  content: env("AGENTSKIT_WEB_TIME_TEXT"),
+  route: null,
+  cards: [],
+});
+/** The model's answer to a tool result, as shown. */
+const answer = () => ({
+  role: "assistant",
+  content: env("AGENTSKIT_WEB_TOOLS_ANSWER"),
+  route: "model",
+  cards: [],
+});
 
 /** The answer that made one call of local_time, its card reading `status` and `result`. */
 function callingAnswer(status, result, buttons = []) {
   const card = { name: "local_time", status, arguments: prettyArguments(), result, buttons };
-  return { role: "assistant", content: null, route: "model", cards: [{ ...card, label: `Tool local_time ${status}` }] };
+  const label = `Tool local_time ${status}`;
+  return { role: "assistant", content: null, route: "model", cards: [{ ...card, label }] };
 }
 
 /** Assert that the reply streamed: growing prefixes of `text` showed before it completed. */
@@ -214,7 +229,7 @@ async function screenshot(page, name) {
   await page.screenshot({ path: join(directory, name), fullPage: true });
 }
 
-test("a call of local_time shows as a card, runs in the browser, and the answer after its result streams", async () => {
+test("a call of local_time shows as a card, runs in the page, and the answer streams", async () => {
   const opened = await newSession(env("AGENTSKIT_WEB_TOOLS_DEFINITION"));
   const { page } = opened;
   await send(page, env("AGENTSKIT_WEB_TIME_TEXT"));
@@ -272,7 +287,7 @@ test("Approve lets the waiting call run in the browser and the answer goes on", 
   await finish(opened);
 });
 
-test("Deny sends the reason, the call never runs, and a reload keeps both cards (saved as a screenshot)", async () => {
+test("Deny sends its reason, the call never runs; a reload keeps the cards", async () => {
   const opened = await newSession(env("AGENTSKIT_WEB_APPROVAL_DEFINITION"));
   const { page } = opened;
   await approve(page);
