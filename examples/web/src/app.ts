@@ -304,8 +304,7 @@ export class App {
     if (!completed && action.kind === "submit" && !this.#input.value) {
       this.#input.value = action.content; // nothing was committed: offer it again
     }
-    // The page answers the calls its own completed answer waits on.
-    await this.#reload(completed);
+    await this.#reload();
     if (document.activeElement === document.body || document.activeElement === null) {
       this.#input.focus();
     }
@@ -405,7 +404,7 @@ export class App {
   #onEvent(event: TurnEvent): void {
     const session = this.#session;
     if (event.kind === "completed" && session !== undefined) {
-      this.#desk.expect(event.value.pendingToolCalls);
+      this.#desk.expect(event.value.pendingToolCalls, true);
       session.snapshot = event.value.snapshot;
       session.cursor = event.value.cursor;
       this.#renderState();
@@ -478,8 +477,8 @@ export class App {
     this.#editing = undefined;
     rememberSession(session.sessionId);
     const pending = loadPendingTurn(session.sessionId);
-    // The calls the last answer waits on, before they show: the page that opens the
-    // session runs its tools they wait on, unless it reattaches to a turn that runs.
+    // The calls the last answer waits on, before they show: they are the page's to run
+    // when it opens the session on them (not when it reattaches to a turn that runs).
     await this.#desk.sync(session.sessionId, this.#messages, pending === undefined);
     if (this.#session?.sessionId !== session.sessionId) {
       return; // another session was opened meanwhile
@@ -566,7 +565,7 @@ export class App {
       this.#setStatus("Receiving a reply to another window…");
     } else if (isTerminal(event)) {
       if (event.kind === "completed") {
-        this.#desk.expect(event.value.pendingToolCalls);
+        this.#desk.expect(event.value.pendingToolCalls, false);
       }
       this.#live = undefined;
       this.#stopping = false;
@@ -577,16 +576,13 @@ export class App {
     }
   }
 
-  /**
-   * Fetch the session again: the server's history is the one shown. With `runTools`, the
-   * page runs its tools that the last answer waits on.
-   */
-  #reload(runTools = false): Promise<void> {
-    this.#reloads = this.#reloads.then(() => this.#fetchHistory(runTools));
+  /** Fetch the session again: the server's history is the one shown. */
+  #reload(): Promise<void> {
+    this.#reloads = this.#reloads.then(() => this.#fetchHistory());
     return this.#reloads;
   }
 
-  async #fetchHistory(runTools: boolean): Promise<void> {
+  async #fetchHistory(): Promise<void> {
     const session = this.#session;
     if (session === undefined) {
       return;
@@ -598,7 +594,7 @@ export class App {
       }
       this.#session = current;
       this.#messages = [...messages];
-      void this.#desk.sync(current.sessionId, this.#messages, runTools);
+      void this.#desk.sync(current.sessionId, this.#messages, false);
     } catch (error) {
       this.#fail("Could not load the session", error);
     }

@@ -1,7 +1,8 @@
 // The open session's tool calls: their cards, and the answers to the calls the last answer
-// waits on. Calls waiting for a result of the page's tools are run here (when the answer
-// was this page's own, or the page opens on it); calls waiting for approval ask the user.
-// Once every pending call has its answer, they are sent together as one tool_results turn.
+// waits on. Calls waiting for a result are run here when this page claimed them: the page
+// that sent the turn leaving them pending runs them (or the page that opens the session on
+// them), not one that only watches. Calls waiting for approval ask the user. Once every
+// pending call has its answer, they are sent together as one tool_results turn.
 import {
   type ChatClient,
   type Message,
@@ -98,10 +99,17 @@ export class ToolDesk {
     this.#sent = "";
   }
 
-  /** An answer completed waiting on `pending`: its cards say so before the history is read. */
-  expect(pending: readonly { readonly toolCallId: string; readonly wait: ToolWait }[]): void {
+  /**
+   * A turn completed waiting on `pending`: its cards say so before the history is read.
+   * The calls are this page's to run when the turn was `own`, else the other page's.
+   */
+  expect(
+    pending: readonly { readonly toolCallId: string; readonly wait: ToolWait }[],
+    own: boolean,
+  ): void {
     for (const { toolCallId, wait } of pending) {
       this.#ledger.expect(toolCallId, wait);
+      this.#ledger.claim(toolCallId, own);
     }
   }
 
@@ -119,12 +127,18 @@ export class ToolDesk {
   }
 
   /**
-   * Learn what the last answer of `messages` (the stored history) waits on; with `run`,
-   * run the page's tools it waits on. Sends the answers when every call has one.
+   * Learn what the last answer of `messages` (the stored history) waits on, and run the
+   * tools of the claimed calls waiting for a result; with `claim`, every call of that answer
+   * is this page's (it opens the session). Sends the answers once every call has one.
    */
-  async sync(sessionId: string, messages: readonly Message[], run: boolean): Promise<void> {
+  async sync(sessionId: string, messages: readonly Message[], claim: boolean): Promise<void> {
     const sync = ++this.#syncs;
     const open = openCalls(messages);
+    if (claim) {
+      for (const call of open) {
+        this.#ledger.claim(call.id, true);
+      }
+    }
     const waits = new Map<string, ToolWait>();
     if (open.length > 0) {
       try {
@@ -147,18 +161,17 @@ export class ToolDesk {
       const wait = waits.get(call.id);
       return wait === undefined ? [] : [{ call, wait }];
     });
-    if (run) {
-      this.#runPageTools();
-    }
+    this.#runPageTools();
     this.#host.changed();
     this.#sendWhenAnswered();
   }
 
-  /** Run the page's tools the pending calls wait on (each call once). */
+  /** Run the tools of the claimed calls that wait for a result (each call once). */
   #runPageTools(): void {
     for (const { call, wait } of this.#pending) {
       if (
         wait === ToolWait.RESULT &&
+        this.#ledger.isClaimed(call.id) &&
         this.#ledger.result(call.id) === undefined &&
         !this.#ledger.isRunning(call.id)
       ) {

@@ -1,6 +1,6 @@
 // What this page knows of the open session's tool calls beyond the stored history: what
-// each pending call waits for, the decisions taken, the tools it runs and their results
-// until the service stores them, and the reasons being typed.
+// each pending call waits for, which calls are this page's to run, the decisions taken, the
+// tools it runs and their results until the service stores them, and the reasons typed.
 import type { ToolWait } from "@agentskit/chat-client";
 import type { ToolCallFacts, ToolDecision } from "./tool-view.js";
 
@@ -13,6 +13,7 @@ export interface MadeCall {
 
 interface Local {
   wait?: ToolWait;
+  claimed?: boolean;
   decision?: ToolDecision;
   running?: boolean;
   result?: string;
@@ -52,6 +53,15 @@ export class ToolLedger {
   /** What `callId` waits for, if it waits. */
   wait(callId: string): ToolWait | undefined {
     return this.#calls.get(callId)?.wait;
+  }
+
+  /** Whether this page runs `callId`'s tool when it waits for a result (else another does). */
+  claim(callId: string, claimed: boolean): void {
+    this.#local(callId).claimed = claimed;
+  }
+
+  isClaimed(callId: string): boolean {
+    return this.#calls.get(callId)?.claimed === true;
   }
 
   decide(callId: string, decision: ToolDecision): void {

@@ -70,8 +70,11 @@ function recordChanges() {
   });
 }
 
-/** A page of the renderer, its console errors and page errors collected in `problems`. */
-async function openPage() {
+/**
+ * A page of the renderer (of session `sessionId` when given), its console errors and page
+ * errors collected in `problems`.
+ */
+async function openPage(sessionId) {
   const context = await browser.newContext({
     viewport: { width: 1100, height: 900 },
     timezoneId: "Europe/Paris",
@@ -90,6 +93,9 @@ async function openPage() {
   await page.addInitScript(recordChanges);
   const url = new URL(env("AGENTSKIT_WEB_URL"));
   url.searchParams.set("token", env("AGENTSKIT_WEB_TOKEN"));
+  if (sessionId !== undefined) {
+    url.searchParams.set("session", sessionId);
+  }
   await page.goto(url.href);
   return { page, context, problems };
 }
@@ -278,12 +284,23 @@ async function approve(page) {
 test("Approve lets the waiting call run in the browser and the answer goes on", async () => {
   const opened = await newSession(env("AGENTSKIT_WEB_APPROVAL_DEFINITION"));
   const { page } = opened;
-  await approve(page);
+  await askApproval(page);
+  // A reload while the call waits asks again (what it waits for is the turn's record).
+  await reload(page);
+  await cardStatus(page, "waiting for approval");
+  assert.deepEqual(await messages(page), [
+    question(),
+    callingAnswer("waiting for approval", null, ["Approve", "Deny"]),
+  ]);
+  const decision = page.getByRole("group", { name: "Run local_time?" });
+  await decision.getByRole("button", { name: "Approve" }).click();
+  await answered(page, env("AGENTSKIT_WEB_TOOLS_ANSWER"));
   const done = callingAnswer("done", await expectedResult(page));
   assert.deepEqual(await messages(page), [question(), done, answer()]);
   await assertStreamed(page, env("AGENTSKIT_WEB_TOOLS_ANSWER"));
+  // Since the reload: the call waited, was approved, then ran.
   const [shown] = await statuses(page);
-  assert.deepEqual(shown, ["running", "waiting for approval", "approved", "done"]);
+  assert.deepEqual(shown, ["waiting for approval", "approved", "done"]);
   await finish(opened);
 });
 
@@ -307,4 +324,24 @@ test("Deny sends its reason, the call never runs; a reload keeps the cards", asy
   await page.getByLabel("Message", { exact: true }).blur();
   await screenshot(page, "web-tools.png");
   await finish(opened);
+});
+
+test("a second window shows the first one's calls as cards and leaves them to it", async () => {
+  const first = await newSession(env("AGENTSKIT_WEB_TOOLS_DEFINITION"));
+  const sessionId = await first.page.locator("#session-id").textContent();
+  const second = await openPage(sessionId);
+  await second.page.locator("#chat").waitFor({ state: "visible" });
+  await second.page.waitForFunction(() => document.body.dataset.watch === "live");
+  await send(first.page, env("AGENTSKIT_WEB_TIME_TEXT"));
+  await answered(first.page, env("AGENTSKIT_WEB_TOOLS_ANSWER"));
+  await answered(second.page, env("AGENTSKIT_WEB_TOOLS_ANSWER"));
+  const expected = [question(), callingAnswer("done", await expectedResult(first.page)), answer()];
+  assert.deepEqual(await messages(first.page), expected);
+  assert.deepEqual(await messages(second.page), expected);
+  // The second window saw the call wait for the first one's result: it ran nothing itself
+  // (a result it sent too would be refused, and say so).
+  const [shown] = await statuses(second.page);
+  assert.ok(shown.includes("waiting for result"), JSON.stringify(shown));
+  await finish(second);
+  await finish(first);
 });
