@@ -7,8 +7,9 @@ ask what time it is: the model calls the page's `local_time`, which runs in the 
 card shows the call and its result, and the answer after the result streams; a call that
 waits for approval is approved (it then runs) or denied with a reason (it never does); a
 reload shows the stored cards, and asks again for a call that still waits; a second window
-shows the first one's calls and runs none of them. The model must get the page's declaration with every request,
-the page's output for each call run and the denial, with its reason, for the one denied.
+shows the first one's calls and runs none of them. The model must get the page's
+declaration with every request, the page's output for each call run and the denial, with
+its reason, for the one denied.
 """
 
 from __future__ import annotations
