@@ -28,7 +28,15 @@ from typing import Any, Final
 
 import yaml
 
-from agentskit_chat.fakemodel import Ending, FakeModelServer, HttpResponse, Reply, Script
+from agentskit_chat.fakemodel import (
+    Call,
+    Ending,
+    FakeModelServer,
+    HttpResponse,
+    Reply,
+    Script,
+    ToolCalls,
+)
 from tests.cli.fixtures.serving import EXAMPLES, LISTENING, REPO
 
 CORPUS = Path(__file__).resolve().parent
@@ -88,6 +96,8 @@ def model_answers(scenarios: list[Scenario]) -> dict[str, Script]:
 def _script(name: str, spec: Mapping[str, Any]) -> Script:
     if "status" in spec:
         return HttpResponse(int(spec["status"]), '{"error": {"message": "scripted failure"}}')
+    if "tool_calls" in spec:
+        return _tool_calls(name, spec)
     chunks = tuple(str(chunk) for chunk in spec.get("chunks", ()))
     if not chunks:
         raise CorpusError(f"{name}: a model reply needs chunks or a status")
@@ -98,6 +108,23 @@ def _script(name: str, spec: Mapping[str, Any]) -> Script:
         chunks=chunks,
         delay=float(spec.get("delay_ms", 0)) / 1000,
         ending=_ENDINGS.get(ending, Ending.DONE),
+    )
+
+
+def _tool_calls(name: str, spec: Mapping[str, Any]) -> ToolCalls:
+    calls = spec["tool_calls"]
+    if not isinstance(calls, list) or not calls:
+        raise CorpusError(f"{name}: tool_calls is a list of calls")
+    scripted = []
+    for call in calls:
+        fields = (call or {}) if isinstance(call, dict) else {}
+        if not all(isinstance(fields.get(key), str) for key in ("id", "name", "arguments")):
+            raise CorpusError(f"{name}: every scripted tool call has an id, a name and arguments")
+        scripted.append(Call(name=fields["name"], arguments=fields["arguments"], id=fields["id"]))
+    return ToolCalls(
+        calls=tuple(scripted),
+        pieces=int(spec.get("pieces", 2)),
+        delay=float(spec.get("delay_ms", 0)) / 1000,
     )
 
 

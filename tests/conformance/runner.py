@@ -24,9 +24,17 @@ from agentskit_chat_client import (
     HistoryMode,
     Message,
     Session,
+    ToolApproval,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnded,
+    ToolCallStarted,
+    ToolDeclaration,
+    ToolResult,
     TurnCompleted,
     TurnEvent,
     TurnFailed,
+    TurnTools,
     WatchHeartbeat,
     WatchItem,
 )
@@ -46,6 +54,7 @@ _ENUMS = {
     "operation": "OPERATION_",
     "outcome": "TURN_OUTCOME_",
     "historyMode": "HISTORY_MODE_",
+    "wait": "TOOL_WAIT_",
 }
 _EVENT_KINDS = {
     "TurnStarted": "started",
@@ -53,6 +62,9 @@ _EVENT_KINDS = {
     "TextDelta": "delta",
     "TurnCompleted": "completed",
     "TurnFailed": "failed",
+    "ToolCallStarted": "tool_call_started",
+    "ToolCallDelta": "tool_call_delta",
+    "ToolCallEnded": "tool_call_ended",
 }
 
 
@@ -101,6 +113,37 @@ def _integer(args: Mapping[str, Any], name: str) -> int | None:
     raise ScenarioError(f"{name} must be an integer, got {value!r}")
 
 
+def _tools(args: Mapping[str, Any]) -> TurnTools | None:
+    """The turn's `tools`, `tool_choice` and `parallel_tool_calls`; None when none is given."""
+    if not {"tools", "tool_choice", "parallel_tool_calls"} & set(args):
+        return None
+    declarations = tuple(
+        ToolDeclaration(t["name"], t.get("description", ""), t.get("parameters"))
+        for t in args.get("tools", ())
+    )
+    return TurnTools(declarations, args.get("tool_choice", ""), args.get("parallel_tool_calls"))
+
+
+def _message(fields: Mapping[str, Any]) -> Message:
+    calls = tuple(
+        ToolCall(c["id"], c["name"], c["arguments"]) for c in fields.get("tool_calls", ())
+    )
+    return Message(
+        id=fields.get("id", ""),
+        role=fields["role"],
+        content=fields["content"],
+        tool_calls=calls,
+        tool_call_id=fields.get("tool_call_id"),
+    )
+
+
+def _approvals(fields: Mapping[str, Any]) -> list[ToolApproval]:
+    return [
+        ToolApproval(a["tool_call_id"], a["approved"], a.get("reason", ""))
+        for a in fields.get("approvals", ())
+    ]
+
+
 def _timestamp(value: datetime) -> str:
     """RFC 3339 in UTC with 0, 3 or 6 fractional digits, as the proto JSON mapping writes."""
     text = value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
@@ -138,6 +181,9 @@ class _Stream:
         self.observation["sequences"].append(event.sequence)
         self.observation["lastSequence"] = event.sequence
         self.ended = isinstance(event, TurnCompleted | TurnFailed)
+        if isinstance(event, ToolCallStarted | ToolCallDelta | ToolCallEnded):
+            self._tool_event(event)
+            return
         if kind == "delta":
             self.observation["text"] += event.text  # type: ignore[union-attr]
             return
@@ -145,6 +191,23 @@ class _Stream:
         for common in ("sessionId", "turnId", "sequence", "time"):
             payload.pop(common, None)
         self.observation[kind] = payload
+
+    def _tool_event(self, event: ToolCallStarted | ToolCallDelta | ToolCallEnded) -> None:
+        """`toolCalls`: one item per started call, its deltas joined, its ended event."""
+        calls: list[dict[str, Any]] = self.observation.setdefault("toolCalls", [])
+        if isinstance(event, ToolCallStarted):
+            calls.append({"toolCallId": event.tool_call_id, "name": event.name, "arguments": ""})
+            return
+        call = next((c for c in calls if c["toolCallId"] == event.tool_call_id), None)
+        if call is None:
+            raise ScenarioError(f"a tool call event before its start: {event.tool_call_id}")
+        if isinstance(event, ToolCallDelta):
+            call["arguments"] += event.arguments_delta
+            return
+        ended = to_json(event) or {}
+        for common in ("sessionId", "turnId", "sequence", "time"):
+            ended.pop(common, None)
+        call["ended"] = ended
 
     def done(self) -> None:
         """The stream ended: a watch's `gapless` is decided."""
@@ -342,6 +405,7 @@ class Runner:
             if args["on_disconnect"] not in _DISCONNECT:
                 raise ScenarioError(f"on_disconnect must be continue or cancel: {args!r}")
             options["on_disconnect"] = _DISCONNECT[args["on_disconnect"]]
+        options["tools"] = _tools(args)
         if "submit" in args:
             submit = args["submit"]
             return client.submit(
@@ -356,12 +420,20 @@ class Runner:
             message = (args["regenerate"] or {}).get("message_id")
             return client.regenerate(session, message, **options)
         if "dispatch" in args:
-            messages = [
-                Message(id=m.get("id", ""), role=m["role"], content=m["content"])
-                for m in args["dispatch"]["messages"]
+            dispatch = args["dispatch"]
+            messages = [_message(m) for m in dispatch["messages"]]
+            approvals = _approvals(dispatch)
+            return client.dispatch(session, messages, approvals, **options)
+        if "tool_results" in args:
+            answers = args["tool_results"] or {}
+            results = [
+                ToolResult(r["tool_call_id"], r["content"], r.get("message_id"))
+                for r in answers.get("results", ())
             ]
-            return client.dispatch(session, messages, **options)
-        raise ScenarioError("stream_turn needs submit, retry, edit, regenerate or dispatch")
+            return client.tool_results(session, results, _approvals(answers), **options)
+        raise ScenarioError(
+            "stream_turn needs submit, retry, edit, regenerate, dispatch or tool_results"
+        )
 
     async def _turn(
         self,

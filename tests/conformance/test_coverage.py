@@ -37,7 +37,7 @@ OPERATIONS = frozenset(
     }
 )
 OPTIONS = frozenset({"expect", "capture", "token", "deadline_ms", "eventually"})
-TURN_OPERATIONS = ("submit", "retry", "edit", "regenerate", "dispatch")
+TURN_OPERATIONS = ("submit", "retry", "edit", "regenerate", "dispatch", "tool_results")
 BACKGROUND_OPERATIONS = ("stream_turn", "watch_turn", "watch_session")
 INTEGER_ARGUMENTS = ("expected_cursor", "page_size", "after_sequence", "after_cursor")
 SERVER_SIDE = {
@@ -62,14 +62,6 @@ SERVER_SIDE = {
         "tests/transport/test_errors.py",
     ),
 }
-BEYOND_FORMAT = dict.fromkeys(  # reasons the corpus format has no operation for yet
-    (
-        "ERROR_REASON_TOOL_CALL_UNKNOWN",
-        "ERROR_REASON_NO_PENDING_TOOL_CALLS",
-        "ERROR_REASON_TOOL_CALLS_UNANSWERED",
-    ),
-    ("a `tool_results` turn operation", "tests/transport/test_tool_turns.py"),
-)
 
 
 def _steps() -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -81,7 +73,8 @@ def _steps() -> Iterator[tuple[str, Mapping[str, Any]]]:
 _TEXT_ARGUMENTS = frozenset(
     {
         *("content", "turn_id", "message_id", "session", "session_id", "definition_id", "id"),
-        "until_turn",
+        *("until_turn", "tool_call_id", "name", "description", "arguments", "reason"),
+        "tool_choice",
     }
 )
 
@@ -126,6 +119,7 @@ def test_every_step_has_one_known_operation_and_known_options(scenario: Any) -> 
             assert len(kinds) == 1, (index, step)
             if step.get("eventually"):
                 assert "turn_id" in step["stream_turn"], (index, "repeated turns name a turn id")
+            _check_tools(index, step["stream_turn"])
         assert step.get("token", "") in ("", "none", "invalid", "limited"), (index, step)
         expect = step.get("expect", {})
         assert isinstance(expect, dict), (index, "expect is a mapping")
@@ -149,6 +143,31 @@ def test_every_step_has_one_known_operation_and_known_options(scenario: Any) -> 
                 ), (index, f"{name} is an integer or a decimal string")
         for text in _texts(step[operations[0]]):
             assert isinstance(text, str), (index, f"{text!r} must be a string")
+
+
+def _check_tools(index: int, arguments: Mapping[str, Any]) -> None:
+    """Tool arguments as the format writes them: declarations with a name and a schema
+    mapping, booleans where the contract has booleans."""
+    for tool in arguments.get("tools", []):
+        assert isinstance(tool, dict), (index, tool)
+        assert isinstance(tool.get("name"), str), (index, tool)
+        assert isinstance(tool.get("parameters", {}), dict), (index, "parameters is a mapping")
+    parallel = arguments.get("parallel_tool_calls", False)
+    assert isinstance(parallel, bool), (index, "parallel_tool_calls is a boolean")
+    answers = arguments.get("tool_results") or arguments.get("dispatch") or {}
+    for approval in answers.get("approvals", []):
+        assert isinstance(approval.get("approved"), bool), (index, "approved is a boolean")
+
+
+def test_the_tool_observations_are_checked_somewhere() -> None:
+    """Tool events, their `toolCalls` observation, approvals and both ways of answering a
+    call (tool_results on server-held history, dispatch of tool messages on client-held)."""
+    expected = [step.get("expect", {}) for _, step in _steps()]
+    assert any("toolCalls" in expect for expect in expected)
+    kinds = {kind.rstrip("+*") for expect in expected for kind in expect.get("events", [])}
+    assert kinds >= {"tool_call_started", "tool_call_delta", "tool_call_ended"}
+    covers = {tag for scenario in SCENARIOS for tag in scenario.body["covers"]}
+    assert covers >= {"tools", "approval", "approve", "deny", "tool_results", "tool messages"}
 
 
 def test_every_operation_and_turn_kind_is_exercised() -> None:
@@ -180,9 +199,9 @@ def test_every_error_reason_is_covered_or_produced_by_a_named_test() -> None:
     expected = {reason for _, step in _steps() for reason in _reasons(step.get("expect"))}
     reasons = {name for name, _ in pb.ErrorReason.items() if name != "ERROR_REASON_UNSPECIFIED"}
     assert expected <= reasons, expected - reasons
-    missing = reasons - expected - set(SERVER_SIDE) - set(BEYOND_FORMAT)
+    missing = reasons - expected - set(SERVER_SIDE)
     assert not missing, f"no scenario expects {sorted(missing)}"
-    for reason, (_, test_file) in {**SERVER_SIDE, **BEYOND_FORMAT}.items():
+    for reason, (_, test_file) in SERVER_SIDE.items():
         assert reason not in expected, f"{reason} is covered now: drop it from SERVER_SIDE"
         assert reason.removeprefix("ERROR_REASON_") in (REPO / test_file).read_text(), reason
 

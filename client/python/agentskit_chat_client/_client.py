@@ -20,7 +20,7 @@ from . import _convert
 from ._connect import TLSConfig, bearer, open_channel
 from ._errors import from_rpc_error
 from ._reattach import TURN_IN_PROGRESS, ReattachPolicy, breaks_stream
-from ._tools import ToolDeclaration, TurnTools
+from ._tools import ToolApproval, ToolDeclaration, ToolResult, ToolResults, TurnTools
 from ._types import (
     CancelTurnResponse,
     Definition,
@@ -611,6 +611,7 @@ class ChatClient:
         turn_id: str | None = None,
         expected_cursor: int | None = None,
         on_disconnect: DisconnectMode | None = None,
+        tools: TurnTools | Sequence[ToolDeclaration] | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -621,6 +622,7 @@ class ChatClient:
             turn_id=turn_id,
             expected_cursor=expected_cursor,
             on_disconnect=on_disconnect,
+            tools=tools,
             timeout=timeout,
             metadata=metadata,
         )
@@ -633,6 +635,7 @@ class ChatClient:
         turn_id: str | None = None,
         expected_cursor: int | None = None,
         on_disconnect: DisconnectMode | None = None,
+        tools: TurnTools | Sequence[ToolDeclaration] | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -643,6 +646,7 @@ class ChatClient:
             turn_id=turn_id,
             expected_cursor=expected_cursor,
             on_disconnect=on_disconnect,
+            tools=tools,
             timeout=timeout,
             metadata=metadata,
         )
@@ -656,6 +660,7 @@ class ChatClient:
         turn_id: str | None = None,
         expected_cursor: int | None = None,
         on_disconnect: DisconnectMode | None = None,
+        tools: TurnTools | Sequence[ToolDeclaration] | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -666,6 +671,7 @@ class ChatClient:
             turn_id=turn_id,
             expected_cursor=expected_cursor,
             on_disconnect=on_disconnect,
+            tools=tools,
             timeout=timeout,
             metadata=metadata,
         )
@@ -678,6 +684,7 @@ class ChatClient:
         turn_id: str | None = None,
         expected_cursor: int | None = None,
         on_disconnect: DisconnectMode | None = None,
+        tools: TurnTools | Sequence[ToolDeclaration] | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -688,6 +695,7 @@ class ChatClient:
             turn_id=turn_id,
             expected_cursor=expected_cursor,
             on_disconnect=on_disconnect,
+            tools=tools,
             timeout=timeout,
             metadata=metadata,
         )
@@ -696,20 +704,51 @@ class ChatClient:
         self,
         session_id: str,
         messages: Iterable[Message],
+        approvals: Iterable[ToolApproval] = (),
         *,
         turn_id: str | None = None,
         expected_cursor: int | None = None,
         on_disconnect: DisconnectMode | None = None,
+        tools: TurnTools | Sequence[ToolDeclaration] | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
-        """Send a whole client-held history and stream the events of its last user message."""
+        """Send a whole client-held history and stream the events of its last user message
+        (or, when it ends with tool messages, of the answer they continue; ``approvals``
+        decide the calls of that answer that wait for approval)."""
         return self.stream_turn(
             session_id,
-            Dispatch(tuple(messages)),
+            Dispatch(tuple(messages), tuple(approvals)),
             turn_id=turn_id,
             expected_cursor=expected_cursor,
             on_disconnect=on_disconnect,
+            tools=tools,
+            timeout=timeout,
+            metadata=metadata,
+        )
+
+    def tool_results(
+        self,
+        session_id: str,
+        results: Iterable[ToolResult] = (),
+        approvals: Iterable[ToolApproval] = (),
+        *,
+        turn_id: str | None = None,
+        expected_cursor: int | None = None,
+        on_disconnect: DisconnectMode | None = None,
+        tools: TurnTools | Sequence[ToolDeclaration] | None = None,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Continue a server-held answer that waits for tools with their results and
+        approval decisions, and stream the events of the model's continued answer."""
+        return self.stream_turn(
+            session_id,
+            ToolResults(tuple(results), tuple(approvals)),
+            turn_id=turn_id,
+            expected_cursor=expected_cursor,
+            on_disconnect=on_disconnect,
+            tools=tools,
             timeout=timeout,
             metadata=metadata,
         )

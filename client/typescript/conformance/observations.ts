@@ -3,6 +3,7 @@ import { type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf"
 import { ChatError, type TurnEvent, type WatchSessionItem } from "@agentskit/chat-client";
 import {
   SessionSchema,
+  ToolCallEndedSchema,
   TurnCompletedSchema,
   TurnDecisionSchema,
   TurnFailedSchema,
@@ -39,15 +40,36 @@ export function errorObservation(error: unknown): Observation {
   return observed;
 }
 
+/** The corpus's name of each event kind. */
+const KIND_NAMES: Readonly<Record<TurnEvent["kind"], string>> = {
+  started: "started",
+  decision: "decision",
+  delta: "delta",
+  toolCallStarted: "tool_call_started",
+  toolCallDelta: "tool_call_delta",
+  toolCallEnded: "tool_call_ended",
+  completed: "completed",
+  failed: "failed",
+};
+
+/** One item of `toolCalls`: a started call, its argument pieces joined, its ended event. */
+interface ToolCallObservation {
+  toolCallId: string;
+  name: string;
+  arguments: string;
+  ended?: Observation;
+}
+
 /**
  * A turn stream's observation, built as its events arrive: kinds, sequences, the last
- * sequence, text and the JSON of each single event; with `afterSequence` (a `watch_turn`)
- * also `gapless`.
+ * sequence, text, the JSON of each single event and the tool calls; with `afterSequence`
+ * (a `watch_turn`) also `gapless`.
  */
 export class TurnObservation implements StreamObserver<TurnEvent> {
   readonly kinds: string[] = [];
   readonly sequences: number[] = [];
   readonly parts: Observation = {};
+  readonly toolCalls: ToolCallObservation[] = [];
   text = "";
   terminal = false;
   error: Observation | undefined;
@@ -59,7 +81,7 @@ export class TurnObservation implements StreamObserver<TurnEvent> {
   }
 
   add(event: TurnEvent): boolean {
-    this.kinds.push(event.kind);
+    this.kinds.push(KIND_NAMES[event.kind]);
     this.sequences.push(Number(event.sequence));
     switch (event.kind) {
       case "started":
@@ -71,6 +93,23 @@ export class TurnObservation implements StreamObserver<TurnEvent> {
       case "delta":
         this.text += event.value.text;
         break;
+      case "toolCallStarted":
+        this.toolCalls.push({
+          toolCallId: event.value.toolCallId,
+          name: event.value.name,
+          arguments: "",
+        });
+        break;
+      case "toolCallDelta": {
+        const call = this.#toolCall(event.value.toolCallId);
+        if (call !== undefined) call.arguments += event.value.argumentsDelta;
+        break;
+      }
+      case "toolCallEnded": {
+        const call = this.#toolCall(event.value.toolCallId);
+        if (call !== undefined) call.ended = json(ToolCallEndedSchema, event.value);
+        break;
+      }
       case "completed":
         this.parts["completed"] = json(TurnCompletedSchema, event.value);
         this.terminal = true;
@@ -81,6 +120,14 @@ export class TurnObservation implements StreamObserver<TurnEvent> {
         break;
     }
     return false; // a turn stream is read to its end
+  }
+
+  /**
+   * The item of a started call; undefined for a call whose start this stream did not see
+   * (a watch from after it): `toolCalls` has one item per `tool_call_started` event.
+   */
+  #toolCall(toolCallId: string): ToolCallObservation | undefined {
+    return this.toolCalls.find((call) => call.toolCallId === toolCallId);
   }
 
   /** Consecutive sequences from afterSequence + 1, the last event terminal. */
@@ -98,6 +145,9 @@ export class TurnObservation implements StreamObserver<TurnEvent> {
       ...this.parts,
       text: this.text,
     };
+    if (this.toolCalls.length > 0) {
+      observed["toolCalls"] = this.toolCalls.map((call) => ({ ...call }));
+    }
     const last = this.sequences.at(-1);
     if (last !== undefined) {
       observed["lastSequence"] = last;

@@ -6,6 +6,9 @@ import {
   type DisconnectModeName,
   type MessageInput,
   type RoleName,
+  type ToolApprovalInput,
+  type ToolDeclarationInput,
+  type ToolResultInput,
   type TurnEvent,
 } from "@agentskit/chat-client";
 import {
@@ -315,6 +318,9 @@ export class Runner {
       turnId: optionalText(args, "turn_id"),
       expectedCursor: optionalInteger(args, "expected_cursor"),
       onDisconnect: disconnectMode(args),
+      tools: optionalList(args, "tools")?.map(toolDeclaration),
+      toolChoice: optionalText(args, "tool_choice"),
+      parallelToolCalls: optionalBoolean(args, "parallel_tool_calls"),
     };
     if ("submit" in args) {
       const submit = asArgs(args["submit"]);
@@ -338,18 +344,20 @@ export class Runner {
       );
     }
     if ("dispatch" in args) {
-      const listed = asArgs(args["dispatch"])["messages"];
-      const messages: MessageInput[] = (Array.isArray(listed) ? listed : []).map((item) => {
-        const message = asArgs(item);
-        return {
-          id: optionalText(message, "id") ?? "",
-          role: text(message, "role") as RoleName,
-          content: text(message, "content"),
-        };
-      });
-      return client.dispatch(session, messages, turn);
+      const dispatch = asArgs(args["dispatch"]);
+      const messages = (optionalList(dispatch, "messages") ?? []).map(messageInput);
+      const approvals = optionalList(dispatch, "approvals")?.map(approvalInput);
+      return client.dispatch(session, messages, { ...turn, approvals });
     }
-    throw new ScenarioError("stream_turn needs submit, retry, edit, regenerate or dispatch");
+    if ("tool_results" in args) {
+      const answers = asArgs(args["tool_results"] ?? {});
+      const results = optionalList(answers, "results")?.map(resultInput);
+      const approvals = optionalList(answers, "approvals")?.map(approvalInput);
+      return client.toolResults(session, { results, approvals }, turn);
+    }
+    throw new ScenarioError(
+      "stream_turn needs submit, retry, edit, regenerate, dispatch or tool_results",
+    );
   }
 
   /**
@@ -366,9 +374,10 @@ export class Runner {
     const abort = new AbortController();
     let readied: () => void = () => {};
     const ready = new Promise<void>((resolve) => (readied = resolve));
+    const stream = items(abort.signal); // a malformed step throws here, before any call
     const done = (async () => {
       try {
-        for await (const item of items(abort.signal)) {
+        for await (const item of stream) {
           const complete = observer.add(item);
           if (observer.ready) readied();
           if (complete) break;
@@ -460,6 +469,85 @@ function optionalInteger(args: Args, key: string): number | undefined {
   throw new ScenarioError(
     `argument ${key} must be an integer or a decimal string, got ${show(value)}`,
   );
+}
+
+function optionalBoolean(args: Args, key: string): boolean | undefined {
+  const value = args[key];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "boolean") {
+    throw new ScenarioError(`argument ${key} must be a boolean, got ${show(value)}`);
+  }
+  return value;
+}
+
+function optionalList(args: Args, key: string): Json[] | undefined {
+  const value = args[key];
+  if (value === undefined || value === null) return undefined;
+  if (!Array.isArray(value)) {
+    throw new ScenarioError(`argument ${key} must be a list, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** A message of `dispatch`, with its tool calls (assistant) or the call it answers (tool). */
+function messageInput(item: Json): MessageInput {
+  const message = asArgs(item);
+  return {
+    id: optionalText(message, "id") ?? "",
+    role: text(message, "role") as RoleName,
+    content: text(message, "content"),
+    toolCalls: optionalList(message, "tool_calls")?.map((entry) => {
+      const call = asArgs(entry);
+      return { id: text(call, "id"), name: text(call, "name"), arguments: text(call, "arguments") };
+    }),
+    toolCallId: optionalText(message, "tool_call_id"),
+  };
+}
+
+/** A tool of `tools`; its `parameters` mapping is the JSON Schema, integers as numbers. */
+function toolDeclaration(item: Json): ToolDeclarationInput {
+  const tool = asArgs(item);
+  const parameters = tool["parameters"];
+  if (parameters !== undefined && parameters !== null && !isArgs(parameters)) {
+    throw new ScenarioError(`argument parameters must be a mapping, got ${show(parameters)}`);
+  }
+  return {
+    name: text(tool, "name"),
+    description: optionalText(tool, "description"),
+    parameters: isArgs(parameters) ? asArgs(plain(parameters)) : undefined,
+  };
+}
+
+function resultInput(item: Json): ToolResultInput {
+  const result = asArgs(item);
+  return {
+    toolCallId: text(result, "tool_call_id"),
+    content: text(result, "content"),
+    messageId: optionalText(result, "message_id"),
+  };
+}
+
+function approvalInput(item: Json): ToolApprovalInput {
+  const approval = asArgs(item);
+  const approved = optionalBoolean(approval, "approved");
+  if (approved === undefined) {
+    throw new ScenarioError(`an approval needs approved, got ${show(approval)}`);
+  }
+  return {
+    toolCallId: text(approval, "tool_call_id"),
+    approved,
+    reason: optionalText(approval, "reason"),
+  };
+}
+
+/** A scenario value as JSON.stringify takes it: the bigints of its integers as numbers. */
+function plain(value: Json): Json {
+  if (typeof value === "bigint") return Number(value);
+  if (Array.isArray(value)) return value.map(plain);
+  if (isArgs(value)) {
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, plain(item)]));
+  }
+  return value;
 }
 
 /** The `on_disconnect` argument of a turn: `continue`, `cancel`, or not sent. */
