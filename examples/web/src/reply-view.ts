@@ -1,4 +1,5 @@
-// The answer being streamed: its badges when the decision arrives, its text delta by delta.
+// The answer being streamed: its badges when the decision arrives, its text delta by delta,
+// and a card for each tool call it makes.
 import type { TurnEvent } from "@agentskit/chat-client";
 import { h, replaceChildren } from "./dom.js";
 import { LiveToolCalls } from "./live-tool-calls.js";

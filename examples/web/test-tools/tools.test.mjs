@@ -292,6 +292,7 @@ test("Approve lets the waiting call run in the browser and the answer goes on", 
     question(),
     callingAnswer("waiting for approval", null, ["Approve", "Deny"]),
   ]);
+  await screenshot(page, "web-tool-approval.png");
   const decision = page.getByRole("group", { name: "Run local_time?" });
   await decision.getByRole("button", { name: "Approve" }).click();
   await answered(page, env("AGENTSKIT_WEB_TOOLS_ANSWER"));
