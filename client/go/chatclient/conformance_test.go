@@ -395,6 +395,11 @@ func (r *runner) startTurn(ctx context.Context, client *chatclient.Client, args 
 	default:
 		return nil, scenarioError{fmt.Errorf("on_disconnect is continue or cancel, got %s", show(mode))}
 	}
+	tools, err := toolOptions(args)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, tools...)
 	if submit, ok := args["submit"]; ok {
 		op := mapping(submit)
 		if id := text(op["message_id"]); id != "" {
@@ -413,8 +418,9 @@ func (r *runner) startTurn(ctx context.Context, client *chatclient.Client, args 
 		return client.Regenerate(ctx, session, text(mapping(regenerate)["message_id"]), opts...)
 	}
 	if dispatch, ok := args["dispatch"]; ok {
+		op := mapping(dispatch)
 		var messages []*chatv1.Message
-		items, _ := mapping(dispatch)["messages"].([]any)
+		items, _ := op["messages"].([]any)
 		for _, item := range items {
 			m := mapping(item)
 			role, known := chatv1.Role_value["ROLE_"+strings.ToUpper(text(m["role"]))]
@@ -423,11 +429,97 @@ func (r *runner) startTurn(ctx context.Context, client *chatclient.Client, args 
 			}
 			messages = append(messages, &chatv1.Message{
 				Id: text(m["id"]), Role: chatv1.Role(role), Content: text(m["content"]),
+				ToolCalls: toolCalls(m["tool_calls"]), ToolCallId: text(m["tool_call_id"]),
 			})
+		}
+		if _, given := op["approvals"]; given {
+			decisions, err := approvals(op)
+			if err != nil {
+				return nil, err
+			}
+			return client.StreamTurn(ctx, session, chatclient.Dispatch{Messages: messages, Approvals: decisions}, opts...)
 		}
 		return client.Dispatch(ctx, session, messages, opts...)
 	}
-	return nil, scenarioError{errors.New("stream_turn needs submit, retry, edit, regenerate or dispatch")}
+	if answers, ok := args["tool_results"]; ok {
+		op := mapping(answers)
+		var results []*chatv1.ToolResult
+		items, _ := op["results"].([]any)
+		for _, item := range items {
+			m := mapping(item)
+			results = append(results, &chatv1.ToolResult{
+				ToolCallId: text(m["tool_call_id"]), Content: text(m["content"]), MessageId: text(m["message_id"]),
+			})
+		}
+		decisions, err := approvals(op)
+		if err != nil {
+			return nil, err
+		}
+		return client.ToolResults(ctx, session, results, decisions, opts...)
+	}
+	return nil, scenarioError{errors.New("stream_turn needs submit, retry, edit, regenerate, dispatch or tool_results")}
+}
+
+// toolOptions are a stream_turn's tools, tool_choice and parallel_tool_calls as the
+// client's turn options; none when none is given.
+func toolOptions(args map[string]any) ([]chatclient.TurnOption, error) {
+	var opts []chatclient.TurnOption
+	if given, ok := args["tools"]; ok && given != nil {
+		items, ok := given.([]any)
+		if !ok {
+			return nil, scenarioError{fmt.Errorf("tools is a list, got %s", show(given))}
+		}
+		tools := make([]chatclient.Tool, 0, len(items))
+		for _, item := range items {
+			m := mapping(item)
+			tool := chatclient.Tool{Name: text(m["name"]), Description: text(m["description"])}
+			if schema := m["parameters"]; schema != nil {
+				raw, err := json.Marshal(schema)
+				if err != nil {
+					return nil, scenarioError{fmt.Errorf("parameters of tool %s: %w", tool.Name, err)}
+				}
+				tool.Parameters = raw
+			}
+			tools = append(tools, tool)
+		}
+		opts = append(opts, chatclient.WithTools(tools...))
+	}
+	if choice, ok := args["tool_choice"]; ok && choice != nil {
+		opts = append(opts, chatclient.WithToolChoice(text(choice)))
+	}
+	if parallel, ok := args["parallel_tool_calls"]; ok && parallel != nil {
+		opts = append(opts, chatclient.WithParallelToolCalls(parallel.(bool))) // checked by checkArguments
+	}
+	return opts, nil
+}
+
+// toolCalls are a dispatch message's tool_calls.
+func toolCalls(value any) []*chatv1.ToolCall {
+	items, _ := value.([]any)
+	var calls []*chatv1.ToolCall
+	for _, item := range items {
+		m := mapping(item)
+		calls = append(calls, &chatv1.ToolCall{Id: text(m["id"]), Name: text(m["name"]), Arguments: text(m["arguments"])})
+	}
+	return calls
+}
+
+// approvals are the approvals of a dispatch or a tool_results operation; each says
+// whether it approves with a boolean.
+func approvals(op map[string]any) ([]*chatv1.ToolApproval, error) {
+	items, _ := op["approvals"].([]any)
+	var decisions []*chatv1.ToolApproval
+	for i, item := range items {
+		m := mapping(item)
+		approved, ok := m["approved"].(bool)
+		if !ok {
+			return nil, scenarioError{fmt.Errorf("approvals.%d.approved is a boolean, got %s", i, show(m["approved"]))}
+		}
+		decisions = append(decisions, &chatv1.ToolApproval{
+			ToolCallId: text(m["tool_call_id"]), Approved: approved, Reason: text(m["reason"]),
+		})
+	}
+	return decisions, nil
 }
 
 // turn runs a stream_turn step: to its end, or, with `background`, until its first event,
@@ -579,10 +671,43 @@ func record(observed observation, sequence uint64, event chatclient.Event) {
 	number := json.Number(strconv.FormatUint(sequence, 10))
 	observed["sequences"] = append(observed["sequences"].([]any), number)
 	observed["lastSequence"] = number
-	if delta, ok := event.(*chatv1.TextDelta); ok {
-		observed["text"] = observed["text"].(string) + delta.GetText()
-	} else {
+	switch e := event.(type) {
+	case *chatv1.TextDelta:
+		observed["text"] = observed["text"].(string) + e.GetText()
+	case *chatv1.ToolCallStarted, *chatv1.ToolCallDelta, *chatv1.ToolCallEnded:
+		recordToolCall(observed, event)
+	default:
 		observed[kind] = toJSON(event)
+	}
+}
+
+// recordToolCall adds a tool call event to the observation's toolCalls: one item per
+// tool_call_started event, in order, with its deltas joined and its ended event. The
+// events of a call that started before the stream's first event (a watch_turn after a
+// sequence in the middle of the call) make no item: they are in `events` only.
+func recordToolCall(observed observation, event chatclient.Event) {
+	calls, _ := observed["toolCalls"].([]any)
+	find := func(id string) map[string]any {
+		for _, item := range calls {
+			if call := item.(map[string]any); call["toolCallId"] == id {
+				return call
+			}
+		}
+		return nil
+	}
+	switch e := event.(type) {
+	case *chatv1.ToolCallStarted:
+		observed["toolCalls"] = append(calls, map[string]any{
+			"toolCallId": e.GetToolCallId(), "name": e.GetName(), "arguments": "",
+		})
+	case *chatv1.ToolCallDelta:
+		if call := find(e.GetToolCallId()); call != nil {
+			call["arguments"] = call["arguments"].(string) + e.GetArgumentsDelta()
+		}
+	case *chatv1.ToolCallEnded:
+		if call := find(e.GetToolCallId()); call != nil {
+			call["ended"] = toJSON(e)
+		}
 	}
 }
 
@@ -622,6 +747,12 @@ func eventKind(event chatclient.Event) string {
 		return "completed"
 	case *chatv1.TurnFailed:
 		return "failed"
+	case *chatv1.ToolCallStarted:
+		return "tool_call_started"
+	case *chatv1.ToolCallDelta:
+		return "tool_call_delta"
+	case *chatv1.ToolCallEnded:
+		return "tool_call_ended"
 	}
 	return "unknown"
 }
@@ -902,15 +1033,18 @@ func mapping(value any) map[string]any {
 var (
 	integerArguments = []string{"after_cursor", "after_sequence", "expected_cursor", "page_size"}
 	textArguments    = []string{
-		"as", "background", "content", "definition_id", "history_mode", "id",
-		"last_kept_message_id", "message_id", "on_disconnect", "page_token", "role", "session",
-		"session_id", "turn_id", "until_turn",
+		"arguments", "as", "background", "content", "definition_id", "description",
+		"history_mode", "id", "last_kept_message_id", "message_id", "name", "on_disconnect",
+		"page_token", "reason", "role", "session", "session_id", "tool_call_id", "tool_choice",
+		"turn_id", "until_turn",
 	}
-	decimal = regexp.MustCompile(`^-?[0-9]+$`)
+	booleanArguments = []string{"approved", "parallel_tool_calls"}
+	decimal          = regexp.MustCompile(`^-?[0-9]+$`)
 )
 
-// checkArguments checks every integer and text argument in a step's arguments, at any
-// depth (a dispatch's messages).
+// checkArguments checks every integer, text and boolean argument in a step's arguments, at
+// any depth (a dispatch's messages, a tool_results operation's approvals). A tool's
+// parameters are a JSON Schema, whatever its keys: a mapping, not looked into.
 func checkArguments(value any) error {
 	switch v := value.(type) {
 	case map[string]any:
@@ -921,6 +1055,14 @@ func checkArguments(value any) error {
 				_, _, err = integerOf(v[key])
 			case slices.Contains(textArguments, key):
 				_, err = textOf(v[key])
+			case slices.Contains(booleanArguments, key):
+				if _, ok := v[key].(bool); !ok && v[key] != nil {
+					err = fmt.Errorf("expected a boolean, got %s", show(v[key]))
+				}
+			case key == "parameters":
+				if _, ok := v[key].(map[string]any); !ok && v[key] != nil {
+					err = fmt.Errorf("expected a mapping (a JSON Schema), got %s", show(v[key]))
+				}
 			default:
 				err = checkArguments(v[key])
 			}

@@ -11,9 +11,17 @@
 //	var chatErr *chatclient.Error
 //	if errors.As(err, &chatErr) && chatErr.Reason() == "ERROR_REASON_SESSION_BUSY" { ... }
 //
-// A turn is streamed: StreamTurn (or Submit, Retry, Edit, Regenerate, Dispatch) returns a
-// TurnStream whose events are *chatv1.TurnStarted, *chatv1.TurnDecision,
-// *chatv1.TextDelta, then exactly one of *chatv1.TurnCompleted or *chatv1.TurnFailed.
+// A turn is streamed: StreamTurn (or Submit, Retry, Edit, Regenerate, Dispatch,
+// ToolResults) returns a TurnStream whose events are *chatv1.TurnStarted,
+// *chatv1.TurnDecision, *chatv1.TextDelta and the tool call events
+// (*chatv1.ToolCallStarted, *chatv1.ToolCallDelta, *chatv1.ToolCallEnded), then exactly
+// one of *chatv1.TurnCompleted or *chatv1.TurnFailed.
+//
+// A turn declares the tools the model may call with WithTools (and WithToolChoice,
+// WithParallelToolCalls). The client runs them: an answer that calls them completes
+// waiting for their results (TurnResult.PendingToolCalls), which the next turn sends with
+// ToolResults (or, for a client-held history, a Dispatch ending with tool messages),
+// together with the approval decisions of calls the definition marks for approval.
 //
 // A turn started WithContinueOnDisconnect outlives its stream: its TurnStream reattaches
 // by itself when the stream breaks (WatchTurn from the last sequence received, see

@@ -2,6 +2,7 @@ package chatclient_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -74,6 +75,61 @@ func ExampleError() {
 		fmt.Println(result.Text)
 		return
 	}
+}
+
+// A tool round: the turn declares a tool, the answer calls it and completes waiting for
+// its result, the client runs it and continues the answer with the result.
+func ExampleClient_ToolResults() {
+	client, err := chatclient.Dial("localhost:50051")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+
+	weather := chatclient.Tool{
+		Name:        "weather",
+		Description: "The weather in a city",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`),
+	}
+	result, err := client.RunTurn(ctx, "s-1", chatclient.Submit{Content: "What is the weather in Paris?"},
+		chatclient.WithTools(weather))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for len(result.PendingToolCalls) > 0 {
+		calls := map[string]*chatv1.ToolCall{}
+		for _, call := range result.ToolCalls {
+			calls[call.GetId()] = call
+		}
+		var results []*chatv1.ToolResult
+		var approvals []*chatv1.ToolApproval
+		for _, pending := range result.PendingToolCalls {
+			if pending.GetWait() == chatv1.ToolWait_TOOL_WAIT_APPROVAL {
+				// Ask a person; approved, the call comes back waiting for its result.
+				approvals = append(approvals, &chatv1.ToolApproval{ToolCallId: pending.GetToolCallId(), Approved: true})
+				continue
+			}
+			var arguments struct {
+				City string `json:"city"`
+			}
+			if err := json.Unmarshal([]byte(calls[pending.GetToolCallId()].GetArguments()), &arguments); err != nil {
+				log.Fatal(err)
+			}
+			results = append(results, &chatv1.ToolResult{
+				ToolCallId: pending.GetToolCallId(),
+				Content:    fmt.Sprintf(`{"city":%q,"sky":"clear"}`, arguments.City),
+			})
+		}
+		stream, err := client.ToolResults(ctx, "s-1", results, approvals, chatclient.WithTools(weather))
+		if err != nil {
+			log.Fatal(err)
+		}
+		if result, err = stream.Collect(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(result.Text)
 }
 
 func ExampleCommandHints() {

@@ -16,7 +16,7 @@ var exported = []string{
 	"Client.CreateSession", "Client.DeleteSession", "Client.Dispatch", "Client.Edit",
 	"Client.GetDefinition", "Client.GetSession", "Client.GetTurn", "Client.ListDefinitions",
 	"Client.ListTurns", "Client.Regenerate", "Client.Retry", "Client.RunTurn",
-	"Client.StreamTurn", "Client.Stub", "Client.Submit", "Client.Truncate",
+	"Client.StreamTurn", "Client.Stub", "Client.Submit", "Client.ToolResults", "Client.Truncate",
 	"Client.TruncateHistory", "Client.WatchSession", "Client.WatchTurn", "CodeName",
 	"CommandHints", "CursorOption", "Dial", "DialOption", "Dispatch", "Edit", "EligibleRoutes",
 	"Error", "Error.Code", "Error.Domain", "Error.Error", "Error.GRPCStatus", "Error.Is",
@@ -25,13 +25,15 @@ var exported = []string{
 	"Operation", "Option", "ReattachAttempt", "ReattachOption", "ReattachPolicy", "Regenerate",
 	"Retry", "Route", "SessionOption", "SessionWatch", "SessionWatch.Close",
 	"SessionWatch.Cursor", "SessionWatch.Err", "SessionWatch.Items", "SessionWatch.Msg",
-	"SessionWatch.Receive", "Submit", "TLSConfigFromPEM", "TurnOption", "TurnResult",
+	"SessionWatch.Receive", "Submit", "TLSConfigFromPEM", "Tool", "ToolResults", "TurnOption",
+	"TurnResult",
 	"TurnStream", "TurnStream.Close", "TurnStream.Collect", "TurnStream.Err", "TurnStream.Events",
 	"TurnStream.LastSequence", "TurnStream.Msg", "TurnStream.Receive", "TurnStream.Response",
 	"TurnStream.TurnID", "WatchSessionOption", "WatchTurnOption", "WithAfterCursor",
 	"WithContinueOnDisconnect", "WithExpectedCursor", "WithGRPCOptions", "WithHistoryMode",
-	"WithOnDisconnect", "WithReattach", "WithSessionID", "WithTLS", "WithTimeout", "WithToken",
-	"WithTurnID", "WithoutReattach", "WriteOption",
+	"WithOnDisconnect", "WithParallelToolCalls", "WithReattach", "WithSessionID", "WithTLS",
+	"WithTimeout", "WithToken", "WithToolChoice", "WithTools", "WithTurnID", "WithoutReattach",
+	"WriteOption",
 }
 
 func TestExportedNames(t *testing.T) {

@@ -15,7 +15,8 @@ import (
 )
 
 // Event is one event of a turn: *chatv1.TurnStarted, *chatv1.TurnDecision,
-// *chatv1.TextDelta, *chatv1.TurnCompleted or *chatv1.TurnFailed. Switch on its type.
+// *chatv1.TextDelta, *chatv1.ToolCallStarted, *chatv1.ToolCallDelta,
+// *chatv1.ToolCallEnded, *chatv1.TurnCompleted or *chatv1.TurnFailed. Switch on its type.
 type Event interface {
 	proto.Message
 }
@@ -34,6 +35,12 @@ func EventOf(response *chatv1.StreamTurnResponse) Event {
 		return event.Completed
 	case *chatv1.StreamTurnResponse_Failed:
 		return event.Failed
+	case *chatv1.StreamTurnResponse_ToolCallStarted:
+		return event.ToolCallStarted
+	case *chatv1.StreamTurnResponse_ToolCallDelta:
+		return event.ToolCallDelta
+	case *chatv1.StreamTurnResponse_ToolCallEnded:
+		return event.ToolCallEnded
 	}
 	return nil
 }
@@ -45,8 +52,10 @@ func EventOf(response *chatv1.StreamTurnResponse) Event {
 //	}
 //	if err := stream.Err(); err != nil { ... }
 //
-// or ranged over with Events. Events arrive in order: started, decision, deltas, then
-// exactly one of completed or failed. A stream of a turn started with
+// or ranged over with Events. Events arrive in order: started, decision, the answer's
+// text deltas and tool call events, then exactly one of completed or failed. A tool call
+// is a ToolCallStarted (id and name), ToolCallDelta pieces of its arguments and a
+// ToolCallEnded with the whole arguments; the calls of one answer may interleave. A stream of a turn started with
 // WithContinueOnDisconnect, and a WatchTurn stream, reattach by themselves when the
 // stream breaks (see ReattachPolicy): the caller reads one stream, each event once.
 // Close cancels the call if it has not ended. A TurnStream is not safe for concurrent
@@ -228,6 +237,16 @@ type TurnResult struct {
 	Failed    *chatv1.TurnFailed
 	// Text is the deltas joined: the answer, uncommitted when Failed is set.
 	Text string
+	// ToolCalls are the tools the answer called, in order: Completed's ToolCalls when the
+	// turn completed, else the calls its tool call events made (uncommitted, as Text is,
+	// when Failed is set); empty when it called none.
+	ToolCalls []*chatv1.ToolCall
+	// PendingToolCalls are the calls the completed answer waits on (Completed's): run
+	// each TOOL_WAIT_RESULT call and ask for a decision on each TOOL_WAIT_APPROVAL one,
+	// then continue with ToolResults (server-held history) or a Dispatch whose history
+	// ends with the results (client-held). Empty when the answer waits on nothing or the
+	// turn did not complete.
+	PendingToolCalls []*chatv1.PendingToolCall
 	// Events are all events in order.
 	Events []Event
 }
@@ -237,12 +256,16 @@ type TurnResult struct {
 func (s *TurnStream) Collect() (*TurnResult, error) {
 	result := &TurnResult{TurnID: s.turnID}
 	var text strings.Builder
+	var calls collectedToolCalls
 	for event, err := range s.Events() {
 		if err != nil {
-			result.Text = text.String()
+			result.Text, result.ToolCalls = text.String(), calls.calls
 			return result, err
 		}
 		result.Events = append(result.Events, event)
+		if calls.add(event) {
+			continue
+		}
 		switch e := event.(type) {
 		case *chatv1.TurnStarted:
 			result.Started = e
@@ -256,6 +279,10 @@ func (s *TurnStream) Collect() (*TurnResult, error) {
 			result.Failed = e
 		}
 	}
-	result.Text = text.String()
+	result.Text, result.ToolCalls = text.String(), calls.calls
+	if result.Completed != nil {
+		result.ToolCalls = result.Completed.GetToolCalls()
+		result.PendingToolCalls = result.Completed.GetPendingToolCalls()
+	}
 	return result, nil
 }

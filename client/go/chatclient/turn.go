@@ -13,7 +13,8 @@ import (
 	chatv1 "agentskit.dev/chat/client/go/agentskit/chat/v1"
 )
 
-// Operation is what a turn does: Submit, Retry, Edit, Regenerate or Dispatch.
+// Operation is what a turn does: Submit, Retry, Edit, Regenerate, Dispatch or
+// ToolResults.
 type Operation interface {
 	setOn(*chatv1.StreamTurnRequest)
 }
@@ -49,10 +50,17 @@ type Regenerate struct {
 	MessageID string
 }
 
-// Dispatch resolves the last user message of a client-held history, sent whole.
+// Dispatch resolves the last user message of a client-held history, sent whole. A history
+// that ends with tool messages (chatv1.Role_ROLE_TOOL, ToolCallId set) answering the last
+// answer's pending calls continues that answer instead: it goes to the model, never
+// through the routes (see ToolResults for the refusals of calls left unanswered).
 type Dispatch struct {
 	// Messages is the full retained history, oldest first; the client chooses the ids.
+	// An assistant message keeps the ToolCalls its answer made (TurnCompleted.ToolCalls).
 	Messages []*chatv1.Message
+	// Approvals are the decisions on the last answer's calls that wait for approval;
+	// none by default.
+	Approvals []*chatv1.ToolApproval
 }
 
 func (o Submit) setOn(r *chatv1.StreamTurnRequest) {
@@ -79,12 +87,13 @@ func (o Regenerate) setOn(r *chatv1.StreamTurnRequest) {
 
 func (o Dispatch) setOn(r *chatv1.StreamTurnRequest) {
 	r.Operation = &chatv1.StreamTurnRequest_Dispatch{Dispatch: &chatv1.DispatchOperation{
-		Messages: o.Messages,
+		Messages: o.Messages, Approvals: o.Approvals,
 	}}
 }
 
 // TurnOption configures one turn: WithTurnID, WithExpectedCursor,
-// WithContinueOnDisconnect (or WithOnDisconnect), WithReattach, WithoutReattach.
+// WithContinueOnDisconnect (or WithOnDisconnect), WithReattach, WithoutReattach, and the
+// turn's tools: WithTools, WithToolChoice, WithParallelToolCalls.
 type TurnOption interface {
 	applyTurn(*turnSettings)
 }
@@ -95,6 +104,10 @@ type turnSettings struct {
 	onDisconnect   chatv1.DisconnectMode
 	reattach       *ReattachPolicy
 	reattachSet    bool
+
+	tools             []Tool
+	toolChoice        string
+	parallelToolCalls *bool
 }
 
 type disconnectOption chatv1.DisconnectMode
@@ -143,10 +156,11 @@ func NewTurnID() string {
 // Read the stream to its end or Close it: until then the call holds its resources.
 //
 // A nil operation (or a nil *Submit, *Retry...) makes no call: StreamTurn returns an
-// *Error with code InvalidArgument and no Reason.
+// *Error with code InvalidArgument and no Reason, and so does a Tool whose Parameters are
+// not JSON.
 func (c *Client) StreamTurn(ctx context.Context, sessionID string, operation Operation, opts ...TurnOption) (*TurnStream, error) {
 	if operation == nil || isNilPointer(operation) {
-		return nil, NewError(status.New(codes.InvalidArgument, "chatclient: StreamTurn needs an operation (Submit, Retry, Edit, Regenerate or Dispatch)"))
+		return nil, NewError(status.New(codes.InvalidArgument, "chatclient: StreamTurn needs an operation (Submit, Retry, Edit, Regenerate, Dispatch or ToolResults)"))
 	}
 	s := turnSettings{}
 	for _, opt := range opts {
@@ -160,6 +174,9 @@ func (c *Client) StreamTurn(ctx context.Context, sessionID string, operation Ope
 		OnDisconnect: s.onDisconnect,
 	}
 	operation.setOn(request)
+	if err := s.setTools(request); err != nil {
+		return nil, err
+	}
 	var reattach *ReattachPolicy
 	if s.onDisconnect == chatv1.DisconnectMode_DISCONNECT_MODE_CONTINUE {
 		reattach = c.reattachPolicy(s.reattach, s.reattachSet)
@@ -273,7 +290,8 @@ func (c *Client) Regenerate(ctx context.Context, sessionID, messageID string, op
 }
 
 // Dispatch sends a whole client-held history and streams the turn of its last user
-// message.
+// message (or, when it ends with tool results, of the answer they continue). Use
+// StreamTurn with a Dispatch to send approvals.
 func (c *Client) Dispatch(ctx context.Context, sessionID string, messages []*chatv1.Message, opts ...TurnOption) (*TurnStream, error) {
 	return c.StreamTurn(ctx, sessionID, Dispatch{Messages: messages}, opts...)
 }

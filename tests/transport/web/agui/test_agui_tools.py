@@ -258,3 +258,46 @@ def test_a_denied_call_reaches_the_model_as_a_denied_result(
 
     run(scenario())
     assert all(CANARY not in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize("held", ["server", "client"])
+def test_a_reopened_thread_is_told_what_its_last_answer_still_waits_on(
+    tmp_path: Path, held: str
+) -> None:
+    """A page reopening a thread (a run with no new message) gets the run outcome the run
+    that made the calls ended with: the interrupts and pending ids, until they are answered."""
+
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            sid = "thread-reopen"
+            if held == "server":
+                sid = (await web.env.client.create_session("probe-approve")).session_id
+            first = await post_run(
+                web.http, "probe-approve", run_input(sid, "r1", [ASK], tools=TOOLS)
+            )
+            waiting = first.finished()["outcome"]
+            assert waiting["type"] == "interrupt"
+            before = web.env.dump()
+            reopened = await post_run(web.http, "probe-approve", run_input(sid, "open-1"))
+            assert reopened.types[-1] == "RUN_FINISHED"
+            assert reopened.finished()["outcome"] == waiting
+            assert web.env.dump() == before  # reopening runs no turn and stores nothing
+            results = answered(first, ("call-0", "sunny"))
+            approve = [
+                {"interruptId": "call-1", "status": "resolved", "payload": {"approved": True}}
+            ]
+            body = run_input(sid, "r2", results, tools=TOOLS, resume=approve)
+            approved = await post_run(web.http, "probe-approve", body)
+            still = approved.finished()["outcome"]
+            assert still == {"type": "success", "pendingToolCallIds": ["call-1"]}
+            again = await post_run(web.http, "probe-approve", run_input(sid, "open-2"))
+            assert again.finished()["outcome"] == still
+            ran = [*results, tool("t-call-1", "call-1", "9:00")]
+            third = await post_run(
+                web.http, "probe-approve", run_input(sid, "r3", ran, tools=TOOLS)
+            )
+            assert third.text() == "2 tool results"
+            done = await post_run(web.http, "probe-approve", run_input(sid, "open-3"))
+            assert done.finished()["outcome"] == {"type": "success"}
+
+    run(scenario())

@@ -190,3 +190,40 @@ def test_bad_tool_messages_are_refused_naming_the_parameter(tmp_path: Path) -> N
             assert CANARY not in answer.text
 
     run(scenario())
+
+
+def test_a_result_for_a_call_awaiting_approval_is_refused_in_the_request_s_own_names(
+    tmp_path: Path,
+) -> None:
+    """OpenAI's protocol has no approval: a stateless result for a call of a tool the
+    definition marks for approval is refused, naming the request's message, not the
+    service's operation."""
+
+    async def scenario() -> None:
+        async with web_live(tmp_path) as web:
+            call = {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "clock", "arguments": "{}"},
+            }
+            history = [
+                *ASK,
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": CANARY},
+            ]
+            answer: httpx.Response = await web.http.post(
+                "/v1/chat/completions",
+                json={"model": "probe-approve", "messages": history, "tools": TOOLS},
+            )
+            assert answer.status_code == 400
+            error = answer.json()["error"]
+            assert (error["param"], error["code"]) == (
+                "messages[2].tool_call_id",
+                "tool_call_unknown",
+            )
+            assert error["message"].startswith("messages[2].tool_call_id ")
+            assert "dispatch" not in error["message"]
+            assert CANARY not in answer.text
+            assert web.env.probe.model_calls == []
+
+    run(scenario())

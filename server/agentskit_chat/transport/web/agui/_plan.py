@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,7 @@ from agentskit_chat.transport._convert import operation, tool_options
 from agentskit_chat.transport._rpcs import ChatRpcs
 from agentskit_chat.transport.web.boundary.fronts import FrontError
 
+from ._calls import outcome
 from ._events import (
     Slotted,
     messages_snapshot,
@@ -21,6 +22,10 @@ from ._events import (
     state_snapshot,
 )
 from ._input import RunInput
+
+_TURNS_READ = 8
+"""How many of a thread's newest turns a reopening run reads for the last completed one
+(failed and running turns come before it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +55,9 @@ async def plan_run(
         opening.append(state_snapshot(document))
         if session is not None and session.session.history_mode != pb.HISTORY_MODE_CLIENT:
             opening.append(messages_snapshot(session.messages))
-        opening.append(("0.4", run_finished(run.thread_id, run.run_id)))
+        pending = () if session is None else await _waiting(rpcs, session)
+        ended = outcome(pending) if pending else None
+        opening.append(("0.4", run_finished(run.thread_id, run.run_id, ended=ended)))
         return Plan(opening, None, document)
     request = pb.StreamTurnRequest(
         session_id=run.thread_id,
@@ -113,6 +120,25 @@ def _tool_results(
             )
         )
     request.tool_results.approvals.extend(run.approvals)
+
+
+async def _waiting(rpcs: ChatRpcs, session: pb.GetSessionResponse) -> Sequence[pb.PendingToolCall]:
+    """The calls the thread's last answer still waits on, so a page reopening the thread
+    is told of them as the run that made them told it: the pending calls of the newest
+    completed turn, unless a later message of a server-held history left that answer."""
+    request = pb.ListTurnsRequest(session_id=session.session.session_id, page_size=_TURNS_READ)
+    turns = (await rpcs.list_turns(request)).turns
+    last = next((t for t in turns if t.outcome == pb.TURN_OUTCOME_COMPLETED), None)
+    if last is None or not last.pending_tool_calls:
+        return ()
+    if session.session.history_mode != pb.HISTORY_MODE_CLIENT:
+        ids = [m.id for m in session.messages]
+        if last.assistant_message_id not in ids:
+            return ()
+        later = session.messages[ids.index(last.assistant_message_id) + 1 :]
+        if any(m.role != pb.ROLE_TOOL for m in later):
+            return ()
+    return last.pending_tool_calls
 
 
 async def _session(rpcs: ChatRpcs, thread_id: str) -> pb.GetSessionResponse | None:

@@ -268,7 +268,10 @@ def _front_error(exc: BaseException) -> FrontError:
         return exc
     if isinstance(exc, ServiceError):
         error = FrontError.of(exc)
-        error.field = _param(error.field)
+        param = _param(error.field)
+        if error.field and param and param != error.field:  # speak of the request's names
+            error.message = error.message.replace(error.field, param)
+        error.field = param
         if exc.reason in BRIEFLY_BUSY:  # Not the lease's expiry: the SDKs wait that long.
             error.retry_after_seconds = 1
         return error
