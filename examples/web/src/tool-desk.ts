@@ -12,6 +12,7 @@ import {
 } from "@agentskit/chat-client";
 import { runPageTool } from "./page-tools.js";
 import { toolCard, type ToolCardActions } from "./tool-card.js";
+import { openCalls, storedResults } from "./tool-history.js";
 import { type MadeCall, ToolLedger } from "./tool-ledger.js";
 import { toolCallView } from "./tool-view.js";
 import type { ToolAnswer } from "./turn-action.js";
@@ -32,32 +33,6 @@ export interface ToolDeskHost {
 interface Pending {
   readonly call: MadeCall;
   readonly wait: ToolWait;
-}
-
-/** The results stored in `messages` (tool messages), by call id. */
-function storedResults(messages: readonly Message[]): Map<string, string> {
-  const results = new Map<string, string>();
-  for (const message of messages) {
-    if (message.role === Role.TOOL && message.toolCallId) {
-      results.set(message.toolCallId, message.content);
-    }
-  }
-  return results;
-}
-
-/** The calls of the last answer that have no result yet, when the history ends with it. */
-function openCalls(messages: readonly Message[]): MadeCall[] {
-  const results = new Set<string>();
-  for (const message of [...messages].reverse()) {
-    if (message.role === Role.TOOL) {
-      results.add(message.toolCallId);
-    } else if (message.role === Role.ASSISTANT && message.toolCalls.length > 0) {
-      return message.toolCalls.filter((call) => !results.has(call.id));
-    } else {
-      return [];
-    }
-  }
-  return [];
 }
 
 /** How the history shows its tool calls: cards under each answer, results folded in. */
