@@ -3,7 +3,8 @@
 // Turns run with onDisconnect "continue": the turn this tab runs is kept in sessionStorage
 // (pending-turn.ts), so that a reload in the middle of the answer reattaches to it. The
 // open session is watched (session-watch.ts), so that turns started elsewhere (another tab,
-// another device) show as they stream.
+// another device) show as they stream. Tool calls show as cards; the page runs its own
+// tools and asks for approvals (tool-desk.ts), and declares its tools with every turn.
 import {
   type ChatClient,
   ChatError,
@@ -25,8 +26,10 @@ import {
   savePendingTurn,
 } from "./pending-turn.js";
 import { isTerminal, type LiveTurn, remoteAction } from "./live-turn.js";
+import { PAGE_TOOLS } from "./page-tools.js";
 import { decisionMeta, ReplyView } from "./reply-view.js";
 import { SessionWatch } from "./session-watch.js";
+import { type ShownTools, ToolDesk } from "./tool-desk.js";
 import type { TurnAction } from "./turn-action.js";
 
 export type { TurnAction } from "./turn-action.js";
@@ -56,6 +59,7 @@ export function describeError(error: unknown): string {
 
 export class App {
   readonly #client: ChatClient;
+  readonly #desk: ToolDesk;
   #definitions: Definition[] = [];
   #definition: Definition | undefined;
   #session: Session | undefined;
@@ -95,6 +99,12 @@ export class App {
 
   constructor(client: ChatClient) {
     this.#client = client;
+    this.#desk = new ToolDesk(client, {
+      changed: () => this.#render(),
+      busy: () => this.#live !== undefined,
+      send: (answer) => void this.turn({ kind: "toolResults", answer }),
+      failed: (what, error) => this.#fail(what, error),
+    });
     this.#startForm.addEventListener("submit", (event) => {
       event.preventDefault();
       void this.startSession(this.#definitionSelect.value);
@@ -228,7 +238,11 @@ export class App {
       this.#ownTurns.add(turnId);
       this.#editing = undefined;
     }
-    const live: LiveTurn = { turnId, own, action, reply: new ReplyView(shown), last: 0n };
+    // A call streamed again (an approved one, sent back to run) keeps its card in the history.
+    const inHistory = (callId: string): boolean =>
+      this.#messages.some((message) => message.toolCalls.some((call) => call.id === callId));
+    const reply = new ReplyView(shown, inHistory);
+    const live: LiveTurn = { turnId, own, action, reply, last: 0n };
     this.#live = live;
     this.#render();
     return live;
@@ -340,6 +354,7 @@ export class App {
       this.#session = updated;
       this.#messages = [...messages];
       this.#render();
+      void this.#desk.sync(updated.sessionId, this.#messages, false);
       this.#setStatus(`History truncated to ${messages.length} messages.`);
       this.#input.focus();
     } catch (error) {
@@ -355,7 +370,13 @@ export class App {
     signal: AbortSignal,
   ): AsyncGenerator<TurnEvent> {
     const reattach = this.#reattachOptions(live);
-    const options = { signal, turnId, onDisconnect: "continue", reattach } as const;
+    const options = {
+      signal,
+      turnId,
+      onDisconnect: "continue",
+      reattach,
+      tools: PAGE_TOOLS,
+    } as const;
     switch (action.kind) {
       case "submit":
         return this.#client.submit(sessionId, action.content, options);
@@ -365,6 +386,8 @@ export class App {
         return this.#client.edit(sessionId, action.messageId, action.content, options);
       case "regenerate":
         return this.#client.regenerate(sessionId, action.messageId, options);
+      case "toolResults":
+        return this.#client.toolResults(sessionId, action.answer, options);
     }
   }
 
@@ -381,6 +404,7 @@ export class App {
   #onEvent(event: TurnEvent): void {
     const session = this.#session;
     if (event.kind === "completed" && session !== undefined) {
+      this.#desk.expect(event.value.pendingToolCalls, true);
       session.snapshot = event.value.snapshot;
       session.cursor = event.value.cursor;
       this.#renderState();
@@ -399,13 +423,13 @@ export class App {
   }
 
   /** The history as it will look while the turn runs (the server's view follows it). */
-  #optimistic(action: TurnAction, remote: boolean): Element[] {
+  #optimistic(action: TurnAction, remote: boolean, tools: ShownTools): Element[] {
     const index = (id: string): number => {
       const found = this.#messages.findIndex((message) => message.id === id);
       return found < 0 ? this.#messages.length : found;
     };
     const items = (messages: readonly Message[]): Element[] =>
-      messages.map((message) => this.#messageItem(message));
+      messages.flatMap((message) => this.#messageItem(message, tools) ?? []);
     // The text of a message sent elsewhere arrives with the history once the turn ends.
     const pendingUser = (content: string): Element =>
       h(
@@ -432,6 +456,8 @@ export class App {
         ];
       case "regenerate":
         return items(this.#messages.slice(0, index(action.messageId)));
+      case "toolResults":
+        return items(this.#messages);
     }
   }
 
@@ -440,6 +466,9 @@ export class App {
       this.#definitions.find((definition) => definition.id === session.definitionId) ??
       (await this.#client.getDefinition(session.definitionId));
     this.#watch?.stop();
+    if (this.#session?.sessionId !== session.sessionId) {
+      this.#desk.reset();
+    }
     if (this.#live?.own === false) {
       this.#live = undefined; // another session's turn
     }
@@ -447,9 +476,15 @@ export class App {
     this.#messages = [...messages];
     this.#editing = undefined;
     rememberSession(session.sessionId);
+    const pending = loadPendingTurn(session.sessionId);
+    // The calls the last answer waits on, before they show: they are the page's to run
+    // when it opens the session on them (not when it reattaches to a turn that runs).
+    await this.#desk.sync(session.sessionId, this.#messages, pending === undefined);
+    if (this.#session?.sessionId !== session.sessionId) {
+      return; // another session was opened meanwhile
+    }
     this.#chat.hidden = false;
     this.#render();
-    const pending = loadPendingTurn(session.sessionId);
     if (pending !== undefined) {
       void this.#reattach(pending); // marks the turn as this tab's before the watch starts
     }
@@ -529,6 +564,9 @@ export class App {
     if (event.kind === "delta") {
       this.#setStatus("Receiving a reply to another window…");
     } else if (isTerminal(event)) {
+      if (event.kind === "completed") {
+        this.#desk.expect(event.value.pendingToolCalls, false);
+      }
       this.#live = undefined;
       this.#stopping = false;
       this.#setStatus(
@@ -556,6 +594,7 @@ export class App {
       }
       this.#session = current;
       this.#messages = [...messages];
+      void this.#desk.sync(current.sessionId, this.#messages, false);
     } catch (error) {
       this.#fail("Could not load the session", error);
     }
@@ -580,10 +619,11 @@ export class App {
     this.#sessionDefinition.textContent = `${session.definitionId} (revision ${session.definitionRevision})`;
     this.#renderState();
     const live = this.#live;
+    const tools = this.#desk.shown(this.#messages);
     const items =
       live?.action === undefined
-        ? this.#messages.map((message) => this.#messageItem(message))
-        : this.#optimistic(live.action, !live.own);
+        ? this.#messages.flatMap((message) => this.#messageItem(message, tools) ?? [])
+        : this.#optimistic(live.action, !live.own, tools);
     replaceChildren(this.#messageList, ...items, live?.reply.element);
     live?.reply.element.scrollIntoView({ block: "nearest" });
     this.#setBusy();
@@ -618,10 +658,15 @@ export class App {
     this.#setBusy();
   }
 
-  #messageItem(message: Message): HTMLLIElement {
+  /** The list item of `message`; none for a tool result its call's card shows. */
+  #messageItem(message: Message, tools: ShownTools): HTMLLIElement | undefined {
+    if (tools.folded(message)) {
+      return undefined;
+    }
     const role = ROLE_NAMES[message.role] ?? "unspecified";
     const origin = message.origin;
     const editing = this.#editing === message.id;
+    const cards = tools.cards(message);
     return h(
       "li",
       { class: `message ${role}`, "data-role": role, "data-message-id": message.id },
@@ -632,7 +677,11 @@ export class App {
         origin && role === "assistant" && " ",
         origin && role === "assistant" && decisionMeta(origin),
       ),
-      editing ? this.#editForm(message) : h("div", { class: "content" }, message.content),
+      editing
+        ? this.#editForm(message)
+        : (message.content || cards.length === 0) &&
+            h("div", { class: "content" }, message.content),
+      cards.length > 0 && h("div", { class: "tool-calls" }, ...cards),
       !editing && this.#messageControls(message, role),
     );
   }
@@ -713,8 +762,9 @@ export class App {
     document.body.dataset["turn"] = busy ? "running" : "idle";
     this.#send.disabled = busy;
     this.#stop.disabled = !busy || this.#stopping;
-    for (const element of document.querySelectorAll<HTMLButtonElement>(
-      "#setup button, button.command, button.control, .edit-form button",
+    for (const element of document.querySelectorAll<HTMLButtonElement | HTMLInputElement>(
+      "#setup button, button.command, button.control, .edit-form button, " +
+        ".tool-approval button, .tool-approval input",
     )) {
       element.disabled = busy;
     }

@@ -1,6 +1,8 @@
-// The answer being streamed: its badges when the decision arrives, its text delta by delta.
+// The answer being streamed: its badges when the decision arrives, its text delta by delta,
+// and a card for each tool call it makes.
 import type { TurnEvent } from "@agentskit/chat-client";
 import { h, replaceChildren } from "./dom.js";
+import { LiveToolCalls } from "./live-tool-calls.js";
 import {
   badgeText,
   type DecisionLike,
@@ -51,11 +53,15 @@ export class ReplyView {
   readonly #meta: HTMLSpanElement;
   readonly #content: HTMLDivElement;
   readonly #note: HTMLParagraphElement;
+  readonly #tools: LiveToolCalls;
   #text = "";
   #decision: DecisionLike | undefined;
 
-  /** A new answer, or one that goes on from what `shown` says it showed. */
-  constructor(shown?: ShownReply) {
+  /**
+   * A new answer, or one that goes on from what `shown` says it showed. Its calls show as
+   * cards, but for those `shownElsewhere` (the history's cards already show them).
+   */
+  constructor(shown?: ShownReply, shownElsewhere: (callId: string) => boolean = () => false) {
     this.#meta = h("span", { class: "turn-meta-slot" });
     this.#content = h("div", {
       class: "content",
@@ -65,11 +71,13 @@ export class ReplyView {
       "aria-label": "Reply being written",
     });
     this.#note = h("p", { class: "reply-note", hidden: true });
+    this.#tools = new LiveToolCalls(shownElsewhere);
     this.element = h(
       "li",
       { class: "message assistant streaming", "data-role": "assistant", "data-streaming": "true" },
       h("p", { class: "message-head" }, h("span", { class: "role" }, "Assistant"), " ", this.#meta),
       this.#content,
+      this.#tools.element,
       this.#note,
     );
     if (shown !== undefined) {
@@ -91,6 +99,7 @@ export class ReplyView {
       case "started":
         if (event.value.duplicate) {
           this.#showText(""); // the recorded outcome follows: it replaces what was shown
+          this.#tools.clear();
         }
         break;
       case "decision":
@@ -110,6 +119,8 @@ export class ReplyView {
           this.end("failed", `The turn failed (${event.value.code}): ${event.value.message}`);
         }
         break;
+      default:
+        this.#tools.apply(event);
     }
   }
 
