@@ -195,12 +195,12 @@ def test_other_definition_or_revision_is_rejected(session: ChatSession, history:
 @pytest.mark.parametrize(
     "change",
     [
-        lambda b: b.update(version=6),
+        lambda b: b.update(version=7),
         lambda b: b.update(version=True),
         lambda b: b.update(format="something.else"),
         lambda b: b.pop("format"),
     ],
-    ids=["version-6", "version-bool", "format", "no-format"],
+    ids=["version-7", "version-bool", "format", "no-format"],
 )
 def test_unknown_format_or_version_is_rejected(
     change: Any, session: ChatSession, history: History

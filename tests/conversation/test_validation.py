@@ -79,6 +79,49 @@ def test_tools_marked_for_approval_are_named_by_the_definition() -> None:
 
 
 CASES: list[tuple[str, Any, ErrorCode, str]] = [
+    ("rollout above 100", lambda d: d.update(rollout=101), ErrorCode.INVALID_ROLLOUT, "rollout"),
+    (
+        "rollout not a number",
+        lambda d: d.update(rollout="half"),
+        ErrorCode.INVALID_ROLLOUT,
+        "rollout",
+    ),
+    (
+        "migration from a newer revision",
+        lambda d: d.update(revision=2, migrations=[{"from": 2}]),
+        ErrorCode.INVALID_MIGRATION,
+        "migrations[0].from",
+    ),
+    (
+        "migration from no revision",
+        lambda d: d.update(revision=2, migrations=[{"from": "one"}]),
+        ErrorCode.INVALID_MIGRATION,
+        "migrations[0].from",
+    ),
+    (
+        "migration to an unknown state",
+        lambda d: d.update(revision=2, migrations=[{"from": 1, "states": {"old": "gone"}}]),
+        ErrorCode.INVALID_MIGRATION,
+        "migrations[0].states.old",
+    ),
+    (
+        "migration to an unknown route",
+        lambda d: d.update(revision=2, migrations=[{"from": 1, "routes": {"begin": "nope"}}]),
+        ErrorCode.INVALID_MIGRATION,
+        "migrations[0].routes.begin",
+    ),
+    (
+        "migration listed twice",
+        lambda d: d.update(revision=3, migrations=[{"from": 1}, {"from": 1}]),
+        ErrorCode.INVALID_MIGRATION,
+        "migrations[1].from",
+    ),
+    (
+        "unknown migration key",
+        lambda d: d.update(revision=2, migrations=[{"from": 1, "events": {}}]),
+        ErrorCode.UNKNOWN_KEY,
+        "migrations[0].events",
+    ),
     (
         "tool name",
         lambda d: d.update(tools={"bad name": {"approval": True}}),

@@ -194,6 +194,7 @@ def test_reports_have_no_field_for_content() -> None:
         "first_chunk_ns",
         "model_call",
         "tool_calls",  # (call id, tool name) pairs: names, never arguments or results
+        "migration",  # revisions, an outcome and a stable code
     }
     assert {f.name for f in dataclasses.fields(ModelCallReport)} == {
         "adapter",

@@ -13,6 +13,7 @@ from agentskit_chat.conversation import (
     ErrorCode,
     is_definition_file,
     load_definition,
+    served_together,
 )
 from agentskit_chat.models import AdapterRegistry, UnknownAdapterError
 
@@ -96,19 +97,9 @@ def _directory(directory: Path, problems: list[Diagnostic]) -> list[ChatDefiniti
 def _conflicts(
     definitions: Iterable[ChatDefinition], adapters: AdapterRegistry
 ) -> list[Diagnostic]:
-    problems: list[Diagnostic] = []
-    seen: dict[str, str] = {}
+    definitions = list(definitions)
+    problems = served_together(definitions)
     for definition in definitions:
-        if definition.id in seen:
-            problems.append(
-                Diagnostic(
-                    ErrorCode.DUPLICATE_DEFINITION,
-                    definition.source,
-                    "id",
-                    f"definition id {definition.id!r} is also defined in {seen[definition.id]}",
-                )
-            )
-        seen.setdefault(definition.id, definition.source)
         try:
             adapters.check(definition.model)
         except UnknownAdapterError as exc:

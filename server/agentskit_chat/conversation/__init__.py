@@ -32,6 +32,7 @@ from ._loading import (
     is_definition_file,
     load_definition,
     load_definitions,
+    load_revisions,
     parse_definition,
 )
 from ._matchers import normalize_exact
@@ -47,12 +48,21 @@ from ._outcomes import (
 from ._record import (
     MAX_RECENT_TURNS,
     Lease,
+    MigrationBlock,
     PendingCall,
     RecordEncoder,
     SessionRecord,
     TerminalTurn,
     decode_session_record,
     encode_session_record,
+)
+from ._revisions import (
+    MAX_WEIGHT,
+    Migration,
+    MigrationRefusedError,
+    revision_issues,
+    rollout_choice,
+    served_together,
 )
 from ._schema import SCHEMA_PATH, definition_schema
 from ._sealing import ResponseSealer
@@ -75,6 +85,7 @@ __all__ = [
     "DEFAULT_CALLBACK_TIMEOUT",
     "DEFINITION_SUFFIXES",
     "MAX_RECENT_TURNS",
+    "MAX_WEIGHT",
     "ROUTE_FAILED",
     "ROUTE_FAILED_MESSAGE",
     "SCHEMA_PATH",
@@ -100,6 +111,9 @@ __all__ = [
     "Lease",
     "MalformedRecordError",
     "Message",
+    "Migration",
+    "MigrationBlock",
+    "MigrationRefusedError",
     "Outcome",
     "PendingCall",
     "RecordEncoder",
@@ -139,11 +153,15 @@ __all__ = [
     "is_definition_file",
     "load_definition",
     "load_definitions",
+    "load_revisions",
     "load_yaml",
     "normalize_exact",
     "parse_definition",
     "pattern_route",
     "resolve",
+    "revision_issues",
+    "rollout_choice",
     "run_sync",
+    "served_together",
     "transition",
 ]

@@ -9,6 +9,7 @@ from typing import Any
 
 from ._matchers import DeclarativeMatcher, Matcher
 from ._responses import Response, TemplateResponse
+from ._revisions import Migration
 from ._statechart import Statechart
 from ._types import ConversationSnapshot, TurnKind
 
@@ -79,6 +80,11 @@ class ChatDefinition:
     """File the definition was loaded from, or `<code>`."""
     approvals: frozenset[str] = frozenset()
     """Names of the tools whose calls wait for a person's approval before they run."""
+    rollout: int | None = None
+    """This revision's weight among its id's served revisions for new sessions; None when
+    the file declares none (see `_revisions`)."""
+    migrations: Mapping[int, Migration] = field(default_factory=lambda: MappingProxyType({}))
+    """How sessions of older revisions move to this one, by the older revision."""
 
     def snapshot(self, state: str) -> ConversationSnapshot:
         """The conversation snapshot of `state`."""

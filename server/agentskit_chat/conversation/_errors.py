@@ -57,6 +57,8 @@ class ErrorCode(StrEnum):
     UNKNOWN_TEMPLATE_FIELD = "unknown_template_field"
     INVALID_CALLABLE = "invalid_callable"
     INVALID_TOOL = "invalid_tool"
+    INVALID_ROLLOUT = "invalid_rollout"
+    INVALID_MIGRATION = "invalid_migration"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -12,6 +13,7 @@ import yaml
 from ._definition import ChatDefinition, compile_conversation, freeze
 from ._errors import ConfigError, Diagnostic, ErrorCode
 from ._reader import Reader
+from ._revisions import Migration, migration_issues, served_together
 from ._statechart import compile_statechart
 from ._validation import Draft, diagnostics_for
 from ._yaml import DuplicateKeyError, load_yaml
@@ -36,30 +38,29 @@ def load_definition(path: str | Path) -> ChatDefinition:
 
 
 def load_definitions(directory: str | Path) -> dict[str, ChatDefinition]:
-    """Load every chat file of a directory (sorted by name); one ConfigError lists all problems."""
+    """Load every chat file of a directory (sorted by name): the newest revision of each
+    id (see `load_revisions` for all of them); one ConfigError lists all problems."""
+    newest: dict[str, ChatDefinition] = {}
+    for definition in load_revisions(directory):
+        if definition.id not in newest or newest[definition.id].revision < definition.revision:
+            newest[definition.id] = definition
+    return newest
+
+
+def load_revisions(directory: str | Path) -> list[ChatDefinition]:
+    """Load every chat file of a directory (sorted by name), several revisions of an id
+    side by side; one ConfigError lists all problems."""
     root = Path(directory)
     if not root.is_dir():
         raise ConfigError([Diagnostic(ErrorCode.READ_ERROR, str(root), "", "not a directory")])
-    loaded: dict[str, ChatDefinition] = {}
+    loaded: list[ChatDefinition] = []
     problems: list[Diagnostic] = []
     for path in sorted(p for p in root.iterdir() if is_definition_file(p)):
         try:
-            definition = load_definition(path)
+            loaded.append(load_definition(path))
         except ConfigError as exc:
             problems.extend(exc.diagnostics)
-            continue
-        if definition.id in loaded:
-            other = loaded[definition.id].source
-            problems.append(
-                Diagnostic(
-                    ErrorCode.DUPLICATE_DEFINITION,
-                    str(path),
-                    "id",
-                    f"definition id {definition.id!r} is also defined in {other}",
-                )
-            )
-            continue
-        loaded[definition.id] = definition
+    problems.extend(served_together(loaded))
     if problems:
         raise ConfigError(problems)
     return loaded
@@ -78,6 +79,8 @@ def parse_definition(data: Any, *, file: str = "<memory>") -> ChatDefinition:
         earlier=reader.diagnostics,
         suppressed=frozenset(reader.failed),
         approvals=reader.approvals,
+        rollout=reader.rollout,
+        migrations=reader.migrations,
     )
 
 
@@ -150,9 +153,16 @@ def build_definition(
     earlier: Iterable[Diagnostic] = (),
     suppressed: frozenset[str] = frozenset(),
     approvals: frozenset[str] = frozenset(),
+    rollout: int | None = None,
+    migrations: Mapping[int, Migration] | None = None,
 ) -> ChatDefinition:
     """Validate and compile `draft`; raises ConfigError listing every problem found."""
+    migrations = dict(migrations or {})
     found = [*earlier, *diagnostics_for(draft, file, suppressed)]
+    found.extend(
+        Diagnostic(code, file, path, message)
+        for code, path, message in migration_issues(migrations, draft.conversation, draft.revision)
+    )
     if found:
         raise ConfigError(found)
     spec = draft.conversation
@@ -166,4 +176,6 @@ def build_definition(
         description=description,
         source=file,
         approvals=approvals,
+        rollout=rollout,
+        migrations=MappingProxyType(migrations),
     )

@@ -11,12 +11,17 @@ from ._definition import DEFAULT_MODEL, ConversationSpec, Route, StateSpec
 from ._errors import Diagnostic, ErrorCode
 from ._matchers import CommandMatcher, ExactMatcher, Matcher, PatternMatcher
 from ._responses import Response, to_response
+from ._revisions import MAX_WEIGHT, Migration
 from ._types import to_kind
 from ._validation import Draft, MissingMatcher, MissingResponse
 
 _TOP_KEYS = frozenset(
-    {"$schema", "id", "revision", "description", "model", "conversation", "tools"}
+    {
+        *("$schema", "id", "revision", "description", "model", "conversation", "tools"),
+        *("rollout", "migrations"),
+    }
 )
+_MIGRATION_KEYS = frozenset({"from", "states", "routes"})
 _TOOL_KEYS = frozenset({"approval"})
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a tool name may be, as the service checks the tools a turn declares."""
@@ -35,6 +40,10 @@ class Reader:
         self.failed: set[str] = set()
         self.approvals: frozenset[str] = frozenset()
         """Tools the definition marks as needing approval (set by `draft`)."""
+        self.rollout: int | None = None
+        """The revision's weight for new sessions (set by `draft`)."""
+        self.migrations: dict[int, Migration] = {}
+        """How sessions of older revisions move to this one (set by `draft`)."""
 
     def report(self, code: ErrorCode, path: str, message: str, *, suppress: bool = True) -> None:
         """Record a diagnostic; with `suppress`, semantic checks at or below `path` are skipped."""
@@ -90,6 +99,8 @@ class Reader:
         description = self.string(top.get("description", ""), "description")
         model = top.get("model", DEFAULT_MODEL)
         self.approvals = self.tools(top.get("tools", {}))
+        self.rollout = self.weight(top.get("rollout"))
+        self.migrations = self.read_migrations(top.get("migrations", []))
         conversation = self.conversation(top.get("conversation"))
         revision = top.get("revision")
         if conversation is None:
@@ -114,6 +125,49 @@ class Reader:
             elif approval:
                 approvals.add(name)
         return frozenset(approvals)
+
+    def weight(self, value: Any) -> int | None:
+        """`rollout`: the revision's weight for new sessions, 0 to MAX_WEIGHT."""
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_WEIGHT:
+            self.report(
+                ErrorCode.INVALID_ROLLOUT, "rollout", f"expected a whole number 0-{MAX_WEIGHT}"
+            )
+            return None
+        return value
+
+    def read_migrations(self, value: Any) -> dict[int, Migration]:
+        """`migrations`: for each older revision (`from`), its `states` and `routes` maps."""
+        if not isinstance(value, list | tuple):
+            self.report(ErrorCode.INVALID_TYPE, "migrations", "expected a list of migrations")
+            return {}
+        found: dict[int, Migration] = {}
+        for index, item in enumerate(value):
+            path = f"migrations[{index}]"
+            body = self.mapping(item, path, _MIGRATION_KEYS, ("from",))
+            if body is None:
+                continue
+            source = body.get("from")
+            if isinstance(source, bool) or not isinstance(source, int) or source < 1:
+                self.report(ErrorCode.INVALID_MIGRATION, f"{path}.from", "expected a revision")
+                continue
+            if source in found:
+                self.report(
+                    ErrorCode.INVALID_MIGRATION, f"{path}.from", f"revision {source} migrates twice"
+                )
+                continue
+            states = self.mapping(body.get("states", {}), f"{path}.states", None) or {}
+            routes = self.mapping(body.get("routes", {}), f"{path}.routes", None) or {}
+            state_map = {k: self.string(v, f"{path}.states.{k}") for k, v in states.items()}
+            route_map: dict[str, str | None] = {
+                k: None if v is None else self.string(v, f"{path}.routes.{k}")
+                for k, v in routes.items()
+            }
+            found[source] = Migration(
+                source, MappingProxyType(state_map), MappingProxyType(route_map)
+            )
+        return found
 
     def conversation(self, value: Any) -> ConversationSpec | None:
         if value is None and "conversation" in self.failed:

@@ -26,17 +26,22 @@ from ._errors import (
     SealedResponseError,
     UnsupportedVersionError,
 )
+from ._revisions import Migration, MigrationRefusedError, check_replay, migrated_decisions
 from ._sealing import ResponseSealer
 from ._statechart import Accepted, StatechartInstance, transition
 from ._types import ROUTE_KINDS, TurnKind
 
 RECORD_FORMAT: Final = "agentskit.chat.session"
 RECORD_VERSION: Final = 5
-READABLE_VERSIONS: Final = frozenset({1, 2, 3, 4, 5})
+BLOCKED_VERSION: Final = 6
+"""The version of a record that says why it stayed on its revision (`SessionRecord.blocked`);
+records without that note are still written as version 5, which every replica reads."""
+READABLE_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6})
 """Version 1 records lack the turn timing, failure and usage fields of version 2; version 2
 records lack the message count of version 3; version 3 records lack whether a terminal turn
 streamed a decision (read as: completed turns did, failed ones did not); version 4 records
-lack the tool calls a completed turn waits on (a turn that waits on none has no such key)."""
+lack the tool calls a completed turn waits on (a turn that waits on none has no such key);
+version 6 records add `migration`, why the session stayed on its revision."""
 MAX_RECENT_TURNS: Final = 64
 OPERATIONS: Final = frozenset({"submit", "retry", "edit", "regenerate", "dispatch", "tool_results"})
 TOOL_WAITS: Final = frozenset({"result", "approval"})
@@ -101,6 +106,16 @@ class TerminalTurn:
     """The tool calls a completed turn's answer waits on; the next turn answers them."""
 
 
+@dataclass(frozen=True, slots=True)
+class MigrationBlock:
+    """Why a session stayed on its revision although a newer one declared a migration."""
+
+    revision: int
+    """The revision it did not move to."""
+    code: str
+    """`unknown_route`, `unknown_state` or `replay` (see `MigrationRefusedError`)."""
+
+
 class _Keep:
     """Marks a field `SessionRecord.evolve` leaves as it is."""
 
@@ -123,6 +138,9 @@ class SessionRecord:
     messages: int | None = None
     """How many messages the server holds for the session, so a history that lost rows is
     noticed; None for client-held history and for records written before version 3."""
+    blocked: MigrationBlock | None = None
+    """Why the session did not move to a newer revision at its last try; None once it did,
+    or when none was tried."""
 
     @property
     def state(self) -> str:
@@ -152,6 +170,7 @@ class SessionRecord:
         lease: Lease | _Keep | None = KEEP,
         recent_turns: tuple[TerminalTurn, ...] | None = None,
         messages: int | _Keep | None = KEEP,
+        blocked: MigrationBlock | _Keep | None = KEEP,
     ) -> SessionRecord:
         """A copy with the given fields changed (cheaper than `dataclasses.replace`)."""
         return SessionRecord(
@@ -163,11 +182,40 @@ class SessionRecord:
             self.lease if isinstance(lease, _Keep) else lease,
             self.recent_turns if recent_turns is None else recent_turns,
             self.messages if isinstance(messages, _Keep) else messages,
+            self.blocked if isinstance(blocked, _Keep) else blocked,
         )
 
     def find_turn(self, turn_id: str) -> TerminalTurn | None:
         """The recorded terminal turn with `turn_id`, if still retained."""
         return next((t for t in self.recent_turns if t.turn_id == turn_id), None)
+
+    def migrated(self, target: ChatDefinition, migration: Migration) -> SessionRecord:
+        """This session as a session of the newer revision `target`, its decisions mapped by
+        `migration` and replayed through `target`'s statechart from the initial state;
+        raises MigrationRefusedError (the record stays as it is). The cursor is unchanged:
+        storing the result is the change."""
+        decisions = migrated_decisions(
+            tuple(self.conversation.decisions.values()), target, migration
+        )
+        state = migration.state(self.state)
+        if state not in target.conversation.states:
+            raise MigrationRefusedError(
+                "unknown_state", "the session's state has no counterpart in the newer revision"
+            )
+        try:
+            conversation = _replay(target, self.session_id, decisions, state)
+        except ReplayError as error:
+            raise check_replay(error) from None
+        return SessionRecord(
+            self.session_id,
+            target.id,
+            target.revision,
+            conversation,
+            self.cursor,
+            self.lease,
+            self.recent_turns,
+            self.messages,
+        )
 
     def last_answer(self) -> TerminalTurn | None:
         """The newest retained completed turn: the session's last answer (failed turns
@@ -193,7 +241,7 @@ class RecordEncoder:
         self._session_id = ""
         self._decisions = _EncodedRun(self._encode_decision)
         self._turns = _EncodedRun(_encode_turn)
-        self._head: tuple[tuple[str, str, int], str] | None = None
+        self._head: tuple[tuple[str, str, int, int], str] | None = None
 
     def encode(self, record: SessionRecord) -> bytes:
         """Serialize `record` as compact UTF-8 JSON."""
@@ -215,6 +263,7 @@ class RecordEncoder:
                 self._turns.text(record.recent_turns),
                 '],"messages":',
                 "null" if record.messages is None else str(record.messages),
+                "" if record.blocked is None else ',"migration":' + _dumps(_block(record.blocked)),
                 "}",
             )
         )
@@ -222,11 +271,12 @@ class RecordEncoder:
 
     def _prefix(self, record: SessionRecord) -> str:
         """The record's opening up to the cursor value, which never changes in a session."""
-        key = (record.session_id, record.definition_id, record.revision)
+        version = RECORD_VERSION if record.blocked is None else BLOCKED_VERSION
+        key = (record.session_id, record.definition_id, record.revision, version)
         if self._head is None or self._head[0] != key:
             head = {
                 "format": RECORD_FORMAT,
-                "version": RECORD_VERSION,
+                "version": version,
                 "session_id": record.session_id,
                 "definition": {"id": record.definition_id, "revision": record.revision},
                 "cursor": 0,
@@ -280,6 +330,10 @@ class _EncodedRun(Generic[T]):
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _block(block: MigrationBlock) -> dict[str, Any]:
+    return {"revision": block.revision, "code": block.code}
 
 
 def _encode_lease(lease: Lease) -> dict[str, Any]:
@@ -347,6 +401,7 @@ def decode_session_record(
         "lease",
         "recent_turns",
         *(("messages",) if version >= 3 else ()),
+        *(("migration",) if version >= 6 else ()),
     )
     if body.text("session_id") != session_id:
         raise ForeignRecordError("the record belongs to another session")
@@ -365,6 +420,11 @@ def decode_session_record(
     if len(turns) > MAX_RECENT_TURNS:
         raise MalformedRecordError(f"recent_turns holds more than {MAX_RECENT_TURNS} turns")
     messages = body.optional_integer("messages") if version >= 3 else None
+    blocked = None
+    if version >= 6:
+        note = body.object("migration")
+        note.expect_keys("revision", "code")
+        blocked = MigrationBlock(note.integer("revision", 1), note.text("code"))
     conversation = _replay(definition, session_id, decisions, state)
     return SessionRecord(
         session_id=session_id,
@@ -375,6 +435,7 @@ def decode_session_record(
         lease=lease,
         recent_turns=tuple(turns),
         messages=messages,
+        blocked=blocked,
     )
 
 

@@ -7,6 +7,7 @@ from ._errors import Reason, ServiceError, invalid, limit_exceeded
 from ._limits import Limits
 from ._observer import (
     NO_SCOPE,
+    MigrationReport,
     ModelCallReport,
     NoObserver,
     NoScope,
@@ -34,6 +35,7 @@ from ._types import (
     Operation,
     Regenerate,
     Retry,
+    ServedRevision,
     SessionHistory,
     SessionView,
     Started,
@@ -71,6 +73,7 @@ __all__ = [
     "Failed",
     "Heartbeat",
     "Limits",
+    "MigrationReport",
     "ModelCallReport",
     "NoObserver",
     "NoScope",
@@ -83,6 +86,7 @@ __all__ = [
     "Reason",
     "Regenerate",
     "Retry",
+    "ServedRevision",
     "ServiceError",
     "SessionHistory",
     "SessionView",

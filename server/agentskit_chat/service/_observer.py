@@ -54,6 +54,18 @@ class ModelCallReport:
 
 
 @dataclass(frozen=True, slots=True)
+class MigrationReport:
+    """A session's move to a newer revision, tried before its turn ran."""
+
+    from_revision: int
+    to_revision: int
+    outcome: str
+    """`migrated`, or `stayed` when the session could not move."""
+    code: str | None = None
+    """Why it stayed: `unknown_route`, `unknown_state` or `replay`."""
+
+
+@dataclass(frozen=True, slots=True)
 class TurnReport:
     """How one StreamTurn call ended.
 
@@ -86,6 +98,8 @@ class TurnReport:
     model_call: ModelCallReport | None = None
     tool_calls: tuple[tuple[str, str], ...] = ()
     """(call id, tool name) of each tool call the answer streamed: never arguments or results."""
+    migration: MigrationReport | None = None
+    """The session's move to a newer revision this turn tried, if any."""
 
 
 class TurnObserver(Protocol):

@@ -17,7 +17,7 @@ from agentskit_chat.models import (
     call_info,
 )
 
-from ._observer import NO_SCOPE, ModelCallReport, TurnReport, TurnScope
+from ._observer import NO_SCOPE, MigrationReport, ModelCallReport, TurnReport, TurnScope
 from ._types import (
     Completed,
     Decided,
@@ -99,6 +99,8 @@ class TurnProgress:
     """What the observer keeps current while the turn runs."""
     started_ns: int = field(default_factory=time.time_ns)
     definition: ChatDefinition | None = None
+    migration: MigrationReport | None = None
+    """The move to a newer revision this turn tried, if any."""
     decided: Decided | None = None
     first_chunk_ns: int | None = None
     outcome: str | None = None
@@ -160,4 +162,5 @@ class TurnProgress:
             first_chunk_ns=self.first_chunk_ns,
             model_call=None if self.model_call is None else self.model_call.report(),
             tool_calls=tuple(self.tool_calls),
+            migration=self.migration,
         )

@@ -180,8 +180,8 @@ class Records:
 
     def _verify(self, session_id: str, stored: StoredSession) -> Loaded:
         tenant = stored.tenant
-        definition = self.catalog.find(stored.definition_id)
-        if definition is None or definition.revision != stored.revision:
+        definition = self.catalog.find(stored.definition_id, stored.revision)
+        if definition is None:
             raise ServiceError(
                 Reason.REVISION_MISMATCH,
                 "the session was stored for a definition revision this server does not serve",
@@ -226,9 +226,15 @@ class Records:
         return loaded
 
     async def save(
-        self, loaded: Loaded, record: SessionRecord, history: HistoryChange | None = None
+        self,
+        loaded: Loaded,
+        record: SessionRecord,
+        history: HistoryChange | None = None,
+        *,
+        definition: ChatDefinition | None = None,
     ) -> Loaded | None:
-        """Store `record` if nobody wrote since `loaded`; None when the compare-and-set lost."""
+        """Store `record` if nobody wrote since `loaded`; None when the compare-and-set lost.
+        `definition`: the revision the record now belongs to, when it migrated."""
         session_id, tenant = record.session_id, loaded.tenant
         entry = self._cache.get(session_id, tenant)
         known = entry is not None and entry.loaded is loaded
@@ -262,7 +268,9 @@ class Records:
                 *kept,
                 *map(_message, history.append),
             )
-        after = Loaded(loaded.definition, saved, loaded.history_mode, loaded.incarnation, tenant)
+        after = Loaded(
+            definition or loaded.definition, saved, loaded.history_mode, loaded.incarnation, tenant
+        )
         self._remember(Entry(stored.record, after, encoder, messages))
         return after
 

@@ -48,6 +48,7 @@ from ._turn_writes import new_id
 from ._turns import TurnRunner
 from ._types import (
     CancelOutcome,
+    ServedRevision,
     SessionHistory,
     SessionView,
     TurnEvent,
@@ -117,10 +118,10 @@ class ChatService:
         UnknownAdapterError, and then keeps serving the current definitions.
         """
         changes = self.catalog.changes_to(catalog)
-        for definition in catalog.all():
+        for definition in catalog.every():
             self.adapters.check(definition.model)
         self.catalog = self._records.catalog = catalog
-        unused = self.adapters.release_unused(d.model for d in catalog.all())
+        unused = self.adapters.release_unused(d.model for d in catalog.every())
         if unused:  # Turns begun before the swap may still stream from them.
             self._retiring.append(asyncio.ensure_future(self._retire(unused)))
         return changes
@@ -135,38 +136,65 @@ class ChatService:
                 await adapter.close()
 
     def definitions(self) -> list[ChatDefinition]:
-        """Every hosted definition the caller may use, ordered by id."""
+        """The newest served revision of every hosted definition the caller may use,
+        ordered by id."""
         principal = current_principal()
         return [d for d in self.catalog.all() if principal.may_use(d.id)]
 
-    def definition(self, definition_id: str) -> ChatDefinition:
-        """One hosted definition; NOT_FOUND when unknown or not the caller's to use."""
+    def definition(self, definition_id: str, revision: int | None = None) -> ChatDefinition:
+        """One hosted definition, its newest served revision or `revision`; NOT_FOUND when
+        unknown or not the caller's to use, REVISION_MISMATCH when the revision is not
+        served."""
         if not definition_id:
             raise invalid("definition_id", "definition_id is required")
         if not current_principal().may_use(definition_id):
             raise ServiceError(Reason.DEFINITION_NOT_FOUND, "no definition has this id")
-        return self.catalog.get(definition_id)
+        return self.catalog.get(definition_id, revision)
+
+    def served_revisions(self, definition_id: str) -> list[ServedRevision]:
+        """The served revisions of a definition the caller may use, oldest first, with
+        their weights for new sessions and the revisions they take sessions over from."""
+        self.definition(definition_id)
+        weights = dict(self.catalog.weights(definition_id))
+        return [
+            ServedRevision(d.revision, weights[d.revision], tuple(sorted(d.migrations)))
+            for d in self.catalog.revisions(definition_id)
+        ]
 
     async def create_session(
-        self, definition_id: str, session_id: str | None, mode: HistoryMode
+        self,
+        definition_id: str,
+        session_id: str | None,
+        mode: HistoryMode,
+        revision: int | None = None,
     ) -> SessionView:
-        """A new session at the definition's initial state.
+        """A new session at the definition's initial state, of `revision` when given (it
+        must be served), else of the revision the rollout gives its id.
 
-        A reload that retires the definition's revision while the session is being stored
-        would leave it stale from birth: it is then stored again at the serving revision.
+        A reload that retires the chosen revision while the session is being stored would
+        leave it stale from birth: it is then stored again at a served revision.
         """
         self.rates.check(Rated.SESSIONS)
-        definition = self.definition(definition_id)
+        self.definition(definition_id, revision)  # NOT_FOUND before an id is made up
         if session_id is None:
             session_id = new_id("s")
         else:
             self.limits.check_id("session_id", session_id)
+        definition = self._revision_for(definition_id, session_id, revision)
         loaded = await self._records.create(definition, session_id, mode)
-        if self.catalog.find(definition_id) is definition:
+        if self.catalog.find(definition_id, definition.revision) is definition:
             return _view(loaded)
         await self._records.delete(session_id)
-        definition = self.definition(definition_id)  # NOT_FOUND when the reload removed it
+        definition = self._revision_for(definition_id, session_id, revision)
         return _view(await self._records.create(definition, session_id, mode))
+
+    def _revision_for(
+        self, definition_id: str, session_id: str, revision: int | None
+    ) -> ChatDefinition:
+        if revision is not None:
+            return self.definition(definition_id, revision)
+        self.definition(definition_id)  # NOT_FOUND when a reload removed it
+        return self.catalog.for_new_session(definition_id, session_id)
 
     async def get_session(self, session_id: str) -> SessionHistory:
         """The session and, for server-held history, its messages with their origins."""
@@ -416,6 +444,7 @@ def _view(loaded: Loaded) -> SessionView:
         history_mode=loaded.history_mode,
         snapshot=loaded.definition.snapshot(record.state),
         cursor=record.cursor,
+        blocked=record.blocked,
     )
 
 

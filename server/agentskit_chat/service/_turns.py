@@ -47,6 +47,7 @@ from agentskit_chat.storage import HistoryMode
 from ._errors import Reason, ServiceError
 from ._history import Plan, plan_turn
 from ._limits import Limits, utf8_size
+from ._migrations import migrate_at_turn
 from ._observer import NO_SCOPE, NoObserver, TurnObserver, TurnScope
 from ._one_write import OneWrite
 from ._progress import TurnProgress
@@ -194,6 +195,8 @@ class TurnRunner:
         check_expected_cursor(loaded, request.expected_cursor)
         at = now_ms()
         refuse_if_leased(loaded, at, request.turn_id)
+        loaded, progress.migration = await migrate_at_turn(self._records, loaded)
+        progress.definition = loaded.definition
         plan = plan_turn(
             request.operation,
             history,

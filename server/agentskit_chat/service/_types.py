@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from agentskit_chat.conversation import ConversationSnapshot, Message, PendingCall, ToolCall
+from agentskit_chat.conversation import (
+    ConversationSnapshot,
+    Message,
+    MigrationBlock,
+    PendingCall,
+    ToolCall,
+)
 from agentskit_chat.models import NO_SAMPLING, NO_TOOLS, Sampling, ToolOptions
 from agentskit_chat.storage import HistoryMode
 
@@ -129,6 +135,19 @@ class SessionView:
     history_mode: HistoryMode
     snapshot: ConversationSnapshot
     cursor: int
+    blocked: MigrationBlock | None = None
+    """Why the session stayed on its revision when it should have moved; None otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServedRevision:
+    """One served revision of a definition, as clients see it."""
+
+    revision: int
+    weight: int
+    """Its weight for new sessions (0-100)."""
+    migrates_from: tuple[int, ...] = ()
+    """Older revisions whose sessions move to it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.util.types import AttributeValue
 
 from agentskit_chat import __version__
-from agentskit_chat.service import ModelCallReport, TurnReport
+from agentskit_chat.service import MigrationReport, ModelCallReport, TurnReport
 
 from . import _names as n
 
@@ -70,6 +70,11 @@ class TurnMetrics:
             n.TOOL_CALLS, unit="{call}", description="Tool calls the model made, by tool name."
         )
         self._tool_sets: dict[tuple[str, str | None], Attributes] = {}
+        self.migrations = meter.create_counter(
+            n.MIGRATIONS,
+            unit="{session}",
+            description="Sessions a turn moved to a newer revision, or that stayed, and why.",
+        )
 
     def record(self, report: TurnReport) -> None:
         """Count the turn and record its timings and its model call."""
@@ -88,6 +93,8 @@ class TurnMetrics:
             self._record_model_call(call, report.definition_id)
         for _, name in report.tool_calls:
             self.tool_calls.add(1, self._tool_attributes(name, report.definition_id))
+        if report.migration is not None:
+            self.migrations.add(1, migration_attributes(report.migration, report.definition_id))
 
     def _tool_attributes(self, name: str, definition_id: str | None) -> Attributes:
         key = (name, definition_id)
@@ -174,6 +181,21 @@ class _ModelSets:
         self.call = dict(attributes)
         self.input = {**attributes, n.GEN_AI_TOKEN_TYPE: "input"}
         self.output = {**attributes, n.GEN_AI_TOKEN_TYPE: "output"}
+
+
+def migration_attributes(migration: MigrationReport, definition_id: str | None) -> Attributes:
+    """The attributes of one migration count: the definition, the two revisions, the
+    outcome and, for a session that stayed, why."""
+    found: dict[str, AttributeValue] = {
+        n.MIGRATION_FROM: migration.from_revision,
+        n.MIGRATION_TO: migration.to_revision,
+        n.MIGRATION_OUTCOME: migration.outcome,
+    }
+    if definition_id is not None:
+        found[n.DEFINITION_ID] = definition_id
+    if migration.code is not None:
+        found[n.MIGRATION_CODE] = migration.code
+    return found
 
 
 def turn_metric_attributes(report: TurnReport) -> Attributes:

@@ -34,6 +34,7 @@ from agentskit_chat.service import (
     Operation,
     Regenerate,
     Retry,
+    ServedRevision,
     SessionHistory,
     SessionView,
     Started,
@@ -281,11 +282,15 @@ def session(view: SessionView) -> pb.Session:
         history_mode=MODES[view.history_mode],
         snapshot=snapshot(view.snapshot),
         cursor=view.cursor,
+        migration_blocked=None
+        if view.blocked is None
+        else pb.MigrationBlocked(revision=view.blocked.revision, code=view.blocked.code),
     )
 
 
-def definition(value: ChatDefinition) -> pb.Definition:
-    """The public description of a definition: no handler code, responses or model secrets."""
+def definition(value: ChatDefinition, served: Sequence[ServedRevision] = ()) -> pb.Definition:
+    """The public description of a definition: no handler code, responses or model secrets;
+    `served`: every revision of it the server serves."""
     spec = value.conversation
     states = [
         pb.StateInfo(
@@ -315,6 +320,10 @@ def definition(value: ChatDefinition) -> pb.Definition:
         states=states,
         routes=routes,
         model_adapter=adapter if isinstance(adapter, str) else "",
+        served_revisions=[
+            pb.ServedRevision(revision=s.revision, weight=s.weight, migrates_from=s.migrates_from)
+            for s in served
+        ],
     )
 
 

@@ -29,13 +29,18 @@ class ChatRpcs:
         self, request: pb.ListDefinitionsRequest
     ) -> pb.ListDefinitionsResponse:
         """Every hosted definition."""
-        definitions = [convert.definition(d) for d in self.service.definitions()]
+        service = self.service
+        definitions = [
+            convert.definition(d, service.served_revisions(d.id)) for d in service.definitions()
+        ]
         return pb.ListDefinitionsResponse(definitions=definitions)
 
     async def get_definition(self, request: pb.GetDefinitionRequest) -> pb.GetDefinitionResponse:
         """One definition by id."""
-        definition = self.service.definition(request.definition_id)
-        return pb.GetDefinitionResponse(definition=convert.definition(definition))
+        revision = request.revision if request.HasField("revision") else None
+        definition = self.service.definition(request.definition_id, revision)
+        served = self.service.served_revisions(definition.id)
+        return pb.GetDefinitionResponse(definition=convert.definition(definition, served))
 
     async def create_session(self, request: pb.CreateSessionRequest) -> pb.CreateSessionResponse:
         """A new session at the definition's initial state."""
@@ -43,6 +48,7 @@ class ChatRpcs:
             request.definition_id,
             request.session_id or None,
             convert.history_mode(request.history_mode),
+            request.definition_revision if request.HasField("definition_revision") else None,
         )
         return pb.CreateSessionResponse(session=convert.session(view))
 

@@ -1368,7 +1368,8 @@ type Definition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Definition id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Revision; stored sessions only resume on the revision that wrote them.
+	// Revision this message describes: the newest served one, unless GetDefinition asked
+	// for another. A session keeps the revision it was created on until it migrates.
 	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	// Human-readable description.
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
@@ -1379,9 +1380,12 @@ type Definition struct {
 	// Routes in evaluation order.
 	Routes []*RouteInfo `protobuf:"bytes,6,rep,name=routes,proto3" json:"routes,omitempty"`
 	// Name of the model adapter that answers agentic turns.
-	ModelAdapter  string `protobuf:"bytes,7,opt,name=model_adapter,json=modelAdapter,proto3" json:"model_adapter,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ModelAdapter string `protobuf:"bytes,7,opt,name=model_adapter,json=modelAdapter,proto3" json:"model_adapter,omitempty"`
+	// Every revision of this definition the server serves, oldest first, with the share
+	// of new sessions each gets.
+	ServedRevisions []*ServedRevision `protobuf:"bytes,8,rep,name=served_revisions,json=servedRevisions,proto3" json:"served_revisions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Definition) Reset() {
@@ -1463,6 +1467,138 @@ func (x *Definition) GetModelAdapter() string {
 	return ""
 }
 
+func (x *Definition) GetServedRevisions() []*ServedRevision {
+	if x != nil {
+		return x.ServedRevisions
+	}
+	return nil
+}
+
+// ServedRevision is one revision of a definition a server serves.
+type ServedRevision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The revision.
+	Revision int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Its weight among the served revisions for new sessions (0-100): a new session's
+	// revision is picked in proportion to the weights by a stable hash of its id, so every
+	// server picks the same one. 0: only sessions pinned to it or created before.
+	Weight uint32 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	// Older revisions whose sessions move to this one at their next turn (when this is
+	// the revision new sessions with their id get, and their decisions replay here).
+	MigratesFrom  []int64 `protobuf:"varint,3,rep,packed,name=migrates_from,json=migratesFrom,proto3" json:"migrates_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServedRevision) Reset() {
+	*x = ServedRevision{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedRevision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedRevision) ProtoMessage() {}
+
+func (x *ServedRevision) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedRevision.ProtoReflect.Descriptor instead.
+func (*ServedRevision) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ServedRevision) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ServedRevision) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *ServedRevision) GetMigratesFrom() []int64 {
+	if x != nil {
+		return x.MigratesFrom
+	}
+	return nil
+}
+
+// MigrationBlocked says why a session stayed on its revision when a newer one it should
+// move to declared a migration from it.
+type MigrationBlocked struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The revision it did not move to.
+	Revision int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// "unknown_route" (a decision's route has no counterpart), "unknown_state" (a state
+	// has none) or "replay" (the mapped decisions do not replay through the newer
+	// statechart).
+	Code          string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationBlocked) Reset() {
+	*x = MigrationBlocked{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationBlocked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationBlocked) ProtoMessage() {}
+
+func (x *MigrationBlocked) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationBlocked.ProtoReflect.Descriptor instead.
+func (*MigrationBlocked) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MigrationBlocked) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *MigrationBlocked) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 // Session is the metadata of one session.
 type Session struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1477,14 +1613,17 @@ type Session struct {
 	// The conversation snapshot.
 	Snapshot *Snapshot `protobuf:"bytes,5,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
 	// Increases by one on every stored change.
-	Cursor        int64 `protobuf:"varint,6,opt,name=cursor,proto3" json:"cursor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Cursor int64 `protobuf:"varint,6,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Set while the session could not move to the newer revision it should run on (see
+	// ServedRevision.migrates_from); it stays on its own until it can.
+	MigrationBlocked *MigrationBlocked `protobuf:"bytes,7,opt,name=migration_blocked,json=migrationBlocked,proto3" json:"migration_blocked,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[12]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1635,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[12]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1648,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{12}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Session) GetSessionId() string {
@@ -1554,6 +1693,13 @@ func (x *Session) GetCursor() int64 {
 	return 0
 }
 
+func (x *Session) GetMigrationBlocked() *MigrationBlocked {
+	if x != nil {
+		return x.MigrationBlocked
+	}
+	return nil
+}
+
 // ListDefinitionsRequest asks for every hosted definition.
 type ListDefinitionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1563,7 +1709,7 @@ type ListDefinitionsRequest struct {
 
 func (x *ListDefinitionsRequest) Reset() {
 	*x = ListDefinitionsRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[13]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1721,7 @@ func (x *ListDefinitionsRequest) String() string {
 func (*ListDefinitionsRequest) ProtoMessage() {}
 
 func (x *ListDefinitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[13]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1734,7 @@ func (x *ListDefinitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDefinitionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDefinitionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{13}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{15}
 }
 
 // ListDefinitionsResponse holds every hosted definition.
@@ -1602,7 +1748,7 @@ type ListDefinitionsResponse struct {
 
 func (x *ListDefinitionsResponse) Reset() {
 	*x = ListDefinitionsResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[14]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1760,7 @@ func (x *ListDefinitionsResponse) String() string {
 func (*ListDefinitionsResponse) ProtoMessage() {}
 
 func (x *ListDefinitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[14]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1773,7 @@ func (x *ListDefinitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDefinitionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDefinitionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{14}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListDefinitionsResponse) GetDefinitions() []*Definition {
@@ -1641,14 +1787,17 @@ func (x *ListDefinitionsResponse) GetDefinitions() []*Definition {
 type GetDefinitionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Definition id.
-	DefinitionId  string `protobuf:"bytes,1,opt,name=definition_id,json=definitionId,proto3" json:"definition_id,omitempty"`
+	DefinitionId string `protobuf:"bytes,1,opt,name=definition_id,json=definitionId,proto3" json:"definition_id,omitempty"`
+	// A served revision to describe; unset: the newest. A revision not served is
+	// FAILED_PRECONDITION, reason REVISION_MISMATCH.
+	Revision      *int64 `protobuf:"varint,2,opt,name=revision,proto3,oneof" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetDefinitionRequest) Reset() {
 	*x = GetDefinitionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[15]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1809,7 @@ func (x *GetDefinitionRequest) String() string {
 func (*GetDefinitionRequest) ProtoMessage() {}
 
 func (x *GetDefinitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[15]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1822,7 @@ func (x *GetDefinitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDefinitionRequest.ProtoReflect.Descriptor instead.
 func (*GetDefinitionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{15}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetDefinitionRequest) GetDefinitionId() string {
@@ -1681,6 +1830,13 @@ func (x *GetDefinitionRequest) GetDefinitionId() string {
 		return x.DefinitionId
 	}
 	return ""
+}
+
+func (x *GetDefinitionRequest) GetRevision() int64 {
+	if x != nil && x.Revision != nil {
+		return *x.Revision
+	}
+	return 0
 }
 
 // GetDefinitionResponse holds one definition.
@@ -1694,7 +1850,7 @@ type GetDefinitionResponse struct {
 
 func (x *GetDefinitionResponse) Reset() {
 	*x = GetDefinitionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[16]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1862,7 @@ func (x *GetDefinitionResponse) String() string {
 func (*GetDefinitionResponse) ProtoMessage() {}
 
 func (x *GetDefinitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[16]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1875,7 @@ func (x *GetDefinitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDefinitionResponse.ProtoReflect.Descriptor instead.
 func (*GetDefinitionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{16}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetDefinitionResponse) GetDefinition() *Definition {
@@ -1737,14 +1893,18 @@ type CreateSessionRequest struct {
 	// Optional session id chosen by the client; the server chooses one when empty.
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Who keeps the messages; server-held when unspecified.
-	HistoryMode   HistoryMode `protobuf:"varint,3,opt,name=history_mode,json=historyMode,proto3,enum=agentskit.chat.v1.HistoryMode" json:"history_mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HistoryMode HistoryMode `protobuf:"varint,3,opt,name=history_mode,json=historyMode,proto3,enum=agentskit.chat.v1.HistoryMode" json:"history_mode,omitempty"`
+	// Pins the session to this served revision; unset: the revision the rollout gives the
+	// session's id (see ServedRevision.weight). A revision not served is
+	// FAILED_PRECONDITION, reason REVISION_MISMATCH, metadata `definition_revision`.
+	DefinitionRevision *int64 `protobuf:"varint,4,opt,name=definition_revision,json=definitionRevision,proto3,oneof" json:"definition_revision,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[17]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1916,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[17]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1929,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{17}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateSessionRequest) GetDefinitionId() string {
@@ -1793,6 +1953,13 @@ func (x *CreateSessionRequest) GetHistoryMode() HistoryMode {
 	return HistoryMode_HISTORY_MODE_UNSPECIFIED
 }
 
+func (x *CreateSessionRequest) GetDefinitionRevision() int64 {
+	if x != nil && x.DefinitionRevision != nil {
+		return *x.DefinitionRevision
+	}
+	return 0
+}
+
 // CreateSessionResponse holds the new session.
 type CreateSessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1804,7 +1971,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[18]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1983,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[18]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1996,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{18}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -1850,7 +2017,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[19]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +2029,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[19]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2042,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{19}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1898,7 +2065,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[20]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2077,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[20]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2090,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{20}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1955,7 +2122,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[21]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2134,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[21]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2147,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{21}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2006,7 +2173,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[22]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2185,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[22]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2198,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{22}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{24}
 }
 
 // SubmitOperation appends a new user message to a server-held history.
@@ -2047,7 +2214,7 @@ type SubmitOperation struct {
 
 func (x *SubmitOperation) Reset() {
 	*x = SubmitOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[23]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2226,7 @@ func (x *SubmitOperation) String() string {
 func (*SubmitOperation) ProtoMessage() {}
 
 func (x *SubmitOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[23]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2239,7 @@ func (x *SubmitOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitOperation.ProtoReflect.Descriptor instead.
 func (*SubmitOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{23}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubmitOperation) GetContent() string {
@@ -2101,7 +2268,7 @@ type RetryOperation struct {
 
 func (x *RetryOperation) Reset() {
 	*x = RetryOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[24]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2280,7 @@ func (x *RetryOperation) String() string {
 func (*RetryOperation) ProtoMessage() {}
 
 func (x *RetryOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[24]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2293,7 @@ func (x *RetryOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryOperation.ProtoReflect.Descriptor instead.
 func (*RetryOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{24}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetryOperation) GetMessageId() string {
@@ -2150,7 +2317,7 @@ type EditOperation struct {
 
 func (x *EditOperation) Reset() {
 	*x = EditOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[25]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2329,7 @@ func (x *EditOperation) String() string {
 func (*EditOperation) ProtoMessage() {}
 
 func (x *EditOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[25]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2342,7 @@ func (x *EditOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditOperation.ProtoReflect.Descriptor instead.
 func (*EditOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{25}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EditOperation) GetMessageId() string {
@@ -2204,7 +2371,7 @@ type RegenerateOperation struct {
 
 func (x *RegenerateOperation) Reset() {
 	*x = RegenerateOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[26]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2383,7 @@ func (x *RegenerateOperation) String() string {
 func (*RegenerateOperation) ProtoMessage() {}
 
 func (x *RegenerateOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[26]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2396,7 @@ func (x *RegenerateOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegenerateOperation.ProtoReflect.Descriptor instead.
 func (*RegenerateOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{26}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RegenerateOperation) GetMessageId() string {
@@ -2254,7 +2421,7 @@ type DispatchOperation struct {
 
 func (x *DispatchOperation) Reset() {
 	*x = DispatchOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[27]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2433,7 @@ func (x *DispatchOperation) String() string {
 func (*DispatchOperation) ProtoMessage() {}
 
 func (x *DispatchOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[27]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2446,7 @@ func (x *DispatchOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatchOperation.ProtoReflect.Descriptor instead.
 func (*DispatchOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{27}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DispatchOperation) GetMessages() []*Message {
@@ -2312,7 +2479,7 @@ type ToolResultsOperation struct {
 
 func (x *ToolResultsOperation) Reset() {
 	*x = ToolResultsOperation{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[28]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2324,7 +2491,7 @@ func (x *ToolResultsOperation) String() string {
 func (*ToolResultsOperation) ProtoMessage() {}
 
 func (x *ToolResultsOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[28]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2337,7 +2504,7 @@ func (x *ToolResultsOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResultsOperation.ProtoReflect.Descriptor instead.
 func (*ToolResultsOperation) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{28}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ToolResultsOperation) GetResults() []*ToolResult {
@@ -2396,7 +2563,7 @@ type StreamTurnRequest struct {
 
 func (x *StreamTurnRequest) Reset() {
 	*x = StreamTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[29]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2575,7 @@ func (x *StreamTurnRequest) String() string {
 func (*StreamTurnRequest) ProtoMessage() {}
 
 func (x *StreamTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[29]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2588,7 @@ func (x *StreamTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamTurnRequest.ProtoReflect.Descriptor instead.
 func (*StreamTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{29}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StreamTurnRequest) GetSessionId() string {
@@ -2604,7 +2771,7 @@ type TurnStarted struct {
 
 func (x *TurnStarted) Reset() {
 	*x = TurnStarted{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[30]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2783,7 @@ func (x *TurnStarted) String() string {
 func (*TurnStarted) ProtoMessage() {}
 
 func (x *TurnStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[30]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2796,7 @@ func (x *TurnStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStarted.ProtoReflect.Descriptor instead.
 func (*TurnStarted) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{30}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TurnStarted) GetOperation() Operation {
@@ -2679,7 +2846,7 @@ type TurnDecision struct {
 
 func (x *TurnDecision) Reset() {
 	*x = TurnDecision{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[31]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2691,7 +2858,7 @@ func (x *TurnDecision) String() string {
 func (*TurnDecision) ProtoMessage() {}
 
 func (x *TurnDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[31]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2704,7 +2871,7 @@ func (x *TurnDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnDecision.ProtoReflect.Descriptor instead.
 func (*TurnDecision) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{31}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TurnDecision) GetKind() TurnKind {
@@ -2753,7 +2920,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[32]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +2932,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[32]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +2945,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{32}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TextDelta) GetText() string {
@@ -2801,7 +2968,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[33]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2813,7 +2980,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[33]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2826,7 +2993,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{33}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ToolCallStarted) GetToolCallId() string {
@@ -2856,7 +3023,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[34]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +3035,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[34]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +3048,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{34}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ToolCallDelta) GetToolCallId() string {
@@ -2913,7 +3080,7 @@ type ToolCallEnded struct {
 
 func (x *ToolCallEnded) Reset() {
 	*x = ToolCallEnded{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[35]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3092,7 @@ func (x *ToolCallEnded) String() string {
 func (*ToolCallEnded) ProtoMessage() {}
 
 func (x *ToolCallEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[35]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3105,7 @@ func (x *ToolCallEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallEnded.ProtoReflect.Descriptor instead.
 func (*ToolCallEnded) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{35}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ToolCallEnded) GetToolCallId() string {
@@ -2975,7 +3142,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[36]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3154,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[36]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3167,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{36}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -3046,7 +3213,7 @@ type TurnCompleted struct {
 
 func (x *TurnCompleted) Reset() {
 	*x = TurnCompleted{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[37]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3225,7 @@ func (x *TurnCompleted) String() string {
 func (*TurnCompleted) ProtoMessage() {}
 
 func (x *TurnCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[37]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3238,7 @@ func (x *TurnCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnCompleted.ProtoReflect.Descriptor instead.
 func (*TurnCompleted) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{37}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TurnCompleted) GetAssistantMessageId() string {
@@ -3154,7 +3321,7 @@ type TurnFailed struct {
 
 func (x *TurnFailed) Reset() {
 	*x = TurnFailed{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3333,7 @@ func (x *TurnFailed) String() string {
 func (*TurnFailed) ProtoMessage() {}
 
 func (x *TurnFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3346,7 @@ func (x *TurnFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnFailed.ProtoReflect.Descriptor instead.
 func (*TurnFailed) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{38}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TurnFailed) GetCode() string {
@@ -3243,7 +3410,7 @@ type StreamTurnResponse struct {
 
 func (x *StreamTurnResponse) Reset() {
 	*x = StreamTurnResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3255,7 +3422,7 @@ func (x *StreamTurnResponse) String() string {
 func (*StreamTurnResponse) ProtoMessage() {}
 
 func (x *StreamTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3268,7 +3435,7 @@ func (x *StreamTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamTurnResponse.ProtoReflect.Descriptor instead.
 func (*StreamTurnResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{39}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamTurnResponse) GetSessionId() string {
@@ -3455,7 +3622,7 @@ type TruncateHistoryRequest struct {
 
 func (x *TruncateHistoryRequest) Reset() {
 	*x = TruncateHistoryRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3634,7 @@ func (x *TruncateHistoryRequest) String() string {
 func (*TruncateHistoryRequest) ProtoMessage() {}
 
 func (x *TruncateHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3647,7 @@ func (x *TruncateHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateHistoryRequest.ProtoReflect.Descriptor instead.
 func (*TruncateHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{40}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TruncateHistoryRequest) GetSessionId() string {
@@ -3517,7 +3684,7 @@ type TruncateHistoryResponse struct {
 
 func (x *TruncateHistoryResponse) Reset() {
 	*x = TruncateHistoryResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +3696,7 @@ func (x *TruncateHistoryResponse) String() string {
 func (*TruncateHistoryResponse) ProtoMessage() {}
 
 func (x *TruncateHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +3709,7 @@ func (x *TruncateHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateHistoryResponse.ProtoReflect.Descriptor instead.
 func (*TruncateHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{41}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TruncateHistoryResponse) GetSession() *Session {
@@ -3600,7 +3767,7 @@ type TurnRecord struct {
 
 func (x *TurnRecord) Reset() {
 	*x = TurnRecord{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3612,7 +3779,7 @@ func (x *TurnRecord) String() string {
 func (*TurnRecord) ProtoMessage() {}
 
 func (x *TurnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3625,7 +3792,7 @@ func (x *TurnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnRecord.ProtoReflect.Descriptor instead.
 func (*TurnRecord) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{42}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TurnRecord) GetTurnId() string {
@@ -3746,7 +3913,7 @@ type GetTurnRequest struct {
 
 func (x *GetTurnRequest) Reset() {
 	*x = GetTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3758,7 +3925,7 @@ func (x *GetTurnRequest) String() string {
 func (*GetTurnRequest) ProtoMessage() {}
 
 func (x *GetTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3771,7 +3938,7 @@ func (x *GetTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTurnRequest.ProtoReflect.Descriptor instead.
 func (*GetTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{43}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetTurnRequest) GetSessionId() string {
@@ -3799,7 +3966,7 @@ type GetTurnResponse struct {
 
 func (x *GetTurnResponse) Reset() {
 	*x = GetTurnResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[44]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3811,7 +3978,7 @@ func (x *GetTurnResponse) String() string {
 func (*GetTurnResponse) ProtoMessage() {}
 
 func (x *GetTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[44]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3824,7 +3991,7 @@ func (x *GetTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTurnResponse.ProtoReflect.Descriptor instead.
 func (*GetTurnResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{44}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetTurnResponse) GetTurn() *TurnRecord {
@@ -3851,7 +4018,7 @@ type ListTurnsRequest struct {
 
 func (x *ListTurnsRequest) Reset() {
 	*x = ListTurnsRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[45]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +4030,7 @@ func (x *ListTurnsRequest) String() string {
 func (*ListTurnsRequest) ProtoMessage() {}
 
 func (x *ListTurnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[45]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +4043,7 @@ func (x *ListTurnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTurnsRequest.ProtoReflect.Descriptor instead.
 func (*ListTurnsRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{45}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListTurnsRequest) GetSessionId() string {
@@ -3914,7 +4081,7 @@ type ListTurnsResponse struct {
 
 func (x *ListTurnsResponse) Reset() {
 	*x = ListTurnsResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[46]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4093,7 @@ func (x *ListTurnsResponse) String() string {
 func (*ListTurnsResponse) ProtoMessage() {}
 
 func (x *ListTurnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[46]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4106,7 @@ func (x *ListTurnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTurnsResponse.ProtoReflect.Descriptor instead.
 func (*ListTurnsResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{46}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListTurnsResponse) GetTurns() []*TurnRecord {
@@ -3977,7 +4144,7 @@ type WatchTurnRequest struct {
 
 func (x *WatchTurnRequest) Reset() {
 	*x = WatchTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[47]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3989,7 +4156,7 @@ func (x *WatchTurnRequest) String() string {
 func (*WatchTurnRequest) ProtoMessage() {}
 
 func (x *WatchTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[47]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4002,7 +4169,7 @@ func (x *WatchTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTurnRequest.ProtoReflect.Descriptor instead.
 func (*WatchTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{47}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WatchTurnRequest) GetSessionId() string {
@@ -4039,7 +4206,7 @@ type CancelTurnRequest struct {
 
 func (x *CancelTurnRequest) Reset() {
 	*x = CancelTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[48]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4051,7 +4218,7 @@ func (x *CancelTurnRequest) String() string {
 func (*CancelTurnRequest) ProtoMessage() {}
 
 func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[48]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4064,7 +4231,7 @@ func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurnRequest.ProtoReflect.Descriptor instead.
 func (*CancelTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{48}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CancelTurnRequest) GetSessionId() string {
@@ -4096,7 +4263,7 @@ type CancelTurnResponse struct {
 
 func (x *CancelTurnResponse) Reset() {
 	*x = CancelTurnResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[49]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4108,7 +4275,7 @@ func (x *CancelTurnResponse) String() string {
 func (*CancelTurnResponse) ProtoMessage() {}
 
 func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[49]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4121,7 +4288,7 @@ func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurnResponse.ProtoReflect.Descriptor instead.
 func (*CancelTurnResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{49}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CancelTurnResponse) GetCancelled() bool {
@@ -4153,7 +4320,7 @@ type WatchSessionRequest struct {
 
 func (x *WatchSessionRequest) Reset() {
 	*x = WatchSessionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[50]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4165,7 +4332,7 @@ func (x *WatchSessionRequest) String() string {
 func (*WatchSessionRequest) ProtoMessage() {}
 
 func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[50]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4178,7 +4345,7 @@ func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{50}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WatchSessionRequest) GetSessionId() string {
@@ -4208,7 +4375,7 @@ type WatchHeartbeat struct {
 
 func (x *WatchHeartbeat) Reset() {
 	*x = WatchHeartbeat{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[51]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4220,7 +4387,7 @@ func (x *WatchHeartbeat) String() string {
 func (*WatchHeartbeat) ProtoMessage() {}
 
 func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[51]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4233,7 +4400,7 @@ func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
 func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{51}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WatchHeartbeat) GetTime() *timestamppb.Timestamp {
@@ -4260,7 +4427,7 @@ type WatchSessionResponse struct {
 
 func (x *WatchSessionResponse) Reset() {
 	*x = WatchSessionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[52]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4272,7 +4439,7 @@ func (x *WatchSessionResponse) String() string {
 func (*WatchSessionResponse) ProtoMessage() {}
 
 func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[52]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4285,7 +4452,7 @@ func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{52}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WatchSessionResponse) GetItem() isWatchSessionResponse_Item {
@@ -4416,7 +4583,7 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\x0e2\x1b.agentskit.chat.v1.TurnKindR\x04kind\x12\x18\n" +
 	"\amatcher\x18\x05 \x01(\tR\amatcher\x12\x1d\n" +
 	"\n" +
-	"input_text\x18\x06 \x01(\tR\tinputText\"\x90\x02\n" +
+	"input_text\x18\x06 \x01(\tR\tinputText\"\xde\x02\n" +
 	"\n" +
 	"Definition\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -4425,7 +4592,15 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\rinitial_state\x18\x04 \x01(\tR\finitialState\x124\n" +
 	"\x06states\x18\x05 \x03(\v2\x1c.agentskit.chat.v1.StateInfoR\x06states\x124\n" +
 	"\x06routes\x18\x06 \x03(\v2\x1c.agentskit.chat.v1.RouteInfoR\x06routes\x12#\n" +
-	"\rmodel_adapter\x18\a \x01(\tR\fmodelAdapter\"\x92\x02\n" +
+	"\rmodel_adapter\x18\a \x01(\tR\fmodelAdapter\x12L\n" +
+	"\x10served_revisions\x18\b \x03(\v2!.agentskit.chat.v1.ServedRevisionR\x0fservedRevisions\"i\n" +
+	"\x0eServedRevision\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\rR\x06weight\x12#\n" +
+	"\rmigrates_from\x18\x03 \x03(\x03R\fmigratesFrom\"B\n" +
+	"\x10MigrationBlocked\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xe4\x02\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
@@ -4433,21 +4608,26 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x13definition_revision\x18\x03 \x01(\x03R\x12definitionRevision\x12A\n" +
 	"\fhistory_mode\x18\x04 \x01(\x0e2\x1e.agentskit.chat.v1.HistoryModeR\vhistoryMode\x127\n" +
 	"\bsnapshot\x18\x05 \x01(\v2\x1b.agentskit.chat.v1.SnapshotR\bsnapshot\x12\x16\n" +
-	"\x06cursor\x18\x06 \x01(\x03R\x06cursor\"\x18\n" +
+	"\x06cursor\x18\x06 \x01(\x03R\x06cursor\x12P\n" +
+	"\x11migration_blocked\x18\a \x01(\v2#.agentskit.chat.v1.MigrationBlockedR\x10migrationBlocked\"\x18\n" +
 	"\x16ListDefinitionsRequest\"Z\n" +
 	"\x17ListDefinitionsResponse\x12?\n" +
-	"\vdefinitions\x18\x01 \x03(\v2\x1d.agentskit.chat.v1.DefinitionR\vdefinitions\";\n" +
+	"\vdefinitions\x18\x01 \x03(\v2\x1d.agentskit.chat.v1.DefinitionR\vdefinitions\"i\n" +
 	"\x14GetDefinitionRequest\x12#\n" +
-	"\rdefinition_id\x18\x01 \x01(\tR\fdefinitionId\"V\n" +
+	"\rdefinition_id\x18\x01 \x01(\tR\fdefinitionId\x12\x1f\n" +
+	"\brevision\x18\x02 \x01(\x03H\x00R\brevision\x88\x01\x01B\v\n" +
+	"\t_revision\"V\n" +
 	"\x15GetDefinitionResponse\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.agentskit.chat.v1.DefinitionR\n" +
-	"definition\"\x9d\x01\n" +
+	"definition\"\xeb\x01\n" +
 	"\x14CreateSessionRequest\x12#\n" +
 	"\rdefinition_id\x18\x01 \x01(\tR\fdefinitionId\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12A\n" +
-	"\fhistory_mode\x18\x03 \x01(\x0e2\x1e.agentskit.chat.v1.HistoryModeR\vhistoryMode\"M\n" +
+	"\fhistory_mode\x18\x03 \x01(\x0e2\x1e.agentskit.chat.v1.HistoryModeR\vhistoryMode\x124\n" +
+	"\x13definition_revision\x18\x04 \x01(\x03H\x00R\x12definitionRevision\x88\x01\x01B\x16\n" +
+	"\x14_definition_revision\"M\n" +
 	"\x15CreateSessionResponse\x124\n" +
 	"\asession\x18\x01 \x01(\v2\x1a.agentskit.chat.v1.SessionR\asession\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +
@@ -4726,7 +4906,7 @@ func file_agentskit_chat_v1_chat_proto_rawDescGZIP() []byte {
 }
 
 var file_agentskit_chat_v1_chat_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_agentskit_chat_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_agentskit_chat_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_agentskit_chat_v1_chat_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: agentskit.chat.v1.ErrorReason
 	(DisconnectMode)(0),             // 1: agentskit.chat.v1.DisconnectMode
@@ -4748,48 +4928,50 @@ var file_agentskit_chat_v1_chat_proto_goTypes = []any{
 	(*StateInfo)(nil),               // 17: agentskit.chat.v1.StateInfo
 	(*RouteInfo)(nil),               // 18: agentskit.chat.v1.RouteInfo
 	(*Definition)(nil),              // 19: agentskit.chat.v1.Definition
-	(*Session)(nil),                 // 20: agentskit.chat.v1.Session
-	(*ListDefinitionsRequest)(nil),  // 21: agentskit.chat.v1.ListDefinitionsRequest
-	(*ListDefinitionsResponse)(nil), // 22: agentskit.chat.v1.ListDefinitionsResponse
-	(*GetDefinitionRequest)(nil),    // 23: agentskit.chat.v1.GetDefinitionRequest
-	(*GetDefinitionResponse)(nil),   // 24: agentskit.chat.v1.GetDefinitionResponse
-	(*CreateSessionRequest)(nil),    // 25: agentskit.chat.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),   // 26: agentskit.chat.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),       // 27: agentskit.chat.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 28: agentskit.chat.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),    // 29: agentskit.chat.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),   // 30: agentskit.chat.v1.DeleteSessionResponse
-	(*SubmitOperation)(nil),         // 31: agentskit.chat.v1.SubmitOperation
-	(*RetryOperation)(nil),          // 32: agentskit.chat.v1.RetryOperation
-	(*EditOperation)(nil),           // 33: agentskit.chat.v1.EditOperation
-	(*RegenerateOperation)(nil),     // 34: agentskit.chat.v1.RegenerateOperation
-	(*DispatchOperation)(nil),       // 35: agentskit.chat.v1.DispatchOperation
-	(*ToolResultsOperation)(nil),    // 36: agentskit.chat.v1.ToolResultsOperation
-	(*StreamTurnRequest)(nil),       // 37: agentskit.chat.v1.StreamTurnRequest
-	(*TurnStarted)(nil),             // 38: agentskit.chat.v1.TurnStarted
-	(*TurnDecision)(nil),            // 39: agentskit.chat.v1.TurnDecision
-	(*TextDelta)(nil),               // 40: agentskit.chat.v1.TextDelta
-	(*ToolCallStarted)(nil),         // 41: agentskit.chat.v1.ToolCallStarted
-	(*ToolCallDelta)(nil),           // 42: agentskit.chat.v1.ToolCallDelta
-	(*ToolCallEnded)(nil),           // 43: agentskit.chat.v1.ToolCallEnded
-	(*Usage)(nil),                   // 44: agentskit.chat.v1.Usage
-	(*TurnCompleted)(nil),           // 45: agentskit.chat.v1.TurnCompleted
-	(*TurnFailed)(nil),              // 46: agentskit.chat.v1.TurnFailed
-	(*StreamTurnResponse)(nil),      // 47: agentskit.chat.v1.StreamTurnResponse
-	(*TruncateHistoryRequest)(nil),  // 48: agentskit.chat.v1.TruncateHistoryRequest
-	(*TruncateHistoryResponse)(nil), // 49: agentskit.chat.v1.TruncateHistoryResponse
-	(*TurnRecord)(nil),              // 50: agentskit.chat.v1.TurnRecord
-	(*GetTurnRequest)(nil),          // 51: agentskit.chat.v1.GetTurnRequest
-	(*GetTurnResponse)(nil),         // 52: agentskit.chat.v1.GetTurnResponse
-	(*ListTurnsRequest)(nil),        // 53: agentskit.chat.v1.ListTurnsRequest
-	(*ListTurnsResponse)(nil),       // 54: agentskit.chat.v1.ListTurnsResponse
-	(*WatchTurnRequest)(nil),        // 55: agentskit.chat.v1.WatchTurnRequest
-	(*CancelTurnRequest)(nil),       // 56: agentskit.chat.v1.CancelTurnRequest
-	(*CancelTurnResponse)(nil),      // 57: agentskit.chat.v1.CancelTurnResponse
-	(*WatchSessionRequest)(nil),     // 58: agentskit.chat.v1.WatchSessionRequest
-	(*WatchHeartbeat)(nil),          // 59: agentskit.chat.v1.WatchHeartbeat
-	(*WatchSessionResponse)(nil),    // 60: agentskit.chat.v1.WatchSessionResponse
-	(*timestamppb.Timestamp)(nil),   // 61: google.protobuf.Timestamp
+	(*ServedRevision)(nil),          // 20: agentskit.chat.v1.ServedRevision
+	(*MigrationBlocked)(nil),        // 21: agentskit.chat.v1.MigrationBlocked
+	(*Session)(nil),                 // 22: agentskit.chat.v1.Session
+	(*ListDefinitionsRequest)(nil),  // 23: agentskit.chat.v1.ListDefinitionsRequest
+	(*ListDefinitionsResponse)(nil), // 24: agentskit.chat.v1.ListDefinitionsResponse
+	(*GetDefinitionRequest)(nil),    // 25: agentskit.chat.v1.GetDefinitionRequest
+	(*GetDefinitionResponse)(nil),   // 26: agentskit.chat.v1.GetDefinitionResponse
+	(*CreateSessionRequest)(nil),    // 27: agentskit.chat.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),   // 28: agentskit.chat.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),       // 29: agentskit.chat.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 30: agentskit.chat.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),    // 31: agentskit.chat.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),   // 32: agentskit.chat.v1.DeleteSessionResponse
+	(*SubmitOperation)(nil),         // 33: agentskit.chat.v1.SubmitOperation
+	(*RetryOperation)(nil),          // 34: agentskit.chat.v1.RetryOperation
+	(*EditOperation)(nil),           // 35: agentskit.chat.v1.EditOperation
+	(*RegenerateOperation)(nil),     // 36: agentskit.chat.v1.RegenerateOperation
+	(*DispatchOperation)(nil),       // 37: agentskit.chat.v1.DispatchOperation
+	(*ToolResultsOperation)(nil),    // 38: agentskit.chat.v1.ToolResultsOperation
+	(*StreamTurnRequest)(nil),       // 39: agentskit.chat.v1.StreamTurnRequest
+	(*TurnStarted)(nil),             // 40: agentskit.chat.v1.TurnStarted
+	(*TurnDecision)(nil),            // 41: agentskit.chat.v1.TurnDecision
+	(*TextDelta)(nil),               // 42: agentskit.chat.v1.TextDelta
+	(*ToolCallStarted)(nil),         // 43: agentskit.chat.v1.ToolCallStarted
+	(*ToolCallDelta)(nil),           // 44: agentskit.chat.v1.ToolCallDelta
+	(*ToolCallEnded)(nil),           // 45: agentskit.chat.v1.ToolCallEnded
+	(*Usage)(nil),                   // 46: agentskit.chat.v1.Usage
+	(*TurnCompleted)(nil),           // 47: agentskit.chat.v1.TurnCompleted
+	(*TurnFailed)(nil),              // 48: agentskit.chat.v1.TurnFailed
+	(*StreamTurnResponse)(nil),      // 49: agentskit.chat.v1.StreamTurnResponse
+	(*TruncateHistoryRequest)(nil),  // 50: agentskit.chat.v1.TruncateHistoryRequest
+	(*TruncateHistoryResponse)(nil), // 51: agentskit.chat.v1.TruncateHistoryResponse
+	(*TurnRecord)(nil),              // 52: agentskit.chat.v1.TurnRecord
+	(*GetTurnRequest)(nil),          // 53: agentskit.chat.v1.GetTurnRequest
+	(*GetTurnResponse)(nil),         // 54: agentskit.chat.v1.GetTurnResponse
+	(*ListTurnsRequest)(nil),        // 55: agentskit.chat.v1.ListTurnsRequest
+	(*ListTurnsResponse)(nil),       // 56: agentskit.chat.v1.ListTurnsResponse
+	(*WatchTurnRequest)(nil),        // 57: agentskit.chat.v1.WatchTurnRequest
+	(*CancelTurnRequest)(nil),       // 58: agentskit.chat.v1.CancelTurnRequest
+	(*CancelTurnResponse)(nil),      // 59: agentskit.chat.v1.CancelTurnResponse
+	(*WatchSessionRequest)(nil),     // 60: agentskit.chat.v1.WatchSessionRequest
+	(*WatchHeartbeat)(nil),          // 61: agentskit.chat.v1.WatchHeartbeat
+	(*WatchSessionResponse)(nil),    // 62: agentskit.chat.v1.WatchSessionResponse
+	(*timestamppb.Timestamp)(nil),   // 63: google.protobuf.Timestamp
 }
 var file_agentskit_chat_v1_chat_proto_depIdxs = []int32{
 	3,  // 0: agentskit.chat.v1.Message.role:type_name -> agentskit.chat.v1.Role
@@ -4801,88 +4983,90 @@ var file_agentskit_chat_v1_chat_proto_depIdxs = []int32{
 	4,  // 6: agentskit.chat.v1.RouteInfo.kind:type_name -> agentskit.chat.v1.TurnKind
 	17, // 7: agentskit.chat.v1.Definition.states:type_name -> agentskit.chat.v1.StateInfo
 	18, // 8: agentskit.chat.v1.Definition.routes:type_name -> agentskit.chat.v1.RouteInfo
-	2,  // 9: agentskit.chat.v1.Session.history_mode:type_name -> agentskit.chat.v1.HistoryMode
-	15, // 10: agentskit.chat.v1.Session.snapshot:type_name -> agentskit.chat.v1.Snapshot
-	19, // 11: agentskit.chat.v1.ListDefinitionsResponse.definitions:type_name -> agentskit.chat.v1.Definition
-	19, // 12: agentskit.chat.v1.GetDefinitionResponse.definition:type_name -> agentskit.chat.v1.Definition
-	2,  // 13: agentskit.chat.v1.CreateSessionRequest.history_mode:type_name -> agentskit.chat.v1.HistoryMode
-	20, // 14: agentskit.chat.v1.CreateSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	20, // 15: agentskit.chat.v1.GetSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	8,  // 16: agentskit.chat.v1.GetSessionResponse.messages:type_name -> agentskit.chat.v1.Message
-	8,  // 17: agentskit.chat.v1.DispatchOperation.messages:type_name -> agentskit.chat.v1.Message
-	12, // 18: agentskit.chat.v1.DispatchOperation.approvals:type_name -> agentskit.chat.v1.ToolApproval
-	11, // 19: agentskit.chat.v1.ToolResultsOperation.results:type_name -> agentskit.chat.v1.ToolResult
-	12, // 20: agentskit.chat.v1.ToolResultsOperation.approvals:type_name -> agentskit.chat.v1.ToolApproval
-	31, // 21: agentskit.chat.v1.StreamTurnRequest.submit:type_name -> agentskit.chat.v1.SubmitOperation
-	32, // 22: agentskit.chat.v1.StreamTurnRequest.retry:type_name -> agentskit.chat.v1.RetryOperation
-	33, // 23: agentskit.chat.v1.StreamTurnRequest.edit:type_name -> agentskit.chat.v1.EditOperation
-	34, // 24: agentskit.chat.v1.StreamTurnRequest.regenerate:type_name -> agentskit.chat.v1.RegenerateOperation
-	35, // 25: agentskit.chat.v1.StreamTurnRequest.dispatch:type_name -> agentskit.chat.v1.DispatchOperation
-	36, // 26: agentskit.chat.v1.StreamTurnRequest.tool_results:type_name -> agentskit.chat.v1.ToolResultsOperation
-	1,  // 27: agentskit.chat.v1.StreamTurnRequest.on_disconnect:type_name -> agentskit.chat.v1.DisconnectMode
-	10, // 28: agentskit.chat.v1.StreamTurnRequest.tools:type_name -> agentskit.chat.v1.ToolDeclaration
-	5,  // 29: agentskit.chat.v1.TurnStarted.operation:type_name -> agentskit.chat.v1.Operation
-	4,  // 30: agentskit.chat.v1.TurnDecision.kind:type_name -> agentskit.chat.v1.TurnKind
-	7,  // 31: agentskit.chat.v1.ToolCallEnded.wait:type_name -> agentskit.chat.v1.ToolWait
-	15, // 32: agentskit.chat.v1.TurnCompleted.snapshot:type_name -> agentskit.chat.v1.Snapshot
-	44, // 33: agentskit.chat.v1.TurnCompleted.usage:type_name -> agentskit.chat.v1.Usage
-	9,  // 34: agentskit.chat.v1.TurnCompleted.tool_calls:type_name -> agentskit.chat.v1.ToolCall
-	13, // 35: agentskit.chat.v1.TurnCompleted.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
-	61, // 36: agentskit.chat.v1.StreamTurnResponse.time:type_name -> google.protobuf.Timestamp
-	38, // 37: agentskit.chat.v1.StreamTurnResponse.started:type_name -> agentskit.chat.v1.TurnStarted
-	39, // 38: agentskit.chat.v1.StreamTurnResponse.decision:type_name -> agentskit.chat.v1.TurnDecision
-	40, // 39: agentskit.chat.v1.StreamTurnResponse.delta:type_name -> agentskit.chat.v1.TextDelta
-	45, // 40: agentskit.chat.v1.StreamTurnResponse.completed:type_name -> agentskit.chat.v1.TurnCompleted
-	46, // 41: agentskit.chat.v1.StreamTurnResponse.failed:type_name -> agentskit.chat.v1.TurnFailed
-	41, // 42: agentskit.chat.v1.StreamTurnResponse.tool_call_started:type_name -> agentskit.chat.v1.ToolCallStarted
-	42, // 43: agentskit.chat.v1.StreamTurnResponse.tool_call_delta:type_name -> agentskit.chat.v1.ToolCallDelta
-	43, // 44: agentskit.chat.v1.StreamTurnResponse.tool_call_ended:type_name -> agentskit.chat.v1.ToolCallEnded
-	20, // 45: agentskit.chat.v1.TruncateHistoryResponse.session:type_name -> agentskit.chat.v1.Session
-	8,  // 46: agentskit.chat.v1.TruncateHistoryResponse.messages:type_name -> agentskit.chat.v1.Message
-	5,  // 47: agentskit.chat.v1.TurnRecord.operation:type_name -> agentskit.chat.v1.Operation
-	6,  // 48: agentskit.chat.v1.TurnRecord.outcome:type_name -> agentskit.chat.v1.TurnOutcome
-	4,  // 49: agentskit.chat.v1.TurnRecord.kind:type_name -> agentskit.chat.v1.TurnKind
-	46, // 50: agentskit.chat.v1.TurnRecord.failure:type_name -> agentskit.chat.v1.TurnFailed
-	61, // 51: agentskit.chat.v1.TurnRecord.start_time:type_name -> google.protobuf.Timestamp
-	61, // 52: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
-	44, // 53: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
-	13, // 54: agentskit.chat.v1.TurnRecord.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
-	50, // 55: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	50, // 56: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
-	50, // 57: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	61, // 58: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	20, // 59: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	47, // 60: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
-	59, // 61: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
-	21, // 62: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
-	23, // 63: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
-	25, // 64: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
-	27, // 65: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
-	29, // 66: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
-	37, // 67: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
-	48, // 68: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
-	51, // 69: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
-	53, // 70: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
-	55, // 71: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
-	56, // 72: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
-	58, // 73: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
-	22, // 74: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
-	24, // 75: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
-	26, // 76: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
-	28, // 77: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
-	30, // 78: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
-	47, // 79: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	49, // 80: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
-	52, // 81: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
-	54, // 82: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
-	47, // 83: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	57, // 84: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
-	60, // 85: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
-	74, // [74:86] is the sub-list for method output_type
-	62, // [62:74] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	20, // 9: agentskit.chat.v1.Definition.served_revisions:type_name -> agentskit.chat.v1.ServedRevision
+	2,  // 10: agentskit.chat.v1.Session.history_mode:type_name -> agentskit.chat.v1.HistoryMode
+	15, // 11: agentskit.chat.v1.Session.snapshot:type_name -> agentskit.chat.v1.Snapshot
+	21, // 12: agentskit.chat.v1.Session.migration_blocked:type_name -> agentskit.chat.v1.MigrationBlocked
+	19, // 13: agentskit.chat.v1.ListDefinitionsResponse.definitions:type_name -> agentskit.chat.v1.Definition
+	19, // 14: agentskit.chat.v1.GetDefinitionResponse.definition:type_name -> agentskit.chat.v1.Definition
+	2,  // 15: agentskit.chat.v1.CreateSessionRequest.history_mode:type_name -> agentskit.chat.v1.HistoryMode
+	22, // 16: agentskit.chat.v1.CreateSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	22, // 17: agentskit.chat.v1.GetSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	8,  // 18: agentskit.chat.v1.GetSessionResponse.messages:type_name -> agentskit.chat.v1.Message
+	8,  // 19: agentskit.chat.v1.DispatchOperation.messages:type_name -> agentskit.chat.v1.Message
+	12, // 20: agentskit.chat.v1.DispatchOperation.approvals:type_name -> agentskit.chat.v1.ToolApproval
+	11, // 21: agentskit.chat.v1.ToolResultsOperation.results:type_name -> agentskit.chat.v1.ToolResult
+	12, // 22: agentskit.chat.v1.ToolResultsOperation.approvals:type_name -> agentskit.chat.v1.ToolApproval
+	33, // 23: agentskit.chat.v1.StreamTurnRequest.submit:type_name -> agentskit.chat.v1.SubmitOperation
+	34, // 24: agentskit.chat.v1.StreamTurnRequest.retry:type_name -> agentskit.chat.v1.RetryOperation
+	35, // 25: agentskit.chat.v1.StreamTurnRequest.edit:type_name -> agentskit.chat.v1.EditOperation
+	36, // 26: agentskit.chat.v1.StreamTurnRequest.regenerate:type_name -> agentskit.chat.v1.RegenerateOperation
+	37, // 27: agentskit.chat.v1.StreamTurnRequest.dispatch:type_name -> agentskit.chat.v1.DispatchOperation
+	38, // 28: agentskit.chat.v1.StreamTurnRequest.tool_results:type_name -> agentskit.chat.v1.ToolResultsOperation
+	1,  // 29: agentskit.chat.v1.StreamTurnRequest.on_disconnect:type_name -> agentskit.chat.v1.DisconnectMode
+	10, // 30: agentskit.chat.v1.StreamTurnRequest.tools:type_name -> agentskit.chat.v1.ToolDeclaration
+	5,  // 31: agentskit.chat.v1.TurnStarted.operation:type_name -> agentskit.chat.v1.Operation
+	4,  // 32: agentskit.chat.v1.TurnDecision.kind:type_name -> agentskit.chat.v1.TurnKind
+	7,  // 33: agentskit.chat.v1.ToolCallEnded.wait:type_name -> agentskit.chat.v1.ToolWait
+	15, // 34: agentskit.chat.v1.TurnCompleted.snapshot:type_name -> agentskit.chat.v1.Snapshot
+	46, // 35: agentskit.chat.v1.TurnCompleted.usage:type_name -> agentskit.chat.v1.Usage
+	9,  // 36: agentskit.chat.v1.TurnCompleted.tool_calls:type_name -> agentskit.chat.v1.ToolCall
+	13, // 37: agentskit.chat.v1.TurnCompleted.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
+	63, // 38: agentskit.chat.v1.StreamTurnResponse.time:type_name -> google.protobuf.Timestamp
+	40, // 39: agentskit.chat.v1.StreamTurnResponse.started:type_name -> agentskit.chat.v1.TurnStarted
+	41, // 40: agentskit.chat.v1.StreamTurnResponse.decision:type_name -> agentskit.chat.v1.TurnDecision
+	42, // 41: agentskit.chat.v1.StreamTurnResponse.delta:type_name -> agentskit.chat.v1.TextDelta
+	47, // 42: agentskit.chat.v1.StreamTurnResponse.completed:type_name -> agentskit.chat.v1.TurnCompleted
+	48, // 43: agentskit.chat.v1.StreamTurnResponse.failed:type_name -> agentskit.chat.v1.TurnFailed
+	43, // 44: agentskit.chat.v1.StreamTurnResponse.tool_call_started:type_name -> agentskit.chat.v1.ToolCallStarted
+	44, // 45: agentskit.chat.v1.StreamTurnResponse.tool_call_delta:type_name -> agentskit.chat.v1.ToolCallDelta
+	45, // 46: agentskit.chat.v1.StreamTurnResponse.tool_call_ended:type_name -> agentskit.chat.v1.ToolCallEnded
+	22, // 47: agentskit.chat.v1.TruncateHistoryResponse.session:type_name -> agentskit.chat.v1.Session
+	8,  // 48: agentskit.chat.v1.TruncateHistoryResponse.messages:type_name -> agentskit.chat.v1.Message
+	5,  // 49: agentskit.chat.v1.TurnRecord.operation:type_name -> agentskit.chat.v1.Operation
+	6,  // 50: agentskit.chat.v1.TurnRecord.outcome:type_name -> agentskit.chat.v1.TurnOutcome
+	4,  // 51: agentskit.chat.v1.TurnRecord.kind:type_name -> agentskit.chat.v1.TurnKind
+	48, // 52: agentskit.chat.v1.TurnRecord.failure:type_name -> agentskit.chat.v1.TurnFailed
+	63, // 53: agentskit.chat.v1.TurnRecord.start_time:type_name -> google.protobuf.Timestamp
+	63, // 54: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
+	46, // 55: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
+	13, // 56: agentskit.chat.v1.TurnRecord.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
+	52, // 57: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	52, // 58: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
+	52, // 59: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	63, // 60: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	22, // 61: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	49, // 62: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
+	61, // 63: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
+	23, // 64: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
+	25, // 65: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
+	27, // 66: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
+	29, // 67: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
+	31, // 68: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
+	39, // 69: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
+	50, // 70: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
+	53, // 71: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
+	55, // 72: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
+	57, // 73: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
+	58, // 74: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
+	60, // 75: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
+	24, // 76: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
+	26, // 77: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
+	28, // 78: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
+	30, // 79: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
+	32, // 80: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
+	49, // 81: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	51, // 82: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
+	54, // 83: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
+	56, // 84: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
+	49, // 85: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	59, // 86: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
+	62, // 87: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
+	76, // [76:88] is the sub-list for method output_type
+	64, // [64:76] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_agentskit_chat_v1_chat_proto_init() }
@@ -4890,8 +5074,10 @@ func file_agentskit_chat_v1_chat_proto_init() {
 	if File_agentskit_chat_v1_chat_proto != nil {
 		return
 	}
-	file_agentskit_chat_v1_chat_proto_msgTypes[21].OneofWrappers = []any{}
-	file_agentskit_chat_v1_chat_proto_msgTypes[29].OneofWrappers = []any{
+	file_agentskit_chat_v1_chat_proto_msgTypes[17].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[19].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[23].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[31].OneofWrappers = []any{
 		(*StreamTurnRequest_Submit)(nil),
 		(*StreamTurnRequest_Retry)(nil),
 		(*StreamTurnRequest_Edit)(nil),
@@ -4899,7 +5085,7 @@ func file_agentskit_chat_v1_chat_proto_init() {
 		(*StreamTurnRequest_Dispatch)(nil),
 		(*StreamTurnRequest_ToolResults)(nil),
 	}
-	file_agentskit_chat_v1_chat_proto_msgTypes[39].OneofWrappers = []any{
+	file_agentskit_chat_v1_chat_proto_msgTypes[41].OneofWrappers = []any{
 		(*StreamTurnResponse_Started)(nil),
 		(*StreamTurnResponse_Decision)(nil),
 		(*StreamTurnResponse_Delta)(nil),
@@ -4909,9 +5095,9 @@ func file_agentskit_chat_v1_chat_proto_init() {
 		(*StreamTurnResponse_ToolCallDelta)(nil),
 		(*StreamTurnResponse_ToolCallEnded)(nil),
 	}
-	file_agentskit_chat_v1_chat_proto_msgTypes[40].OneofWrappers = []any{}
-	file_agentskit_chat_v1_chat_proto_msgTypes[50].OneofWrappers = []any{}
-	file_agentskit_chat_v1_chat_proto_msgTypes[52].OneofWrappers = []any{
+	file_agentskit_chat_v1_chat_proto_msgTypes[42].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[52].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[54].OneofWrappers = []any{
 		(*WatchSessionResponse_Session)(nil),
 		(*WatchSessionResponse_Event)(nil),
 		(*WatchSessionResponse_Heartbeat)(nil),
@@ -4922,7 +5108,7 @@ func file_agentskit_chat_v1_chat_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentskit_chat_v1_chat_proto_rawDesc), len(file_agentskit_chat_v1_chat_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   53,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

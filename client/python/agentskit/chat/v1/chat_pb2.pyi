@@ -779,10 +779,13 @@ class Definition(_message.Message):
     STATES_FIELD_NUMBER: _builtins.int
     ROUTES_FIELD_NUMBER: _builtins.int
     MODEL_ADAPTER_FIELD_NUMBER: _builtins.int
+    SERVED_REVISIONS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Definition id."""
     revision: _builtins.int
-    """Revision; stored sessions only resume on the revision that wrote them."""
+    """Revision this message describes: the newest served one, unless GetDefinition asked
+    for another. A session keeps the revision it was created on until it migrates.
+    """
     description: _builtins.str
     """Human-readable description."""
     initial_state: _builtins.str
@@ -797,6 +800,12 @@ class Definition(_message.Message):
     def routes(self) -> _containers.RepeatedCompositeFieldContainer[Global___RouteInfo]:
         """Routes in evaluation order."""
 
+    @_builtins.property
+    def served_revisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ServedRevision]:
+        """Every revision of this definition the server serves, oldest first, with the share
+        of new sessions each gets.
+        """
+
     def __init__(
         self,
         *,
@@ -807,14 +816,83 @@ class Definition(_message.Message):
         states: _abc.Iterable[Global___StateInfo] | None = ...,
         routes: _abc.Iterable[Global___RouteInfo] | None = ...,
         model_adapter: _builtins.str = ...,
+        served_revisions: _abc.Iterable[Global___ServedRevision] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "id", b"id", "initial_state", b"initial_state", "model_adapter", b"model_adapter", "revision", b"revision", "routes", b"routes", "states", b"states"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "id", b"id", "initial_state", b"initial_state", "model_adapter", b"model_adapter", "revision", b"revision", "routes", b"routes", "served_revisions", b"served_revisions", "states", b"states"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Definition: _TypeAlias = Definition  # noqa: Y015
+
+@_typing.final
+class ServedRevision(_message.Message):
+    """ServedRevision is one revision of a definition a server serves."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVISION_FIELD_NUMBER: _builtins.int
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    MIGRATES_FROM_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    """The revision."""
+    weight: _builtins.int
+    """Its weight among the served revisions for new sessions (0-100): a new session's
+    revision is picked in proportion to the weights by a stable hash of its id, so every
+    server picks the same one. 0: only sessions pinned to it or created before.
+    """
+    @_builtins.property
+    def migrates_from(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Older revisions whose sessions move to this one at their next turn (when this is
+        the revision new sessions with their id get, and their decisions replay here).
+        """
+
+    def __init__(
+        self,
+        *,
+        revision: _builtins.int = ...,
+        weight: _builtins.int = ...,
+        migrates_from: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["migrates_from", b"migrates_from", "revision", b"revision", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServedRevision: _TypeAlias = ServedRevision  # noqa: Y015
+
+@_typing.final
+class MigrationBlocked(_message.Message):
+    """MigrationBlocked says why a session stayed on its revision when a newer one it should
+    move to declared a migration from it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVISION_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    """The revision it did not move to."""
+    code: _builtins.str
+    """"unknown_route" (a decision's route has no counterpart), "unknown_state" (a state
+    has none) or "replay" (the mapped decisions do not replay through the newer
+    statechart).
+    """
+    def __init__(
+        self,
+        *,
+        revision: _builtins.int = ...,
+        code: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MigrationBlocked: _TypeAlias = MigrationBlocked  # noqa: Y015
 
 @_typing.final
 class Session(_message.Message):
@@ -828,6 +906,7 @@ class Session(_message.Message):
     HISTORY_MODE_FIELD_NUMBER: _builtins.int
     SNAPSHOT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
+    MIGRATION_BLOCKED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Session id."""
     definition_id: _builtins.str
@@ -842,6 +921,12 @@ class Session(_message.Message):
     def snapshot(self) -> Global___Snapshot:
         """The conversation snapshot."""
 
+    @_builtins.property
+    def migration_blocked(self) -> Global___MigrationBlocked:
+        """Set while the session could not move to the newer revision it should run on (see
+        ServedRevision.migrates_from); it stays on its own until it can.
+        """
+
     def __init__(
         self,
         *,
@@ -851,10 +936,11 @@ class Session(_message.Message):
         history_mode: Global___HistoryMode.ValueType = ...,
         snapshot: Global___Snapshot | None = ...,
         cursor: _builtins.int = ...,
+        migration_blocked: Global___MigrationBlocked | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["snapshot", b"snapshot"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["migration_blocked", b"migration_blocked", "snapshot", b"snapshot"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "definition_id", b"definition_id", "definition_revision", b"definition_revision", "history_mode", b"history_mode", "session_id", b"session_id", "snapshot", b"snapshot"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "definition_id", b"definition_id", "definition_revision", b"definition_revision", "history_mode", b"history_mode", "migration_blocked", b"migration_blocked", "session_id", b"session_id", "snapshot", b"snapshot"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -908,18 +994,26 @@ class GetDefinitionRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     DEFINITION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
     definition_id: _builtins.str
     """Definition id."""
+    revision: _builtins.int
+    """A served revision to describe; unset: the newest. A revision not served is
+    FAILED_PRECONDITION, reason REVISION_MISMATCH.
+    """
     def __init__(
         self,
         *,
         definition_id: _builtins.str = ...,
+        revision: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_revision", b"_revision", "revision", b"revision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["definition_id", b"definition_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_revision", b"_revision", "definition_id", b"definition_id", "revision", b"revision"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__revision: _TypeAlias = _typing.Literal["revision"]  # noqa: Y015
+    _WhichOneofArgType__revision: _TypeAlias = _typing.Literal["_revision", b"_revision"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__revision) -> _WhichOneofReturnType__revision | None: ...
 
 Global___GetDefinitionRequest: _TypeAlias = GetDefinitionRequest  # noqa: Y015
 
@@ -956,24 +1050,33 @@ class CreateSessionRequest(_message.Message):
     DEFINITION_ID_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
     HISTORY_MODE_FIELD_NUMBER: _builtins.int
+    DEFINITION_REVISION_FIELD_NUMBER: _builtins.int
     definition_id: _builtins.str
     """Id of the definition to run."""
     session_id: _builtins.str
     """Optional session id chosen by the client; the server chooses one when empty."""
     history_mode: Global___HistoryMode.ValueType
     """Who keeps the messages; server-held when unspecified."""
+    definition_revision: _builtins.int
+    """Pins the session to this served revision; unset: the revision the rollout gives the
+    session's id (see ServedRevision.weight). A revision not served is
+    FAILED_PRECONDITION, reason REVISION_MISMATCH, metadata `definition_revision`.
+    """
     def __init__(
         self,
         *,
         definition_id: _builtins.str = ...,
         session_id: _builtins.str = ...,
         history_mode: Global___HistoryMode.ValueType = ...,
+        definition_revision: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_definition_revision", b"_definition_revision", "definition_revision", b"definition_revision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["definition_id", b"definition_id", "history_mode", b"history_mode", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_definition_revision", b"_definition_revision", "definition_id", b"definition_id", "definition_revision", b"definition_revision", "history_mode", b"history_mode", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__definition_revision: _TypeAlias = _typing.Literal["definition_revision"]  # noqa: Y015
+    _WhichOneofArgType__definition_revision: _TypeAlias = _typing.Literal["_definition_revision", b"_definition_revision"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__definition_revision) -> _WhichOneofReturnType__definition_revision | None: ...
 
 Global___CreateSessionRequest: _TypeAlias = CreateSessionRequest  # noqa: Y015
 
