@@ -106,7 +106,7 @@ def test_validate_checks_a_file_and_modules_together(tmp_path: Path) -> None:
     )
     duplicate = run_cli("validate", str(clash), "--definitions-module", SLOW_MODULE)
     assert duplicate.returncode == 1
-    assert "definition id 'slow' is also defined in" in duplicate.stderr
+    assert "definition 'slow' revision 1 is also defined in" in duplicate.stderr
     assert "[duplicate_definition]" in duplicate.stderr
 
 

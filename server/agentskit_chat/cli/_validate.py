@@ -1,7 +1,9 @@
 """`agentskit-chat validate`: check definitions without serving them.
 
 PATH is a definition file or a directory of them, as for `graph`; the chats of
-`--definitions-module` are checked with it, duplicate ids across both included.
+`--definitions-module` are checked with it, duplicate ids and revisions across both
+included, and each revision's migrations against the older revision they name when it is
+there too.
 """
 
 from __future__ import annotations
@@ -42,11 +44,14 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
-    for definition in sorted(definitions, key=lambda d: d.id):
+    for definition in sorted(definitions, key=lambda d: (d.id, d.revision)):
         spec = definition.conversation
+        extra = "" if definition.rollout is None else f", rollout {definition.rollout}"
+        if definition.migrations:
+            extra += ", migrates from " + ", ".join(f"r{r}" for r in sorted(definition.migrations))
         print(
             f"ok  {definition.id} r{definition.revision}: {len(spec.states)} states, "
-            f"{len(spec.routes)} routes ({definition.source})"
+            f"{len(spec.routes)} routes{extra} ({definition.source})"
         )
     return 0
 
