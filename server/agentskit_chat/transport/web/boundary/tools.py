@@ -1,11 +1,11 @@
 """The tools a front's request declares, read alike by every HTTP front.
 
-A front reads only its own names and shapes (`tool_choice` or `toolChoice`, `parameters`
-or `inputSchema`, a named function or a named tool); the list of
-declarations, the plain choices, a choice that asks for tools when none are declared, the
-parallel flag and an approval's `{approved, reason}` are checked here, so that every front
-refuses them alike, naming its own field and never its value. The service checks names,
-schemas and limits as for any caller.
+A front reads only its own names and shapes (`tool_choice` or `toolChoice`, `parameters` or
+`inputSchema`, a named function or a named tool); the list of declarations, the plain
+choices, a choice that asks for tools when none are declared, the parallel flag and an
+approval's `{approved, reason}` are checked here, so that every front refuses them alike,
+naming its own field and never its value. The service checks names, schemas and limits as
+for any caller.
 """
 
 from __future__ import annotations
