@@ -224,11 +224,13 @@ react: $(STAMP) react-build
 	$(BIN)/agentskit-chat serve --listen $(REACT_GRPC_LISTEN) --http-listen $(REACT_LISTEN) \
 	  --web-root examples/react/dist
 
-# docs/react-renderer.png: the React renderer's browser test (tests/web/test_react.py) takes it
-# into build/artifacts on every run; this runs the test and copies it into the docs.
+# docs/react-renderer.png and docs/react-tools.png: the React renderer's browser test
+# (tests/web/test_react.py) takes them into build/artifacts on every run (the second as
+# react-approved.png); this runs the test and copies them into the docs.
 react-screenshot: $(STAMP) $(NEEDS_CHROMIUM) node_modules/.installed
 	$(BIN)/pytest tests/web/test_react.py -q
 	cp build/artifacts/react-renderer.png docs/react-renderer.png
+	cp build/artifacts/react-approved.png docs/react-tools.png
 
 # The README's rendered state diagram (needs Graphviz's dot: apt-get install graphviz).
 diagram: $(STAMP)

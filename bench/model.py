@@ -1,69 +1,50 @@
 """Model delegation: an agentic turn through the service against a direct streaming call.
 
 Two child processes: the fake model server (CHUNKS chunks, DELAY seconds before each) and
-`serve` with the memory store and a definition whose `openai` adapter points at it. This
-process calls the fake model both ways, one call at a time, alternating which path goes
-first: directly over HTTP (httpx, keep-alive, the same request body the adapter sends),
-and as a whole agentic turn through the gRPC service with the Python client. Time to first
-chunk is measured from the start of the call to the first text; chunk throughput is the
-chunks after the first over the time from the first to the last.
+`serve` with the memory store and a definition whose `openai` adapter points at it
+(bench/_delegate.py). This process calls the fake model both ways, one call at a time,
+alternating which path goes first: directly over HTTP (httpx, keep-alive, the same request
+body the adapter sends), and as a whole agentic turn through the gRPC service with the
+Python client. Time to first chunk is measured from the start of the call to the first
+text; chunk throughput is the chunks after the first over the time from the first to the
+last.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import math
-import os
-import platform
 import statistics
-import sys
-import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import httpx
 
 from agentskit_chat_client import ChatClient, ChatError, TextDelta, TurnCompleted
 
-from . import _cli
-from ._servers import running
+from . import _paired
+from ._delegate import MODEL, delegating
+from ._paired import Column, Runs
+from ._turns import percentile_ms
 
-ROOT: Final = Path(__file__).resolve().parents[1]
 CHUNKS: Final = 20
 DELAY: Final = 0.001
-MODEL: Final = "bench-model"
+MODEL_OPTIONS: Final = ("--chunks", str(CHUNKS), "--delay", str(DELAY))
+"""The fake model's options: CHUNKS chunks, DELAY seconds before each."""
 PROMPT: Final = "Hello"
-DEFINITION: Final = """\
-id: delegate
-revision: 1
-description: Every message goes to the model; used by bench/model.py.
-model: {{adapter: openai, base_url: "{base_url}", model: {model}}}
-conversation:
-  initial: chatting
-  states: {{chatting: {{}}}}
-"""
 PATHS: Final = ("direct", "service")
 TTFC_GOAL_MS: Final = 2.0
 TTFC_GOAL_RATIO: Final = 1.2
 THROUGHPUT_GOAL: Final = 0.9
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    """Measured calls per path, and the untimed warm-up calls before them."""
-
-    calls: int
-    warmup: int
-
-
-FULL = Config(calls=300, warmup=30)
-QUICK = Config(calls=20, warmup=5)
+FULL: Final = Runs("calls", count=300, warmup=30)
+QUICK: Final = Runs("calls", count=20, warmup=5)
+COLUMNS: Final = (
+    Column("TTFC p50 ms", "ttfc_p50_ms", 12),
+    Column("TTFC p99 ms", "ttfc_p99_ms", 12),
+    Column("chunks/s", "chunks_per_s", 10, ",.0f"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +78,7 @@ class Figures:
 
     def ttfc_ms(self, fraction: float) -> float:
         """Nearest-rank percentile of the time to first chunk, in milliseconds."""
-        ordered = sorted(call.first for call in self.calls)
-        return ordered[max(math.ceil(fraction * len(ordered)) - 1, 0)] * 1e3
+        return percentile_ms([call.first for call in self.calls], fraction)
 
     @property
     def chunks_per_s(self) -> float:
@@ -183,65 +163,40 @@ async def service_call(client: ChatClient) -> Call | str:
     return Call(first - start, last - start, chunks)
 
 
-async def fake_model(stack: AsyncExitStack, work: Path, env: Mapping[str, str]) -> tuple[str, Path]:
-    """Start the fake model (stopped with `stack`) and write, in a definitions folder under
-    `work`, the `delegate` definition that sends every message to it: (its base URL, the
-    folder)."""
-    fake = [sys.executable, "-m", "agentskit_chat.fakemodel", "--listen", "127.0.0.1:0"]
-    fake += ["--chunks", str(CHUNKS), "--delay", str(DELAY)]
-    model = await stack.enter_async_context(running("fake model", fake, cwd=ROOT, env=env))
-    base_url = f"{model.address}/v1"
-    definitions = work / "definitions"
-    definitions.mkdir()
-    (definitions / "delegate.yaml").write_text(
-        DEFINITION.format(base_url=base_url, model=MODEL), encoding="utf-8"
-    )
-    return base_url, definitions
-
-
-async def measure(config: Config) -> dict[str, Figures]:
+async def measure(runs: Runs) -> dict[str, Figures]:
     """Start the fake model and the service, then call both paths alternately."""
     figures = {path: Figures(path) for path in PATHS}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSKIT_CHAT_")}
     async with AsyncExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="model-bench-")))
-        base_url, definitions = await fake_model(stack, work, env)
-        serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]
-        serve += ["--listen", "127.0.0.1:0", "--definitions", str(definitions)]
-        serve += ["--store", "memory://", "--state-dir", str(work), "--drain-delay", "0"]
-        service = await stack.enter_async_context(running("memory", serve, cwd=ROOT, env=env))
+        delegation = await delegating(stack, "model-bench-", MODEL_OPTIONS)
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
-        chat = await stack.enter_async_context(ChatClient(service.address, timeout=30))
-        url = f"{base_url}/chat/completions"
-        for index in range(config.warmup + config.calls):
-            calls = [("direct", direct_call(http, url)), ("service", service_call(chat))]
-            for path, pending in calls if index % 2 else calls[::-1]:
-                try:
-                    outcome = await pending
-                except (httpx.HTTPError, ChatError) as exc:
-                    outcome = f"{path}: {type(exc).__name__}"
-                if index >= config.warmup:
-                    figures[path].keep(outcome)
+        chat = await stack.enter_async_context(ChatClient(delegation.service.address, timeout=30))
+        url = f"{delegation.base_url}/chat/completions"
+        calls: Mapping[str, Callable[[], Awaitable[Call | str]]] = {
+            "direct": lambda: direct_call(http, url),
+            "service": lambda: service_call(chat),
+        }
+        for path, timed in _paired.alternating(PATHS, runs):
+            try:
+                outcome = await calls[path]()
+            except (httpx.HTTPError, ChatError) as exc:
+                outcome = f"{path}: {type(exc).__name__}"
+            if timed:
+                figures[path].keep(outcome)
     return figures
 
 
-def report(figures: dict[str, Figures], config: Config, *, quick: bool) -> dict[str, Any]:
+def report(figures: Mapping[str, Figures], runs: Runs, quick: bool) -> dict[str, Any]:
     """Print the table and the goal line; the figures as plain data."""
     data = {path: f.summary() for path, f in figures.items() if f.calls}
     print(
         f"\nModel delegation: {CHUNKS} chunks, {DELAY * 1e3:g} ms before each, from the fake "
-        f"model server; {config.calls} calls per path, one at a time "
-        f"({os.cpu_count()} CPUs, Python {platform.python_version()}, httpx {httpx.__version__})"
+        f"model server; {runs.count} calls per path, one at a time "
+        f"({_paired.machine(f'httpx {httpx.__version__}')})"
     )
-    print(f"  {'path':<8} {'TTFC p50 ms':>12} {'TTFC p99 ms':>12} {'chunks/s':>10}")
-    for path, row in data.items():
-        print(
-            f"  {path:<8} {row['ttfc_p50_ms']:>12.2f} {row['ttfc_p99_ms']:>12.2f}"
-            f" {row['chunks_per_s']:>10,.0f}"
-        )
+    _paired.table("path", 8, COLUMNS, data)
     if len(data) < len(PATHS):
         print("Goals: not measured (a path has no successful call)")
-        return {"config": asdict(config), "paths": data, "goals_met": False}
+        return {"config": runs.data(), "paths": data, "goals_met": False}
     direct, service = data["direct"], data["service"]
     added = service["ttfc_p50_ms"] - direct["ttfc_p50_ms"]
     ratio = service["ttfc_p50_ms"] / direct["ttfc_p50_ms"]
@@ -252,7 +207,7 @@ def report(figures: dict[str, Figures], config: Config, *, quick: bool) -> dict[
         "  TTFC: start of the call to the first text; chunks/s: median per call, "
         "chunks after the first over the time from the first to the last"
     )
-    note = " (--quick: too few samples to trust)" if quick else ""
+    note = _paired.QUICK_NOTE if quick else ""
     print(
         f"Goals{note}: added TTFC p50 {added:.2f} ms, {ratio:.2f}x direct "
         f"(goal <= {TTFC_GOAL_MS:g} ms or <= {TTFC_GOAL_RATIO}x): "
@@ -260,7 +215,7 @@ def report(figures: dict[str, Figures], config: Config, *, quick: bool) -> dict[
         f"(goal >= {THROUGHPUT_GOAL}x): {'met' if throughput_met else 'MISSED'}"
     )
     return {
-        "config": asdict(config),
+        "config": runs.data(),
         "chunks": CHUNKS,
         "delay_s": DELAY,
         "paths": data,
@@ -273,17 +228,7 @@ def report(figures: dict[str, Figures], config: Config, *, quick: bool) -> dict[
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its table; 1 when any call failed, else 0."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a few calls (smoke run)")
-    parser.add_argument("--calls", type=int, help=f"measured calls per path [{FULL.calls}]")
-    _cli.add_output_options(parser, unpinned=None)
-    args = parser.parse_args(argv)
-    base = QUICK if args.quick else FULL
-    config = Config(calls=args.calls or base.calls, warmup=base.warmup)
-    figures = asyncio.run(measure(config))
-    data = report(figures, config, quick=args.quick)
-    failures = [problem for f in figures.values() for problem in f.failures]
-    return _cli.finish(data, args.json, *_cli.first_of(failures), "calls")
+    return _paired.main(argv, __doc__, FULL, QUICK, measure, report)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from . import _cli, _connect
 from . import _turns as turns
 from . import model as model_bench
 from . import service as service_bench
+from ._delegate import delegating
 from ._servers import Server, bench_env, placed, running
 
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -208,17 +209,15 @@ async def measure_ttfc(config: Config, env: dict[str, str]) -> dict[str, model_b
     """Direct calls and front calls, one at a time, alternating which goes first."""
     figures = {path: model_bench.Figures(path) for path in TTFC_PATHS}
     async with AsyncExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="openai-ttfc-")))
-        base_url, definitions = await model_bench.fake_model(stack, work, env)
-        serve = [sys.executable, "-m", "agentskit_chat.cli", "serve", "--listen", "127.0.0.1:0"]
-        serve += ["--definitions", str(definitions), "--store", "memory://"]
-        serve += ["--state-dir", str(work), "--drain-delay", "0", "--http-listen", "127.0.0.1:0"]
-        service = await stack.enter_async_context(running("serve", serve, cwd=ROOT, env=env))
+        delegation = await delegating(
+            stack, "openai-ttfc-", model_bench.MODEL_OPTIONS, env=env, http=True
+        )
+        service = delegation.service
         direct = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
         front = await stack.enter_async_context(
             httpx.AsyncClient(base_url=f"http://{service.http_address}", timeout=30)
         )
-        url = f"{base_url}/chat/completions"
+        url = f"{delegation.base_url}/chat/completions"
         for index in range(config.warmup_calls + config.calls):
             await front.post(  # the conversation exists before the clock starts
                 "/agentskit.chat.v1.ChatService/CreateSession",

@@ -3,28 +3,20 @@ model, through `serve` over gRPC with the Python client.
 
 Two child processes: the fake model server (`--tool-calls`: a request that declares tools
 is answered with one call of each, a request ending with tool results with a sentence) and
-`serve` on the memory store. This process runs, one at a time and alternating which goes
-first, a plain agentic turn (one model call) and a tool round: a turn declaring two tools
-that completes waiting for their results, then the `tool_results` turn that sends them and
-gets the model's answer (two model calls, two turns). Each is timed from the first request
-to the last event, in a session created before the clock starts; the server's CPU time per
-round is read from /proc around each path's calls.
+`serve` on the memory store (bench/_delegate.py). This process runs, one at a time and
+alternating which goes first, a plain agentic turn (one model call) and a tool round: a
+turn declaring two tools that completes waiting for their results, then the `tool_results`
+turn that sends them and gets the model's answer (two model calls, two turns). Each is
+timed from the first request to the last event, in a session created before the clock
+starts; the server's CPU time per round is read from /proc around each path's calls.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import math
-import os
-import platform
-import sys
-import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentskit_chat_client import (
@@ -36,20 +28,12 @@ from agentskit_chat_client import (
     ToolResults,
 )
 
-from . import _cli
-from ._servers import Server, running
+from . import _paired
+from ._delegate import delegating
+from ._paired import Column, Runs
+from ._servers import Server
+from ._turns import percentile_ms
 
-ROOT: Final = Path(__file__).resolve().parents[1]
-MODEL: Final = "bench-model"
-DEFINITION: Final = """\
-id: delegate
-revision: 1
-description: Every message goes to the model; used by bench/tools.py.
-model: {{adapter: openai, base_url: "{base_url}", model: {model}}}
-conversation:
-  initial: chatting
-  states: {{chatting: {{}}}}
-"""
 TOOLS: Final = (
     ToolDeclaration(
         "get_weather",
@@ -59,18 +43,13 @@ TOOLS: Final = (
     ToolDeclaration("clock", "The time here"),
 )
 PATHS: Final = ("plain", "tool_round")
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    """Measured rounds per path, and the untimed warm-up rounds before them."""
-
-    rounds: int
-    warmup: int
-
-
-FULL = Config(rounds=200, warmup=20)
-QUICK = Config(rounds=10, warmup=2)
+FULL: Final = Runs("rounds", count=200, warmup=20)
+QUICK: Final = Runs("rounds", count=10, warmup=2)
+COLUMNS: Final = (
+    Column("p50 ms", "p50_ms", 8),
+    Column("p95 ms", "p95_ms", 8),
+    Column("server CPU ms/round", "server_cpu_ms_per_round", 20),
+)
 
 
 @dataclass(slots=True)
@@ -84,8 +63,7 @@ class Figures:
 
     def percentile_ms(self, fraction: float) -> float:
         """Nearest-rank percentile of a round's wall time, in milliseconds."""
-        ordered = sorted(self.seconds)
-        return ordered[max(math.ceil(fraction * len(ordered)) - 1, 0)] * 1e3
+        return percentile_ms(self.seconds, fraction)
 
     def summary(self) -> dict[str, Any]:
         """The figures as plain data."""
@@ -124,41 +102,29 @@ async def tool_round(client: ChatClient) -> float | str:
     return time.perf_counter() - start
 
 
-async def measure(config: Config) -> dict[str, Figures]:
+async def measure(runs: Runs) -> dict[str, Figures]:
     """Start the fake model and `serve`, then run both paths alternately."""
     figures = {path: Figures(path) for path in PATHS}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSKIT_CHAT_")}
     async with AsyncExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tools-bench-")))
-        fake = [sys.executable, "-m", "agentskit_chat.fakemodel", "--listen", "127.0.0.1:0"]
-        fake += ["--tool-calls"]
-        model = await stack.enter_async_context(running("fake model", fake, cwd=ROOT, env=env))
-        definitions = work / "definitions"
-        definitions.mkdir()
-        (definitions / "delegate.yaml").write_text(
-            DEFINITION.format(base_url=f"{model.address}/v1", model=MODEL), encoding="utf-8"
-        )
-        serve = [sys.executable, "-m", "agentskit_chat.cli", "serve"]
-        serve += ["--listen", "127.0.0.1:0", "--definitions", str(definitions)]
-        serve += ["--store", "memory://", "--state-dir", str(work), "--drain-delay", "0"]
-        service = await stack.enter_async_context(running("memory", serve, cwd=ROOT, env=env))
+        service = (await delegating(stack, "tools-bench-", ["--tool-calls"])).service
         chat = await stack.enter_async_context(ChatClient(service.address, timeout=30))
-        runs = {"plain": plain_turn, "tool_round": tool_round}
-        for index in range(config.warmup + config.rounds):
-            order = PATHS if index % 2 else PATHS[::-1]
-            for path in order:
-                before = _cpu(service)
-                try:
-                    outcome = await runs[path](chat)
-                except ChatError as exc:
-                    outcome = f"{path}: {exc.reason or exc.code}"
-                if index < config.warmup:
-                    continue
-                figures[path].cpu_seconds += _cpu(service) - before
-                if isinstance(outcome, str):
-                    figures[path].failures.append(outcome)
-                else:
-                    figures[path].seconds.append(outcome)
+        rounds: Mapping[str, Callable[[ChatClient], Awaitable[float | str]]] = {
+            "plain": plain_turn,
+            "tool_round": tool_round,
+        }
+        for path, timed in _paired.alternating(PATHS, runs):
+            before = _cpu(service)
+            try:
+                outcome = await rounds[path](chat)
+            except ChatError as exc:
+                outcome = f"{path}: {exc.reason or exc.code}"
+            if not timed:
+                continue
+            figures[path].cpu_seconds += _cpu(service) - before
+            if isinstance(outcome, str):
+                figures[path].failures.append(outcome)
+            else:
+                figures[path].seconds.append(outcome)
     return figures
 
 
@@ -166,20 +132,15 @@ def _cpu(server: Server) -> float:
     return server.cpu_seconds() or 0.0
 
 
-def report(figures: dict[str, Figures], config: Config, *, quick: bool) -> dict[str, Any]:
+def report(figures: Mapping[str, Figures], runs: Runs, quick: bool) -> dict[str, Any]:
     """Print the table and the ratios; the figures as plain data."""
     data = {path: f.summary() for path, f in figures.items()}
     print(
         f"\nA tool round (2 turns, 2 model calls) against a plain agentic turn (1 model call),"
-        f" fake model, serve on the memory store; {config.rounds} rounds per path "
-        f"({os.cpu_count()} CPUs, Python {platform.python_version()})"
+        f" fake model, serve on the memory store; {runs.count} rounds per path "
+        f"({_paired.machine()})"
     )
-    print(f"  {'path':<11} {'p50 ms':>8} {'p95 ms':>8} {'server CPU ms/round':>20}")
-    for path, row in data.items():
-        print(
-            f"  {path:<11} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f}"
-            f" {row['server_cpu_ms_per_round']:>20.2f}"
-        )
+    _paired.table("path", 11, COLUMNS, data)
     plain, tools = data["plain"], data["tool_round"]
     ratios = {
         "p50": tools["p50_ms"] / plain["p50_ms"] if plain["p50_ms"] else 0.0,
@@ -189,27 +150,17 @@ def report(figures: dict[str, Figures], config: Config, *, quick: bool) -> dict[
             else 0.0
         ),
     }
-    note = " (--quick: too few samples to trust)" if quick else ""
+    note = _paired.QUICK_NOTE if quick else ""
     print(
         f"Tool round / plain turn{note}: p50 {ratios['p50']:.2f}x, server CPU "
         f"{ratios['server_cpu']:.2f}x (two turns and two model calls make 2x the floor)"
     )
-    return {"config": asdict(config), "paths": data, "tool_round_over_plain": ratios}
+    return {"config": runs.data(), "paths": data, "tool_round_over_plain": ratios}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its table; 1 when any round failed, else 0."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a few rounds (smoke run)")
-    parser.add_argument("--rounds", type=int, help=f"measured rounds per path [{FULL.rounds}]")
-    _cli.add_output_options(parser, unpinned=None)
-    args = parser.parse_args(argv)
-    base = QUICK if args.quick else FULL
-    config = Config(rounds=args.rounds or base.rounds, warmup=base.warmup)
-    figures = asyncio.run(measure(config))
-    data = report(figures, config, quick=args.quick)
-    failures = [problem for f in figures.values() for problem in f.failures]
-    return _cli.finish(data, args.json, *_cli.first_of(failures), "rounds")
+    return _paired.main(argv, __doc__, FULL, QUICK, measure, report)
 
 
 if __name__ == "__main__":

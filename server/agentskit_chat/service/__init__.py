@@ -21,6 +21,7 @@ from ._rates import Rated, RateLimiter
 from ._service import ChatService
 from ._session_watch import HEARTBEAT_SECONDS, Heartbeat, WatchedEvent, WatchItem, WatchSettings
 from ._tenancy import ANONYMOUS, Principal, act_as, acting_as, current_principal
+from ._tool_plans import denied_result
 from ._types import (
     AnswerOrigin,
     Approval,
@@ -112,6 +113,7 @@ __all__ = [
     "act_as",
     "acting_as",
     "current_principal",
+    "denied_result",
     "invalid",
     "limit_exceeded",
 ]

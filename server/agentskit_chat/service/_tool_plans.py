@@ -167,7 +167,8 @@ def check_arguments(field: str, arguments: str) -> None:
 
 
 def denied_result(reason: str) -> str:
-    """What the model reads for a denied call."""
+    """What the model reads for a denied call, with the user's `reason` when given; a
+    front that records a denial as the call's result writes the same words."""
     return f"{DENIED} Reason: {reason}" if reason else DENIED
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.transport.web.boundary.fields import unicode_text
 from agentskit_chat.transport.web.boundary.fronts import FrontError, bad_request
 
 from . import _tools
@@ -143,7 +144,7 @@ def run_input(body: Mapping[str, Any]) -> RunInput:
     run_id = _text(body, "runId")
     if body.get("context") is not None and not isinstance(body["context"], list):
         raise bad_request("context", "context must be an array")
-    tools = _tools.declarations(body.get("tools"), _unicode)
+    tools = _tools.declarations(body.get("tools"))
     raw = body.get("messages", [])
     if not isinstance(raw, list):
         raise bad_request("messages", "messages must be an array")
@@ -152,7 +153,7 @@ def run_input(body: Mapping[str, Any]) -> RunInput:
         message = _message(index, item)
         if message is not None:
             messages.append(message)
-    approvals = _tools.approvals(body.get("resume"), _unicode)
+    approvals = _tools.approvals(body.get("resume"))
     return RunInput(thread_id, run_id, tuple(messages), tools, approvals)
 
 
@@ -170,17 +171,7 @@ def _text(body: Mapping[str, Any], name: str) -> str:
     value = body.get(name)
     if not isinstance(value, str) or not value:
         raise bad_request(name, f"{name} must be a non-empty string")
-    return _unicode(name, value)
-
-
-def _unicode(field: str, value: str) -> str:
-    """`value` when it has a UTF-8 form; `bad_request` naming `field` otherwise."""
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise bad_request(field, f"{field} must be Unicode text (no lone surrogates)") from None
-    return value
+    return unicode_text(name, value)
 
 
 def _message(index: int, item: Any) -> InputMessage | None:
@@ -193,22 +184,22 @@ def _message(index: int, item: Any) -> InputMessage | None:
     message_id = item.get("id")
     if not isinstance(message_id, str) or not message_id:
         raise bad_request(f"{at}.id", f"{at}.id must be a non-empty string")
-    _unicode(f"{at}.id", message_id)
+    unicode_text(f"{at}.id", message_id)
     if role in SKIPPED_ROLES:
         return None
     content = _content(at, item.get("content"))
     if role == "assistant":
-        calls = tuple(_tools.assistant_calls(item, at, _unicode))
+        calls = tuple(_tools.assistant_calls(item, at))
         return InputMessage(index, message_id, ROLES[role], content, calls)
     if role == "tool":
-        answers = _tools.answered_call(item, at, _unicode)
+        answers = _tools.answered_call(item, at)
         return InputMessage(index, message_id, ROLES[role], content, (), answers)
     return InputMessage(index, message_id, ROLES[role], content)
 
 
 def _content(at: str, content: Any) -> str:
     if content is None or isinstance(content, str):
-        return _unicode(f"{at}.content", content or "")
+        return unicode_text(f"{at}.content", content or "")
     if not isinstance(content, list):
         raise bad_request(f"{at}.content", f"{at}.content must be a string or an array of parts")
     texts = []
@@ -219,7 +210,7 @@ def _content(at: str, content: Any) -> str:
         text = part.get("text")
         if not isinstance(text, str):
             raise bad_request(f"{where}.text", f"{where}.text must be a string")
-        texts.append(_unicode(f"{where}.text", text))
+        texts.append(unicode_text(f"{where}.text", text))
     return "".join(texts)
 
 

@@ -16,54 +16,47 @@ Each mistake is a 400 naming the field, never its value.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.transport.web.boundary import tools
+from agentskit_chat.transport.web.boundary.fields import (
+    an_object,
+    optional_text,
+    required_text,
+    unicode_text,
+)
 from agentskit_chat.transport.web.boundary.fronts import bad_request
 
 RESUME_STATUSES: Final = frozenset({"resolved", "cancelled"})
 
-Unicode = Callable[[str, str], str]
-"""Checks that a string has a UTF-8 form (`field`, `value`) -> `value`."""
 
-
-def declarations(value: Any, unicode: Unicode) -> tuple[pb.ToolDeclaration, ...]:
+def declarations(value: Any) -> tuple[pb.ToolDeclaration, ...]:
     """The `tools` of the input."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise bad_request("tools", "tools must be an array")
-    return tuple(_declaration(tool, f"tools[{i}]", unicode) for i, tool in enumerate(value))
+    return tools.declarations(value, _declaration)
 
 
-def _declaration(tool: Any, at: str, unicode: Unicode) -> pb.ToolDeclaration:
-    if not isinstance(tool, dict):
-        raise bad_request(at, f"{at} must be an object")
-    name = tool.get("name")
-    if not isinstance(name, str) or not name:
-        raise bad_request(f"{at}.name", f"{at}.name must be a non-empty string")
-    description = tool.get("description")
-    if description is None:
-        description = ""
-    if not isinstance(description, str):
-        raise bad_request(f"{at}.description", f"{at}.description must be a string")
+def _declaration(value: Any, at: str) -> pb.ToolDeclaration:
+    tool = an_object(value, at)
+    name = required_text(tool.get("name"), f"{at}.name")
+    description = optional_text(tool.get("description"), f"{at}.description")
     parameters = tool.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
         raise bad_request(f"{at}.parameters", f"{at}.parameters must be a JSON Schema object")
     schema = ""
     if parameters is not None:
-        schema = unicode(
+        schema = unicode_text(
             f"{at}.parameters", json.dumps(parameters, separators=(",", ":"), ensure_ascii=False)
         )
     return pb.ToolDeclaration(
-        name=unicode(f"{at}.name", name),
-        description=unicode(f"{at}.description", description),
+        name=unicode_text(f"{at}.name", name),
+        description=unicode_text(f"{at}.description", description),
         parameters_json=schema,
     )
 
 
-def assistant_calls(message: Mapping[str, Any], at: str, unicode: Unicode) -> list[pb.ToolCall]:
+def assistant_calls(message: Mapping[str, Any], at: str) -> list[pb.ToolCall]:
     """The `toolCalls` of an assistant message."""
     value = message.get("toolCalls")
     if value is None:
@@ -71,23 +64,14 @@ def assistant_calls(message: Mapping[str, Any], at: str, unicode: Unicode) -> li
     if not isinstance(value, list):
         raise bad_request(f"{at}.toolCalls", f"{at}.toolCalls must be an array")
     calls = []
-    for index, call in enumerate(value):
+    for index, item in enumerate(value):
         where = f"{at}.toolCalls[{index}]"
-        if not isinstance(call, dict):
-            raise bad_request(where, f"{where} must be an object")
+        call = an_object(item, where)
         if call.get("type", "function") != "function":
             raise bad_request(f"{where}.type", f'{where}.type must be "function"')
-        ident = call.get("id")
-        if not isinstance(ident, str) or not ident:
-            raise bad_request(f"{where}.id", f"{where}.id must be a non-empty string")
-        function = call.get("function")
-        if not isinstance(function, dict):
-            raise bad_request(f"{where}.function", f"{where}.function must be an object")
-        name = function.get("name")
-        if not isinstance(name, str) or not name:
-            raise bad_request(
-                f"{where}.function.name", f"{where}.function.name must be a non-empty string"
-            )
+        ident = required_text(call.get("id"), f"{where}.id")
+        function = an_object(call.get("function"), f"{where}.function")
+        name = required_text(function.get("name"), f"{where}.function.name")
         arguments = function.get("arguments", "")
         if not isinstance(arguments, str):
             raise bad_request(
@@ -95,38 +79,33 @@ def assistant_calls(message: Mapping[str, Any], at: str, unicode: Unicode) -> li
             )
         calls.append(
             pb.ToolCall(
-                id=unicode(f"{where}.id", ident),
-                name=unicode(f"{where}.function.name", name),
-                arguments=unicode(f"{where}.function.arguments", arguments),
+                id=unicode_text(f"{where}.id", ident),
+                name=unicode_text(f"{where}.function.name", name),
+                arguments=unicode_text(f"{where}.function.arguments", arguments),
             )
         )
     return calls
 
 
-def answered_call(message: Mapping[str, Any], at: str, unicode: Unicode) -> str:
+def answered_call(message: Mapping[str, Any], at: str) -> str:
     """The `toolCallId` of a `tool` message."""
-    ident = message.get("toolCallId")
-    if not isinstance(ident, str) or not ident:
-        raise bad_request(f"{at}.toolCallId", f"{at}.toolCallId must be a non-empty string")
-    return unicode(f"{at}.toolCallId", ident)
+    ident = required_text(message.get("toolCallId"), f"{at}.toolCallId")
+    return unicode_text(f"{at}.toolCallId", ident)
 
 
-def approvals(value: Any, unicode: Unicode) -> tuple[pb.ToolApproval, ...]:
+def approvals(value: Any) -> tuple[pb.ToolApproval, ...]:
     """The `resume` entries of the input as decisions on the calls they name."""
     if value is None:
         return ()
     if not isinstance(value, list):
         raise bad_request("resume", "resume must be an array")
-    return tuple(_approval(entry, f"resume[{i}]", unicode) for i, entry in enumerate(value))
+    return tuple(_approval(entry, f"resume[{i}]") for i, entry in enumerate(value))
 
 
-def _approval(entry: Any, at: str, unicode: Unicode) -> pb.ToolApproval:
-    if not isinstance(entry, dict):
-        raise bad_request(at, f"{at} must be an object")
-    ident = entry.get("interruptId")
-    if not isinstance(ident, str) or not ident:
-        raise bad_request(f"{at}.interruptId", f"{at}.interruptId must be a non-empty string")
-    call_id = unicode(f"{at}.interruptId", ident)
+def _approval(value: Any, at: str) -> pb.ToolApproval:
+    entry = an_object(value, at)
+    ident = required_text(entry.get("interruptId"), f"{at}.interruptId")
+    call_id = unicode_text(f"{at}.interruptId", ident)
     status = entry.get("status")
     if status not in RESUME_STATUSES:
         raise bad_request(f"{at}.status", f'{at}.status must be "resolved" or "cancelled"')
@@ -139,19 +118,8 @@ def _approval(entry: Any, at: str, unicode: Unicode) -> pb.ToolApproval:
         raise bad_request(
             f"{at}.payload", f"{at}.payload must be a boolean or an object with approved"
         )
-    approved = payload.get("approved")
-    if not isinstance(approved, bool):
-        raise bad_request(f"{at}.payload.approved", f"{at}.payload.approved must be a boolean")
-    reason = payload.get("reason")
-    if reason is None:
-        reason = ""
-    if not isinstance(reason, str):
-        raise bad_request(f"{at}.payload.reason", f"{at}.payload.reason must be a string")
-    return pb.ToolApproval(
-        tool_call_id=call_id,
-        approved=approved,
-        reason=unicode(f"{at}.payload.reason", reason),
-    )
+    approved, reason = tools.decision(payload, f"{at}.payload")
+    return pb.ToolApproval(tool_call_id=call_id, approved=approved, reason=reason)
 
 
 def request_field(name: str) -> str:

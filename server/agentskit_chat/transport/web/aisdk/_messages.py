@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.transport.web.boundary.fields import unicode_text
 from agentskit_chat.transport.web.boundary.fronts import bad_request
 
-from ._tools import ToolPart, is_tool_part, tool_part, unicode_text
+from ._tools import ToolPart, is_tool_part, tool_part
 
 ROLES: Final = {"user": pb.ROLE_USER, "assistant": pb.ROLE_ASSISTANT, "system": pb.ROLE_SYSTEM}
 

@@ -19,9 +19,10 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.conversation import Message, Role
 from agentskit_chat.service import Limits, ServiceError
 from agentskit_chat.transport.web.boundary.fronts import FrontError, bad_request
+from agentskit_chat.transport.web.boundary.tools import NO_TOOLS, TurnTools
 
 from ._messages import Answers, answers, ui_message
-from ._tools import ToolSetup, tool_setup
+from ._tools import tool_setup
 
 SUBMIT: Final = "submit-message"
 REGENERATE: Final = "regenerate-message"
@@ -62,7 +63,7 @@ class ChatRequest:
     message_id: str | None
     turn_id: str | None
     resumable: bool
-    tools: ToolSetup = field(default_factory=ToolSetup)
+    tools: TurnTools = NO_TOOLS
     fields: Fields = field(default_factory=Fields)
     answers: Answers | None = None
     """What the last message answers of the pending calls, when it continues an answer."""

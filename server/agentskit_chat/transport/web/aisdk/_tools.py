@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.service import denied_result
+from agentskit_chat.transport.web.boundary.fields import an_object, required_text, unicode_text
 from agentskit_chat.transport.web.boundary.fronts import bad_request
+from agentskit_chat.transport.web.boundary.tools import ToolFields, TurnTools, decision, turn_tools
 
-CHOICES: Final = frozenset({"auto", "none", "required"})
 CALL_STATES: Final = frozenset(
     {"input-available", "approval-requested", "approval-responded"}
     | {"output-available", "output-error", "output-denied"}
@@ -25,51 +27,24 @@ CALL_STATES: Final = frozenset(
 """The states of a complete call; `input-streaming` parts (a call cut mid-input) are
 left out of the history."""
 STREAMING: Final = "input-streaming"
-DENIED: Final = "The user denied this tool call."
-"""What a denied call's result reads (the words the service gives the model)."""
+FIELDS: Final = ToolFields(
+    "toolChoice",
+    "parallelToolCalls",
+    named_choice='{type: "tool", toolName}',
+    not_a_list="tools must be an array of tool declarations",
+)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSetup:
-    """The tools a request declares and how the model may use them."""
-
-    tools: tuple[pb.ToolDeclaration, ...] = field(default=(), repr=False)
-    choice: str = ""
-    parallel: bool | None = None
-
-    def apply(self, turn: pb.StreamTurnRequest) -> None:
-        """Set these on the turn's request."""
-        turn.tools.extend(self.tools)
-        turn.tool_choice = self.choice
-        if self.parallel is not None:
-            turn.parallel_tool_calls = self.parallel
-
-
-def tool_setup(body: Mapping[str, Any]) -> ToolSetup:
+def tool_setup(body: Mapping[str, Any]) -> TurnTools:
     """The `tools` ([{name, description, inputSchema}]), `toolChoice` and
     `parallelToolCalls` of a request body."""
-    value = body.get("tools")
-    if value is None:
-        value = []
-    if not isinstance(value, list):
-        raise bad_request("tools", "tools must be an array of tool declarations")
-    tools = tuple(_declaration(tool, f"tools[{index}]") for index, tool in enumerate(value))
-    choice = _choice(body.get("toolChoice"))
-    if choice and choice != "none" and not tools:
-        raise bad_request("toolChoice", "toolChoice needs tools")
-    parallel = body.get("parallelToolCalls")
-    if parallel is not None and not isinstance(parallel, bool):
-        raise bad_request("parallelToolCalls", "parallelToolCalls must be a boolean")
-    return ToolSetup(tools, choice, parallel if tools else None)
+    return turn_tools(body, FIELDS, _declaration, _named_tool)
 
 
-def _declaration(tool: object, at: str) -> pb.ToolDeclaration:
-    if not isinstance(tool, dict):
-        raise bad_request(at, f"{at} must be an object")
-    name = tool.get("name")
-    if not isinstance(name, str) or not name:
-        raise bad_request(f"{at}.name", f"{at}.name must be a non-empty string")
-    description = tool.get("description", "")
+def _declaration(value: object, at: str) -> pb.ToolDeclaration:
+    tool = an_object(value, at)
+    name = required_text(tool.get("name"), f"{at}.name")
+    description = tool.get("description", "")  # an explicit null is refused, unlike AG-UI's
     if not isinstance(description, str):
         raise bad_request(f"{at}.description", f"{at}.description must be a string")
     key = "inputSchema" if "inputSchema" in tool else "parameters"
@@ -83,18 +58,11 @@ def _declaration(tool: object, at: str) -> pb.ToolDeclaration:
     )
 
 
-def _choice(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str) and value in CHOICES:
-        return value
-    if isinstance(value, dict) and value.get("type") == "tool":
-        name = value.get("toolName")
-        if isinstance(name, str) and name:
-            return unicode_text("toolChoice.toolName", name)
-    raise bad_request(
-        "toolChoice", 'toolChoice must be "auto", "none", "required" or {type: "tool", toolName}'
-    )
+def _named_tool(choice: dict[str, Any]) -> str | None:
+    name = choice.get("toolName")
+    if choice.get("type") != "tool" or not isinstance(name, str) or not name:
+        return None
+    return unicode_text("toolChoice.toolName", name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,16 +87,12 @@ def tool_part(part: Mapping[str, Any], at: str) -> ToolPart | None:
     """The call of a tool part; None for a call whose input was still streaming."""
     kind: str = part["type"]
     if kind == "dynamic-tool":
-        name = part.get("toolName")
-        if not isinstance(name, str) or not name:
-            raise bad_request(f"{at}.toolName", f"{at}.toolName must be a non-empty string")
+        name = required_text(part.get("toolName"), f"{at}.toolName")
     else:
         name = kind.removeprefix("tool-")
         if not name:
             raise bad_request(f"{at}.type", f"{at}.type must name the tool")
-    ident = part.get("toolCallId")
-    if not isinstance(ident, str) or not ident:
-        raise bad_request(f"{at}.toolCallId", f"{at}.toolCallId must be a non-empty string")
+    ident = required_text(part.get("toolCallId"), f"{at}.toolCallId")
     state = part.get("state")
     if state == STREAMING:
         return None
@@ -157,7 +121,7 @@ def tool_part(part: Mapping[str, Any], at: str) -> ToolPart | None:
                 raise bad_request(
                     f"{at}.approval.approved", f"{at}.approval.approved must be false"
                 )
-            result = f"{DENIED} Reason: {reason}" if reason else DENIED
+            result = denied_result(reason)
         else:
             approval = pb.ToolApproval(tool_call_id=call.id, approved=approved, reason=reason)
     return ToolPart(call, result, approval, state == "output-denied")
@@ -177,27 +141,9 @@ def _arguments(part: Mapping[str, Any], at: str, state: str) -> str:
 def _approval(value: object, at: str) -> tuple[bool, str]:
     if not isinstance(value, dict):
         raise bad_request(at, f"{at} must be an object with approved")
-    approved = value.get("approved")
-    if not isinstance(approved, bool):
-        raise bad_request(f"{at}.approved", f"{at}.approved must be a boolean")
-    reason = value.get("reason")
-    if reason is None:
-        reason = ""
-    if not isinstance(reason, str):
-        raise bad_request(f"{at}.reason", f"{at}.reason must be a string")
-    return approved, unicode_text(f"{at}.reason", reason)
+    return decision(value, at)
 
 
 def _json(value: object) -> str:
     """Compact JSON text, ASCII so a lone surrogate in a string stays an escape."""
     return json.dumps(value, separators=(",", ":"))
-
-
-def unicode_text(field: str, value: str) -> str:
-    """`value` when it has a UTF-8 form (no lone surrogate); `bad_request` naming `field`."""
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise bad_request(field, f"{field} must be Unicode text (no lone surrogates)") from None
-    return value

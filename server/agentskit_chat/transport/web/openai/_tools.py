@@ -8,57 +8,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit_chat.transport.web.boundary.fields import an_object
 from agentskit_chat.transport.web.boundary.fronts import bad_request
+from agentskit_chat.transport.web.boundary.tools import ToolFields, TurnTools, turn_tools
 
-CHOICES: Final = frozenset({"auto", "none", "required"})
-
-
-@dataclass(frozen=True, slots=True)
-class ToolChoice:
-    """The declared tools of a request and how the model may use them."""
-
-    tools: tuple[pb.ToolDeclaration, ...] = field(default=(), repr=False)
-    choice: str = ""
-    parallel: bool | None = None
-
-    def apply(self, turn: pb.StreamTurnRequest) -> None:
-        """Set these on the turn's request."""
-        turn.tools.extend(self.tools)
-        turn.tool_choice = self.choice
-        if self.parallel is not None:
-            turn.parallel_tool_calls = self.parallel
+FIELDS: Final = ToolFields("tool_choice", "parallel_tool_calls", named_choice="a named function")
 
 
-NO_TOOLS: Final = ToolChoice()
-
-
-def tool_choice(body: Mapping[str, Any]) -> ToolChoice:
+def tool_choice(body: Mapping[str, Any]) -> TurnTools:
     """The `tools`, `tool_choice` and `parallel_tool_calls` of a request body."""
-    value = body.get("tools")
-    if value is None:
-        value = []
-    if not isinstance(value, list):
-        raise bad_request("tools", "tools must be an array")
-    tools = tuple(_declaration(tool, f"tools[{index}]") for index, tool in enumerate(value))
-    choice = _choice(body.get("tool_choice"))
-    if choice and choice != "none" and not tools:
-        raise bad_request("tool_choice", "tool_choice needs tools")
-    parallel = body.get("parallel_tool_calls")
-    if parallel is not None and not isinstance(parallel, bool):
-        raise bad_request("parallel_tool_calls", "parallel_tool_calls must be a boolean")
-    return ToolChoice(tools, choice, parallel if tools else None)
+    return turn_tools(body, FIELDS, _declaration, _named_function)
 
 
 def _declaration(tool: object, at: str) -> pb.ToolDeclaration:
     if not isinstance(tool, dict) or tool.get("type") != "function":
         raise bad_request(at, f'{at} must be an object of type "function"')
-    function = tool.get("function")
-    if not isinstance(function, dict):
-        raise bad_request(f"{at}.function", f"{at}.function must be an object")
+    function = an_object(tool.get("function"), f"{at}.function")
     name = function.get("name")
     if not isinstance(name, str) or not name:
         raise bad_request(f"{at}.function.name", f"{at}.function.name must be a string")
@@ -74,19 +42,12 @@ def _declaration(tool: object, at: str) -> pb.ToolDeclaration:
     return pb.ToolDeclaration(name=name, description=description, parameters_json=schema)
 
 
-def _choice(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str) and value in CHOICES:
-        return value
-    if isinstance(value, dict) and value.get("type") == "function":
-        function = value.get("function")
-        name = function.get("name") if isinstance(function, dict) else None
-        if isinstance(name, str) and name:
-            return name
-    raise bad_request(
-        "tool_choice", 'tool_choice must be "auto", "none", "required" or a named function'
-    )
+def _named_function(choice: dict[str, Any]) -> str | None:
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    if choice.get("type") != "function" or not isinstance(name, str) or not name:
+        return None
+    return name
 
 
 def assistant_calls(message: Mapping[str, Any], at: str) -> tuple[pb.ToolCall, ...]:

@@ -19,16 +19,11 @@ from typing import Any, Final
 from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.models import Sampling
 from agentskit_chat.transport.web.boundary.asgi import Headers
+from agentskit_chat.transport.web.boundary.fields import unicode_text
 from agentskit_chat.transport.web.boundary.fronts import FrontError, bad_request, json_bytes
+from agentskit_chat.transport.web.boundary.tools import NO_TOOLS, TurnTools
 
-from ._tools import (
-    NO_TOOLS,
-    ToolChoice,
-    answered_call,
-    assistant_calls,
-    calls_object,
-    tool_choice,
-)
+from ._tools import answered_call, assistant_calls, calls_object, tool_choice
 
 ROLES: Final = {
     "system": "system",
@@ -80,7 +75,7 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     sampling: Sampling = field(default_factory=Sampling)
-    tools: ToolChoice = NO_TOOLS
+    tools: TurnTools = NO_TOOLS
 
     def results(self) -> tuple[WireMessage, ...]:
         """The tool messages that end the history (empty when a user message ends it)."""
@@ -95,7 +90,7 @@ def parse_request(body: Mapping[str, Any]) -> ChatRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_request("model", "model is required: the id of a chat definition")
-    _unicode("model", model)
+    unicode_text("model", model)
     for name, message in UNSUPPORTED.items():
         if body.get(name) not in (None, [], {}, "none"):
             raise bad_request(name, message)
@@ -132,16 +127,6 @@ def _boolean(body: Mapping[str, Any], name: str, at: str | None = None) -> bool:
     return value
 
 
-def _unicode(at: str, value: str) -> str:
-    """`value` when it has a UTF-8 form; `bad_request` naming `at` otherwise."""
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise bad_request(at, f"{at} must be Unicode text (no lone surrogates)") from None
-    return value
-
-
 def _messages(value: object) -> tuple[WireMessage, ...]:
     if not isinstance(value, list) or not value:
         raise bad_request("messages", "messages must be a non-empty array")
@@ -175,7 +160,7 @@ def _messages(value: object) -> tuple[WireMessage, ...]:
 
 def _text(content: object, at: str) -> str:
     if isinstance(content, str):
-        return _unicode(at, content)
+        return unicode_text(at, content)
     if content is None:
         return ""
     if not isinstance(content, list):
@@ -188,7 +173,7 @@ def _text(content: object, at: str) -> str:
         text = part.get("text") if isinstance(part, dict) else None
         if kind != "text" or not isinstance(text, str):
             raise bad_request(f"{at}[{index}]", f"{at}[{index}] must be a text part")
-        parts.append(_unicode(f"{at}[{index}].text", text))
+        parts.append(unicode_text(f"{at}[{index}].text", text))
     return "".join(parts)
 
 
@@ -207,7 +192,7 @@ def _sampling(body: Mapping[str, Any]) -> Sampling:
     ):
         raise bad_request("stop", f"stop must be a string or up to {MAX_STOP} strings")
     for index, text in enumerate(stop or ()):
-        _unicode(f"stop[{index}]" if isinstance(body.get("stop"), list) else "stop", text)
+        unicode_text(f"stop[{index}]" if isinstance(body.get("stop"), list) else "stop", text)
     return Sampling(
         temperature=_number(body, "temperature", 0, 2),
         top_p=_number(body, "top_p", 0, 1),
