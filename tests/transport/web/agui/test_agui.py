@@ -82,6 +82,7 @@ def test_a_server_held_thread_takes_only_the_new_message_and_shows_the_transitio
             (snapshot,) = answer.of("STATE_SNAPSHOT")
             assert snapshot["snapshot"] == {
                 "definitionId": "support",
+                "revision": 1,
                 "state": "idle",
                 "allowedEvents": ["start"],
                 "actions": ["start"],

@@ -45,6 +45,7 @@ def _turn() -> list[pb.StreamTurnResponse]:
 def test_the_state_document_offers_the_eligible_commands() -> None:
     assert state_document(DEFINITION, "idle") == {
         "definitionId": "d",
+        "revision": DEFINITION.revision,
         "state": "idle",
         "allowedEvents": ["go"],
         "actions": [],

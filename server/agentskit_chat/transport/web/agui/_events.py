@@ -26,7 +26,8 @@ only on the turn's own events, so a stream that replays the turn from its first 
 The state document (`STATE_SNAPSHOT.snapshot`, patched by `STATE_DELTA`) is the
 conversation snapshot and what a renderer draws from it: `state`, `allowedEvents`,
 `actions`, and `commands` (the definition's routes that have an input a button may send,
-eligible in this state: `{route, input, event}`), plus `definitionId`.
+eligible in this state: `{route, input, event}`), plus `definitionId` and `revision`, the
+definition revision the thread's session runs.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def state_document(definition: pb.Definition, state: str) -> dict[str, Any]:
     ]
     return {
         "definitionId": definition.id,
+        "revision": definition.revision,
         "state": state,
         "allowedEvents": events,
         "actions": list(info.actions) if info is not None else [],

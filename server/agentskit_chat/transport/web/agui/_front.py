@@ -63,7 +63,7 @@ from ._events import (
     state_snapshot,
 )
 from ._input import RunInput, last_event_id, refusal, run_input
-from ._plan import plan_run
+from ._plan import of_revision, plan_run
 
 PREFIX: Final = "/agui/"
 ROUTE: Final = "/agui/{definition}"
@@ -137,7 +137,7 @@ class AguiFront:
             async with stream.cancelled_when_gone():
                 await self._send(stream, proto, opening, resume)
                 if turn is not None:
-                    await self._stream_turn(stream, proto, run, definition, turn, resume)
+                    await self._stream_turn(stream, proto, run, turn, resume)
         finally:
             if turn is not None:  # However the run ended: a cancelling turn stops here.
                 await turn.events.aclose()
@@ -155,13 +155,15 @@ class AguiFront:
         if plan.request is None:
             return plan.opening, None
         try:
-            return plan.opening, await self._run(plan.request, plan.document)
+            return plan.opening, await self._run(plan.request, plan.document, plan.definition)
         except Exception as error:
             if plan.created is not None:  # The thread this run created goes with its turn.
                 await forget_created(self.rpcs, run.thread_id, plan.created, error)
             raise
 
-    async def _run(self, request: pb.StreamTurnRequest, document: dict[str, Any]) -> _Turn:
+    async def _run(
+        self, request: pb.StreamTurnRequest, document: dict[str, Any], definition: pb.Definition
+    ) -> _Turn:
         """The turn's events, its first one already there (so a refusal is an HTTP error);
         a turn id still running is followed instead."""
         flow = current_flow()
@@ -176,7 +178,7 @@ class AguiFront:
             watch = pb.WatchTurnRequest(session_id=request.session_id, turn_id=request.turn_id)
             events = self.rpcs.watch_turn(watch, stalled)
             first = await anext(events)
-        return _Turn(first, events, document)
+        return _Turn(first, events, document, definition)
 
     async def _resume(
         self, run: RunInput, definition: pb.Definition, after: tuple[int, int]
@@ -186,6 +188,7 @@ class AguiFront:
         got = await self.rpcs.get_session(pb.GetSessionRequest(session_id=run.thread_id))
         if got.session.definition_id != definition.id:
             raise FrontError(409, "conflict", "the thread is of another definition", "threadId")
+        definition = await of_revision(self.rpcs, definition, got.session.definition_revision)
         flow = current_flow()
         stalled = None if flow is None else flow.stall
         watch = pb.WatchTurnRequest(session_id=run.thread_id, turn_id=run.run_id)
@@ -194,19 +197,18 @@ class AguiFront:
         opening = [run_started(run.thread_id, run.run_id)]
         if after < (0, 1):
             opening.append(state_snapshot(state_document(definition, got.session.snapshot.state)))
-        return opening, _Turn(first, events, None)
+        return opening, _Turn(first, events, None, definition)
 
     async def _stream_turn(
         self,
         stream: EventStream,
         proto: bool,
         run: RunInput,
-        definition: pb.Definition,
         turn: _Turn,
         after: tuple[int, int] | None,
     ) -> None:
         translator = TurnEvents(
-            run.thread_id, run.run_id, definition, turn.baseline, held=run.held_calls()
+            run.thread_id, run.run_id, turn.definition, turn.baseline, held=run.held_calls()
         )
         last = after or (0, 0)  # the last event the client has (or was sent)
         async with aclosing(turn.events) as rest:
@@ -250,10 +252,13 @@ class _Turn:
         first: pb.StreamTurnResponse,
         events: AsyncGenerator[pb.StreamTurnResponse, None],
         baseline: dict[str, Any] | None,
+        definition: pb.Definition,
     ) -> None:
         self.first = first
         self.events = events
         self.baseline = baseline
+        self.definition = definition
+        """The revision the thread's session runs."""
 
 
 async def _chain(

@@ -37,6 +37,8 @@ class Plan:
     opening: list[Slotted]
     request: pb.StreamTurnRequest | None
     document: dict[str, Any]
+    definition: pb.Definition
+    """The revision the thread's session runs (the URL's newest for a thread not created)."""
     created: int | None = None
 
 
@@ -48,6 +50,8 @@ async def plan_run(
     session = await _session(rpcs, run.thread_id)
     if session is not None and session.session.definition_id != definition.id:
         raise FrontError(409, "conflict", "the thread is of another definition", "threadId")
+    if session is not None:
+        definition = await of_revision(rpcs, definition, session.session.definition_revision)
     opening = [run_started(run.thread_id, run.run_id)]
     if not run.asks:
         state = definition.initial_state if session is None else session.session.snapshot.state
@@ -58,7 +62,7 @@ async def plan_run(
         pending = () if session is None else await _waiting(rpcs, session)
         ended = outcome(pending) if pending else None
         opening.append(("0.4", run_finished(run.thread_id, run.run_id, ended=ended)))
-        return Plan(opening, None, document)
+        return Plan(opening, None, document, definition)
     request = pb.StreamTurnRequest(
         session_id=run.thread_id,
         turn_id=run.run_id,
@@ -69,7 +73,8 @@ async def plan_run(
     if session is None:
         request.dispatch.messages.extend(run.proto_messages())
         _check_dispatch(rpcs.service.limits, run, request)  # refused before anything is stored
-        state, created = await _create(rpcs, run, definition.id)
+        state, created, revision = await _create(rpcs, run, definition.id)
+        definition = await of_revision(rpcs, definition, revision)
     else:
         state = session.session.snapshot.state
         if session.session.history_mode == pb.HISTORY_MODE_CLIENT:
@@ -81,7 +86,16 @@ async def plan_run(
             _operation(request, run, session.messages)
     document = state_document(definition, state)
     opening.append(state_snapshot(document))
-    return Plan(opening, request, document, created)
+    return Plan(opening, request, document, definition, created)
+
+
+async def of_revision(rpcs: ChatRpcs, definition: pb.Definition, revision: int) -> pb.Definition:
+    """`definition` as of `revision`, the one a thread's session runs (REVISION_MISMATCH
+    when it is not served)."""
+    if revision == definition.revision:
+        return definition
+    request = pb.GetDefinitionRequest(definition_id=definition.id, revision=revision)
+    return (await rpcs.get_definition(request)).definition
 
 
 def _check_dispatch(limits: Limits, run: RunInput, request: pb.StreamTurnRequest) -> None:
@@ -150,7 +164,7 @@ async def _session(rpcs: ChatRpcs, thread_id: str) -> pb.GetSessionResponse | No
         raise
 
 
-async def _create(rpcs: ChatRpcs, run: RunInput, definition_id: str) -> tuple[str, int | None]:
+async def _create(rpcs: ChatRpcs, run: RunInput, definition_id: str) -> tuple[str, int | None, int]:
     """Create the client-held session the thread names: its state, and its cursor when
     this run created it (None when another run of the thread did, meanwhile)."""
     request = pb.CreateSessionRequest(
@@ -168,8 +182,9 @@ async def _create(rpcs: ChatRpcs, run: RunInput, definition_id: str) -> tuple[st
             raise FrontError(
                 409, "conflict", "the thread is of another definition", "threadId"
             ) from None
-        return got.session.snapshot.state, None
-    return created.session.snapshot.state, created.session.cursor
+        return got.session.snapshot.state, None, got.session.definition_revision
+    session = created.session
+    return session.snapshot.state, session.cursor, session.definition_revision
 
 
 def _operation(request: pb.StreamTurnRequest, run: RunInput, history: Iterable[pb.Message]) -> None:

@@ -49,6 +49,8 @@ class Commands:
 
     def __init__(self, definition: pb.Definition) -> None:
         self.routes = [r for r in definition.routes if r.input_text]
+        self.revision = definition.revision
+        """The definition revision the chat's session runs."""
 
     def of(self, snapshot: pb.Snapshot) -> list[dict[str, str]]:
         """The commands of the snapshot's state, in route order."""
@@ -158,7 +160,11 @@ class Chunks:
         message_id = self.continues or event.started.assistant_message_id
         if message_id:
             start["messageId"] = message_id
-        start["messageMetadata"] = {"chatId": self.chat_id, "turnId": event.turn_id}
+        start["messageMetadata"] = {
+            "chatId": self.chat_id,
+            "turnId": event.turn_id,
+            "revision": self.commands.revision,
+        }
         found = [start]
         found += [{"type": "tool-output-denied", "toolCallId": ident} for ident in self.denied]
         found.append(snapshot_part(self.before, self.commands))

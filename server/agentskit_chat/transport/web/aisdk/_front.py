@@ -79,16 +79,17 @@ class AiSdkFront:
         key = (session.definition_id, session.definition_revision)
         commands = self._commands.get(key)
         if commands is None:
-            request = pb.GetDefinitionRequest(definition_id=session.definition_id)
+            request = pb.GetDefinitionRequest(
+                definition_id=session.definition_id, revision=session.definition_revision
+            )
             try:
                 definition = (await self.rpcs.get_definition(request)).definition
             except ServiceError as error:
                 raise refusal(error) from None
             commands = Commands(definition)
-            if definition.revision == session.definition_revision:
-                if len(self._commands) >= MAX_DEFINITIONS:
-                    self._commands.clear()
-                self._commands[key] = commands
+            if len(self._commands) >= MAX_DEFINITIONS:
+                self._commands.clear()
+            self._commands[key] = commands
         if asked is None or asked.answers is None:
             return Chunks(chat_id, session.snapshot, commands)
         answers = asked.answers

@@ -85,22 +85,22 @@ class Completion:
         turn_id = key or secrets.token_hex(16)
         session = header(SESSION_HEADER)
         if session is not None:
-            turn = await self._server_held(request, session, turn_id)
-            async with aclosing(self._turn(request, turn, "server")) as items:
+            turn, revision = await self._server_held(request, session, turn_id)
+            async with aclosing(self._turn(request, turn, "server", revision)) as items:
                 async for item in items:
                     yield item
             return
         conversation = next((v for n in CONVERSATION_HEADERS if (v := header(n)) is not None), None)
         named = () if conversation is None else message_ids(self.rpcs.service, request.messages)
-        goes_on, created = False, None
+        goes_on, created, revision = False, None, 0
         if conversation is not None:  # Built before the session is: nothing fails after.
             dispatch = pb.DispatchOperation(messages=pb_messages(request.messages, named))
-            goes_on, created = await self._continues(request, conversation, named)
+            goes_on, created, revision = await self._continues(request, conversation, named)
         if conversation is not None and goes_on:
             turn = pb.StreamTurnRequest(session_id=conversation, turn_id=turn_id, dispatch=dispatch)
             began = finished = False
             try:
-                async with aclosing(self._turn(request, turn, "client")) as items:
+                async with aclosing(self._turn(request, turn, "client", revision)) as items:
                     async for item in items:
                         began = True
                         finished = finished or isinstance(item, Finished)
@@ -122,22 +122,26 @@ class Completion:
 
     async def _server_held(
         self, request: ChatRequest, session_id: str, turn_id: str
-    ) -> pb.StreamTurnRequest:
+    ) -> tuple[pb.StreamTurnRequest, int]:
         """The turn of a request naming a server-held session: its last user message
         submitted, or the tool messages that end it sent as the results of the calls the
-        last answer waits on. The model must name the session's definition (409)."""
+        last answer waits on; and the session's revision. The model must name the
+        session's definition (409)."""
         await self.rpcs.get_definition(pb.GetDefinitionRequest(definition_id=request.model))
         found = await self.rpcs.get_session(pb.GetSessionRequest(session_id=session_id))
         if found.session.definition_id != request.model:
             raise FrontError(409, "conflict", "the session is of another definition", "model")
         results = request.results()
+        revision = found.session.definition_revision
         if not results:
             submit = pb.SubmitOperation(content=request.messages[-1].text)
-            return pb.StreamTurnRequest(session_id=session_id, turn_id=turn_id, submit=submit)
+            turn = pb.StreamTurnRequest(session_id=session_id, turn_id=turn_id, submit=submit)
+            return turn, revision
         answers = pb.ToolResultsOperation(
             results=[pb.ToolResult(tool_call_id=m.answers, content=m.text) for m in results]
         )
-        return pb.StreamTurnRequest(session_id=session_id, turn_id=turn_id, tool_results=answers)
+        turn = pb.StreamTurnRequest(session_id=session_id, turn_id=turn_id, tool_results=answers)
+        return turn, revision
 
     async def _continues(
         self,
@@ -146,10 +150,10 @@ class Completion:
         named: tuple[str, ...],
         *,
         retried: bool = False,
-    ) -> tuple[bool, int | None]:
+    ) -> tuple[bool, int | None, int]:
         """Whether the request continues the client-held session `session_id` (False for a
-        request that must leave it alone), and the cursor of the session when this made it
-        (it did not exist)."""
+        request that must leave it alone), the cursor of the session when this made it
+        (it did not exist), and the session's revision."""
         try:
             found = await self.rpcs.get_session(pb.GetSessionRequest(session_id=session_id))
         except ServiceError as error:
@@ -179,8 +183,9 @@ class Completion:
                     ) from None
                 return await self._continues(request, session_id, named, retried=True)
             self._first.pop(session_id, None)
-            return True, made.session.cursor
+            return True, made.session.cursor, made.session.definition_revision
         session = found.session
+        revision = session.definition_revision
         if session.history_mode != pb.HISTORY_MODE_CLIENT:
             raise FrontError(
                 409,
@@ -189,18 +194,18 @@ class Completion:
                 "x-agentskit-conversation",
             )
         if session.definition_id != request.model:
-            return False, None
+            return False, None, revision
         for size in (1, RETAINED_TURNS):  # The newest turn's message is usually still there.
             page = pb.ListTurnsRequest(session_id=session_id, page_size=size)
             turns = (await self.rpcs.list_turns(page)).turns
             if not turns:
                 first = self._first.get(session_id)
-                return first is None or first in named, None
+                return first is None or first in named, None, revision
             if continues([t.user_message_id for t in turns], named):
-                return True, None
+                return True, None, revision
             if len(turns) < size:
-                return False, None
-        return False, None
+                return False, None, revision
+        return False, None, revision
 
     def _remember(self, session_id: str, message_id: str) -> None:
         self._first[session_id] = message_id
@@ -210,7 +215,7 @@ class Completion:
 
     async def _stateless(self, request: ChatRequest, turn_id: str) -> AsyncGenerator[Item, None]:
         session_id = STATELESS_PREFIX + secrets.token_hex(16)
-        await self.rpcs.create_session(
+        made = await self.rpcs.create_session(
             pb.CreateSessionRequest(
                 definition_id=request.model,
                 session_id=session_id,
@@ -221,7 +226,8 @@ class Completion:
             ids = tuple(f"m{i}" for i in range(len(request.messages)))
             dispatch = pb.DispatchOperation(messages=pb_messages(request.messages, ids))
             turn = pb.StreamTurnRequest(session_id=session_id, turn_id=turn_id, dispatch=dispatch)
-            async with aclosing(self._turn(request, turn, "stateless")) as items:
+            revision = made.session.definition_revision
+            async with aclosing(self._turn(request, turn, "stateless", revision)) as items:
                 async for item in items:
                     yield item
         finally:
@@ -250,7 +256,13 @@ class Completion:
         log.warning("openai front: a stateless completion's session was not deleted: %s", failure)
 
     async def _turn(
-        self, request: ChatRequest, turn: pb.StreamTurnRequest, history: str, *, again: bool = True
+        self,
+        request: ChatRequest,
+        turn: pb.StreamTurnRequest,
+        history: str,
+        revision: int,
+        *,
+        again: bool = True,
     ) -> AsyncGenerator[Item, None]:
         """The items of one StreamTurn; a repeat of a client-held turn is answered in full."""
         flow = current_flow()
@@ -266,7 +278,7 @@ class Completion:
                     if event.started.duplicate and history == "client":
                         break
                 elif which == "decision":
-                    yield decision_of(event.decision, turn.turn_id, session_id, history)
+                    yield decision_of(event.decision, turn, session_id, history, revision)
                 elif which == "delta":
                     yield event.delta.text
                 elif (call := calls.item(event)) is not None:
@@ -278,12 +290,12 @@ class Completion:
                     raise failure_of(event.failed)
             else:
                 return
-        async with aclosing(self._repeat(request, turn, again)) as items:
+        async with aclosing(self._repeat(request, turn, again, revision)) as items:
             async for item in items:
                 yield item
 
     async def _repeat(
-        self, request: ChatRequest, turn: pb.StreamTurnRequest, again: bool
+        self, request: ChatRequest, turn: pb.StreamTurnRequest, again: bool, revision: int
     ) -> AsyncGenerator[Item, None]:
         """A finished turn of a client-held conversation in full: from its event log while
         kept, else by running it again under a fresh turn id."""
@@ -296,7 +308,7 @@ class Completion:
                 which = event.WhichOneof("event")
                 if which == "decision":
                     kept.append(
-                        decision_of(event.decision, turn.turn_id, turn.session_id, "client")
+                        decision_of(event.decision, turn, turn.session_id, "client", revision)
                     )
                 elif which == "delta" and event.delta.text:
                     text = True
@@ -315,7 +327,7 @@ class Completion:
         fresh = pb.StreamTurnRequest()
         fresh.CopyFrom(turn)
         fresh.turn_id = f"{turn.turn_id[:96]}.{secrets.token_hex(8)}"
-        async with aclosing(self._turn(request, fresh, "client", again=False)) as items:
+        async with aclosing(self._turn(request, fresh, "client", revision, again=False)) as items:
             async for item in items:
                 if isinstance(item, Decision):
                     item = replace(item, turn_id=turn.turn_id)

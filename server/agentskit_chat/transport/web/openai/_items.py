@@ -38,6 +38,8 @@ class Decision:
     """None for a stateless completion (its session is gone when it ends)."""
     history: str
     """`stateless`, `client` or `server`."""
+    revision: int
+    """The definition revision the session ran when the request came."""
 
     def fields(self) -> dict[str, Any]:
         """The `agentskit` object."""
@@ -50,6 +52,7 @@ class Decision:
             "turn_id": self.turn_id,
             "session_id": self.session_id,
             "history": self.history,
+            "revision": self.revision,
         }
 
 
@@ -106,17 +109,23 @@ class CallIndexes:
 
 
 def decision_of(
-    decision: pb.TurnDecision, turn_id: str, session_id: str | None, history: str
+    decision: pb.TurnDecision,
+    turn: pb.StreamTurnRequest,
+    session_id: str | None,
+    history: str,
+    revision: int,
 ) -> Decision:
+    """The decision of `turn` as the front reports it."""
     return Decision(
         KINDS.get(decision.kind, "agentic"),
         decision.route_id or None,
         decision.from_state,
         decision.to_state,
         decision.replayed,
-        turn_id,
+        turn.turn_id,
         session_id,
         history,
+        revision,
     )
 
 

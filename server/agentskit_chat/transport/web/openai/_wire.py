@@ -274,6 +274,7 @@ HEADER_NAMES: Final = {
     "turn_id": b"x-agentskit-turn-id",
     "session_id": b"x-agentskit-session-id",
     "history": b"x-agentskit-history",
+    "revision": b"x-agentskit-revision",
 }
 """The response header of each decision field."""
 
