@@ -194,7 +194,8 @@ def test_get_definition_asks_for_a_revision(service, run):
     run(lambda client: client.get_definition("support", revision=2))
 
     first, second = service.requests
-    assert first.HasField("revision") and first.revision == 0
+    assert first.HasField("revision")
+    assert first.revision == 0
     assert second == chat_pb2.GetDefinitionRequest(definition_id="support", revision=2)
 
 
