@@ -21,9 +21,11 @@ from agentskit_chat_client import (
     Edit,
     HistoryMode,
     Message,
+    MigrationBlocked,
     Regenerate,
     Retry,
     RouteInfo,
+    ServedRevision,
     Snapshot,
     StateInfo,
     Submit,
@@ -171,6 +173,87 @@ def test_get_definition_sends_the_id(service, run):
     assert service.requests == [chat_pb2.GetDefinitionRequest(definition_id="support")]
 
 
+def test_definitions_list_their_served_revisions(service, run):
+    described = _definition_pb()
+    described.served_revisions.add(revision=2, weight=0)
+    described.served_revisions.add(revision=3, weight=100, migrates_from=[1, 2])
+    service.replies["GetDefinition"] = chat_pb2.GetDefinitionResponse(definition=described)
+
+    definition = run(lambda client: client.get_definition("support"))
+
+    assert definition.served_revisions == (
+        ServedRevision(revision=2, weight=0),
+        ServedRevision(revision=3, weight=100, migrates_from=(1, 2)),
+    )
+
+
+def test_get_definition_asks_for_a_revision(service, run):
+    service.replies["GetDefinition"] = chat_pb2.GetDefinitionResponse(definition=_definition_pb())
+
+    run(lambda client: client.get_definition("support", revision=0))
+    run(lambda client: client.get_definition("support", revision=2))
+
+    first, second = service.requests
+    assert first.HasField("revision")
+    assert first.revision == 0
+    assert second == chat_pb2.GetDefinitionRequest(definition_id="support", revision=2)
+
+
+def test_get_definition_without_a_revision_leaves_it_unset(service, run):
+    service.replies["GetDefinition"] = chat_pb2.GetDefinitionResponse(definition=_definition_pb())
+
+    run(lambda client: client.get_definition("support"))
+
+    assert not service.requests[0].HasField("revision")
+
+
+def test_create_session_pins_a_revision(service, run):
+    service.replies["CreateSession"] = chat_pb2.CreateSessionResponse(
+        session=_session_pb(definition_revision=1)
+    )
+
+    session = run(lambda client: client.create_session("support", revision=1))
+
+    assert session.definition_revision == 1
+    assert service.requests == [
+        chat_pb2.CreateSessionRequest(
+            definition_id="support",
+            history_mode=chat_pb2.HISTORY_MODE_SERVER,
+            definition_revision=1,
+        )
+    ]
+    assert service.requests[0].HasField("definition_revision")
+
+
+def test_an_unserved_revision_raises_revision_mismatch(service, run):
+    service.aborts["CreateSession"] = Abort(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "The definition revision is not served.",
+        reason="ERROR_REASON_REVISION_MISMATCH",
+        metadata={"definition_revision": "9"},
+    )
+
+    with pytest.raises(ChatError) as raised:
+        run(lambda client: client.create_session("support", revision=9))
+
+    assert raised.value.code is grpc.StatusCode.FAILED_PRECONDITION
+    assert raised.value.reason == "ERROR_REASON_REVISION_MISMATCH"
+    assert raised.value.metadata == {"definition_revision": "9"}
+
+
+def test_a_session_says_why_it_stayed_on_its_revision(service, run):
+    service.replies["GetSession"] = chat_pb2.GetSessionResponse(
+        session=_session_pb(
+            definition_revision=1,
+            migration_blocked=chat_pb2.MigrationBlocked(revision=2, code="replay"),
+        )
+    )
+
+    history = run(lambda client: client.get_session("s1"))
+
+    assert history.session.migration_blocked == MigrationBlocked(revision=2, code="replay")
+
+
 def test_create_session_defaults_to_server_history_and_a_server_chosen_id(service, run):
     service.replies["CreateSession"] = chat_pb2.CreateSessionResponse(session=_session_pb())
 
@@ -182,6 +265,8 @@ def test_create_session_defaults_to_server_history_and_a_server_chosen_id(servic
     assert session.history_mode is HistoryMode.SERVER
     assert session.snapshot == Snapshot("idle", ("start", "help"), ("start",))
     assert session.cursor == 7
+    assert session.migration_blocked is None
+    assert not service.requests[0].HasField("definition_revision")
     assert service.requests == [
         chat_pb2.CreateSessionRequest(
             definition_id="support", history_mode=chat_pb2.HISTORY_MODE_SERVER

@@ -349,7 +349,9 @@ class Runner:
         if operation == "list_definitions":
             return {"definitions": to_json(list(await client.list_definitions(timeout=timeout)))}
         if operation == "get_definition":
-            found = await client.get_definition(args["definition_id"], timeout=timeout)
+            found = await client.get_definition(
+                args["definition_id"], revision=_integer(args, "revision"), timeout=timeout
+            )
             return {"definition": to_json(found)}
         if operation == "create_session":
             mode = (
@@ -359,6 +361,7 @@ class Runner:
                 args.get("definition_id", self.scenario.body.get("definition", "")),
                 session_id=args.get("session_id"),
                 history_mode=mode,
+                revision=_integer(args, "definition_revision"),
                 timeout=timeout,
             )
             return {"session": to_json(session)}

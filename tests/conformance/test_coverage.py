@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from agentskit.chat.v1 import chat_pb2 as pb
 from tests.cli.fixtures.serving import REPO
 
+from .harness import DEFINITIONS as DEFINITIONS_DIR
 from .harness import SCENARIOS as SCENARIOS_DIR
 from .harness import CorpusError, load_scenarios, model_answers
 
@@ -39,13 +41,12 @@ OPERATIONS = frozenset(
 OPTIONS = frozenset({"expect", "capture", "token", "deadline_ms", "eventually"})
 TURN_OPERATIONS = ("submit", "retry", "edit", "regenerate", "dispatch", "tool_results")
 BACKGROUND_OPERATIONS = ("stream_turn", "watch_turn", "watch_session")
-INTEGER_ARGUMENTS = ("expected_cursor", "page_size", "after_sequence", "after_cursor")
+INTEGER_ARGUMENTS = (
+    *("expected_cursor", "page_size", "after_sequence", "after_cursor"),
+    *("definition_revision", "revision"),
+)
 SERVER_SIDE = {
     # reason: (why a client cannot cause it on a healthy server, the tests that produce it)
-    "ERROR_REASON_REVISION_MISMATCH": (
-        "needs the served definition revision to change under a stored session",
-        "tests/cli/test_reload.py",
-    ),
     "ERROR_REASON_SESSION_CORRUPT": (
         "needs a damaged stored record",
         "tests/transport/test_store_faults.py",
@@ -193,6 +194,35 @@ def test_the_calls_that_outlive_a_stream_are_covered() -> None:
         "cancel" in step and "lastSequence" in (step.get("capture") or {}).values()
         for _, step in _steps()
     ), "no scenario reattaches after the sequence a cut stream saw"
+
+
+def test_revisions_are_pinned_described_and_migrated() -> None:
+    """Both revision arguments are sent, and the scenarios observe what revisions change:
+    the served revisions, a session's revision and a session that stays on its own."""
+    arguments = {
+        name
+        for _, step in _steps()
+        for operation, body in step.items()
+        if operation in ("create_session", "get_definition") and isinstance(body, dict)
+        for name in body
+    }
+    assert {"definition_revision", "revision"} <= arguments
+    expected = repr([step.get("expect", {}) for _, step in _steps()])
+    for observed in ("servedRevisions", "migratesFrom", "definitionRevision", "migrationBlocked"):
+        assert observed in expected, observed
+    covers = {tag for scenario in SCENARIOS for tag in scenario.body["covers"]}
+    assert covers >= {"revisions", "pin", "migration", "migration_blocked"}
+
+
+def test_every_definition_file_is_served_by_its_id_and_revision() -> None:
+    """The harness serves every file of definitions/; no two define one id and revision."""
+    seen: dict[tuple[str, int], str] = {}
+    for path in sorted(DEFINITIONS_DIR.glob("*.yaml")):
+        body = yaml.safe_load(path.read_text(encoding="utf-8"))
+        key = (body["id"], body.get("revision", 1))
+        assert key not in seen, f"{path.name} and {seen[key]} define {key}"
+        seen[key] = path.name
+    assert sorted(DEFINITIONS_DIR.iterdir()) == sorted(DEFINITIONS_DIR.glob("*.yaml"))
 
 
 def test_every_error_reason_is_covered_or_produced_by_a_named_test() -> None:

@@ -7,19 +7,52 @@ import (
 	chatv1 "agentskit.dev/chat/client/go/agentskit/chat/v1"
 )
 
-// SessionOption configures CreateSession: WithSessionID, WithHistoryMode.
-type SessionOption func(*chatv1.CreateSessionRequest)
+// SessionOption configures CreateSession: WithSessionID, WithHistoryMode, WithRevision.
+type SessionOption interface {
+	applySession(*chatv1.CreateSessionRequest)
+}
+
+type sessionOption func(*chatv1.CreateSessionRequest)
+
+func (o sessionOption) applySession(r *chatv1.CreateSessionRequest) { o(r) }
 
 // WithSessionID asks for a session id chosen by the client; the server chooses one
 // otherwise. An id in use fails with ALREADY_EXISTS, ERROR_REASON_SESSION_EXISTS.
 func WithSessionID(id string) SessionOption {
-	return func(r *chatv1.CreateSessionRequest) { r.SessionId = id }
+	return sessionOption(func(r *chatv1.CreateSessionRequest) { r.SessionId = id })
 }
 
 // WithHistoryMode says who keeps the session's messages; server-held by default.
 // HISTORY_MODE_CLIENT sessions run turns with Dispatch only.
 func WithHistoryMode(mode chatv1.HistoryMode) SessionOption {
-	return func(r *chatv1.CreateSessionRequest) { r.HistoryMode = mode }
+	return sessionOption(func(r *chatv1.CreateSessionRequest) { r.HistoryMode = mode })
+}
+
+// DefinitionOption configures GetDefinition: WithRevision.
+type DefinitionOption interface {
+	applyDefinition(*chatv1.GetDefinitionRequest)
+}
+
+// RevisionOption is WithRevision's option; it applies to CreateSession and GetDefinition
+// alike.
+type RevisionOption struct {
+	revision int64
+}
+
+// WithRevision names a served revision of the definition. On CreateSession it pins the
+// session to it; without it the server's rollout picks one by the session id (see
+// Definition.ServedRevisions). On GetDefinition it asks for that revision's description;
+// without it the newest served one. A revision the server does not serve fails with
+// FAILED_PRECONDITION, ERROR_REASON_REVISION_MISMATCH, the revision in the metadata
+// "definition_revision".
+func WithRevision(revision int64) RevisionOption { return RevisionOption{revision: revision} }
+
+func (o RevisionOption) applySession(r *chatv1.CreateSessionRequest) {
+	r.DefinitionRevision = &o.revision
+}
+
+func (o RevisionOption) applyDefinition(r *chatv1.GetDefinitionRequest) {
+	r.Revision = &o.revision
 }
 
 // WriteOption configures DeleteSession and TruncateHistory: WithExpectedCursor.
@@ -61,22 +94,32 @@ func (c *Client) ListDefinitions(ctx context.Context) ([]*chatv1.Definition, err
 	return response.GetDefinitions(), wrapError(err)
 }
 
-// GetDefinition returns one chat definition; an unknown id fails with NOT_FOUND,
-// ERROR_REASON_DEFINITION_NOT_FOUND.
-func (c *Client) GetDefinition(ctx context.Context, definitionID string) (*chatv1.Definition, error) {
+// GetDefinition returns one chat definition: its newest served revision, or the one
+// WithRevision names, with every served revision in ServedRevisions. An unknown id fails
+// with NOT_FOUND, ERROR_REASON_DEFINITION_NOT_FOUND; a revision not served with
+// FAILED_PRECONDITION, ERROR_REASON_REVISION_MISMATCH.
+func (c *Client) GetDefinition(ctx context.Context, definitionID string, opts ...DefinitionOption) (*chatv1.Definition, error) {
+	request := &chatv1.GetDefinitionRequest{DefinitionId: definitionID}
+	for _, opt := range opts {
+		opt.applyDefinition(request)
+	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
-	response, err := c.rpc.GetDefinition(ctx, &chatv1.GetDefinitionRequest{DefinitionId: definitionID})
+	response, err := c.rpc.GetDefinition(ctx, request)
 	return response.GetDefinition(), wrapError(err)
 }
 
 // CreateSession starts a session of a definition at its initial state. It fails with
-// NOT_FOUND (ERROR_REASON_DEFINITION_NOT_FOUND) for an unknown definition and
-// ALREADY_EXISTS (ERROR_REASON_SESSION_EXISTS) for a WithSessionID id in use.
+// NOT_FOUND (ERROR_REASON_DEFINITION_NOT_FOUND) for an unknown definition,
+// ALREADY_EXISTS (ERROR_REASON_SESSION_EXISTS) for a WithSessionID id in use and
+// FAILED_PRECONDITION (ERROR_REASON_REVISION_MISMATCH, metadata "definition_revision")
+// for a WithRevision revision the server does not serve. The session's
+// DefinitionRevision changes when it migrates to a newer revision at a turn;
+// MigrationBlocked says why it stayed when it could not.
 func (c *Client) CreateSession(ctx context.Context, definitionID string, opts ...SessionOption) (*chatv1.Session, error) {
 	request := &chatv1.CreateSessionRequest{DefinitionId: definitionID}
 	for _, opt := range opts {
-		opt(request)
+		opt.applySession(request)
 	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()

@@ -105,7 +105,7 @@ func TestTextArgumentsTakeStrings(t *testing.T) {
 
 func TestCheckArgumentsRefusesMistypedArgumentsAtAnyDepth(t *testing.T) {
 	valid := map[string]any{
-		"session": "s", "expected_cursor": "2", "turn_id": nil,
+		"session": "s", "expected_cursor": "2", "turn_id": nil, "definition_revision": 1, "revision": "0",
 		"dispatch": map[string]any{"messages": []any{map[string]any{"id": "u1", "role": "user", "content": "hi"}}},
 	}
 	if err := checkArguments(valid); err != nil {
@@ -114,6 +114,8 @@ func TestCheckArgumentsRefusesMistypedArgumentsAtAnyDepth(t *testing.T) {
 	for _, args := range []map[string]any{
 		{"expected_cursor": 1.5},
 		{"page_size": "ten"},
+		{"definition_revision": "two"},
+		{"revision": 1.5},
 		{"session": 12},
 		{"submit": map[string]any{"content": 42}},
 		{"dispatch": map[string]any{"messages": []any{map[string]any{"role": "user", "content": true}}}},

@@ -334,7 +334,11 @@ func (r *runner) unary(ctx context.Context, client *chatclient.Client, operation
 		definitions, err := client.ListDefinitions(ctx)
 		return &chatv1.ListDefinitionsResponse{Definitions: definitions}, err
 	case "get_definition":
-		definition, err := client.GetDefinition(ctx, text(args["definition_id"]))
+		var opts []chatclient.DefinitionOption
+		if revision, given := integer(args["revision"]); given {
+			opts = append(opts, chatclient.WithRevision(revision))
+		}
+		definition, err := client.GetDefinition(ctx, text(args["definition_id"]), opts...)
 		return &chatv1.GetDefinitionResponse{Definition: definition}, err
 	case "create_session":
 		definition := r.definition
@@ -345,8 +349,13 @@ func (r *runner) unary(ctx context.Context, client *chatclient.Client, operation
 		if text(args["history_mode"]) == "client" {
 			mode = chatv1.HistoryMode_HISTORY_MODE_CLIENT
 		}
-		created, err := client.CreateSession(ctx, definition,
-			chatclient.WithSessionID(text(args["session_id"])), chatclient.WithHistoryMode(mode))
+		opts := []chatclient.SessionOption{
+			chatclient.WithSessionID(text(args["session_id"])), chatclient.WithHistoryMode(mode),
+		}
+		if revision, given := integer(args["definition_revision"]); given {
+			opts = append(opts, chatclient.WithRevision(revision))
+		}
+		created, err := client.CreateSession(ctx, definition, opts...)
 		return &chatv1.CreateSessionResponse{Session: created}, err
 	case "get_session":
 		return client.GetSession(ctx, session)
@@ -1031,8 +1040,11 @@ func mapping(value any) map[string]any {
 // strings (a captured cursor), and texts. checkArguments refuses any other value before a
 // call is made, so text and integer read checked arguments; null is "not given".
 var (
-	integerArguments = []string{"after_cursor", "after_sequence", "expected_cursor", "page_size"}
-	textArguments    = []string{
+	integerArguments = []string{
+		"after_cursor", "after_sequence", "definition_revision", "expected_cursor", "page_size",
+		"revision",
+	}
+	textArguments = []string{
 		"arguments", "as", "background", "content", "definition_id", "description",
 		"history_mode", "id", "last_kept_message_id", "message_id", "name", "on_disconnect",
 		"page_token", "reason", "role", "session", "session_id", "tool_call_id", "tool_choice",

@@ -141,3 +141,30 @@ func ExampleCommandHints() {
 	fmt.Println(chatclient.CommandHints(routes, snapshot))
 	// Output: [/start]
 }
+
+// A canary session pinned to the newest served revision while the rollout still gives new
+// sessions the older one.
+func ExampleWithRevision() {
+	client, err := chatclient.Dial("localhost:50051")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+
+	definition, err := client.GetDefinition(ctx, "support")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, served := range definition.GetServedRevisions() {
+		fmt.Printf("revision %d: %d%% of new sessions\n", served.GetRevision(), served.GetWeight())
+	}
+	session, err := client.CreateSession(ctx, "support", chatclient.WithRevision(definition.GetRevision()))
+	var chatErr *chatclient.Error
+	if errors.As(err, &chatErr) && chatErr.Reason() == "ERROR_REASON_REVISION_MISMATCH" {
+		log.Fatalf("revision %s is no longer served", chatErr.Metadata()["definition_revision"])
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("pinned to", session.GetDefinitionRevision())
+}

@@ -168,13 +168,23 @@ class ChatClient:
         self,
         definition_id: str,
         *,
+        revision: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> Definition:
-        """Return one chat definition by id."""
+        """Return one chat definition by id.
+
+        Args:
+            definition_id: Id of the definition.
+            revision: A served revision to describe; the newest served one when ``None``.
+                A revision the server does not serve raises ``ChatError``
+                ``FAILED_PRECONDITION`` with reason ``ERROR_REASON_REVISION_MISMATCH``.
+            timeout: Deadline in seconds; the client default when ``None``.
+            metadata: Extra metadata for this call.
+        """
         response = await self._unary(
             self._stub.GetDefinition,
-            chat_pb2.GetDefinitionRequest(definition_id=definition_id),
+            chat_pb2.GetDefinitionRequest(definition_id=definition_id, revision=revision),
             timeout,
             metadata,
         )
@@ -186,6 +196,7 @@ class ChatClient:
         *,
         session_id: str | None = None,
         history_mode: HistoryMode = HistoryMode.SERVER,
+        revision: int | None = None,
         timeout: float | None = None,
         metadata: Metadata | None = None,
     ) -> Session:
@@ -195,6 +206,11 @@ class ChatClient:
             definition_id: Id of the definition to run.
             session_id: Session id chosen by the client; the server chooses one when ``None``.
             history_mode: Who keeps the messages.
+            revision: Pins the session to this served revision; when ``None``, the server's
+                rollout picks one by the session id (see ``Definition.served_revisions``).
+                A revision the server does not serve raises ``ChatError``
+                ``FAILED_PRECONDITION`` with reason ``ERROR_REASON_REVISION_MISMATCH`` and
+                the revision in ``metadata["definition_revision"]``.
             timeout: Deadline in seconds; the client default when ``None``.
             metadata: Extra metadata for this call.
         """
@@ -204,6 +220,7 @@ class ChatClient:
                 definition_id=definition_id,
                 session_id=session_id or "",
                 history_mode=_convert.history_mode_to_pb(history_mode),
+                definition_revision=revision,
             ),
             timeout,
             metadata,

@@ -26,11 +26,13 @@ from ._types import (
     Edit,
     HistoryMode,
     Message,
+    MigrationBlocked,
     OperationName,
     Regenerate,
     Retry,
     Role,
     RouteInfo,
+    ServedRevision,
     Session,
     SessionHistory,
     Snapshot,
@@ -240,6 +242,14 @@ def definition_from_pb(definition: chat_pb2.Definition) -> Definition:
             for route in definition.routes
         ),
         model_adapter=definition.model_adapter,
+        served_revisions=tuple(
+            ServedRevision(
+                revision=served.revision,
+                weight=served.weight,
+                migrates_from=tuple(served.migrates_from),
+            )
+            for served in definition.served_revisions
+        ),
     )
 
 
@@ -252,6 +262,13 @@ def session_from_pb(session: chat_pb2.Session) -> Session:
         history_mode=history_mode_from_pb(session.history_mode),
         snapshot=snapshot_from_pb(session.snapshot),
         cursor=session.cursor,
+        migration_blocked=(
+            MigrationBlocked(
+                revision=session.migration_blocked.revision, code=session.migration_blocked.code
+            )
+            if session.HasField("migration_blocked")
+            else None
+        ),
     )
 
 

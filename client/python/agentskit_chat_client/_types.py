@@ -23,11 +23,13 @@ __all__ = [
     "Edit",
     "HistoryMode",
     "Message",
+    "MigrationBlocked",
     "OperationName",
     "Regenerate",
     "Retry",
     "Role",
     "RouteInfo",
+    "ServedRevision",
     "Session",
     "SessionHistory",
     "Snapshot",
@@ -216,17 +218,38 @@ class RouteInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ServedRevision:
+    """One revision of a definition the server serves.
+
+    Attributes:
+        revision: The revision.
+        weight: Its share (0-100) of new sessions, picked by a stable hash of the session
+            id so every server picks the same; 0: only sessions pinned to it or created
+            before get it.
+        migrates_from: Older revisions whose sessions move to this one at their next turn
+            (when new sessions of their id get this one and their decisions replay here).
+    """
+
+    revision: int
+    weight: int
+    migrates_from: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Definition:
-    """The public description of a chat definition.
+    """The public description of one revision of a chat definition.
 
     Attributes:
         id: Definition id.
-        revision: Revision; stored sessions only resume on the revision that wrote them.
+        revision: The revision described: the newest served one unless ``get_definition``
+            asked for another. A session keeps its revision until it migrates.
         description: Human-readable description.
         initial_state: The state new sessions start in.
         states: States in declaration order.
         routes: Routes in evaluation order.
         model_adapter: Name of the model adapter that answers agentic turns.
+        served_revisions: Every revision of this definition the server serves, oldest
+            first, with its share of new sessions.
     """
 
     id: str
@@ -236,6 +259,22 @@ class Definition:
     states: tuple[StateInfo, ...]
     routes: tuple[RouteInfo, ...]
     model_adapter: str
+    served_revisions: tuple[ServedRevision, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationBlocked:
+    """Why a session stayed on its revision instead of moving to a newer one.
+
+    Attributes:
+        revision: The revision it did not move to.
+        code: ``"unknown_route"`` (a decision's route has no counterpart there),
+            ``"unknown_state"`` (a state has none) or ``"replay"`` (its decisions do not
+            replay through the newer statechart).
+    """
+
+    revision: int
+    code: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,10 +284,13 @@ class Session:
     Attributes:
         session_id: Session id.
         definition_id: Id of the definition the session runs.
-        definition_revision: Revision of that definition.
+        definition_revision: Revision of that definition; it changes when the session
+            migrates to a newer one (at a turn).
         history_mode: Who keeps the messages.
         snapshot: The conversation snapshot.
-        cursor: Increases by one on every stored change.
+        cursor: Increases by one on every stored change (a migration is one).
+        migration_blocked: Set while the session could not move to the newer revision it
+            should run on; it stays on its own until it can.
     """
 
     session_id: str
@@ -257,6 +299,7 @@ class Session:
     history_mode: HistoryMode
     snapshot: Snapshot
     cursor: int
+    migration_blocked: MigrationBlocked | None = None
 
 
 @dataclass(frozen=True, slots=True)

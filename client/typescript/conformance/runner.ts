@@ -231,7 +231,10 @@ export class Runner {
         );
       }
       case "get_definition": {
-        const definition = await client.getDefinition(text(args, "definition_id"), call);
+        const definition = await client.getDefinition(text(args, "definition_id"), {
+          ...call,
+          revision: optionalInteger(args, "revision"),
+        });
         return { definition: json(DefinitionSchema, definition) };
       }
       case "create_session": {
@@ -241,6 +244,7 @@ export class Runner {
           ...call,
           sessionId: optionalText(args, "session_id"),
           historyMode: args["history_mode"] === "client" ? "client" : "server",
+          revision: optionalInteger(args, "definition_revision"),
         });
         return { session: json(SessionSchema, session) };
       }

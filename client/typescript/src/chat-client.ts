@@ -86,6 +86,23 @@ export interface CreateSessionOptions extends CallOptions {
   readonly sessionId?: string | undefined;
   /** Who keeps the messages: `"server"` (the default) or `"client"`. */
   readonly historyMode?: HistoryMode | HistoryModeName | undefined;
+  /**
+   * Pins the session to this served revision; when omitted, the server's rollout picks one
+   * by the session id (see `Definition.servedRevisions`). A revision the server does not
+   * serve is `FAILED_PRECONDITION` with reason `ERROR_REASON_REVISION_MISMATCH` and the
+   * revision in `metadata.definition_revision`.
+   */
+  readonly revision?: Int64Input | undefined;
+}
+
+/** Options of `getDefinition`. */
+export interface GetDefinitionOptions extends CallOptions {
+  /**
+   * A served revision to describe; the newest served one when omitted. A revision the
+   * server does not serve is `FAILED_PRECONDITION` with reason
+   * `ERROR_REASON_REVISION_MISMATCH`.
+   */
+  readonly revision?: Int64Input | undefined;
 }
 
 /** Options of calls that may be guarded by the session cursor. */
@@ -224,10 +241,14 @@ export class ChatClient {
     return response.definitions;
   }
 
-  /** One chat definition by id. */
-  async getDefinition(definitionId: string, options: CallOptions = {}): Promise<Definition> {
+  /** One chat definition by id: its newest served revision, or the one asked for. */
+  async getDefinition(
+    definitionId: string,
+    options: GetDefinitionOptions = {},
+  ): Promise<Definition> {
+    const revision = optionalInt64(options.revision, "revision");
     const response = await this.#call(options, (call) =>
-      this.#rpc.getDefinition({ definitionId }, call),
+      this.#rpc.getDefinition({ definitionId, revision }, call),
     );
     return required(response.definition, "definition");
   }
@@ -238,6 +259,7 @@ export class ChatClient {
       definitionId,
       sessionId: options.sessionId ?? "",
       historyMode: toHistoryMode(options.historyMode),
+      definitionRevision: optionalInt64(options.revision, "revision"),
     };
     const response = await this.#call(options, (call) => this.#rpc.createSession(request, call));
     return required(response.session, "session");

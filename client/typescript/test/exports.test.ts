@@ -2,8 +2,15 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type {
+  CreateSessionOptions,
+  Definition,
   DispatchOptions,
+  GetDefinitionOptions,
+  Int64Input,
+  MigrationBlocked,
   PendingToolCall,
+  ServedRevision,
+  Session,
   ToolApprovalInput,
   ToolCall,
   ToolCallDelta,
@@ -60,3 +67,12 @@ export const TOOL_EVENT_KINDS: {
   >;
 } = { toolCallStarted: true, toolCallDelta: true, toolCallEnded: true };
 export const TOOL_OPERATION: Extract<TurnOperation, { case: "toolResults" }>["case"] = "toolResults";
+
+// The revision types, pinned the same way.
+export const REVISION_TYPES: [
+  Same<CreateSessionOptions["revision"], Int64Input | undefined>,
+  Same<GetDefinitionOptions["revision"], Int64Input | undefined>,
+  Same<Definition["servedRevisions"], ServedRevision[]>,
+  Same<Session["migrationBlocked"], MigrationBlocked | undefined>,
+  Same<ServedRevision["revision"] | MigrationBlocked["revision"], bigint>,
+] = [true, true, true, true, true];

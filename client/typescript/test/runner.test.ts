@@ -68,6 +68,30 @@ test("integer arguments take decimal strings such as a captured cursor", { skip 
   }
 });
 
+test("revision arguments are integers, a captured one included", { skip }, async () => {
+  await run([
+    {
+      create_session: { as: "s", definition_id: "conformance-revisions", definition_revision: "1" },
+      capture: { r: "session.definitionRevision" },
+    },
+    {
+      get_definition: { definition_id: "conformance-revisions", revision: "$r" },
+      expect: {
+        definition: {
+          revision: 1n,
+          states: [{ name: "idle" }, { name: "asking" }, { name: "done" }],
+        },
+      },
+    },
+  ]);
+  for (const step of [
+    { create_session: { definition_id: "conformance-revisions", definition_revision: "one" } },
+    { get_definition: { definition_id: "conformance-revisions", revision: 1.5 } },
+  ]) {
+    await assert.rejects(run([step]), /revision must be an integer or a decimal string/);
+  }
+});
+
 test("only a whole $name string is a captured value; $5 is literal", { skip }, async () => {
   await run([
     { get_definition: { definition_id: "$5" }, expect: { error: { code: "NOT_FOUND" } } },
