@@ -195,3 +195,36 @@ def test_chats_from_modules_are_kept_as_they_are_across_reloads(
             assert made.content == "You wrote: /echo hi"
 
     asyncio.run(scenario())
+
+
+def test_a_revision_kept_beside_the_new_one_keeps_serving_its_sessions_until_they_migrate(
+    launch: Launcher, tmp_path: Path
+) -> None:
+    definitions = tmp_path / "definitions"
+    definitions.mkdir()
+    write(definitions)
+    server = launch(tmp_path / "state", "--definitions", str(definitions))
+
+    async def scenario() -> None:
+        async with ChatClient(server.target, timeout=30) as client:
+            old = await client.create_session("desk")
+            assert terminal(await collect(client, old.session_id, Submit("/start")))
+            # Revision 2 beside revision 1, new sessions still on 1: nothing moves.
+            text = DEFINITION.format(revision=2, description="second", start_reply="Again.")
+            held = text.replace("revision: 2\n", "revision: 2\nrollout: 0\n")
+            (definitions / "desk-2.yaml").write_text(held, encoding="utf-8")
+            await reload_and_wait(server, "definitions reloaded: revised desk")
+            assert (await client.create_session("desk")).definition_revision == 1
+            pinned = await client.create_session("desk", revision=2)
+            assert pinned.definition_revision == 2
+            # Revision 2 takes new sessions and declares how revision 1's move.
+            moving = text.replace("revision: 2\n", "revision: 2\nmigrations: [{from: 1}]\n")
+            (definitions / "desk-2.yaml").write_text(moving, encoding="utf-8")
+            await reload_and_wait(server, "definitions reloaded: updated desk")
+            finished = terminal(await collect(client, old.session_id, Submit("/finish")))
+            assert isinstance(finished, TurnCompleted)
+            assert finished.snapshot.state == "done"
+            moved = await client.get_session(old.session_id)
+            assert moved.session.definition_revision == 2
+
+    asyncio.run(scenario())

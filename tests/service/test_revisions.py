@@ -167,3 +167,50 @@ def test_new_sessions_split_by_rollout_weight_and_sessions_follow_their_share() 
         assert set(moved) == {1, 2}
 
     asyncio.run(scenario())
+
+
+def test_an_answer_whose_route_a_migration_dropped_keeps_its_recorded_origin() -> None:
+    # Revision 2 starts where revision 1's `start` led, and drops that route: its decisions
+    # go, and the rest replay from the new initial state.
+    data = second({**MAPPED, "routes": {"finish": "name", "start": None}})
+    conversation = data["conversation"]
+    conversation["initial"] = "asking"
+    conversation["states"] = {
+        "asking": {"on": {"finish": "complete"}},
+        "complete": {"on": {"restart": "asking"}},
+    }
+    conversation["routes"] = conversation["routes"][1:]
+    dropped = parse_definition(data)
+
+    async def scenario() -> None:
+        store = MemoryStore()
+        old, _ = service(ONE, store=store)
+        view = await old.create_session("shop", None, HistoryMode.SERVER)
+        await turn(old, view.session_id, "t1", "/start")
+        await turn(old, view.session_id, "t2", "/done")
+        new, reports = service(ONE, dropped, store=store)
+        again = await turn(new, view.session_id, "t3", "/again")
+        assert again.snapshot.state == "asking"
+        assert reports.reports[-1].migration is not None
+        got = await new.get_session(view.session_id)
+        assert got.session.revision == 2
+        answers = [got.origins[m.id] for m in got.messages if m.id in got.origins]
+        assert [(o.kind, o.route_id, o.to_state) for o in answers] == [
+            ("deterministic", "start", "collecting"),  # dropped from the log, as recorded
+            ("deterministic", "name", "complete"),
+            ("deterministic", "restart", "asking"),
+        ]
+
+    asyncio.run(scenario())
+
+
+def test_a_weight_on_the_new_revision_leaves_the_rest_to_the_newest_without_one() -> None:
+    canary = Catalog([ONE, parse_definition(second(MAPPED, rollout=20))])
+    assert canary.weights("shop") == [(1, 80), (2, 20)]
+    held = Catalog([ONE, parse_definition(second(MAPPED, rollout=0))])
+    assert held.weights("shop") == [(1, 100), (2, 0)]
+    assert held.migration_for(ONE, "s-any") is None  # nobody is sent to revision 2
+    plain = Catalog([ONE, TWO])
+    assert plain.weights("shop") == [(1, 0), (2, 100)]
+    both = Catalog([parse_definition(first(rollout=70)), parse_definition(second(rollout=70))])
+    assert both.weights("shop") == [(1, 70), (2, 70)]  # proportions: half each

@@ -3,10 +3,9 @@
 A definition file may declare, besides its conversation:
 
 - `rollout: W`, a weight (0-100) of the revision among the served revisions of its id:
-  new sessions are split between the revisions that declare one, in proportion to their
-  weights, by a stable hash of the session id (so every replica, before or after a
-  restart, gives a session the same revision). Without any declared weight, new sessions
-  get the newest revision.
+  new sessions are split in proportion to the weights, by a stable hash of the session id
+  (so every replica, before or after a restart, gives a session the same revision). The
+  newest revision that declares no weight gets what the declared ones leave of 100.
 - `migrations`, each naming an older revision (`from`) and how its sessions move to this
   one: `states` maps old state names to new ones and `routes` old route ids to new ones
   (`null`: the route is gone, and so are its decisions); names not listed stay as they

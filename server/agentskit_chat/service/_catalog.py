@@ -112,11 +112,21 @@ class Catalog:
 
     def weights(self, definition_id: str) -> list[tuple[int, int]]:
         """(revision, weight for new sessions) of each served revision, oldest first: the
-        declared `rollout` weights, or the newest revision's 100 when none declares one."""
+        declared `rollout` weights, and what they leave of MAX_WEIGHT for the newest
+        revision that declares none (so `rollout: 20` on a new revision sends it a fifth of
+        new sessions and the rest to the one before); other undeclared revisions get 0."""
         revisions = self._by_id.get(definition_id, ())
-        if not any(d.rollout is not None for d in revisions):
-            return [(d.revision, MAX_WEIGHT if d is revisions[-1] else 0) for d in revisions]
-        return [(d.revision, d.rollout or 0) for d in revisions]
+        declared = sum(d.rollout for d in revisions if d.rollout is not None)
+        rest = next((d for d in reversed(revisions) if d.rollout is None), None)
+        return [
+            (
+                d.revision,
+                d.rollout
+                if d.rollout is not None
+                else (max(MAX_WEIGHT - declared, 0) if d is rest else 0),
+            )
+            for d in revisions
+        ]
 
     def for_new_session(self, definition_id: str, session_id: str) -> ChatDefinition:
         """The revision a new session `session_id` of `definition_id` gets (NOT_FOUND when

@@ -100,8 +100,10 @@ def answer_origins(
     """How each assistant message of a server-held history was produced.
 
     An answer following a user message with a recorded decision came from that decision's
-    route; any other answer is agentic, at the state the earlier decisions reached. The
-    turn id and `replayed` are known while the producing turn is retained.
+    route; so did one whose retained turn record names a route (its decision was dropped by
+    a migration: the record keeps the revision's names of the time); any other answer is
+    agentic, at the state the earlier decisions reached. The turn id and `replayed` are
+    known while the producing turn is retained.
     """
     decisions = record.conversation.decisions
     turns = {t.assistant_message_id: t for t in record.recent_turns if t.assistant_message_id}
@@ -116,7 +118,17 @@ def answer_origins(
         elif message.role == Role.ASSISTANT:
             turn = turns.get(message.id)
             turn_id, replayed = (None, False) if turn is None else (turn.turn_id, turn.replayed)
-            if pending is None:
+            if pending is None and turn is not None and turn.route_id:
+                # A route's answer whose decision a migration dropped: as it was recorded.
+                origin = AnswerOrigin(
+                    turn.kind or str(TurnKind.DETERMINISTIC),
+                    turn.route_id,
+                    turn.from_state or state,
+                    turn.to_state or state,
+                    replayed,
+                    turn_id,
+                )
+            elif pending is None:
                 origin = AnswerOrigin(str(TurnKind.AGENTIC), None, state, state, replayed, turn_id)
             else:
                 origin = AnswerOrigin(
