@@ -196,6 +196,12 @@ def test_metrics_count_turns_and_record_timings(in_memory: InMemory) -> None:
         (None, "rejected"): 1,
         ("deterministic", "duplicate"): 1,
     }
+    revisions = {
+        p.attributes.get("agentskit.chat.definition.revision")
+        for p in turns
+        if p.attributes and "agentskit.chat.definition.id" in p.attributes
+    }
+    assert revisions == {3}
     durations: list[HistogramDataPoint] = found["agentskit.chat.turn.duration"]
     assert sum(p.count for p in durations) == len(REPORTS)
     first_chunks: list[HistogramDataPoint] = found["agentskit.chat.turn.time_to_first_chunk"]
@@ -208,6 +214,7 @@ def test_metrics_count_turns_and_record_timings(in_memory: InMemory) -> None:
         == {
             "agentskit.chat.kind": "agentic",
             "agentskit.chat.definition.id": "support",
+            "agentskit.chat.definition.revision": 3,
             "agentskit.chat.outcome": "completed",
         }
     )

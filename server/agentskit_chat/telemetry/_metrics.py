@@ -199,11 +199,13 @@ def migration_attributes(migration: MigrationReport, definition_id: str | None) 
 
 
 def turn_metric_attributes(report: TurnReport) -> Attributes:
-    """Kind, definition, outcome and error code: bounded by the definitions a server hosts
-    and the service's own codes (a lease conflict is `SESSION_BUSY`)."""
+    """Kind, definition and its revision, outcome and error code: bounded by the
+    definitions and revisions a server hosts and the service's own codes (a lease conflict
+    is `SESSION_BUSY`)."""
     values: dict[str, AttributeValue | None] = {
         n.KIND: report.kind,
         n.DEFINITION_ID: report.definition_id,
+        n.DEFINITION_REVISION: report.revision,
         n.OUTCOME: report.outcome,
         n.ERROR_CODE: report.error_code,
     }
