@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -220,6 +221,23 @@ def test_metrics_count_turns_and_record_timings(in_memory: InMemory) -> None:
     )
     assert agentic.sum == pytest.approx(0.301)
     assert agentic.explicit_bounds[0] == 0.0005
+
+
+def test_turns_of_two_revisions_are_counted_apart(in_memory: InMemory) -> None:
+    for revision in (1, 2, 2):
+        in_memory.observer.turn_finished(replace(REPORTS["deterministic"], revision=revision))
+    found = points(in_memory)
+    counted = {
+        p.attributes.get("agentskit.chat.definition.revision"): p.value
+        for p in found["agentskit.chat.turns"]
+        if p.attributes is not None
+    }
+    assert counted == {1: 1, 2: 2}
+    durations = {
+        (p.attributes or {}).get("agentskit.chat.definition.revision"): p.count
+        for p in found["agentskit.chat.turn.duration"]
+    }
+    assert durations == {1: 1, 2: 2}
 
 
 def test_genai_metrics_follow_the_conventions(in_memory: InMemory) -> None:
