@@ -48,7 +48,7 @@ def dot_diff(old: ChatDefinition, new: ChatDefinition) -> str:
         "  rankdir=TB;",
         '  node [shape=box, style=rounded, fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=10];',
-        f"  fontname=\"Helvetica\"; labelloc=b; label=<{_legend(old, new, names)}>;",
+        f'  fontname="Helvetica"; labelloc=b; label=<{_legend(old, new, names)}>;',
         '  "__start" [shape=point, width=0.15, label=""];',
     ]
     lines.extend(_states(old, new, names))
