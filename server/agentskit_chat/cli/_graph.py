@@ -24,7 +24,7 @@ from agentskit_chat.models import AdapterRegistry
 
 from ._definitions import gather
 from ._graph_diff import dot_diff
-from ._scenario_compare import revision_pair
+from ._revision_pair import revision_pair
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -38,18 +38,7 @@ from agentskit_chat.scenarios import (
 )
 
 from ._definitions import gather
-
-
-def revision_pair(text: str) -> tuple[int, int]:
-    """`OLD,NEW` as two revision numbers (argparse type)."""
-    parts = text.split(",")
-    try:
-        old, new = (int(part) for part in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected two revisions, e.g. 1,2") from None
-    if old == new:
-        raise argparse.ArgumentTypeError("the two revisions must differ")
-    return old, new
+from ._revision_pair import revision_pair
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
