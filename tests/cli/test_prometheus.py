@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from agentskit.chat.v1 import chat_pb2 as pb
+from agentskit.chat.v1 import chat_pb2_grpc
+from agentskit_chat.conversation import rollout_choice
 from agentskit_chat.fakemodel import FakeModelServer, HttpResponse, Reply
 from agentskit_chat_client import ChatClient, ChatError, Submit, TurnCompleted, TurnFailed
 from tests.cli.conftest import Launcher
@@ -95,10 +98,52 @@ async def load(target: str, model: FakeModelServer) -> None:
         await lease_conflict(client, model, session)
 
 
+def write_revisions(directory: Path, base_url: str) -> Path:
+    """The assistant chat at revisions 1 and 2, new sessions split half and half; the
+    second declares a migration from the first."""
+    write_assistant(directory, base_url)
+    first = directory / "assistant.yaml"
+    text = first.read_text(encoding="utf-8")
+    first.write_text(text.replace("revision: 1\n", "revision: 1\nrollout: 50\n"), "utf-8")
+    second = text.replace("revision: 1\n", "revision: 2\nrollout: 50\nmigrations: [{from: 1}]\n")
+    (directory / "assistant-2.yaml").write_text(second, encoding="utf-8")
+    return directory
+
+
+def session_id_on(revision: int, prefix: str) -> str:
+    """A session id the rollout gives `revision` (of the two weighted half and half)."""
+    return next(
+        name
+        for index in range(1000)
+        if rollout_choice(name := f"{prefix}-{index:04d}", [(1, 50), (2, 50)], 2) == revision
+    )
+
+
+async def revision_load(target: str) -> None:
+    """Turns on each revision, and a session created on revision 1 whose id the rollout
+    gives revision 2: its next turn migrates it."""
+    async with ChatClient(target, timeout=30) as client:
+        for revision in (1, 2):
+            session = await client.create_session(
+                "assistant", session_id=session_id_on(revision, "s-on")
+            )
+            for text in ("/hello", "hi"):
+                done = terminal(await collect(client, session.session_id, Submit(text)))
+                assert isinstance(done, TurnCompleted)
+        moving = session_id_on(2, "s-moving")
+        pinned = pb.CreateSessionRequest(
+            definition_id="assistant", session_id=moving, definition_revision=1
+        )
+        await chat_pb2_grpc.ChatServiceStub(client.channel).CreateSession(pinned)
+        moved = terminal(await collect(client, moving, Submit("/hello")))
+        assert isinstance(moved, TurnCompleted)
+        assert (await client.get_session(moving)).session.definition_revision == 2
+
+
 def test_prometheus_scrapes_serve_and_every_dashboard_query_returns_data(
     launch: Launcher, model: FakeModelServer, tmp_path: Path
 ) -> None:
-    definitions = write_assistant(tmp_path / "definitions", model.url)
+    definitions = write_revisions(tmp_path / "definitions", model.url)
     server = launch(
         tmp_path / "state", "--definitions", str(definitions), "--metrics-listen", "127.0.0.1:0"
     )
@@ -114,8 +159,9 @@ def test_prometheus_scrapes_serve_and_every_dashboard_query_returns_data(
             assert time.monotonic() < deadline, prometheus.log()
             time.sleep(0.2)
         asyncio.run(load(server.target, model))
+        asyncio.run(revision_load(server.target))  # after: load watches the model's last call
         panels, variables = dashboard_queries()
-        assert len(panels) >= 12
+        assert len(panels) >= 16
         missing = list(panels)
         while missing:
             missing = [expr for expr in missing if not has_data(prometheus.query(concrete(expr)))]
@@ -128,6 +174,24 @@ def test_prometheus_scrapes_serve_and_every_dashboard_query_returns_data(
         )
         assert definitions_seen == ["assistant"]
         assert len(variables) == 2
+        by_revision = (
+            "sum by (agentskit_chat_definition_revision) "
+            f'(agentskit_chat_turns_total{{job="{JOB}"}})'
+        )
+        while len(revisions := prometheus.query(by_revision)) < 2:
+            assert time.monotonic() < deadline + 2 * LOAD_SECONDS, revisions
+            time.sleep(0.5)  # the last turns are in a later scrape
+        assert {s["metric"]["agentskit_chat_definition_revision"] for s in revisions} == {"1", "2"}
+        moves = prometheus.query(f'agentskit_chat_migrations_total{{job="{JOB}"}}')
+        assert [
+            (
+                s["metric"]["agentskit_chat_migration_from_revision"],
+                s["metric"]["agentskit_chat_migration_to_revision"],
+                s["metric"]["agentskit_chat_migration_outcome"],
+                s["value"][1],
+            )
+            for s in moves
+        ] == [("1", "2", "migrated", "1")]
         busy = (
             f'sum(agentskit_chat_turns_total{{job="{JOB}", '
             'agentskit_chat_error_code="SESSION_BUSY", agentskit_chat_outcome="rejected", '

@@ -11,12 +11,15 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from opentelemetry.sdk.metrics.export import AggregationTemporality, Histogram, Sum
+
+from agentskit_chat.service import MigrationReport
 
 from .conftest import InMemory
 from .reports import REPORTS
@@ -48,9 +51,15 @@ def prometheus_series(name: str, unit: str, data: Any) -> set[str]:
 
 def exported(in_memory: InMemory) -> dict[str, set[str]]:
     """Prometheus series name -> label names, from what the observer and the gRPC
-    interceptor record (one call that succeeds and one that is refused)."""
+    interceptor record (one call that succeeds and one that is refused), with a session
+    that migrated and one that stayed."""
     for report in REPORTS.values():
         in_memory.observer.turn_finished(report)
+    for migration in (
+        MigrationReport(2, 3, "migrated"),
+        MigrationReport(2, 3, "stayed", "replay"),
+    ):
+        in_memory.observer.turn_finished(replace(REPORTS["deterministic"], migration=migration))
 
     async def calls(channel: grpc.aio.Channel) -> None:
         call: Unary = channel.unary_unary(f"/{SERVICE}/Fail")
@@ -161,7 +170,27 @@ def test_queries_use_the_datasource_variable() -> None:
         "Model tokens",
         "Lease conflicts",
         "RPC error rate",
+        "Turns by revision and kind",
+        "Agentic share by revision",
+        "Failed turns by revision",
+        "Migrations",
     } <= titles
+
+
+def test_the_revision_panels_split_by_revision_and_the_migrations_panel_by_outcome() -> None:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    exprs = {panel["title"]: panel["targets"][0]["expr"] for panel in dashboard["panels"]}
+    for title in ("Turns by revision and kind", "Agentic share by revision"):
+        assert "agentskit_chat_definition_revision" in parse(exprs[title])[1], title
+    assert "agentskit_chat_definition_revision" in parse(exprs["Failed turns by revision"])[1]
+    metrics, labels = parse(exprs["Migrations"])
+    assert metrics == {"agentskit_chat_migrations_total"}
+    assert {
+        "agentskit_chat_migration_from_revision",
+        "agentskit_chat_migration_to_revision",
+        "agentskit_chat_migration_outcome",
+        "agentskit_chat_migration_code",
+    } <= labels
 
 
 def test_every_query_filters_by_service_and_by_definition_where_it_can(

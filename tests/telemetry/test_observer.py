@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -196,6 +197,12 @@ def test_metrics_count_turns_and_record_timings(in_memory: InMemory) -> None:
         (None, "rejected"): 1,
         ("deterministic", "duplicate"): 1,
     }
+    revisions = {
+        p.attributes.get("agentskit.chat.definition.revision")
+        for p in turns
+        if p.attributes and "agentskit.chat.definition.id" in p.attributes
+    }
+    assert revisions == {3}
     durations: list[HistogramDataPoint] = found["agentskit.chat.turn.duration"]
     assert sum(p.count for p in durations) == len(REPORTS)
     first_chunks: list[HistogramDataPoint] = found["agentskit.chat.turn.time_to_first_chunk"]
@@ -208,11 +215,29 @@ def test_metrics_count_turns_and_record_timings(in_memory: InMemory) -> None:
         == {
             "agentskit.chat.kind": "agentic",
             "agentskit.chat.definition.id": "support",
+            "agentskit.chat.definition.revision": 3,
             "agentskit.chat.outcome": "completed",
         }
     )
     assert agentic.sum == pytest.approx(0.301)
     assert agentic.explicit_bounds[0] == 0.0005
+
+
+def test_turns_of_two_revisions_are_counted_apart(in_memory: InMemory) -> None:
+    for revision in (1, 2, 2):
+        in_memory.observer.turn_finished(replace(REPORTS["deterministic"], revision=revision))
+    found = points(in_memory)
+    counted = {
+        p.attributes.get("agentskit.chat.definition.revision"): p.value
+        for p in found["agentskit.chat.turns"]
+        if p.attributes is not None
+    }
+    assert counted == {1: 1, 2: 2}
+    durations = {
+        (p.attributes or {}).get("agentskit.chat.definition.revision"): p.count
+        for p in found["agentskit.chat.turn.duration"]
+    }
+    assert durations == {1: 1, 2: 2}
 
 
 def test_genai_metrics_follow_the_conventions(in_memory: InMemory) -> None:

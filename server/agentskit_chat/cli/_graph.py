@@ -4,6 +4,11 @@ Each transition is labelled with its event and, in parentheses, the routes that 
 from that state (a route fires its event where the state allows the event and the route's
 state restriction, if any, names the state). Each state lists its actions, and the
 initial state is marked with an arrow from the start point.
+
+With `--revisions OLD,NEW` (both in PATH) or `--compare OLD NEW` (two files or
+directories), it draws what changes from one revision to the other, in DOT (see
+`_graph_diff`). A directory holding several revisions of a chat draws the newest, or the
+one `--revision` names.
 """
 
 from __future__ import annotations
@@ -18,40 +23,106 @@ from agentskit_chat.conversation import ChatDefinition, ConfigError, Route, load
 from agentskit_chat.models import AdapterRegistry
 
 from ._definitions import gather
+from ._graph_diff import dot_diff
+from ._revision_pair import revision_pair
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `graph`."""
-    parser.add_argument("path", type=Path, help="a definition file or a directory of them")
+    parser.add_argument(
+        "path", type=Path, nargs="?", help="a definition file or a directory of them"
+    )
     parser.add_argument(
         "--definition", metavar="ID", help="the chat to draw; required when PATH holds several"
     )
     parser.add_argument(
+        "--revision", type=int, metavar="N", help="the revision to draw [the newest in PATH]"
+    )
+    sides = parser.add_mutually_exclusive_group()
+    sides.add_argument(
+        "--revisions",
+        type=revision_pair,
+        metavar="OLD,NEW",
+        help="draw what changes between two revisions of the chat in PATH (DOT)",
+    )
+    sides.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("OLD", "NEW"),
+        help="draw what changes from one definition file or directory to another (DOT)",
+    )
+    parser.add_argument(
         "--format",
         choices=("mermaid", "dot"),
-        default="mermaid",
-        help="Mermaid stateDiagram-v2 or Graphviz DOT [%(default)s]",
+        help="Mermaid stateDiagram-v2 or Graphviz DOT [mermaid; dot for a difference]",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the diagram; exit 1 on definition errors, 2 on an ambiguous or unknown id."""
+    """Print the diagram; exit 1 on definition errors, 2 on an ambiguous or unknown id or
+    revision, or on a usage mistake."""
+    difference = args.revisions is not None or args.compare is not None
+    problem = _usage(args, difference)
+    if problem:
+        print(f"graph: {problem}", file=sys.stderr)
+        return 2
     try:
-        definitions = _load(args.path)
+        if args.compare is not None:
+            old_side, new_side = (_load(path) for path in args.compare)
+            drawn = [_choose(old_side, args.definition), _choose(new_side, args.definition)]
+        else:
+            definitions = _load(args.path)
+            wanted = args.revisions or (args.revision,)
+            drawn = [_choose(definitions, args.definition, r) for r in wanted]
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
-    chosen = [d for d in definitions if args.definition in (None, d.id)]
-    if len(chosen) != 1:
-        known = ", ".join(sorted(d.id for d in definitions)) or "none"
-        problem = "no definition has this id" if args.definition else "choose one with --definition"
-        print(f"graph: {problem} (definitions: {known})", file=sys.stderr)
+    except _UnchosenError as exc:
+        print(f"graph: {exc}", file=sys.stderr)
         return 2
-    render: Callable[[ChatDefinition], str] = mermaid if args.format == "mermaid" else dot
-    sys.stdout.write(render(chosen[0]))
+    if difference:
+        sys.stdout.write(dot_diff(drawn[0], drawn[1]))
+        return 0
+    render: Callable[[ChatDefinition], str] = mermaid if args.format != "dot" else dot
+    sys.stdout.write(render(drawn[0]))
     return 0
+
+
+def _usage(args: argparse.Namespace, difference: bool) -> str:
+    if difference and args.format == "mermaid":
+        return "the difference between revisions is drawn in DOT only (--format dot)"
+    if difference and args.revision is not None:
+        return "--revision draws one revision; leave it out with --revisions or --compare"
+    if (args.path is None) != (args.compare is not None):
+        return "give PATH, or --compare OLD NEW instead"
+    return ""
+
+
+class _UnchosenError(Exception):
+    """No single chat (or revision) matches what was asked."""
+
+
+def _choose(
+    definitions: list[ChatDefinition], definition_id: str | None, revision: int | None = None
+) -> ChatDefinition:
+    """The chat `definition_id` (the only one when None): revision `revision`, else the
+    newest."""
+    ids = sorted({d.id for d in definitions})
+    chosen = [d for d in definitions if definition_id in (None, d.id)]
+    if len({d.id for d in chosen}) != 1:
+        known = ", ".join(ids) or "none"
+        problem = "no definition has this id" if definition_id else "choose one with --definition"
+        raise _UnchosenError(f"{problem} (definitions: {known})")
+    if revision is None:
+        return max(chosen, key=lambda d: d.revision)
+    for definition in chosen:
+        if definition.revision == revision:
+            return definition
+    served = ", ".join(str(d.revision) for d in sorted(chosen, key=lambda d: d.revision))
+    raise _UnchosenError(f"{chosen[0].id} has no revision {revision} (revisions: {served})")
 
 
 def _load(path: Path) -> list[ChatDefinition]:

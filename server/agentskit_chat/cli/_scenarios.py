@@ -5,6 +5,9 @@ directory holding the file) through the application service, with a memory store
 scripted model instead of the configured one. With `--target`, they talk to a live server
 through the Python client. Exit status: 0 when every case passed, 1 when one failed or
 could not run, 2 when a test file or a definition is invalid (nothing runs then).
+
+With `--compare OLD NEW` or `--revisions OLD,NEW`, the cases run on two revisions and the
+turns that change are listed instead (see `_scenario_compare`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from agentskit_chat.scenarios import (
 
 from ._connection import add_connection_arguments, client_options
 from ._definitions import gather
+from ._scenario_compare import add_compare_arguments, comparing, run_compare
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="in-process: also host the chats a Python module defines; repeatable",
     )
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write a JUnit XML report")
+    add_compare_arguments(parser)
     add_connection_arguments(parser)
 
 
@@ -81,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 2
+    if comparing(args):
+        return run_compare(args, loaded)
     try:
         results = asyncio.run(_run_all(args, loaded))
     except (ConfigError, ValueError) as exc:

@@ -9,6 +9,15 @@ Typical use::
     print(text_report(results))
 """
 
+from ._compare import (
+    CaseComparison,
+    Outcome,
+    StepChange,
+    compare_case,
+    compare_file,
+    comparison_report,
+    comparison_totals,
+)
 from ._observe import Mismatch, Observation, compare
 from ._report import junit_xml, text_report
 from ._runner import CaseResult, StepFailure, run_case, run_file, totals
@@ -35,19 +44,26 @@ __all__ = [
     "TEST_SCHEMA_PATH",
     "TEST_SUFFIXES",
     "Case",
+    "CaseComparison",
     "CaseResult",
     "InProcessTarget",
     "Mismatch",
     "Observation",
+    "Outcome",
     "Problem",
     "RemoteTarget",
     "ScriptedModel",
     "Step",
+    "StepChange",
     "StepFailure",
     "Target",
     "TestFile",
     "TestFileError",
     "compare",
+    "compare_case",
+    "compare_file",
+    "comparison_report",
+    "comparison_totals",
     "find_test_files",
     "junit_xml",
     "load_test_file",

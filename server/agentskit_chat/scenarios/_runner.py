@@ -82,8 +82,8 @@ async def run_case(target: Target, file: str, case: Case) -> CaseResult:
                 if _TEXT_CHECKS & set(step.expect):
                     notes.append(f"step {index}: text not checked (canned model reply)")
             try:
-                observed = await _perform(target, session_id, step)
-            except _StepError as problem:
+                observed = await perform(target, session_id, step)
+            except StepError as problem:
                 return result(index, StepFailure(index, step.title, problem=str(problem)))
             mismatches = compare(step.expect, observed, skip=skip)
             if mismatches:
@@ -96,28 +96,28 @@ async def run_case(target: Target, file: str, case: Case) -> CaseResult:
             await target.end_session(session_id)
 
 
-class _StepError(Exception):
+class StepError(Exception):
     """A step refers to a message the history does not have."""
 
 
-async def _perform(target: Target, session_id: str, step: Step) -> Observation:
+async def perform(target: Target, session_id: str, step: Step) -> Observation:
     if step.operation == "submit":
         return await target.turn(session_id, step, None)
     history = await target.history(session_id)
     if step.operation == "truncate":
         if step.keep > len(history):
-            raise _StepError(f"the history holds {len(history)} messages, not {step.keep}")
+            raise StepError(f"the history holds {len(history)} messages, not {step.keep}")
         last_kept = history[step.keep - 1][0] if step.keep else None
         return await target.truncate(session_id, last_kept)
     role = "assistant" if step.operation == "regenerate" else "user"
     ids = [message_id for message_id, author in history if author == role]
     if step.message is not None:
         if step.message > len(ids):
-            raise _StepError(f"the history holds {len(ids)} {role} messages, not {step.message}")
+            raise StepError(f"the history holds {len(ids)} {role} messages, not {step.message}")
         return await target.turn(session_id, step, ids[step.message - 1])
     if step.operation == "edit":
         if not ids:
-            raise _StepError("the history holds no user message to edit")
+            raise StepError("the history holds no user message to edit")
         return await target.turn(session_id, step, ids[-1])
     return await target.turn(session_id, step, None)
 

@@ -109,7 +109,13 @@ class InProcessTarget:
 
     canned_replies = True
 
-    def __init__(self, definitions: Sequence[ChatDefinition]) -> None:
+    def __init__(
+        self, definitions: Sequence[ChatDefinition], *, revision: int | None = None
+    ) -> None:
+        """`revision`, when given, is the revision every session is created on (refused
+        with `REVISION_MISMATCH` where the definition does not serve it); else new
+        sessions get the revision the rollout gives them."""
+        self.revision = revision
         self.model = ScriptedModel()
         self.service = ChatService(
             Catalog(definitions),
@@ -120,7 +126,9 @@ class InProcessTarget:
 
     async def start_session(self, definition_id: str) -> tuple[str, str | None]:
         try:
-            view = await self.service.create_session(definition_id, None, HistoryMode.SERVER)
+            view = await self.service.create_session(
+                definition_id, None, HistoryMode.SERVER, self.revision
+            )
         except ServiceError as exc:
             return "", _short(exc.reason)
         return view.session_id, None

@@ -15,8 +15,9 @@ from agentskit_chat.service import MigrationReport, ModelCallReport, TurnReport
 from . import _names as n
 
 Attributes = dict[str, AttributeValue]
-TurnKey = tuple[str | None, str | None, str, str | None]
-"""A turn's metric attributes as one hashable value: kind, definition, outcome, code."""
+TurnKey = tuple[str | None, str | None, int | None, str, str | None]
+"""A turn's metric attributes as one hashable value: kind, definition, revision, outcome,
+code."""
 ModelKey = tuple[str, str | None, str | None, str | None, int | None, str | None, str | None]
 """A model call's metric attributes as one hashable value: provider, model, response model,
 address, port, definition, error code."""
@@ -78,7 +79,13 @@ class TurnMetrics:
 
     def record(self, report: TurnReport) -> None:
         """Count the turn and record its timings and its model call."""
-        key = (report.kind, report.definition_id, report.outcome, report.error_code)
+        key = (
+            report.kind,
+            report.definition_id,
+            report.revision,
+            report.outcome,
+            report.error_code,
+        )
         count = self._counts.get(key)
         if count is None:
             count = self._counts[key] = _Count(turn_metric_attributes(report))
@@ -199,11 +206,13 @@ def migration_attributes(migration: MigrationReport, definition_id: str | None) 
 
 
 def turn_metric_attributes(report: TurnReport) -> Attributes:
-    """Kind, definition, outcome and error code: bounded by the definitions a server hosts
-    and the service's own codes (a lease conflict is `SESSION_BUSY`)."""
+    """Kind, definition and its revision, outcome and error code: bounded by the
+    definitions and revisions a server hosts and the service's own codes (a lease conflict
+    is `SESSION_BUSY`)."""
     values: dict[str, AttributeValue | None] = {
         n.KIND: report.kind,
         n.DEFINITION_ID: report.definition_id,
+        n.DEFINITION_REVISION: report.revision,
         n.OUTCOME: report.outcome,
         n.ERROR_CODE: report.error_code,
     }
