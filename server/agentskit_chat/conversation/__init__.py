@@ -36,6 +36,7 @@ from ._loading import (
     parse_definition,
 )
 from ._matchers import normalize_exact
+from ._migration import Migration
 from ._observers import TraceFanout, TraceObserver
 from ._outcomes import (
     ROUTE_FAILED,
@@ -58,7 +59,6 @@ from ._record import (
 )
 from ._revisions import (
     MAX_WEIGHT,
-    Migration,
     MigrationRefusedError,
     revision_issues,
     rollout_choice,

@@ -8,8 +8,8 @@ from types import MappingProxyType
 from typing import Any
 
 from ._matchers import DeclarativeMatcher, Matcher
+from ._migration import Migration
 from ._responses import Response, TemplateResponse
-from ._revisions import Migration
 from ._statechart import Statechart
 from ._types import ConversationSnapshot, TurnKind
 

@@ -12,8 +12,9 @@ import yaml
 
 from ._definition import ChatDefinition, compile_conversation, freeze
 from ._errors import ConfigError, Diagnostic, ErrorCode
+from ._migration import Migration
 from ._reader import Reader
-from ._revisions import Migration, migration_issues, served_together
+from ._revisions import migration_issues, served_together
 from ._statechart import compile_statechart
 from ._validation import Draft, diagnostics_for
 from ._yaml import DuplicateKeyError, load_yaml

@@ -10,8 +10,9 @@ from typing import Any
 from ._definition import DEFAULT_MODEL, ConversationSpec, Route, StateSpec
 from ._errors import Diagnostic, ErrorCode
 from ._matchers import CommandMatcher, ExactMatcher, Matcher, PatternMatcher
+from ._migration import Migration
 from ._responses import Response, to_response
-from ._revisions import MAX_WEIGHT, Migration
+from ._revisions import MAX_WEIGHT
 from ._types import to_kind
 from ._validation import Draft, MissingMatcher, MissingResponse
 

@@ -26,7 +26,8 @@ from ._errors import (
     SealedResponseError,
     UnsupportedVersionError,
 )
-from ._revisions import Migration, MigrationRefusedError, check_replay, migrated_decisions
+from ._migration import Migration
+from ._revisions import MigrationRefusedError, check_replay, migrated_decisions
 from ._sealing import ResponseSealer
 from ._statechart import Accepted, StatechartInstance, transition
 from ._types import ROUTE_KINDS, TurnKind

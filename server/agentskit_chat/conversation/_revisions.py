@@ -19,37 +19,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Final
+from dataclasses import replace
+from typing import Final
 
 from ._decisions import Decision
+from ._definition import ChatDefinition, ConversationSpec
 from ._errors import ConversationError, Diagnostic, ErrorCode, ReplayError
-
-if TYPE_CHECKING:
-    from ._definition import ChatDefinition, ConversationSpec
+from ._migration import Migration
 
 MAX_WEIGHT: Final = 100
 """The largest `rollout` weight."""
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """How sessions of revision `source` move to the revision that declares it."""
-
-    source: int
-    states: Mapping[str, str]
-    """Old state name -> new state name; a state not listed keeps its name."""
-    routes: Mapping[str, str | None]
-    """Old route id -> new route id, or None for a route the new revision dropped; a
-    route not listed keeps its id."""
-
-    def state(self, name: str) -> str:
-        """The new name of the old state `name`."""
-        return self.states.get(name, name)
-
-    def route(self, route_id: str) -> str | None:
-        """The new id of the old route `route_id`; None when it is gone."""
-        return self.routes.get(route_id, route_id)
 
 
 class MigrationRefusedError(ConversationError):
