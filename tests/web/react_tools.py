@@ -1,41 +1,22 @@
-"""The chats of the React renderer's tool tests, served with `--definitions-module`.
-
-Both leave every message to the model at `AGENTSKIT_REACT_TOOLS_MODEL` (the fake model's
-base URL, set by tests/web/test_react.py): `react-tools` lets the model call the page's
-tools freely, `react-approval` marks the page's `local_time` for approval, so that a call
-of it waits for the user's answer before the page runs it.
-"""
+"""The chats of the React renderer's tool tests (see `tool_chats`), served with
+`--definitions-module` on the fake model at `AGENTSKIT_REACT_TOOLS_MODEL` (set by
+tests/web/test_react.py)."""
 
 from __future__ import annotations
 
-import os
 from typing import Final
 
-from agentskit_chat.conversation import ChatDefinition, define_chat
+from agentskit_chat.conversation import ChatDefinition
+
+from .tool_chats import APPROVED_TOOL, tool_chats
 
 MODEL_ENV: Final = "AGENTSKIT_REACT_TOOLS_MODEL"
 TOOLS: Final = "react-tools"
 APPROVAL: Final = "react-approval"
-APPROVED_TOOL: Final = "local_time"
 
-
-def _chat(id: str, description: str, tools: dict[str, dict[str, bool]] | None) -> ChatDefinition:
-    return define_chat(
-        id=id,
-        description=description,
-        model={"adapter": "openai", "base_url": os.environ[MODEL_ENV], "model": "react-tools"},
-        conversation={"initial": "idle", "states": {"idle": {}}, "routes": []},
-        tools=tools,
-    )
+__all__ = ["APPROVAL", "APPROVED_TOOL", "MODEL_ENV", "TOOLS", "definitions"]
 
 
 def definitions() -> list[ChatDefinition]:
     """The two chats, on the model the environment names."""
-    return [
-        _chat(TOOLS, "The model answers, and may call the page's tools.", None),
-        _chat(
-            APPROVAL,
-            "The model answers; a call of local_time waits for your approval.",
-            {APPROVED_TOOL: {"approval": True}},
-        ),
-    ]
+    return tool_chats("react", MODEL_ENV)
