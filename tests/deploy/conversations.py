@@ -186,6 +186,15 @@ class CallLog(grpc.aio.UnaryStreamClientInterceptor):
             raise
 
 
+def sent_again(call: Call) -> bool:
+    """Whether a call that did not end with its turn's last event is one a client sends
+    again: refused as busy or unavailable (a draining replica), or cancelled without a
+    reason (a stopping replica cancels the calls it had not begun)."""
+    return call.code in ("ABORTED", "UNAVAILABLE") or (
+        call.code == "CANCELLED" and call.reason is None
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """A send of a turn refused with a retryable status; the turn id was sent again."""
@@ -248,20 +257,27 @@ class Conversation:
     turns: list[Turn] = field(default_factory=list)
     refusals: list[Refusal] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    errors: list[ChatError] = field(default_factory=list)
+    """The errors among the problems."""
     log: CallLog = field(default_factory=lambda: CallLog())
 
+    async def create(self, client: ChatClient) -> None:
+        session = await client.create_session(DEFINITION)
+        self.session_id = session.session_id
+        self.revision_at_start = session.definition_revision
+
     async def run(self, roll: Roll, progress: Progress, after: int, max_turns: int) -> None:
-        """Create the session, then take turns until `after` turns were sent once the roll
-        was done (or `max_turns`, or a problem)."""
+        """Create the session (unless `create` did), then take turns until `after` turns
+        were sent once the roll was done (or `max_turns`, or a problem)."""
         channel = grpc.aio.insecure_channel(self.target, interceptors=[self.log])
         try:
             async with ChatClient(channel, timeout=TURN_SECONDS) as client:
-                session = await client.create_session(DEFINITION)
-                self.session_id = session.session_id
-                self.revision_at_start = session.definition_revision
+                if not self.session_id:
+                    await self.create(client)
                 await self._turns(client, roll, progress, after, max_turns)
         except ChatError as error:
             self.problems.append(f"conversation {self.index}: {error}")
+            self.errors.append(error)
         finally:
             await channel.close()
             await progress.end(self.index)
@@ -288,6 +304,7 @@ class Conversation:
             except ChatError as error:
                 if error.code not in RETRYABLE:
                     self.problems.append(f"{turn_id} ({text}): {error}")
+                    self.errors.append(error)
                     return False
                 self.refusals.append(Refusal(turn_id, error.code.name, error.reason))
                 await asyncio.sleep(_delay(error))

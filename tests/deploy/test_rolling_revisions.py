@@ -44,6 +44,7 @@ from tests.deploy.conversations import (
     history_problems,
     metrics_url,
     migration_counts,
+    sent_again,
     turn_problems,
     until,
     write_step,
@@ -240,6 +241,10 @@ def test_a_rolling_update_moves_every_session_to_revision_2_and_refuses_no_turn(
 
     problems = [p for c in conversations for p in c.problems]
     assert not problems, "\n".join(problems)
+    broken = [call for c in conversations for call in c.log.calls if call.code != "OK"]
+    assert all(sent_again(call) for call in broken), broken
+    if how == "reload":
+        assert broken == []  # a reload refuses nothing and cuts no stream
     assert {c.revision_at_start for c in conversations} == {1}
     for conversation in conversations:
         found = turn_problems(conversation, answer)
@@ -289,3 +294,48 @@ def report(
         f"StreamTurn statuses at nginx: {dict(statuses)}, "
         f"migrated: {sum(counted.values()):.0f}"
     )
+
+
+ONE_STEP_SESSIONS: Final = 4
+ONE_STEP_TURNS: Final = 4 * REPLICAS
+
+
+def test_in_one_step_replicas_without_revision_2_refuse_the_sessions_that_moved(
+    store: Store, model: FakeModelServer, tmp_path: Path
+) -> None:
+    """Why the update takes two steps: revision 2 with all the weight reaches one replica
+    while the others serve revision 1 alone. A session that moves there is refused by
+    them (nginx passes calls to the replicas in turn); so would be one created there."""
+    definitions = tmp_path / "definitions"
+    write_step(definitions, model.url, 0)
+    replicas = Replicas(tmp_path / "replicas", store, definitions, REPLICAS, SERVE_FLAGS)
+    try:
+        replicas.start_all()
+        with Nginx(tmp_path / "nginx", replicas.addresses) as proxy:
+            conversations = [Conversation(n, proxy.target) for n in range(ONE_STEP_SESSIONS)]
+
+            async def scenario() -> None:
+                async with ChatClient(proxy.target, timeout=30) as client:
+                    for conversation in conversations:
+                        await conversation.create(client)
+                write_step(definitions, model.url, 2)
+                first = replicas.servers[0]
+                assert first is not None
+                first.send(signal.SIGHUP)
+                await first.wait_output_async(RELOADED[1])  # revision 2 is new to it
+                roll, progress = Roll(DONE), Progress([0] * ONE_STEP_SESSIONS)
+                await asyncio.gather(
+                    *(c.run(roll, progress, ONE_STEP_TURNS, ONE_STEP_TURNS) for c in conversations)
+                )
+
+            asyncio.run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))
+    finally:
+        replicas.close()
+    errors = [error for c in conversations for error in c.errors]
+    assert errors, "no session was refused"
+    for error in errors:
+        assert error.code == grpc.StatusCode.FAILED_PRECONDITION, error
+        assert error.reason == "ERROR_REASON_REVISION_MISMATCH"
+        assert error.metadata["definition_revision"] == "2"
+    # Every session started on revision 1: those refused had moved to revision 2.
+    assert {c.revision_at_start for c in conversations} == {1}
