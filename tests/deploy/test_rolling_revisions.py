@@ -31,7 +31,6 @@ from typing import Final
 import grpc
 import pytest
 
-from agentskit.chat.v1 import chat_pb2, chat_pb2_grpc
 from agentskit_chat.fakemodel import FakeModelServer
 from agentskit_chat_client import ChatClient
 from tests.deploy.conversations import (
@@ -164,12 +163,9 @@ async def roll_out(
 
 async def served(address: str) -> list[tuple[int, int, tuple[int, ...]]]:
     """The served revisions one replica lists in GetDefinition."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = chat_pb2_grpc.ChatServiceStub(channel)
-        got = await stub.GetDefinition(
-            chat_pb2.GetDefinitionRequest(definition_id=DEFINITION), timeout=10
-        )
-    return [(s.revision, s.weight, tuple(s.migrates_from)) for s in got.definition.served_revisions]
+    async with ChatClient(address, timeout=10) as client:
+        definition = await client.get_definition(DEFINITION)
+    return [(s.revision, s.weight, s.migrates_from) for s in definition.served_revisions]
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,19 +179,15 @@ class Stored:
 
 
 async def stored(target: str, conversations: list[Conversation]) -> dict[str, Stored]:
-    async with grpc.aio.insecure_channel(target) as channel:
-        stub = chat_pb2_grpc.ChatServiceStub(channel)
-        found = {}
+    found = {}
+    async with ChatClient(target, timeout=10) as client:
         for conversation in conversations:
-            got = await stub.GetSession(
-                chat_pb2.GetSessionRequest(session_id=conversation.session_id), timeout=10
-            )
-            roles = {chat_pb2.ROLE_USER: "user", chat_pb2.ROLE_ASSISTANT: "assistant"}
+            got = await client.get_session(conversation.session_id)
             found[conversation.session_id] = Stored(
                 got.session.definition_revision,
                 got.session.snapshot.state,
-                got.session.HasField("migration_blocked"),
-                tuple((m.id, roles.get(m.role, str(m.role)), m.content) for m in got.messages),
+                got.session.migration_blocked is not None,
+                tuple((m.id, m.role, m.content) for m in got.messages),
             )
     return found
 
