@@ -95,7 +95,7 @@ def shares(counts: Counter[int], weights: Sequence[int]) -> list[Share]:
         expected = weight / weight_sum
         got = counts.get(revision, 0)
         spread = math.sqrt(total * expected * (1 - expected))
-        off = got - total * expected
+        off = got - total * weight / weight_sum  # exact where the weights divide the total
         sigmas = off / spread if spread else (0.0 if off == 0 else math.inf)
         share = got / total
         found.append(
