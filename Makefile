@@ -79,6 +79,7 @@ bench: $(STAMP) postgresql-server nginx
 	$(BIN)/python -m bench.agui
 	$(BIN)/python -m bench.aisdk
 	$(BIN)/python -m bench.openai_front
+	$(BIN)/python -m bench.rollout
 
 # The turn's speed and telemetry goals, three runs of their benchmarks, in one table
 # (bench/goals.py; about five minutes a run).
