@@ -73,8 +73,9 @@ class TurnMetrics:
         self._tool_sets: dict[tuple[str, str | None], Attributes] = {}
         self.migrations = meter.create_counter(
             n.MIGRATIONS,
-            unit="{session}",
-            description="Sessions a turn moved to a newer revision, or that stayed, and why.",
+            unit="{turn}",
+            description="Turns that moved their session to a newer revision, or found it could "
+            "not move yet (counted at every such turn), and why.",
         )
 
     def record(self, report: TurnReport) -> None:
