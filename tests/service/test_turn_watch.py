@@ -326,9 +326,11 @@ class Failing(Forwarding):
         if self.error is not None:
             raise self.error
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
         self._check()
-        return await super().read_events(key, after)
+        return await super().read_events(key, after, now_ms=now_ms)
 
     async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
         self._check()

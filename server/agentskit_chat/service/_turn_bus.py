@@ -99,8 +99,11 @@ class BatchWriter:
         track: Track,
         *,
         eager: bool = True,
+        retention: float = RETENTION_SECONDS,
     ) -> None:
         self.eager = eager
+        self._retention = retention
+        """How long the final batch is kept: the retention of this process's ended logs."""
         self._port = port
         self._key = key
         self._codec = codec
@@ -135,6 +138,11 @@ class BatchWriter:
         if self._events.last > self.written:
             self._task = self._track(self._write())
 
+    async def write_now(self) -> None:
+        """Write the events not written yet in this task (no write may be in flight)."""
+        if not self._failed and self._events.last > self.written:
+            await self._write()
+
     async def flush(self) -> None:
         """Write what is left (the final batch) and wait for it."""
         self.poke()
@@ -151,7 +159,7 @@ class BatchWriter:
             first, last = self.written + 1, self._events.last
             final = self._events.terminal
             body = self._codec.encode(first, self._events.between(self.written, last))
-            keep = RETENTION_SECONDS if final else self._limits.turn_timeout + RETENTION_SECONDS
+            keep = self._retention if final else self._limits.turn_timeout + self._retention
             batch = EventBatch(first, last, body, final)
             try:
                 stored = await self._port.append_events(

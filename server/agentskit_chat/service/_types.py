@@ -148,6 +148,9 @@ class Started:
     duplicate: bool = False
     assistant_message_id: str | None = None
     """The id the answer will be stored under (`Completed` carries the same one)."""
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,9 @@ class Decided:
     from_state: str
     to_state: str
     replayed: bool
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +172,9 @@ class Delta:
     """The next piece of the answer."""
 
     text: str = field(repr=False)
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +183,9 @@ class ToolStarted:
 
     call_id: str
     name: str
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +194,9 @@ class ToolDelta:
 
     call_id: str
     arguments: str = field(repr=False)
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +206,9 @@ class ToolEnded:
     call_id: str
     arguments: str = field(repr=False)
     wait: str = "result"
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +226,9 @@ class Completed:
     """The calls of the answer."""
     pending: tuple[PendingCall, ...] = ()
     """The calls the answer waits on."""
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +240,9 @@ class Failed:
     retryable: bool
     route_id: str | None = None
     """The route whose code failed, for `route_failed`."""
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 TurnEvent = Started | Decided | Delta | ToolStarted | ToolDelta | ToolEnded | Completed | Failed

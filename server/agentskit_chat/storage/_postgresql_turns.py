@@ -112,7 +112,7 @@ APPEND_EVENTS: Final = "SELECT append_turn_events(%s, %s, %s, %s, %s, %s, %s, %s
 SELECT_EVENTS: Final = (
     "SELECT first_sequence, last_sequence, final, body FROM turn_events"
     " WHERE tenant = %s AND session_id = %s AND turn_id = %s AND last_sequence > %s"
-    " ORDER BY first_sequence"
+    " AND expires_at_ms > %s ORDER BY first_sequence"
 )
 SELECT_RUNS: Final = (
     "SELECT DISTINCT turn_id FROM turn_events WHERE tenant = %s AND session_id = %s"

@@ -144,10 +144,17 @@ class MemoryStore:
         self._wakeups.notify(turn_topic(key))
         return True
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
-        """The turn's stored batches holding a sequence after `after`, in order."""
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
+        """The turn's stored batches holding a sequence after `after`, in order, but for
+        those expired at `now_ms`."""
         self._check_open()
-        return tuple(batch for batch, _ in self._events.get(key, ()) if batch.last > after)
+        return tuple(
+            batch
+            for batch, expires_at_ms in self._events.get(key, ())
+            if batch.last > after and expires_at_ms > now_ms
+        )
 
     async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
         """The name of the newest stored run of `turn_id`, or None."""

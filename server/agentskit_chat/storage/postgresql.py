@@ -497,9 +497,12 @@ class PostgresqlStore:
 
         return await self._write("append_events", append)
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
-        """The turn's stored batches holding a sequence after `after`, in order."""
-        turn = (key.tenant, key.session_id, key.turn_id, after)
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
+        """The turn's stored batches holding a sequence after `after`, in order, but for
+        those expired at `now_ms`."""
+        turn = (key.tenant, key.session_id, key.turn_id, after, now_ms)
         async with self._connection("read_events") as db:
             rows = await (await db.execute(turns.SELECT_EVENTS, turn)).fetchall()
         return tuple(turns.batch_of_row(row) for row in rows)

@@ -296,9 +296,12 @@ class SqliteStore:
             self._wakeups.notify(turn_topic(key))
         return appended
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
-        """The turn's stored batches holding a sequence after `after`, in order."""
-        return await self._run("read_events", partial(turns.read_events, key, after))
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
+        """The turn's stored batches holding a sequence after `after`, in order, but for
+        those expired at `now_ms`."""
+        return await self._run("read_events", partial(turns.read_events, key, after, now_ms))
 
     async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
         """The name of the newest stored run of `turn_id`, or None."""
