@@ -34,7 +34,7 @@ def model() -> Iterator[FakeModelServer]:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def pair(
     request: pytest.FixtureRequest, launch: Launcher, model: FakeModelServer, tmp_path: Path
-) -> Iterator[tuple[Server, Server]]:
+) -> tuple[Server, Server]:
     """Two `serve` processes over one store."""
     definitions = write_assistant(tmp_path / "definitions", model.url)
     flags = ["--definitions", str(definitions)]
@@ -53,7 +53,7 @@ def pair(
         ]
     for server in servers:
         server.wait_listening()
-    yield servers[0], servers[1]
+    return servers[0], servers[1]
 
 
 def stub(client: ChatClient) -> Any:
