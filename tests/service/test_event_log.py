@@ -230,7 +230,8 @@ def test_an_event_gets_its_time_when_appended_and_every_reader_gets_that_time() 
         times = [event.time_ns for _, event in first]
         assert times[2] == 1234  # an event published elsewhere keeps its time
         stamped = times[:2] + times[3:]
-        assert all(stamped) and stamped == sorted(stamped)
+        assert all(stamped)
+        assert stamped == sorted(stamped)
         assert [event.time_ns for _, event in second] == times[2:]
         assert STARTED.time_ns == 0  # the appended event itself is left as it was
 
