@@ -463,3 +463,24 @@ def test_a_client_held_turns_ended_events_are_stored_sealed_and_read_back() -> N
         await pair.b.close()
 
     run(scenario())
+
+
+def test_an_after_sequence_past_an_ended_turn_is_refused_at_once_on_any_process() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        pair.model.gate.set()
+        whole = await take(pair.a.stream_turn(TurnRequest(sid, "t-13", Submit("hello"))))
+        past = whole[-1][0] + 1
+        for service in (pair.a, pair.b):
+            with pytest.raises(ServiceError) as refused:
+                await asyncio.wait_for(
+                    take(service.watch_turn(sid, "t-13", past)),
+                    _turn_watch.FINAL_GRACE_SECONDS / 2,
+                )
+            assert refused.value.reason.name == "INVALID_ARGUMENT"
+            assert refused.value.metadata["field"] == "after_sequence"
+        await pair.a.close()
+        await pair.b.close()
+
+    run(scenario())

@@ -205,6 +205,12 @@ class TurnWatch:
                 behind = await port.read_events(key, position - 1, now_ms=now_ms())
                 if any(batch.final and batch.last == position for batch in behind):
                     return  # the caller has the terminal event
+                if not behind:  # rare: is `position` past the stored end of the run?
+                    behind = await port.read_events(key, now_ms=now_ms())
+                    if any(batch.final and batch.last < position for batch in behind):
+                        raise invalid(
+                            "after_sequence", "after_sequence is past the turn's last event"
+                        )
                 stored = stored or bool(behind)
             lapsed = now.name == run.name and not now.finished  # its holder stopped
             # A run recorded as finished a while ago wrote its final batch long since (or
