@@ -149,6 +149,24 @@ def test_an_ended_turns_batches_stay_readable_until_their_expiry(store: Store) -
     assert run(store.read_events(KEY)) == ()
 
 
+@pytest.mark.parametrize("expected_cursor", [None, 0])
+def test_deleting_a_session_drops_its_turns_events_and_no_others(
+    store: Store, expected_cursor: int | None
+) -> None:
+    run(store.create(session("s1")))
+    ran = TurnKey("", "s1", "t1@1000")
+    elsewhere = (TurnKey("", "s2", "t1@1000"), TurnKey("other", "s1", "t1@1000"))
+    for key in (ran, *elsewhere):
+        run(store.append_events(key, batch(1, 2, final=True), expires_at_ms=LATER))
+    assert run(store.delete("s1", expected_cursor=1)) is False  # not deleted: kept
+    assert run(store.read_events(ran)) == (batch(1, 2, final=True),)
+    assert run(store.delete("s1", expected_cursor=expected_cursor)) is True
+    assert run(store.read_events(ran)) == ()
+    assert run(store.newest_run("", "s1", "t1")) is None
+    for key in elsewhere:
+        assert run(store.read_events(key)) == (batch(1, 2, final=True),)
+
+
 def test_signals_are_taken_once_oldest_first(store: Store) -> None:
     cancel = TurnSignal("holder-a", SignalKind.CANCEL, KEY)
     publish = TurnSignal("holder-a", SignalKind.PUBLISH, replace(KEY, turn_id="t2"))

@@ -368,11 +368,15 @@ class LiveTurns:
         except Exception as exc:  # The readers get it: a refusal before the turn ran.
             error = exc
         finally:
-            log.end(error)
-            self._ended(live)
-            if live.claim is not None:
-                self.logs.ended(live.key, keep=error is None)
-                if error is None:
+            try:
+                if live.claim is not None and error is None:
                     self._publish_to_store(live, eager=False)
-            if live.writer is not None:
-                await asyncio.shield(self._track(live.writer.flush()))
+                if live.writer is not None:
+                    # Before the log ends: its streams end once the end is in the store (so
+                    # a caller that then deletes the session deletes the events too).
+                    await asyncio.shield(self._track(live.writer.flush()))
+            finally:
+                log.end(error)
+                self._ended(live)
+                if live.claim is not None:
+                    self.logs.ended(live.key, keep=error is None)

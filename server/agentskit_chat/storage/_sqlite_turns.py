@@ -48,6 +48,8 @@ _SELECT_EVENTS: Final = (
     " WHERE tenant = ? AND session_id = ? AND turn_id = ? AND last_sequence > ?"
     " AND expires_at_ms > ? ORDER BY first_sequence"
 )
+DELETE_SESSION_EVENTS: Final = "DELETE FROM turn_events WHERE tenant = ? AND session_id = ?"
+"""The events of a deleted session's turns (messages go by their foreign key)."""
 _SELECT_RUNS: Final = (
     "SELECT DISTINCT turn_id FROM turn_events WHERE tenant = ? AND session_id = ?"
     " AND turn_id >= ? AND turn_id < ?"

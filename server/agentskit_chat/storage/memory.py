@@ -101,8 +101,9 @@ class MemoryStore:
         tenant: str = DEFAULT_TENANT,
         expected_cursor: int | None = None,
     ) -> bool:
-        """Remove the tenant's session and its messages; False, removing nothing, when it
-        does not exist or its cursor differs from `expected_cursor`."""
+        """Remove the tenant's session, its messages and its turns' events; False,
+        removing nothing, when it does not exist or its cursor differs from
+        `expected_cursor`."""
         self._check_open()
         key = (tenant, session_id)
         stored = self._sessions.get(key)
@@ -110,6 +111,8 @@ class MemoryStore:
             return False
         self._messages.pop(key, None)
         del self._sessions[key]
+        for turn in [k for k in self._events if (k.tenant, k.session_id) == key]:
+            del self._events[turn]  # its turns' events go with it
         self._wakeups.notify_session(tenant, session_id)
         return True
 

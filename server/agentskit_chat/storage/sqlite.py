@@ -263,8 +263,9 @@ class SqliteStore:
         tenant: str = DEFAULT_TENANT,
         expected_cursor: int | None = None,
     ) -> bool:
-        """Remove the tenant's session and its messages; False, removing nothing, when it
-        does not exist or its cursor differs from `expected_cursor`."""
+        """Remove the tenant's session, its messages and its turns' events; False,
+        removing nothing, when it does not exist or its cursor differs from
+        `expected_cursor`."""
         delete = partial(_delete, tenant, session_id, expected_cursor)
         deleted = await self._run("delete", delete, write=True)
         if deleted:
@@ -686,9 +687,13 @@ def _delete(
     tenant: str, session_id: str, expected_cursor: int | None, db: sqlite3.Connection
 ) -> bool:
     if expected_cursor is None:
-        return db.execute(_DELETE_SESSION, (tenant, session_id)).rowcount == 1
-    deleted = db.execute(_DELETE_SESSION_AT, (tenant, session_id, expected_cursor))
-    return deleted.rowcount == 1
+        deleted = db.execute(_DELETE_SESSION, (tenant, session_id))
+    else:
+        deleted = db.execute(_DELETE_SESSION_AT, (tenant, session_id, expected_cursor))
+    if deleted.rowcount != 1:
+        return False
+    db.execute(turns.DELETE_SESSION_EVENTS, (tenant, session_id))  # its turns' events
+    return True
 
 
 def _list_messages(
