@@ -53,8 +53,10 @@ class Forwarding:
     async def append_events(self, key: TurnKey, batch: EventBatch, *, expires_at_ms: int) -> bool:
         return await self.store.append_events(key, batch, expires_at_ms=expires_at_ms)
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
-        return await self.store.read_events(key, after)
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
+        return await self.store.read_events(key, after, now_ms=now_ms)
 
     async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
         return await self.store.newest_run(tenant, session_id, turn_id)

@@ -217,3 +217,22 @@ def test_a_reader_cancelled_while_it_waits_leaves_the_others_reading() -> None:
         assert cancelled.cancelled()
 
     run(scenario())
+
+
+def test_an_event_gets_its_time_when_appended_and_every_reader_gets_that_time() -> None:
+    async def scenario() -> None:
+        log = MemoryEventLog(max_bytes=1 << 20)
+        published = Delta("published before", time_ns=1234)
+        for event in (STARTED, DECIDED, published, *deltas(3)):
+            log.append(event)
+        log.end()
+        first, second = await read_all(log), await read_all(log, 2)
+        times = [event.time_ns for _, event in first]
+        assert times[2] == 1234  # an event published elsewhere keeps its time
+        stamped = times[:2] + times[3:]
+        assert all(stamped)
+        assert stamped == sorted(stamped)
+        assert [event.time_ns for _, event in second] == times[2:]
+        assert STARTED.time_ns == 0  # the appended event itself is left as it was
+
+    run(scenario())

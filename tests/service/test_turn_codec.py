@@ -1,15 +1,22 @@
 """Turn events as stored batches: a completed turn keeps its model's finish reason, and a
-batch written before the finish reason was kept still decodes (with none)."""
+batch written before the finish reason was kept still decodes (with none); every event keeps
+the time it was published."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+
+import pytest
 
 from agentskit_chat.conversation import ConversationSnapshot, PendingCall, ResponseSealer, ToolCall
 from agentskit_chat.service._turn_codec import BatchCodec
 from agentskit_chat.service._types import (
     Completed,
+    Decided,
     Delta,
+    Failed,
+    Started,
     ToolDelta,
     ToolEnded,
     ToolStarted,
@@ -61,3 +68,46 @@ def test_a_client_held_batch_seals_tool_content() -> None:
     assert b"CANARY-codec" not in body
     assert b"weather" not in body
     assert codec.decode(0, body) == tool_round()
+
+
+def every_kind() -> list[TurnEvent]:
+    return [
+        Started("submit", "u1", False, "a1", time_ns=1),
+        Decided("agentic", None, "idle", "idle", False, time_ns=2),
+        Delta("text", time_ns=3),
+        *(replace(event, time_ns=4 + n) for n, event in enumerate(tool_round()[:-1])),
+        replace(tool_round()[-1], time_ns=9),
+        Failed("cancelled", "The turn was cancelled.", True, None, time_ns=10),
+    ]
+
+
+def test_every_event_keeps_its_publication_time() -> None:
+    for codec in (
+        BatchCodec("s1", "t1"),
+        BatchCodec("s1", "t1", ResponseSealer(b"codec-test-key-32-bytes-long!!!!")),
+    ):
+        decoded = codec.decode(1, codec.encode(1, every_kind()))
+        assert [event.time_ns for event in decoded] == [e.time_ns for e in every_kind()]
+
+
+def test_the_time_follows_every_field_an_earlier_reader_reads() -> None:
+    body = BatchCodec("s1", "t1").encode(1, every_kind())
+    items = json.loads(body[1:])
+    # Each array: its kind, the fields an earlier server reads, then the time (last).
+    lengths = {"s": 5, "k": 6, "d": 2, "ts": 3, "td": 3, "te": 4, "c": 9, "f": 5}
+    for item, event in zip(items, every_kind(), strict=True):
+        assert len(item) == lengths[item[0]] + 1
+        assert item[-1] == event.time_ns
+
+
+def test_an_event_stored_without_a_time_decodes_with_none() -> None:
+    older = [["d", "text"], ["f", "cancelled", "The turn was cancelled.", True, None]]
+    decoded = BatchCodec("s1", "t1").decode(1, b"J" + json.dumps(older).encode())
+    assert [event.time_ns for event in decoded] == [0, 0]
+
+
+def test_a_time_that_is_not_a_count_of_nanoseconds_is_refused() -> None:
+    for time_ns in (-1, "1", 1.5, None):
+        body = b"J" + json.dumps([["d", "text", time_ns]]).encode()
+        with pytest.raises(ValueError, match="time"):
+            BatchCodec("s1", "t1").decode(1, body)

@@ -23,11 +23,13 @@ from agentskit_chat.service import (
     Dispatch,
     Failed,
     ServiceError,
+    Started,
     Submit,
     TurnEvent,
     TurnRequest,
     _turn_watch,
 )
+from agentskit_chat.service._event_log import RETENTION_SECONDS, EventLogs
 from agentskit_chat.service._records import now_ms
 from agentskit_chat.storage import (
     EventBatch,
@@ -326,9 +328,11 @@ class Failing(Forwarding):
         if self.error is not None:
             raise self.error
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
         self._check()
-        return await super().read_events(key, after)
+        return await super().read_events(key, after, now_ms=now_ms)
 
     async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
         self._check()
@@ -385,6 +389,98 @@ def test_a_watch_from_the_last_stored_event_ends_at_once_on_another_process() ->
         assert (await pair.a.cancel_turn(sid, "t-11")).cancelled
         ended = await take(pair.b.watch_turn(sid, "t-11", 0))
         assert await take(pair.b.watch_turn(sid, "t-11", ended[-1][0])) == []
+        await pair.b.close()
+
+    run(scenario())
+
+
+class Clock:
+    """The monotonic clock of a process's kept logs, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_ended_turn_is_watched_with_its_events_on_any_process_until_its_retention(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        clock = Clock()
+        pair.a.live.logs = EventLogs(clock=clock)
+        sid = await pair.session()
+        pair.model.gate.set()
+        whole = await take(pair.a.stream_turn(TurnRequest(sid, "t-11", Submit("hello"))))
+        assert isinstance(whole[-1][1], Completed)
+        # Ended: the other process returns the missed events, from the store, exactly once.
+        for service in (pair.b, pair.a):
+            assert await take(service.watch_turn(sid, "t-11", 2)) == whole[2:]
+            again = await take(service.watch_turn(sid, "t-11", 0))
+            assert again == whole
+            assert [e.time_ns for _, e in again] == [e.time_ns for _, e in whole]
+        # Just before the retention passed: still the events.
+        ended = (await pair.a.get_turn(sid, "t-11")).finished_at_ms
+        assert ended is not None
+        clock.now = RETENTION_SECONDS - 1
+        monkeypatch.setattr(_turn_watch, "now_ms", lambda: ended + 59_000)
+        assert await take(pair.b.watch_turn(sid, "t-11", 2)) == whole[2:]
+        # Past it: the recorded outcome, on either process, at once, though not swept yet.
+        clock.now = RETENTION_SECONDS + 1
+        monkeypatch.setattr(_turn_watch, "now_ms", lambda: ended + 61_000)
+        for service in (pair.b, pair.a):
+            outcome = await asyncio.wait_for(
+                take(service.watch_turn(sid, "t-11", 2)), _turn_watch.FINAL_GRACE_SECONDS / 2
+            )
+            first = outcome[0][1]
+            assert isinstance(first, Started)
+            assert first.duplicate
+            assert outcome[0][0] == 3
+            assert isinstance(outcome[-1][1], Completed)
+        await pair.a.close()
+        await pair.b.close()
+
+    run(scenario())
+
+
+def test_a_client_held_turns_ended_events_are_stored_sealed_and_read_back() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session(HistoryMode.CLIENT)
+        pair.model.gate.set()
+        dispatch = Dispatch((Message(id="u-1", role=Role.USER, content=f"{CANARY} ask"),))
+        whole = await take(pair.a.stream_turn(TurnRequest(sid, "t-12", dispatch)))
+        assert isinstance(whole[-1][1], Completed)
+        started = (await pair.a.get_turn(sid, "t-12")).started_at_ms
+        stored = await pair.store.read_events(TurnKey("", sid, f"t-12@{started}"))
+        assert stored
+        assert stored[-1].final
+        assert all(CANARY.encode() not in batch.body for batch in stored)
+        assert await take(pair.b.watch_turn(sid, "t-12", 1)) == whole[1:]
+        await pair.a.close()
+        await pair.b.close()
+
+    run(scenario())
+
+
+def test_an_after_sequence_past_an_ended_turn_is_refused_at_once_on_any_process() -> None:
+    async def scenario() -> None:
+        pair = Pair()
+        sid = await pair.session()
+        pair.model.gate.set()
+        whole = await take(pair.a.stream_turn(TurnRequest(sid, "t-13", Submit("hello"))))
+        past = whole[-1][0] + 1
+        for service in (pair.a, pair.b):
+            with pytest.raises(ServiceError) as refused:
+                await asyncio.wait_for(
+                    take(service.watch_turn(sid, "t-13", past)),
+                    _turn_watch.FINAL_GRACE_SECONDS / 2,
+                )
+            assert refused.value.reason.name == "INVALID_ARGUMENT"
+            assert refused.value.metadata["field"] == "after_sequence"
+        await pair.a.close()
         await pair.b.close()
 
     run(scenario())

@@ -126,8 +126,10 @@ class OnOwnLoop:
     async def append_events(self, key: TurnKey, batch: EventBatch, *, expires_at_ms: int) -> bool:
         return await self._call(self._store.append_events(key, batch, expires_at_ms=expires_at_ms))
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
-        return await self._call(self._store.read_events(key, after))
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
+        return await self._call(self._store.read_events(key, after, now_ms=now_ms))
 
     async def send_signal(self, signal: TurnSignal, *, expires_at_ms: int) -> None:
         await self._call(self._store.send_signal(signal, expires_at_ms=expires_at_ms))

@@ -126,6 +126,47 @@ def test_expire_drops_what_expired_and_keeps_the_rest(store: Store) -> None:
     assert run(store.append_events(KEY, batch(1, 1), expires_at_ms=LATER)) is True
 
 
+def test_a_reader_given_the_time_never_gets_what_expired_swept_or_not(store: Store) -> None:
+    run(store.append_events(KEY, batch(1, 2), expires_at_ms=2_000))
+    run(store.append_events(KEY, batch(3, 4, final=True), expires_at_ms=1_000))
+    assert run(store.read_events(KEY, now_ms=999)) == (batch(1, 2), batch(3, 4, final=True))
+    assert run(store.read_events(KEY, now_ms=1_000)) == (batch(1, 2),)
+    assert run(store.read_events(KEY, 2, now_ms=1_500)) == ()
+    assert run(store.read_events(KEY, now_ms=2_000)) == ()
+    # Not swept yet: a reader without the time still finds them, and the turn stays ended.
+    assert run(store.read_events(KEY)) == (batch(1, 2), batch(3, 4, final=True))
+    assert run(store.append_events(KEY, batch(5, 5), expires_at_ms=LATER)) is False
+
+
+def test_an_ended_turns_batches_stay_readable_until_their_expiry(store: Store) -> None:
+    ended = 10_000
+    retention = 60_000
+    run(store.append_events(KEY, batch(1, 9, final=True), expires_at_ms=ended + retention))
+    for now in (ended, ended + retention - 1):
+        assert run(store.expire(now)) == 0
+        assert run(store.read_events(KEY, 3, now_ms=now)) == (batch(1, 9, final=True),)
+    assert run(store.expire(ended + retention)) == 1
+    assert run(store.read_events(KEY)) == ()
+
+
+@pytest.mark.parametrize("expected_cursor", [None, 0])
+def test_deleting_a_session_drops_its_turns_events_and_no_others(
+    store: Store, expected_cursor: int | None
+) -> None:
+    run(store.create(session("s1")))
+    ran = TurnKey("", "s1", "t1@1000")
+    elsewhere = (TurnKey("", "s2", "t1@1000"), TurnKey("other", "s1", "t1@1000"))
+    for key in (ran, *elsewhere):
+        run(store.append_events(key, batch(1, 2, final=True), expires_at_ms=LATER))
+    assert run(store.delete("s1", expected_cursor=1)) is False  # not deleted: kept
+    assert run(store.read_events(ran)) == (batch(1, 2, final=True),)
+    assert run(store.delete("s1", expected_cursor=expected_cursor)) is True
+    assert run(store.read_events(ran)) == ()
+    assert run(store.newest_run("", "s1", "t1")) is None
+    for key in elsewhere:
+        assert run(store.read_events(key)) == (batch(1, 2, final=True),)
+
+
 def test_signals_are_taken_once_oldest_first(store: Store) -> None:
     cancel = TurnSignal("holder-a", SignalKind.CANCEL, KEY)
     publish = TurnSignal("holder-a", SignalKind.PUBLISH, replace(KEY, turn_id="t2"))

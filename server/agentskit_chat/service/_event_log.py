@@ -15,11 +15,16 @@ chunks than any model sends. Readers only hold a position in the log, so a slow 
 never makes it hold more. `EventLogs` keeps each turn's log while the turn runs and
 `RETENTION_SECONDS` after it ended, within `MAX_KEPT_LOGS` and `MAX_KEPT_BYTES` for the
 ended ones (the oldest go first).
+
+An event's time is fixed when it is published: `stamped` gives it the time it is appended
+(or reached, for a turn that streams without a log), and every view of it, here or read
+back from the store on another process, carries that time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
@@ -68,7 +73,8 @@ class EventLog(Protocol):
         ...
 
     def append(self, event: TurnEvent) -> int:
-        """Add `event` and return its sequence; LogFullError past the bound."""
+        """Add `event` (stamped with the time now, unless it has its time) and return its
+        sequence; LogFullError past the bound."""
         ...
 
     def end(self, error: BaseException | None = None) -> None:
@@ -83,6 +89,13 @@ class EventLog(Protocol):
         publishes into it at its first step, and closing the reader before the end cancels
         that task and returns once it ended."""
         ...
+
+
+def stamped(event: TurnEvent, now_ns: int | None = None) -> TurnEvent:
+    """`event` with its publication time: the one it has, else `now_ns` (now when None)."""
+    if event.time_ns:
+        return event
+    return dataclasses.replace(event, time_ns=time.time_ns() if now_ns is None else now_ns)
 
 
 def event_size(event: TurnEvent) -> int:
@@ -149,7 +162,7 @@ class MemoryEventLog:
         full = len(self._events) >= self._max_events and not isinstance(event, Completed | Failed)
         if full or self._size + size > self._max_bytes:
             raise LogFullError
-        self._events.append(event)
+        self._events.append(stamped(event))
         self._size += size
         self._sizes.append(self._size)
         if self._waiting:
@@ -234,7 +247,8 @@ class EventLogs:
         max_kept_bytes: int = MAX_KEPT_BYTES,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        self._retention = retention
+        self.retention = retention
+        """Seconds an ended log is kept (and its copy in the store, see `TurnBus`)."""
         self._max_kept = max_kept
         self._max_kept_bytes = max_kept_bytes
         self._clock = clock or time.monotonic
@@ -274,7 +288,7 @@ class EventLogs:
         if log is None:
             return
         if keep:
-            self._kept[key] = (self._clock() + self._retention, log)
+            self._kept[key] = (self._clock() + self.retention, log)
             self._kept_bytes += log.size
         self._prune()
 

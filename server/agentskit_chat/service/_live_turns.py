@@ -19,6 +19,10 @@ does to the turn is the request's `on_disconnect`:
   finds them (`TurnBus`);
   while the stream reads, nothing is written but what every turn writes.
 
+Every turn that claimed (its log is kept) writes its events to the store when it ends, in
+one final batch (or what its writer had not written yet): a reattach on any process during
+the retention gets them, as one here gets them from the kept log.
+
 Once a turn claims its lease its log is kept (`EventLogs`) where watchers of this process
 find it, and the turn can be stopped (`stop`): cancelled by CancelTurn or a CANCEL signal,
 or interrupted when the service closes. A stopped turn's log ends with a failed event
@@ -44,6 +48,7 @@ from ._event_log import (
     LogFullError,
     LogKey,
     MemoryEventLog,
+    stamped,
 )
 from ._in_context import run_in
 from ._limits import Limits
@@ -201,7 +206,7 @@ class LiveTurns:
                     event = await run_in(context, anext(events))
                 except StopAsyncIteration:
                     break
-                reached.append(event)
+                reached.append(stamped(event))  # its time: the one every view sends
                 claim = live.claim
                 if claim is not None and claim.leased:
                     break
@@ -212,8 +217,12 @@ class LiveTurns:
         claim = live.claim
         if claim is None or not claim.leased:
             self._inline_ended(live, reached, None)
-            for sequence, event in enumerate(reached, 1):
-                yield sequence, event
+            try:
+                for sequence, event in enumerate(reached, 1):
+                    yield sequence, event
+            finally:
+                if claim is not None:
+                    await self._store_end(live)
             return
         task = asyncio.get_running_loop().create_task(
             self._publish(live, events, reached), context=context
@@ -235,6 +244,13 @@ class LiveTurns:
         self._ended(live)
         if live.claim is not None:
             self.logs.ended(live.key, keep=error is None)
+
+    async def _store_end(self, live: LiveTurn) -> None:
+        """Write the events of a turn that ended inline (and committed) to the store, in its
+        stream's task once they went to the stream: a task of its own would cost more."""
+        writer = self._writer(live, eager=False)
+        if writer is not None:
+            await writer.write_now()
 
     def _claimed(self, live: LiveTurn, claim: Claim) -> None:
         live.claim = claim
@@ -262,20 +278,35 @@ class LiveTurns:
     def _publish_to_store(self, live: LiveTurn, *, eager: bool) -> None:
         """Write the turn's events to the store: as they come when `eager`, else all of
         them when the turn ends."""
+        writer = self._writer(live, eager=eager)
+        if writer is None:
+            return
+        if eager:
+            writer.poke()
+        else:
+            writer.snapshot()
+
+    def _writer(self, live: LiveTurn, *, eager: bool) -> BatchWriter | None:
+        """The turn's writer to the store (made `eager` when asked); None without a store
+        or before the turn claimed."""
         bus, key = self.bus, live.store_key
         if bus is None or bus.port is None or key is None:
-            return
+            return None
         if live.writer is None:
             assert live.claim is not None
             codec = bus.codec(key.session_id, key.turn_id, client_held=live.claim.client_held)
             live.writer = BatchWriter(
-                bus.port, key, codec, live.log, self._limits, self._track, eager=eager
+                bus.port,
+                key,
+                codec,
+                live.log,
+                self._limits,
+                self._track,
+                eager=eager,
+                retention=self.logs.retention,
             )
         live.writer.eager = live.writer.eager or eager
-        if eager:
-            live.writer.poke()
-        else:
-            live.writer.snapshot()
+        return live.writer
 
     def _signal(self, signal: TurnSignal) -> None:
         live = self._by_store_key.get(signal.key)
@@ -337,9 +368,15 @@ class LiveTurns:
         except Exception as exc:  # The readers get it: a refusal before the turn ran.
             error = exc
         finally:
-            log.end(error)
-            self._ended(live)
-            if live.claim is not None:
-                self.logs.ended(live.key, keep=error is None)
-            if live.writer is not None:
-                await asyncio.shield(self._track(live.writer.flush()))
+            try:
+                if live.claim is not None and error is None:
+                    self._publish_to_store(live, eager=False)
+                if live.writer is not None:
+                    # Before the log ends: its streams end once the end is in the store (so
+                    # a caller that then deletes the session deletes the events too).
+                    await asyncio.shield(self._track(live.writer.flush()))
+            finally:
+                log.end(error)
+                self._ended(live)
+                if live.claim is not None:
+                    self.logs.ended(live.key, keep=error is None)

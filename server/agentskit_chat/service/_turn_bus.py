@@ -1,13 +1,16 @@
 """The store as the bus between processes for live turns: batches of a turn's events,
 signals to the process running a turn, and the expiry of both.
 
-What is kept, and for how long: a turn that continues past its stream writes its events
-so far when the stream goes (a reattach elsewhere finds them at once), then the rest in
-one final batch when it ends (a reattach shortly after the end, on any process, gets
-them); a turn a watcher on another process follows live (a PUBLISH signal) writes
-them as they come, in batches (see `BatchWriter`). A running turn's
-batches expire `turn_timeout` + `RETENTION_SECONDS` after they are written, the final one
-(holding the terminal event) `RETENTION_SECONDS` after the turn ended. A turn writes at
+What is kept, and for how long: every turn that claimed writes, when it ends, what it has
+not written yet in one final batch, so a reattach during the retention after the end, on
+any process, gets its events (as one on the process that ran it gets them from the kept
+log). Before that, a turn that continues past its stream writes its events so far when the
+stream goes (a reattach elsewhere finds them at once); a turn a watcher on another process
+follows live (a PUBLISH signal) writes them as they come, in batches (see `BatchWriter`).
+A running turn's batches expire `turn_timeout` + the retention after they are written, the
+final one (holding the terminal event) the retention (`RETENTION_SECONDS`, that of the
+process's kept logs) after the turn ended; readers pass the time and never get what
+expired, swept or not. A turn writes at
 most its log's bound (its events and text, which the output limit bounds), in one batch per
 `BATCH_SECONDS` at most. Batches of client-held sessions are sealed. Each process sweeps
 what expired every `SWEEP_SECONDS`.
@@ -99,8 +102,11 @@ class BatchWriter:
         track: Track,
         *,
         eager: bool = True,
+        retention: float = RETENTION_SECONDS,
     ) -> None:
         self.eager = eager
+        self._retention = retention
+        """How long the final batch is kept: the retention of this process's ended logs."""
         self._port = port
         self._key = key
         self._codec = codec
@@ -135,6 +141,11 @@ class BatchWriter:
         if self._events.last > self.written:
             self._task = self._track(self._write())
 
+    async def write_now(self) -> None:
+        """Write the events not written yet in this task (no write may be in flight)."""
+        if not self._failed and self._events.last > self.written:
+            await self._write()
+
     async def flush(self) -> None:
         """Write what is left (the final batch) and wait for it."""
         self.poke()
@@ -151,7 +162,7 @@ class BatchWriter:
             first, last = self.written + 1, self._events.last
             final = self._events.terminal
             body = self._codec.encode(first, self._events.between(self.written, last))
-            keep = RETENTION_SECONDS if final else self._limits.turn_timeout + RETENTION_SECONDS
+            keep = self._retention if final else self._limits.turn_timeout + self._retention
             batch = EventBatch(first, last, body, final)
             try:
                 stored = await self._port.append_events(

@@ -3,10 +3,15 @@
 A batch is compact JSON, one array per event. For a client-held session the whole batch is
 sealed (as route responses are: AES-SIV under the deployment key, bound to the session and
 to the batch's place in its turn), so the store never holds its text in the clear.
+
+Each event's array ends with its publication time (ns), after every field a reader of an
+earlier format reads (such readers ignore it); an array without it (written by such a
+server) decodes with time 0, which the wire stamps when it sends the event.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any, Final
@@ -78,6 +83,12 @@ def _usage(value: Usage | None) -> list[int] | None:
 
 
 def _encode(event: TurnEvent) -> list[Any]:
+    encoded = _fields(event)
+    encoded.append(event.time_ns)
+    return encoded
+
+
+def _fields(event: TurnEvent) -> list[Any]:
     if isinstance(event, Delta):
         return ["d", event.text]
     if isinstance(event, ToolDelta):
@@ -106,17 +117,31 @@ def _encode(event: TurnEvent) -> list[Any]:
             _usage(event.usage),
             event.finish_reason,
         ]
-        if event.tool_calls or event.pending:
-            encoded.append([[c.id, c.name, c.arguments] for c in event.tool_calls])
-            encoded.append([[p.call_id, p.name, p.wait] for p in event.pending])
+        # Always present, so that the time comes at one place after them.
+        encoded.append([[c.id, c.name, c.arguments] for c in event.tool_calls])
+        encoded.append([[p.call_id, p.name, p.wait] for p in event.pending])
         return encoded
     return ["f", event.code, event.message, event.retryable, event.route_id]
+
+
+_TIME_AT: Final = {"d": 1, "td": 2, "ts": 2, "te": 3, "s": 4, "k": 5, "c": 8, "f": 4}
+"""Where each kind of event holds its time among its fields."""
 
 
 def _decode(item: Any) -> TurnEvent:
     if not isinstance(item, list) or not item:
         raise ValueError("an event is a non-empty list")
-    tag, *fields = item
+    event = _event(item[0], item[1:])
+    at = _TIME_AT[item[0]]
+    if len(item) > at + 1:
+        time_ns = item[at + 1]
+        if type(time_ns) is not int or time_ns < 0:
+            raise ValueError("an event's time is a count of nanoseconds")
+        event = dataclasses.replace(event, time_ns=time_ns)
+    return event
+
+
+def _event(tag: Any, fields: list[Any]) -> TurnEvent:
     if tag == "d":
         return Delta(str(fields[0]))
     if tag == "td":

@@ -9,6 +9,9 @@ event. Where the events come from:
   sent a PUBLISH signal. The session record is read again whenever a wait brings nothing:
   a run whose lease lapsed or was released without its final batch ends with the
   `interrupted` failed event;
+- the turn ended on another process: the store's batches, which every run writes when it
+  ends (its final batch follows its record by a moment: a watcher waits for it up to
+  `FINAL_GRACE_SECONDS`), kept for the retention after the end;
 - the turn finished and its events are no longer kept: its recorded outcome, as a repeated
   turn id streams it, numbered from `after_sequence` + 1.
 """
@@ -107,7 +110,8 @@ class TurnWatch:
         name = None if port is None else await port.newest_run(loaded.tenant, session_id, turn_id)
         if port is None or name is None:
             raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
-        batches = await port.read_events(TurnKey(loaded.tenant, session_id, name))
+        key = TurnKey(loaded.tenant, session_id, name)
+        batches = await port.read_events(key, now_ms=now_ms())
         if not batches or not batches[-1].final:
             raise ServiceError(Reason.TURN_NOT_FOUND, "the session retains no turn with this id")
         if after > batches[-1].last:
@@ -145,7 +149,7 @@ class TurnWatch:
         while True:
             fresh = False
             if port is not None:
-                for batch in await port.read_events(key, position):
+                for batch in await port.read_events(key, position, now_ms=now_ms()):
                     stored = True
                     if batch.final and batch.last < after:
                         raise invalid(
@@ -198,18 +202,29 @@ class TurnWatch:
             if not looked_behind and port is not None and position > 0:
                 # Once the run no longer runs: did its final batch end at `position`?
                 looked_behind = True
-                behind = await port.read_events(key, position - 1)
+                behind = await port.read_events(key, position - 1, now_ms=now_ms())
                 if any(batch.final and batch.last == position for batch in behind):
                     return  # the caller has the terminal event
+                if not behind:  # rare: is `position` past the stored end of the run?
+                    behind = await port.read_events(key, now_ms=now_ms())
+                    if any(batch.final and batch.last < position for batch in behind):
+                        raise invalid(
+                            "after_sequence", "after_sequence is past the turn's last event"
+                        )
                 stored = stored or bool(behind)
             lapsed = now.name == run.name and not now.finished  # its holder stopped
             # A run recorded as finished a while ago wrote its final batch long since (or
             # that batch expired before the earlier ones): nothing more is coming.
-            settled = now.finished and now_ms() - now.finished_at_ms > FINAL_GRACE_MS
+            # So has one whose final batch, written at its end, would have expired by now.
+            elapsed = now_ms() - now.finished_at_ms
+            retention_ms = int(self._live.logs.retention * 1000)
+            settled = now.finished and (elapsed > FINAL_GRACE_MS or elapsed >= retention_ms)
             if not lapsed and not settled:  # the holder may still write its end
                 if final_wait is None:
                     final_wait = loop.time() + FINAL_GRACE_SECONDS
-                coming = stored or (asked and not now.finished)
+                # Every run that ends writes its final batch: a run recorded as finished
+                # just now (its end is written after its record) soon has it.
+                coming = stored or now.finished or asked
                 if coming and loop.time() < final_wait:
                     await _wait(port, key)  # its final batch may be on its way
                     continue

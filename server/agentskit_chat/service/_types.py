@@ -167,6 +167,9 @@ class Started:
     duplicate: bool = False
     assistant_message_id: str | None = None
     """The id the answer will be stored under (`Completed` carries the same one)."""
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +181,9 @@ class Decided:
     from_state: str
     to_state: str
     replayed: bool
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +191,9 @@ class Delta:
     """The next piece of the answer."""
 
     text: str = field(repr=False)
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +202,9 @@ class ToolStarted:
 
     call_id: str
     name: str
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +213,9 @@ class ToolDelta:
 
     call_id: str
     arguments: str = field(repr=False)
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +225,9 @@ class ToolEnded:
     call_id: str
     arguments: str = field(repr=False)
     wait: str = "result"
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +245,9 @@ class Completed:
     """The calls of the answer."""
     pending: tuple[PendingCall, ...] = ()
     """The calls the answer waits on."""
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +259,9 @@ class Failed:
     retryable: bool
     route_id: str | None = None
     """The route whose code failed, for `route_failed`."""
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
 
 
 TurnEvent = Started | Decided | Delta | ToolStarted | ToolDelta | ToolEnded | Completed | Failed

@@ -118,8 +118,9 @@ class SessionStore(Protocol):
         tenant: str = DEFAULT_TENANT,
         expected_cursor: int | None = None,
     ) -> bool:
-        """Remove the tenant's session and its messages; False, removing nothing, when it
-        does not exist or (when `expected_cursor` is given) its stored cursor differs."""
+        """Remove the tenant's session, its messages and its turns' events; False,
+        removing nothing, when it does not exist or (when `expected_cursor` is given) its
+        stored cursor differs."""
         ...
 
     async def close(self) -> None:

@@ -112,7 +112,7 @@ APPEND_EVENTS: Final = "SELECT append_turn_events(%s, %s, %s, %s, %s, %s, %s, %s
 SELECT_EVENTS: Final = (
     "SELECT first_sequence, last_sequence, final, body FROM turn_events"
     " WHERE tenant = %s AND session_id = %s AND turn_id = %s AND last_sequence > %s"
-    " ORDER BY first_sequence"
+    " AND expires_at_ms > %s ORDER BY first_sequence"
 )
 SELECT_RUNS: Final = (
     "SELECT DISTINCT turn_id FROM turn_events WHERE tenant = %s AND session_id = %s"
@@ -120,6 +120,12 @@ SELECT_RUNS: Final = (
 )
 """The run names of a turn id: keys that start with `id@` (an equality, whatever the
 collation)."""
+DELETE_SESSION_EVENTS: Final = (
+    "events AS (DELETE FROM turn_events WHERE tenant = %s AND session_id = %s"
+    " AND EXISTS (SELECT 1 FROM deleted))"
+)
+"""A CTE of a session's delete (after its `deleted` one): the events of its turns (messages
+go by their foreign key). Parameters: tenant, session id."""
 SEND_SIGNAL: Final = (
     "WITH sent AS (INSERT INTO turn_signals (holder, kind, tenant, session_id, turn_id,"
     " expires_at_ms) VALUES (%s, %s, %s, %s, %s, %s)"

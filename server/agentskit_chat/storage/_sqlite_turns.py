@@ -46,8 +46,10 @@ _INSERT_EVENTS: Final = (
 _SELECT_EVENTS: Final = (
     "SELECT first_sequence, last_sequence, final, body FROM turn_events"
     " WHERE tenant = ? AND session_id = ? AND turn_id = ? AND last_sequence > ?"
-    " ORDER BY first_sequence"
+    " AND expires_at_ms > ? ORDER BY first_sequence"
 )
+DELETE_SESSION_EVENTS: Final = "DELETE FROM turn_events WHERE tenant = ? AND session_id = ?"
+"""The events of a deleted session's turns (messages go by their foreign key)."""
 _SELECT_RUNS: Final = (
     "SELECT DISTINCT turn_id FROM turn_events WHERE tenant = ? AND session_id = ?"
     " AND turn_id >= ? AND turn_id < ?"
@@ -88,8 +90,10 @@ def append_events(
     return True
 
 
-def read_events(key: TurnKey, after: int, db: sqlite3.Connection) -> tuple[EventBatch, ...]:
-    rows = db.execute(_SELECT_EVENTS, (key.tenant, key.session_id, key.turn_id, after))
+def read_events(
+    key: TurnKey, after: int, now_ms: int, db: sqlite3.Connection
+) -> tuple[EventBatch, ...]:
+    rows = db.execute(_SELECT_EVENTS, (key.tenant, key.session_id, key.turn_id, after, now_ms))
     return tuple(batch_of_row(row) for row in rows.fetchall())
 
 

@@ -93,9 +93,13 @@ class TurnEventStore(Protocol):
         holds one of its sequences or ended the turn (`final`). Wakes `turn_topic(key)`."""
         ...
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
         """The stored batches of the turn holding any sequence after `after`, in order
-        (the first may start at or before `after`; readers skip what they have)."""
+        (the first may start at or before `after`; readers skip what they have). Given
+        `now_ms`, batches whose expiry is at or before it are left out, swept or not: a
+        reader never gets what expired."""
         ...
 
     async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:

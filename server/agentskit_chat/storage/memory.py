@@ -101,8 +101,9 @@ class MemoryStore:
         tenant: str = DEFAULT_TENANT,
         expected_cursor: int | None = None,
     ) -> bool:
-        """Remove the tenant's session and its messages; False, removing nothing, when it
-        does not exist or its cursor differs from `expected_cursor`."""
+        """Remove the tenant's session, its messages and its turns' events; False,
+        removing nothing, when it does not exist or its cursor differs from
+        `expected_cursor`."""
         self._check_open()
         key = (tenant, session_id)
         stored = self._sessions.get(key)
@@ -110,6 +111,8 @@ class MemoryStore:
             return False
         self._messages.pop(key, None)
         del self._sessions[key]
+        for turn in [k for k in self._events if (k.tenant, k.session_id) == key]:
+            del self._events[turn]  # its turns' events go with it
         self._wakeups.notify_session(tenant, session_id)
         return True
 
@@ -144,10 +147,17 @@ class MemoryStore:
         self._wakeups.notify(turn_topic(key))
         return True
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
-        """The turn's stored batches holding a sequence after `after`, in order."""
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
+        """The turn's stored batches holding a sequence after `after`, in order, but for
+        those expired at `now_ms`."""
         self._check_open()
-        return tuple(batch for batch, _ in self._events.get(key, ()) if batch.last > after)
+        return tuple(
+            batch
+            for batch, expires_at_ms in self._events.get(key, ())
+            if batch.last > after and expires_at_ms > now_ms
+        )
 
     async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
         """The name of the newest stored run of `turn_id`, or None."""

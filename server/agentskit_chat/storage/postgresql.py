@@ -218,11 +218,12 @@ _SAVE_SESSION: Final = (
 )
 _DELETE_SESSION: Final = (
     "WITH deleted AS (DELETE FROM sessions WHERE tenant = %s AND session_id = %s RETURNING 1)"
-    f" SELECT {turns.NOTIFY_IF_WAITED} FROM deleted"
+    f", {turns.DELETE_SESSION_EVENTS} SELECT {turns.NOTIFY_IF_WAITED} FROM deleted"
 )
 _DELETE_SESSION_AT: Final = (
     "WITH deleted AS (DELETE FROM sessions WHERE tenant = %s AND session_id = %s"
-    f" AND cursor = %s RETURNING 1) SELECT {turns.NOTIFY_IF_WAITED} FROM deleted"
+    f" AND cursor = %s RETURNING 1), {turns.DELETE_SESSION_EVENTS}"
+    f" SELECT {turns.NOTIFY_IF_WAITED} FROM deleted"
 )
 _SELECT_SESSION_WITH_MESSAGES: Final = (
     "SELECT s.session_id, s.definition_id, s.revision, s.history_mode, s.cursor, s.record,"
@@ -420,16 +421,18 @@ class PostgresqlStore:
         tenant: str = DEFAULT_TENANT,
         expected_cursor: int | None = None,
     ) -> bool:
-        """Remove the tenant's session and its messages; False, removing nothing, when it
-        does not exist or its cursor differs from `expected_cursor`."""
+        """Remove the tenant's session, its messages and its turns' events; False,
+        removing nothing, when it does not exist or its cursor differs from
+        `expected_cursor`."""
 
         wake = (NOTIFY_CHANNEL, session_topic(tenant, session_id))
 
         async def remove(db: AsyncConnection[Any]) -> bool:
             if expected_cursor is None:
-                done = await db.execute(_DELETE_SESSION, (tenant, session_id, *wake))
+                row = (tenant, session_id, tenant, session_id, *wake)
+                done = await db.execute(_DELETE_SESSION, row)
             else:
-                at = (tenant, session_id, expected_cursor, *wake)
+                at = (tenant, session_id, expected_cursor, tenant, session_id, *wake)
                 done = await db.execute(_DELETE_SESSION_AT, at)
             return done.rowcount == 1
 
@@ -497,9 +500,12 @@ class PostgresqlStore:
 
         return await self._write("append_events", append)
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
-        """The turn's stored batches holding a sequence after `after`, in order."""
-        turn = (key.tenant, key.session_id, key.turn_id, after)
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
+        """The turn's stored batches holding a sequence after `after`, in order, but for
+        those expired at `now_ms`."""
+        turn = (key.tenant, key.session_id, key.turn_id, after, now_ms)
         async with self._connection("read_events") as db:
             rows = await (await db.execute(turns.SELECT_EVENTS, turn)).fetchall()
         return tuple(turns.batch_of_row(row) for row in rows)

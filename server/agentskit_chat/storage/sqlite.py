@@ -263,8 +263,9 @@ class SqliteStore:
         tenant: str = DEFAULT_TENANT,
         expected_cursor: int | None = None,
     ) -> bool:
-        """Remove the tenant's session and its messages; False, removing nothing, when it
-        does not exist or its cursor differs from `expected_cursor`."""
+        """Remove the tenant's session, its messages and its turns' events; False,
+        removing nothing, when it does not exist or its cursor differs from
+        `expected_cursor`."""
         delete = partial(_delete, tenant, session_id, expected_cursor)
         deleted = await self._run("delete", delete, write=True)
         if deleted:
@@ -296,9 +297,12 @@ class SqliteStore:
             self._wakeups.notify(turn_topic(key))
         return appended
 
-    async def read_events(self, key: TurnKey, after: int = 0) -> tuple[EventBatch, ...]:
-        """The turn's stored batches holding a sequence after `after`, in order."""
-        return await self._run("read_events", partial(turns.read_events, key, after))
+    async def read_events(
+        self, key: TurnKey, after: int = 0, *, now_ms: int = 0
+    ) -> tuple[EventBatch, ...]:
+        """The turn's stored batches holding a sequence after `after`, in order, but for
+        those expired at `now_ms`."""
+        return await self._run("read_events", partial(turns.read_events, key, after, now_ms))
 
     async def newest_run(self, tenant: str, session_id: str, turn_id: str) -> str | None:
         """The name of the newest stored run of `turn_id`, or None."""
@@ -683,9 +687,13 @@ def _delete(
     tenant: str, session_id: str, expected_cursor: int | None, db: sqlite3.Connection
 ) -> bool:
     if expected_cursor is None:
-        return db.execute(_DELETE_SESSION, (tenant, session_id)).rowcount == 1
-    deleted = db.execute(_DELETE_SESSION_AT, (tenant, session_id, expected_cursor))
-    return deleted.rowcount == 1
+        deleted = db.execute(_DELETE_SESSION, (tenant, session_id))
+    else:
+        deleted = db.execute(_DELETE_SESSION_AT, (tenant, session_id, expected_cursor))
+    if deleted.rowcount != 1:
+        return False
+    db.execute(turns.DELETE_SESSION_EVENTS, (tenant, session_id))  # its turns' events
+    return True
 
 
 def _list_messages(

@@ -328,7 +328,8 @@ def definition(value: ChatDefinition, served: Sequence[ServedRevision] = ()) -> 
 
 
 class EventStamper:
-    """Stamps the events of one turn with their sequence in the turn and the time."""
+    """Stamps the events of one turn with their sequence in the turn and the time they were
+    published (now, for an event that has none: a recorded outcome streamed again)."""
 
     def __init__(self, session_id: str, turn_id: str) -> None:
         self._session_id = session_id
@@ -338,7 +339,8 @@ class EventStamper:
         response = pb.StreamTurnResponse(
             session_id=self._session_id, turn_id=self._turn_id, sequence=sequence
         )
-        response.time.FromNanoseconds(time.time_ns())  # in place: no message copied
+        # In place (no message copied); the time the event was published, in every view.
+        response.time.FromNanoseconds(event.time_ns or time.time_ns())
         _fill(response, event)
         return response
 
@@ -407,7 +409,7 @@ def watch_item(session_id: str, item: WatchItem) -> pb.WatchSessionResponse:
         event.session_id = session_id
         event.turn_id = item.turn_id
         event.sequence = item.sequence
-        event.time.FromNanoseconds(time.time_ns())
+        event.time.FromNanoseconds(item.event.time_ns or time.time_ns())
         _fill(event, item.event)
         return response
     if isinstance(item, Heartbeat):
