@@ -96,6 +96,10 @@ def test_each_kind_of_turn_exports_its_decision_as_a_child_of_the_grpc_span(
     assert turns["agentic"].attributes["agentskit.chat.definition.id"] == "support"
     assert turns["replayed"].attributes["agentskit.chat.operation"] == "retry"
 
+    # The StreamTurn server spans end after their turn spans, so they may come in a later
+    # export batch: wait for every one of them.
+    parents = {turn.parent_span_id for turn in turns.values()}
+    receiver.wait_for_spans(lambda s: s.span_id in parents, count=len(parents))
     spans = receiver.spans()
     servers = {s.span_id: s for s in spans if s.kind == "SERVER"}
     for turn in turns.values():

@@ -99,7 +99,7 @@ def test_a_refused_commit_fails_the_turn_and_the_release_lands_once_the_store_is
             await events(service, TurnRequest(sid, "t2", Submit("/go")))
         assert busy.value.reason == Reason.SESSION_BUSY
         store.down = False
-        await asyncio.wait_for(service.turns.releases.wait(), 5)
+        await asyncio.wait_for(service.turns.releases.wait(), 60)
         assert (await service.get_session(sid)).messages == ()
         again = await events(service, request)  # the same turn id runs again
         assert isinstance(again[-1], Completed)

@@ -334,7 +334,7 @@ def test_a_model_turn_of_a_declared_definition_can_be_cancelled_before_the_model
                     got.append(event)
 
             reading = asyncio.ensure_future(read())
-            await asyncio.wait_for(model.started.wait(), 10)
+            await asyncio.wait_for(model.started.wait(), 60)
             cancel = await chat.cancel_turn(SID, "t1")
             assert cancel.cancelled
             await asyncio.wait_for(reading, 10)

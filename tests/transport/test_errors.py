@@ -159,7 +159,7 @@ def test_a_turn_while_another_holds_the_lease_is_aborted(tmp_path: Path) -> None
         async with live(tmp_path) as env:
             sid = (await env.client.create_session("probe")).session_id
             running = asyncio.create_task(env.client.run_turn(sid, Submit("/wait"), turn_id="w1"))
-            await asyncio.wait_for(env.probe.entered.wait(), 10)
+            await asyncio.wait_for(env.probe.entered.wait(), 60)
             before = await env.stored(sid)
             busy = await refused(env.client.stream_turn(sid, Submit(CANARY)))
             assert_clean(busy, ABORTED, "ERROR_REASON_SESSION_BUSY")
@@ -199,7 +199,7 @@ def test_two_clients_racing_one_session_run_exactly_one_turn(tmp_path: Path) -> 
                     asyncio.create_task(attempt(env.client)),
                     asyncio.create_task(attempt(other)),
                 ]
-                await asyncio.wait_for(env.probe.entered.wait(), 10)
+                await asyncio.wait_for(env.probe.entered.wait(), 60)
                 _done, _ = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
                 env.probe.gate.set()
                 outcomes = [await task for task in racing]
@@ -324,7 +324,7 @@ def test_the_turn_deadline_fails_the_turn_and_releases_the_lease(tmp_path: Path)
             assert result.failed is not None
             assert result.failed.code == "deadline_exceeded"
             assert result.failed.retryable
-            await asyncio.wait_for(env.probe.model_closed.wait(), 10)
+            await asyncio.wait_for(env.probe.model_closed.wait(), 60)
             assert (await env.client.get_session(sid)).messages == ()
             assert (await env.client.run_turn(sid, Submit("/count"))).ok
 
@@ -337,7 +337,7 @@ def test_a_client_deadline_ends_the_call_with_deadline_exceeded(tmp_path: Path) 
             sid = (await env.client.create_session("probe")).session_id
             error = await refused(env.client.stream_turn(sid, Submit("/slow"), timeout=0.3))
             assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
-            await asyncio.wait_for(env.probe.model_closed.wait(), 10)
+            await asyncio.wait_for(env.probe.model_closed.wait(), 60)
             assert (await env.client.get_session(sid)).messages == ()
             result = await once_released(env.client, sid, "/count")
             assert result.ok

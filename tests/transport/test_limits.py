@@ -33,7 +33,7 @@ def test_an_answer_over_the_output_limit_fails_and_commits_nothing(tmp_path: Pat
             assert failed.code == "output_limit"
             assert failed.retryable is False
             assert "xxxxxxxxxx" not in failed.message
-            await asyncio.wait_for(env.probe.model_closed.wait(), 5)
+            await asyncio.wait_for(env.probe.model_closed.wait(), 60)
             assert env.probe.flooded <= 64 * 1024 + 5000
             # Only the failure is recorded: no message, the same state.
             view = await env.client.get_session(sid)
@@ -152,7 +152,7 @@ def test_calls_past_the_stream_limit_of_a_connection_wait_their_turn(tmp_path: P
         async with live(tmp_path, connections=connections) as env:
             sid = (await env.client.create_session("probe")).session_id
             slow = asyncio.ensure_future(env.client.run_turn(sid, Submit("/wait")))
-            await asyncio.wait_for(env.probe.entered.wait(), 5)
+            await asyncio.wait_for(env.probe.entered.wait(), 60)
             with pytest.raises(ChatError) as caught:
                 await env.client.list_definitions(timeout=0.5)
             assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED

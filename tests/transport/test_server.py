@@ -96,7 +96,7 @@ def test_draining_reports_not_serving_and_lets_the_turn_in_flight_finish(tmp_pat
         async with live(tmp_path) as env:
             sid = (await env.client.create_session("probe")).session_id
             turn = asyncio.create_task(env.client.run_turn(sid, Submit("/wait")))
-            await asyncio.wait_for(env.probe.entered.wait(), 10)
+            await asyncio.wait_for(env.probe.entered.wait(), 60)
             draining = asyncio.create_task(env.server.drain(30))
             for _ in range(200):
                 status = await health_status(env.client.channel, SERVICE_NAME)

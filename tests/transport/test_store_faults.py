@@ -51,7 +51,7 @@ async def run_locked_turn(
             events.append(event)
 
     running = asyncio.ensure_future(turn())
-    await asyncio.wait_for(env.probe.entered.wait(), 10)
+    await asyncio.wait_for(env.probe.entered.wait(), 60)
     blocker = lock(env)
     try:
         if open_gate:
@@ -88,7 +88,7 @@ def test_a_closing_write_the_store_refuses_ends_with_a_failed_event_and_frees_th
                 assert busy.reason == "ERROR_REASON_SESSION_BUSY"
             finally:
                 unlock(blocker)
-            await asyncio.wait_for(env.service.turns.releases.wait(), 5)
+            await asyncio.wait_for(env.service.turns.releases.wait(), 60)
             assert (await env.client.get_session(sid)).messages == ()
             lost = await refused(env.client.get_turn(sid, "t1"))
             assert lost.reason == "ERROR_REASON_TURN_NOT_FOUND"

@@ -215,7 +215,7 @@ def test_a_lost_stream_is_recovered_with_get_turn(tmp_path: Path) -> None:
         async with live(tmp_path) as env:
             sid = (await env.client.create_session("probe")).session_id
             turn = asyncio.create_task(env.client.run_turn(sid, Submit("/slow"), turn_id="slow"))
-            await asyncio.wait_for(env.probe.entered.wait(), 10)
+            await asyncio.wait_for(env.probe.entered.wait(), 60)
             running = await env.client.get_turn(sid, "slow")
             assert (running.outcome, running.operation) == ("running", "submit")
             assert running.user_message_id is not None

@@ -341,7 +341,7 @@ def test_cancelling_the_stream_stops_the_model_and_releases_the_lease(tmp_path: 
                 if isinstance(event, TextDelta):
                     break  # the client goes away mid-answer
             await stream.aclose()
-            await asyncio.wait_for(env.probe.model_closed.wait(), 10)
+            await asyncio.wait_for(env.probe.model_closed.wait(), 60)
             assert not env.probe.gate.is_set()
             env.probe.gate.set()
             history = await env.client.get_session(sid)
@@ -357,7 +357,7 @@ def test_the_same_session_id_created_again_is_another_session(tmp_path: Path) ->
         async with live(tmp_path) as env:
             await env.client.create_session("probe", session_id="reused")
             old = asyncio.create_task(env.client.run_turn("reused", Submit("/wait")))
-            await asyncio.wait_for(env.probe.entered.wait(), 10)
+            await asyncio.wait_for(env.probe.entered.wait(), 60)
             await env.client.delete_session("reused")
             await env.client.create_session("probe", session_id="reused")
             truncated = await env.client.truncate_history("reused")  # a write: cursor 0 -> 1

@@ -244,7 +244,7 @@ def test_the_turn_deadline_ends_a_run_with_run_error(tmp_path: Path) -> None:
             assert late.types[-1] == "RUN_ERROR"
             assert late.of("RUN_ERROR")[0]["code"] == "deadline_exceeded"
             _assert_ids_increase(late.events)
-            await asyncio.wait_for(web.env.probe.model_closed.wait(), 10)
+            await asyncio.wait_for(web.env.probe.model_closed.wait(), 60)
             web.env.probe.gate.set()
             again = await post_run(
                 web.http, "probe", run_input("thread-late", "r2", body["messages"])

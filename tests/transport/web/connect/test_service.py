@@ -248,7 +248,7 @@ def test_a_deadline_ends_the_turn_and_frees_the_session(tmp_path: Path) -> None:
             )
             assert late.error is not None
             assert late.error["code"] == "deadline_exceeded"
-            await asyncio.wait_for(web.env.probe.model_closed.wait(), 10)
+            await asyncio.wait_for(web.env.probe.model_closed.wait(), 60)
             web.env.probe.gate.set()
             result = await once_released(web.env.client, sid, "/count")
             assert result.text == "counted 1"
@@ -264,7 +264,7 @@ def test_a_deadline_ends_the_turn_and_frees_the_session(tmp_path: Path) -> None:
                 grpc_timeout="300m",
             )
             assert timed.code == 4, timed.trailers
-            await asyncio.wait_for(web.env.probe.model_closed.wait(), 10)
+            await asyncio.wait_for(web.env.probe.model_closed.wait(), 60)
 
     run(scenario())
 
@@ -288,7 +288,7 @@ def test_a_browser_going_away_cancels_the_turn(tmp_path: Path) -> None:
                 assert response.status_code == 200
                 await web.env.probe.entered.wait()
             # Leaving the block closed the connection mid-stream, as an aborted fetch does.
-            await asyncio.wait_for(web.env.probe.model_closed.wait(), 10)
+            await asyncio.wait_for(web.env.probe.model_closed.wait(), 60)
             result = await once_released(web.env.client, sid, "/count")
             assert result.text == "counted 1"
             # The cancelled turn committed nothing: no record, no messages of it.
