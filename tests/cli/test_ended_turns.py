@@ -144,7 +144,9 @@ def test_one_event_is_the_same_bytes_in_every_view_on_either_process(
                         return
 
             following = asyncio.ensure_future(follow())
-            await asyncio.sleep(0.3)  # both watchers attach while the turn waits
+            async with asyncio.timeout(30):  # the session watcher has caught up with the pause
+                while len(watched) < len(seen):
+                    await asyncio.sleep(0.01)
             model.resume()
             seen += await responses(own)
             await asyncio.wait_for(following, 30)
