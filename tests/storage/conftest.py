@@ -14,9 +14,11 @@ import pytest
 from agentskit_chat.storage import (
     DEFAULT_TENANT,
     EventBatch,
+    FoundDefinition,
     HistoryChange,
     HistoryMode,
     MemoryStore,
+    PublishedDefinition,
     SqliteStore,
     Store,
     StoredMessage,
@@ -145,6 +147,26 @@ class OnOwnLoop:
 
     async def wait(self, topics: Collection[str], timeout: float) -> None:
         await self._call(self._store.wait(topics, timeout))
+
+    async def publish_definitions(
+        self,
+        publisher: str,
+        definitions: Sequence[PublishedDefinition],
+        *,
+        expires_at_ms: int,
+        now_ms: int,
+    ) -> None:
+        publish = self._store.publish_definitions(
+            publisher, definitions, expires_at_ms=expires_at_ms, now_ms=now_ms
+        )
+        await self._call(publish)
+
+    async def published_definition(
+        self, definition_id: str, revision: int, *, now_ms: int
+    ) -> FoundDefinition | None:
+        return await self._call(
+            self._store.published_definition(definition_id, revision, now_ms=now_ms)
+        )
 
     async def close(self) -> None:
         await self._call(self._store.close())

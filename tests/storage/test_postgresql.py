@@ -258,8 +258,8 @@ def test_version_2_keeps_its_messages_and_then_stores_tools(postgres: Cluster, s
 
     run(migrate())
     versions = _sql(postgres, schema, "SELECT version FROM schema_migrations ORDER BY version")
-    assert versions == [(1,), (2,), (3,)]
-    assert SCHEMA_VERSION == 3
+    assert versions == [(n,) for n in range(1, SCHEMA_VERSION + 1)]
+    assert SCHEMA_VERSION == 4
 
     async def reopened() -> tuple[Sequence[StoredMessage], tuple[StoredMessage, ...]]:
         store = await open_postgresql_store(schema, password=postgres.password)

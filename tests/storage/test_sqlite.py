@@ -16,7 +16,9 @@ import pytest
 
 from agentskit_chat.storage import (
     SCHEMA_VERSION,
+    FoundDefinition,
     HistoryChange,
+    PublishedDefinition,
     SqliteStore,
     StoreCorruptError,
     StoredMessage,
@@ -547,7 +549,7 @@ def test_a_version_3_file_keeps_its_messages_and_then_stores_tools(tmp_path: Pat
     with _raw(path) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         columns = [row[1] for row in db.execute("PRAGMA table_info(messages)")]
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     assert columns == ["tenant", "session_id", "position", "message_id", "role", "content", "tools"]
 
 
@@ -568,3 +570,33 @@ def test_fresh_and_migrated_files_have_the_same_messages_table(tmp_path: Path) -
             layouts.append(db.execute("PRAGMA table_info(messages)").fetchall())
     assert layouts[0] == layouts[1]
     assert layouts[0][-1][1:] == ("tools", "TEXT", 1, "''", 0)
+
+
+def test_a_version_4_file_gains_the_published_definitions(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    run(_create_session_and_close(path))
+    with _raw(path) as db:
+        db.execute("DROP TABLE published_definitions")
+        db.execute("PRAGMA user_version = 4")
+    document = PublishedDefinition("support", 2, '{"id": "support"}')
+
+    async def body() -> FoundDefinition | None:
+        store = await open_sqlite_store(path)
+        try:
+            assert await store.load("s1") is not None
+            await store.publish_definitions("a", [document], expires_at_ms=20, now_ms=10)
+            return await store.published_definition("support", 2, now_ms=10)
+        finally:
+            await store.close()
+
+    assert run(body()) == FoundDefinition(document.document, 20)
+    with _raw(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+
+
+async def _create_session_and_close(path: Path) -> None:
+    store = await open_sqlite_store(path)
+    try:
+        await store.create(session())
+    finally:
+        await store.close()

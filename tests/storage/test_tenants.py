@@ -104,8 +104,14 @@ def test_a_version_1_file_moves_to_the_default_tenant(tmp_path: Path) -> None:
         (version,) = db.execute("PRAGMA user_version").fetchone()
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     db.close()
-    assert version == SCHEMA_VERSION == 4
-    assert tables == {"sessions", "messages", "turn_events", "turn_signals"}
+    assert version == SCHEMA_VERSION == 5
+    assert tables == {
+        "sessions",
+        "messages",
+        "turn_events",
+        "turn_signals",
+        "published_definitions",
+    }
 
 
 def test_the_database_and_its_directory_are_owner_only(tmp_path: Path) -> None:

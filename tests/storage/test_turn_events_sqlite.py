@@ -210,7 +210,7 @@ def test_a_version_2_file_keeps_its_sessions_and_gains_live_turns(tmp_path: Path
     with sqlite3.connect(path) as db:
         (version,) = db.execute("PRAGMA user_version").fetchone()
     db.close()
-    assert version == SCHEMA_VERSION == 4
+    assert version == SCHEMA_VERSION == 5
 
 
 @pytest.mark.parametrize(

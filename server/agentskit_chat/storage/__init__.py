@@ -24,6 +24,7 @@ from ._ports import (
     StoreError,
     StoreUnavailableError,
 )
+from ._published import DefinitionStore, FoundDefinition, PublishedDefinition
 from ._turn_events import (
     EventBatch,
     SignalKind,
@@ -65,12 +66,15 @@ __all__ = [
     "SQLITE_SUFFIXES",
     "STATE_DIR_ENV",
     "SYNCHRONOUS_MODES",
+    "DefinitionStore",
     "EventBatch",
+    "FoundDefinition",
     "HistoryChange",
     "HistoryMode",
     "MemoryStore",
     "MessageStore",
     "PostgresqlStore",
+    "PublishedDefinition",
     "SessionExistsError",
     "SessionStore",
     "SignalKind",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final, Protocol
 
+from ._published import DefinitionStore
 from ._turn_events import TurnEventStore
 
 DEFAULT_TENANT: Final = ""
@@ -146,6 +147,6 @@ class MessageStore(Protocol):
         ...
 
 
-class Store(SessionStore, MessageStore, TurnEventStore, Protocol):
+class Store(SessionStore, MessageStore, TurnEventStore, DefinitionStore, Protocol):
     """A backend that provides the ports over one database: sessions, their messages,
-    and the events and signals of their running turns."""
+    the events and signals of their running turns, and the published definitions."""

@@ -14,6 +14,7 @@ from ._ports import (
     StoredSession,
     StoreUnavailableError,
 )
+from ._published import FoundDefinition, PublishedDefinition, check_published
 from ._turn_events import (
     EventBatch,
     TurnKey,
@@ -42,6 +43,8 @@ class MemoryStore:
         """Each turn's batches in order of their first sequence, with their expiry."""
         self._signals: dict[str, dict[TurnSignal, int]] = {}
         """Each holder's signals, oldest first, with their expiry."""
+        self._published: dict[str, tuple[tuple[PublishedDefinition, ...], int]] = {}
+        """Each publisher's definitions, with their expiry."""
         self._wakeups = Wakeups()
         self._closed = False
 
@@ -201,6 +204,38 @@ class MemoryStore:
                 del self._signals[holder]
         return dropped
 
+    async def publish_definitions(
+        self,
+        publisher: str,
+        definitions: Sequence[PublishedDefinition],
+        *,
+        expires_at_ms: int,
+        now_ms: int,
+    ) -> None:
+        """Make `definitions` the publisher's until `expires_at_ms`; drop expired ones."""
+        self._check_open()
+        check_published(definitions)
+        self._published = {
+            name: entry for name, entry in self._published.items() if entry[1] > now_ms
+        }
+        self._published.pop(publisher, None)
+        if definitions:
+            self._published[publisher] = (tuple(definitions), expires_at_ms)
+
+    async def published_definition(
+        self, definition_id: str, revision: int, *, now_ms: int
+    ) -> FoundDefinition | None:
+        """The document of a revision some unexpired publisher serves, or None."""
+        self._check_open()
+        found = [
+            FoundDefinition(d.document, expiry)
+            for definitions, expiry in self._published.values()
+            if expiry > now_ms
+            for d in definitions
+            if (d.definition_id, d.revision) == (definition_id, revision)
+        ]
+        return max(found, key=lambda f: f.expires_at_ms, default=None)
+
     async def wait(self, topics: Collection[str], timeout: float) -> None:
         """Return when one of `topics` is written by this store, or after `timeout`."""
         self._check_open()
@@ -214,6 +249,7 @@ class MemoryStore:
         self._messages.clear()
         self._events.clear()
         self._signals.clear()
+        self._published.clear()
         self._wakeups.notify_all()
 
     def _check_open(self) -> None:

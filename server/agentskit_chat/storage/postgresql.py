@@ -48,6 +48,7 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from . import _postgresql_definitions as published
 from . import _postgresql_turns as turns
 from ._ports import (
     DEFAULT_TENANT,
@@ -62,6 +63,7 @@ from ._ports import (
 from ._postgresql_pool import Checkout, Connection, bytea_array, text_array
 from ._postgresql_turns import INTEREST_GRACE as INTEREST_GRACE
 from ._postgresql_turns import NOTIFY_CHANNEL as NOTIFY_CHANNEL
+from ._published import FoundDefinition, PublishedDefinition, check_published
 from ._turn_events import (
     EventBatch,
     SignalKind,
@@ -179,6 +181,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         END
         $$""",
     ),
+    published.MIGRATION,
 )
 """Schema changes, oldest first; entry n - 1 migrates version n - 1 to version n."""
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -561,6 +564,30 @@ class PostgresqlStore:
             return int(row[0]) if row is not None else 0
 
         return await self._write("expire", expire)
+
+    async def publish_definitions(
+        self,
+        publisher: str,
+        definitions: Sequence[PublishedDefinition],
+        *,
+        expires_at_ms: int,
+        now_ms: int,
+    ) -> None:
+        """Make `definitions` the publisher's rows until `expires_at_ms`; drop expired rows."""
+        check_published(definitions)
+        rows = tuple(definitions)
+
+        async def write(db: AsyncConnection[Any]) -> None:
+            await published.publish(db, publisher, rows, expires_at_ms, now_ms)
+
+        await self._write("publish_definitions", write)
+
+    async def published_definition(
+        self, definition_id: str, revision: int, *, now_ms: int
+    ) -> FoundDefinition | None:
+        """The document of a revision some unexpired row names, or None."""
+        async with self._connection("published_definition") as db:
+            return await published.find(db, definition_id, revision, now_ms)
 
     async def wait(self, topics: Collection[str], timeout: float) -> None:
         """Return when one of `topics` may have changed, or after `timeout` seconds.

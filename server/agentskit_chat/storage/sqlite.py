@@ -22,7 +22,8 @@ database busy and queue behind it on the worker thread).
 The schema version lives in `PRAGMA user_version`; a database written by a newer version
 is refused, one of version 1 (before tenants) is migrated in place, its sessions moving
 to the default tenant, one of version 2 gains the tables of live turns, and one of
-version 3 gains the messages' tool data (empty for the messages it holds). Every key is
+version 3 gains the messages' tool data (empty for the messages it holds), and one of
+version 4 the table of published definitions (`_published.py`). Every key is
 (tenant, session id). Any number of stores, in any number of processes, may share one
 file: compare-and-set is a conditional `UPDATE` inside a write transaction.
 
@@ -49,6 +50,7 @@ from functools import partial
 from pathlib import Path
 from typing import Final, TypeVar
 
+from . import _sqlite_definitions as published
 from . import _sqlite_turns as turns
 from ._files import create_private_file, private_dir, warn_if_exposed
 from ._ports import (
@@ -61,6 +63,7 @@ from ._ports import (
     StoredSession,
     StoreUnavailableError,
 )
+from ._published import FoundDefinition, PublishedDefinition, check_published
 from ._turn_events import (
     EventBatch,
     TurnKey,
@@ -71,7 +74,7 @@ from ._turn_events import (
 from ._wakeups import Wakeups
 from .memory import _check_compare_and_set, check_batch, frozen_batch
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 SYNCHRONOUS_MODES: Final = ("normal", "full")
 """SQLite's `PRAGMA synchronous` settings a store may use (see the module's docstring)."""
 DEFAULT_SYNCHRONOUS: Final = "normal"
@@ -113,7 +116,12 @@ _TABLES: Final = (
             ON DELETE CASCADE
     )""",
 )
-_SCHEMA: Final = (*_TABLES, *turns.TURN_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
+_SCHEMA: Final = (
+    *_TABLES,
+    *turns.TURN_TABLES,
+    *published.DEFINITION_TABLES,
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
 _FROM_V1: Final = (
     "ALTER TABLE messages RENAME TO messages_v1",
     "ALTER TABLE sessions RENAME TO sessions_v1",
@@ -125,14 +133,17 @@ _FROM_V1: Final = (
     "DROP TABLE messages_v1",
     "DROP TABLE sessions_v1",
     *turns.TURN_TABLES,
+    *published.DEFINITION_TABLES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """Version 1 had no tenants: its sessions move to the default tenant."""
 _ADD_TOOLS: Final = "ALTER TABLE messages ADD COLUMN tools TEXT NOT NULL DEFAULT ''"
-_FROM_V2: Final = (*turns.TURN_TABLES, _ADD_TOOLS, f"PRAGMA user_version = {SCHEMA_VERSION}")
-"""Version 2 had no live turns: their tables are added (and the tool data of version 3)."""
-_FROM_V3: Final = (_ADD_TOOLS, f"PRAGMA user_version = {SCHEMA_VERSION}")
+_FROM_V4: Final = (*published.DEFINITION_TABLES, f"PRAGMA user_version = {SCHEMA_VERSION}")
+"""Version 4 published no definitions: their table is added."""
+_FROM_V3: Final = (_ADD_TOOLS, *_FROM_V4)
 """Version 3 kept no tool data: its messages have none."""
+_FROM_V2: Final = (*turns.TURN_TABLES, *_FROM_V3)
+"""Version 2 had no live turns: their tables are added (and what versions 3 and 4 add)."""
 _INSERT_SESSION: Final = (
     "INSERT INTO sessions (tenant, session_id, definition_id, revision, history_mode, cursor,"
     " record, updated_at_ms, incarnation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -325,6 +336,26 @@ class SqliteStore:
         """Drop the batches and signals whose expiry is at or before `now_ms` (at most
         turns.EXPIRE_LIMIT of each per call); how many."""
         return await self._run("expire", partial(turns.expire, now_ms), write=True)
+
+    async def publish_definitions(
+        self,
+        publisher: str,
+        definitions: Sequence[PublishedDefinition],
+        *,
+        expires_at_ms: int,
+        now_ms: int,
+    ) -> None:
+        """Make `definitions` the publisher's rows until `expires_at_ms`; drop expired rows."""
+        check_published(definitions)
+        write = partial(published.publish, publisher, tuple(definitions), expires_at_ms, now_ms)
+        await self._run("publish_definitions", write, write=True)
+
+    async def published_definition(
+        self, definition_id: str, revision: int, *, now_ms: int
+    ) -> FoundDefinition | None:
+        """The document of a revision some unexpired row names, or None."""
+        read = partial(published.find, definition_id, revision, now_ms)
+        return await self._run("published_definition", read)
 
     async def wait(self, topics: Collection[str], timeout: float) -> None:
         """Return when one of `topics` may have changed, or after `timeout` seconds: at
@@ -561,6 +592,9 @@ def _migrate(db: sqlite3.Connection) -> None:
             db.execute(statement)
     elif version == 3:
         for statement in _FROM_V3:
+            db.execute(statement)
+    elif version == 4:
+        for statement in _FROM_V4:
             db.execute(statement)
     db.execute("COMMIT")
 
