@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -13,6 +15,8 @@ from agentskit_chat.conversation import (
     SCHEMA_PATH,
     ConfigError,
     ErrorCode,
+    canonical_document,
+    definition_of_document,
     definition_schema,
     is_definition_file,
     load_definition,
@@ -171,3 +175,33 @@ def test_schema_rejects_what_the_loader_rejects(change: object) -> None:
     change(data)  # type: ignore[operator]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, definition_schema())
+
+
+def test_a_file_definition_carries_a_document_that_rebuilds_it_elsewhere() -> None:
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        if path.stem.endswith(".test"):
+            continue
+        definition = load_definition(path)
+        assert definition.document is not None, path
+        rebuilt = definition_of_document(definition.document, source="<published>")
+        assert rebuilt.source == "<published>"
+        assert replace(rebuilt, source=definition.source) == definition  # the same chat
+        assert rebuilt.document == definition.document
+
+
+def test_a_value_json_cannot_carry_leaves_the_definition_unpublished() -> None:
+    assert canonical_document({"when": datetime.date(2024, 1, 17)}) is None
+    assert canonical_document({1: "a"}) is None  # the key would come back as "1"
+    assert canonical_document({"b": [1, 2.5, None, True], "a": "é"}) == (
+        '{"a":"é","b":[1,2.5,null,true]}'
+    )
+
+
+def test_a_damaged_document_is_a_parse_error_naming_its_source() -> None:
+    with pytest.raises(ConfigError) as damaged:
+        definition_of_document("{not json", source="<published shop revision 2>")
+    assert codes(damaged) == [ErrorCode.PARSE_ERROR]
+    assert damaged.value.diagnostics[0].file == "<published shop revision 2>"
+    with pytest.raises(ConfigError) as twice:
+        definition_of_document('{"id": "a", "id": "b"}', source="<published>")
+    assert codes(twice) == [ErrorCode.PARSE_ERROR]

@@ -17,6 +17,7 @@ from agentskit_chat.conversation import ConfigError
 from agentskit_chat.models import AdapterRegistry, SamplingCaps
 from agentskit_chat.service import (
     HEARTBEAT_SECONDS,
+    PUBLISH_LEASE_SECONDS,
     Catalog,
     ChatService,
     Limits,
@@ -86,7 +87,7 @@ ENVIRONMENT = """environment variables (flags win):
   AGENTSKIT_CHAT_HTTP_LISTEN, AGENTSKIT_CHAT_CORS_ORIGINS (comma-separated),
   AGENTSKIT_CHAT_WEB_ROOT, AGENTSKIT_CHAT_MAX_WATCHERS_PER_SESSION,
   AGENTSKIT_CHAT_MAX_WATCHERS_PER_TENANT, AGENTSKIT_CHAT_WATCH_HEARTBEAT,
-  AGENTSKIT_CHAT_RPC_SPANS (on or off),
+  AGENTSKIT_CHAT_RPC_SPANS (on or off), AGENTSKIT_CHAT_REVISION_LEASE,
   AGENTSKIT_CHAT_SAMPLING_MAX_TOKENS, AGENTSKIT_CHAT_SAMPLING_MAX_TEMPERATURE
 
 telemetry: spans and metrics go over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
@@ -139,6 +140,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=float(_env("GRACE", "10") or 10),
         help="seconds in-flight turns may finish after SIGTERM [%(default)s]",
+    )
+    parser.add_argument(
+        "--revision-lease",
+        type=float,
+        default=float(_env("REVISION_LEASE", str(PUBLISH_LEASE_SECONDS)) or 0),
+        help="seconds the revisions this server publishes in the store count as served"
+        " after it stops renewing them, so other servers serve their sessions; 0 neither"
+        " publishes nor reads them [%(default)s]",
     )
     parser.add_argument(
         "--turn-timeout",
@@ -260,6 +269,8 @@ class ServeSettings:
     """SQLite's durability: `normal` or `full` (see `SqliteStore`)."""
     watch: WatchLimits = field(default_factory=lambda: WatchLimits())
     """Bounds and pace of WatchTurn and WatchSession streams."""
+    revision_lease: float | None = PUBLISH_LEASE_SECONDS
+    """How long published revisions count as served unrenewed; None: not published."""
 
 
 def settings_from(args: argparse.Namespace) -> ServeSettings:
@@ -300,7 +311,14 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
         http=http_from(args),
         sqlite_synchronous=sqlite_synchronous(args),
         watch=watch_limits_from(args),
+        revision_lease=_revision_lease(args.revision_lease),
     )
+
+
+def _revision_lease(value: float) -> float | None:
+    if value < 0:
+        raise ValueError("--revision-lease must be 0 or more seconds")
+    return value or None
 
 
 def _rpc_spans(value: str) -> bool:
@@ -397,6 +415,7 @@ async def serve(
         observer=telemetry.observer,
         rates=settings.security.rates,
         watchers=settings.watch.watchers(),
+        publish_lease=settings.revision_lease,
     )
     service.watch_settings = settings.watch.settings()
     try:
@@ -405,6 +424,7 @@ async def serve(
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         await service.close()
         return 2
+    await service.publish_revisions()
     gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
     host = settings.listen.rsplit(":", 1)[0]
     stop = asyncio.Event()

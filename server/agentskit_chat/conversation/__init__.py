@@ -28,7 +28,9 @@ from ._errors import (
 )
 from ._loading import SUFFIXES as DEFINITION_SUFFIXES
 from ._loading import (
+    canonical_document,
     define_chat,
+    definition_of_document,
     is_definition_file,
     load_definition,
     load_definitions,
@@ -139,12 +141,14 @@ __all__ = [
     "TurnKind",
     "TurnOutcome",
     "UnsupportedVersionError",
+    "canonical_document",
     "command_route",
     "compile_statechart",
     "create_chat_session",
     "create_instance",
     "decode_session_record",
     "define_chat",
+    "definition_of_document",
     "definition_schema",
     "encode_session_record",
     "exact_route",

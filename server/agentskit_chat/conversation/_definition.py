@@ -85,6 +85,9 @@ class ChatDefinition:
     the file declares none (see `_revisions`)."""
     migrations: Mapping[int, Migration] = field(default_factory=lambda: MappingProxyType({}))
     """How sessions of older revisions move to this one, by the older revision."""
+    document: str | None = field(default=None, repr=False, compare=False)
+    """The file's content as canonical JSON text, which rebuilds this definition in another
+    process (`definition_of_document`); None for a chat defined in code."""
 
     def snapshot(self, state: str) -> ConversationSnapshot:
         """The conversation snapshot of `state`."""

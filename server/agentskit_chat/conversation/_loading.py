@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -35,7 +36,29 @@ def load_definition(path: str | Path) -> ChatDefinition:
     data, problem = _read(Path(path))
     if problem is not None:
         raise ConfigError([problem])
-    return parse_definition(data, file=file)
+    definition = parse_definition(data, file=file)
+    return replace(definition, document=canonical_document(data))
+
+
+def canonical_document(data: Any) -> str | None:
+    """`data` as canonical JSON text (sorted keys, no spaces), or None when JSON cannot
+    carry it unchanged (a YAML date, a key that is not a string)."""
+    try:
+        text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+    return text if json.loads(text) == data else None
+
+
+def definition_of_document(document: str, *, source: str) -> ChatDefinition:
+    """The definition a `document` (see `canonical_document`) describes, validated as a
+    file is; raises ConfigError."""
+    try:
+        data = json.loads(document, object_pairs_hook=_unique)
+    except ValueError as exc:
+        problem = Diagnostic(ErrorCode.PARSE_ERROR, source, "", _first_line(exc))
+        raise ConfigError([problem]) from None
+    return replace(parse_definition(data, file=source), document=document)
 
 
 def load_definitions(directory: str | Path) -> dict[str, ChatDefinition]:

@@ -16,6 +16,7 @@ from ._observer import (
     TurnScope,
     TurnTracer,
 )
+from ._published import PUBLISH_LEASE_SECONDS
 from ._rate_limits import Rate, RateLimits
 from ._rates import Rated, RateLimiter
 from ._service import ChatService
@@ -58,6 +59,7 @@ __all__ = [
     "DEFAULT_TENANT",
     "HEARTBEAT_SECONDS",
     "NO_SCOPE",
+    "PUBLISH_LEASE_SECONDS",
     "AnswerOrigin",
     "Approval",
     "CancelOutcome",

@@ -140,7 +140,11 @@ class Catalog:
     ) -> tuple[ChatDefinition, Migration] | None:
         """Where a session of `definition` moves at its next turn: the revision a new
         session with its id would get, when that is another revision and it declares a
-        migration from `definition`'s; None when the session stays."""
+        migration from `definition`'s; None when the session stays (always when this
+        catalog does not host the id: its sessions run on revisions other processes
+        publish)."""
+        if definition.id not in self._by_id:
+            return None
         target = self.for_new_session(definition.id, session_id)
         if target.revision == definition.revision:
             return None

@@ -34,6 +34,7 @@ from ._cache import Entry, SessionCache
 from ._catalog import Catalog
 from ._errors import Reason, ServiceError, conflict
 from ._loaded import Loaded as Loaded  # Where the other service modules find it.
+from ._published import PublishedRevisions
 from ._tenancy import current_principal
 from ._tool_codec import decode_tools, encode_tools
 
@@ -88,11 +89,14 @@ class Records:
         *,
         sealer: ResponseSealer,
         cache: SessionCache | None = None,
+        published: PublishedRevisions | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self._sealer = sealer
         self._cache = cache or SessionCache()
+        self.published = published
+        """Where sessions of revisions this process does not serve find their definition."""
 
     async def create(
         self, definition: ChatDefinition, session_id: str, mode: HistoryMode
@@ -117,6 +121,7 @@ class Records:
         raises ServiceError when unusable."""
         tenant = current_principal().tenant
         stored = await guard(self.store.load(session_id, tenant=tenant))
+        await self._find_published(stored)
         return self._accept(session_id, tenant, stored)
 
     async def load_with_messages(self, session_id: str) -> tuple[Loaded, tuple[Message, ...]]:
@@ -130,6 +135,7 @@ class Records:
         """
         tenant = current_principal().tenant
         stored, messages = await self._read(session_id, tenant)
+        await self._find_published(stored)
         loaded = self._accept(session_id, tenant, stored)
         if loaded.history_mode != HistoryMode.SERVER:
             return loaded, ()
@@ -178,13 +184,32 @@ class Records:
             return None, ()
         return found[0], tuple(_message(m) for m in found[1])
 
+    async def _find_published(self, stored: StoredSession | None) -> None:
+        """Read the definition of `stored`'s revision from what other processes publish,
+        when this process does not serve it (see `_verify`)."""
+        if (
+            stored is not None
+            and self.published is not None
+            and self.catalog.find(stored.definition_id, stored.revision) is None
+            and current_principal().may_use(stored.definition_id)
+        ):
+            await self.published.fetch(stored.definition_id, stored.revision)
+
+    def definition_of(self, definition_id: str, revision: int) -> ChatDefinition | None:
+        """The definition of a revision this process serves, or another process publishes
+        (as read lately), or None."""
+        found = self.catalog.find(definition_id, revision)
+        if found is None and self.published is not None:
+            found = self.published.cached(definition_id, revision)
+        return found
+
     def _verify(self, session_id: str, stored: StoredSession) -> Loaded:
         tenant = stored.tenant
-        definition = self.catalog.find(stored.definition_id, stored.revision)
+        definition = self.definition_of(stored.definition_id, stored.revision)
         if definition is None:
             raise ServiceError(
                 Reason.REVISION_MISMATCH,
-                "the session was stored for a definition revision this server does not serve",
+                "the session was stored for a definition revision no server serves",
                 definition_revision=stored.revision,
             )
         entry = self._cache.get(session_id, tenant)

@@ -29,6 +29,7 @@ from ._limits import Limits
 from ._live_turns import LiveTurns
 from ._observer import TurnObserver
 from ._page_tokens import PageTokens
+from ._published import PUBLISH_LEASE_SECONDS, PublishedRevisions
 from ._rate_limits import RateLimits
 from ._rates import Rated, RateLimiter
 from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
@@ -78,7 +79,10 @@ class ChatService:
         observer: TurnObserver | None = None,
         rates: RateLimits | None = None,
         watchers: Watchers | None = None,
+        publish_lease: float | None = PUBLISH_LEASE_SECONDS,
     ) -> None:
+        """`publish_lease`: how long this process's published revisions count as served
+        without a renewal (see `_published`); None neither publishes nor reads them."""
         self.catalog = definitions
         self.rates = RateLimiter(rates)
         self.adapters = adapters or AdapterRegistry()
@@ -87,7 +91,13 @@ class ChatService:
             self.adapters.check(definition.model)
         self._retiring: list[asyncio.Future[None]] = []
         sealer = ResponseSealer(digest_key)
-        self._records = Records(store, definitions, sealer=sealer)
+        holder = holder or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._published = (
+            None
+            if publish_lease is None
+            else PublishedRevisions(store, holder, self.adapters, lease=publish_lease)
+        )
+        self._records = Records(store, definitions, sealer=sealer, published=self._published)
         self._page_tokens = PageTokens(digest_key)
         self._names = InputDigester(digest_key)
         self.turns = TurnRunner(
@@ -95,7 +105,7 @@ class ChatService:
             self.adapters,
             self.limits,
             InputDigester(digest_key),
-            holder=holder or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}",
+            holder=holder,
             callback_timeout=callback_timeout,
             observer=observer,
         )
@@ -124,7 +134,15 @@ class ChatService:
         unused = self.adapters.release_unused(d.model for d in catalog.every())
         if unused:  # Turns begun before the swap may still stream from them.
             self._retiring.append(asyncio.ensure_future(self._retire(unused)))
+        if self._published is not None:
+            self._published.renew()
         return changes
+
+    async def publish_revisions(self) -> None:
+        """Publish the served revisions in the store (now, then renewed while this process
+        serves them), so that other processes serve their sessions too."""
+        if self._published is not None:
+            await self._published.start(lambda: self.catalog)
 
     async def _retire(self, adapters: list[ModelAdapter]) -> None:
         """Close adapters no definition uses, once no turn begun with them can be running
@@ -149,7 +167,16 @@ class ChatService:
             raise invalid("definition_id", "definition_id is required")
         if not current_principal().may_use(definition_id):
             raise ServiceError(Reason.DEFINITION_NOT_FOUND, "no definition has this id")
+        if revision is not None and (found := self._records.definition_of(definition_id, revision)):
+            return found
         return self.catalog.get(definition_id, revision)
+
+    async def revision(self, definition_id: str, revision: int) -> ChatDefinition:
+        """Like `definition`, also reading a revision another process publishes."""
+        self.definition(definition_id)
+        if self._published is not None and self.catalog.find(definition_id, revision) is None:
+            await self._published.fetch(definition_id, revision)
+        return self.definition(definition_id, revision)
 
     def served_revisions(self, definition_id: str) -> list[ServedRevision]:
         """The served revisions of a definition the caller may use, oldest first, with
@@ -421,6 +448,8 @@ class ChatService:
         with contextlib.suppress(TimeoutError):  # The releases' own retries are bounded.
             await asyncio.wait_for(self.turns.wait_idle(), CANCEL_WAIT_SECONDS)
         await self.bus.close()
+        if self._published is not None:
+            await self._published.close()
         for retiring in self._retiring:
             retiring.cancel()
         await asyncio.gather(*self._retiring, return_exceptions=True)

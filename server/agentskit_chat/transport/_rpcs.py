@@ -37,8 +37,10 @@ class ChatRpcs:
 
     async def get_definition(self, request: pb.GetDefinitionRequest) -> pb.GetDefinitionResponse:
         """One definition by id."""
-        revision = request.revision if request.HasField("revision") else None
-        definition = self.service.definition(request.definition_id, revision)
+        if request.HasField("revision"):
+            definition = await self.service.revision(request.definition_id, request.revision)
+        else:
+            definition = self.service.definition(request.definition_id)
         served = self.service.served_revisions(definition.id)
         return pb.GetDefinitionResponse(definition=convert.definition(definition, served))
 
