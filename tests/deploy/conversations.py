@@ -90,11 +90,14 @@ def revision_files(model_url: str) -> tuple[str, str]:
 def write_step(directory: Path, model_url: str, step: int) -> None:
     """The definitions directory at `step` of the rolling update: 0, revision 1 alone; 1,
     revision 1 with `rollout: 100` beside revision 2 with `rollout: 0`; 2, the weights
-    the other way round."""
+    the other way round; 3, revision 2 alone in revision 1's file (an update in one step)."""
     first, second = revision_files(model_url)
     directory.mkdir(parents=True, exist_ok=True)
     files = {"desk.yaml": first}
-    if step >= 1:
+    if step == 3:
+        files["desk.yaml"] = second.replace("rollout: 0\n", "")
+        (directory / "desk-2.yaml").unlink(missing_ok=True)
+    elif step >= 1:
         weights = (100, 0) if step == 1 else (0, 100)
         files["desk.yaml"] = _with_rollout(first, "revision: 1\n", weights[0])
         files["desk-2.yaml"] = second.replace("rollout: 0\n", f"rollout: {weights[1]}\n")

@@ -292,42 +292,60 @@ ONE_STEP_SESSIONS: Final = 4
 ONE_STEP_TURNS: Final = 4 * REPLICAS
 
 
-def test_in_one_step_replicas_without_revision_2_refuse_the_sessions_that_moved(
-    store: Store, model: FakeModelServer, tmp_path: Path
+@pytest.mark.parametrize("published", [True, False], ids=["published", "unpublished"])
+def test_in_one_step_every_replica_serves_both_revisions_while_they_are_published(
+    store: Store, model: FakeModelServer, tmp_path: Path, published: bool
 ) -> None:
-    """Why the update takes two steps: revision 2 with all the weight reaches one replica
-    while the others serve revision 1 alone. A session that moves there is refused by
-    them (nginx passes calls to the replicas in turn); so would be one created there."""
+    """An update in one step: revision 2 replaces revision 1 in its file on one replica
+    (declaring the migration), while the others still serve revision 1 alone; nginx passes
+    calls to the replicas in turn. Sessions that move there are served by the others from
+    the revision 2 it publishes in the store, and it reads revision 1 sessions with what
+    they publish (and migrates them). Without publishing (`--revision-lease 0`) sessions
+    are refused both ways."""
     definitions = tmp_path / "definitions"
     write_step(definitions, model.url, 0)
-    replicas = Replicas(tmp_path / "replicas", store, definitions, REPLICAS, SERVE_FLAGS)
+    flags = SERVE_FLAGS if published else (*SERVE_FLAGS, "--revision-lease", "0")
+    replicas = Replicas(tmp_path / "replicas", store, definitions, REPLICAS, flags)
     try:
         replicas.start_all()
         with Nginx(tmp_path / "nginx", replicas.addresses) as proxy:
             conversations = [Conversation(n, proxy.target) for n in range(ONE_STEP_SESSIONS)]
 
-            async def scenario() -> None:
+            async def scenario() -> dict[str, Stored]:
                 async with ChatClient(proxy.target, timeout=30) as client:
                     for conversation in conversations:
                         await conversation.create(client)
-                write_step(definitions, model.url, 2)
+                write_step(definitions, model.url, 3)
                 first = replicas.servers[0]
                 assert first is not None
                 first.send(signal.SIGHUP)
-                await first.wait_output_async(RELOADED[1])  # revision 2 is new to it
+                await first.wait_output_async(RELOADED[1])  # it serves revision 2 alone
                 roll, progress = Roll(DONE), Progress([0] * ONE_STEP_SESSIONS)
                 await asyncio.gather(
                     *(c.run(roll, progress, ONE_STEP_TURNS, ONE_STEP_TURNS) for c in conversations)
                 )
+                return await stored(proxy.target, conversations) if published else {}
 
-            asyncio.run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))
+            at_end = asyncio.run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))
+            calls = proxy.calls()
     finally:
         replicas.close()
     errors = [error for c in conversations for error in c.errors]
-    assert errors, "no session was refused"
-    for error in errors:
-        assert error.code == grpc.StatusCode.FAILED_PRECONDITION, error
-        assert error.reason == "ERROR_REASON_REVISION_MISMATCH"
-        assert error.metadata["definition_revision"] == "2"
-    # Every session started on revision 1: those refused had moved to revision 2.
     assert {c.revision_at_start for c in conversations} == {1}
+    if not published:
+        assert errors, "no session was refused"
+        for error in errors:
+            assert error.code == grpc.StatusCode.FAILED_PRECONDITION, error
+            assert error.reason == "ERROR_REASON_REVISION_MISMATCH"
+            # Revision 1 on replica 0, which cannot read a session to migrate it; revision
+            # 2 on the others, for a session that moved.
+            assert error.metadata["definition_revision"] in {"1", "2"}
+        return
+    assert errors == []
+    assert not refused_for_revision(calls)
+    for conversation in conversations:
+        assert len(conversation.turns) == ONE_STEP_TURNS, conversation.index
+        session = at_end[conversation.session_id]
+        assert session.state == conversation.turns[-1].completed.snapshot.state
+    # Replica 0 moved those it served a turn of (in turn with the others: all, or nearly).
+    assert 2 in {at_end[c.session_id].revision for c in conversations}
