@@ -7,7 +7,9 @@ from collections.abc import Collection, Sequence
 from agentskit_chat.storage import (
     DEFAULT_TENANT,
     EventBatch,
+    FoundDefinition,
     HistoryChange,
+    PublishedDefinition,
     Store,
     StoredMessage,
     StoredSession,
@@ -72,6 +74,23 @@ class Forwarding:
 
     async def wait(self, topics: Collection[str], timeout: float) -> None:
         await self.store.wait(topics, timeout)
+
+    async def publish_definitions(
+        self,
+        publisher: str,
+        definitions: Sequence[PublishedDefinition],
+        *,
+        expires_at_ms: int,
+        now_ms: int,
+    ) -> None:
+        await self.store.publish_definitions(
+            publisher, definitions, expires_at_ms=expires_at_ms, now_ms=now_ms
+        )
+
+    async def published_definition(
+        self, definition_id: str, revision: int, *, now_ms: int
+    ) -> FoundDefinition | None:
+        return await self.store.published_definition(definition_id, revision, now_ms=now_ms)
 
     async def close(self) -> None:
         await self.store.close()

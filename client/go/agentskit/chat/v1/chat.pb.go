@@ -49,7 +49,9 @@ const (
 	ErrorReason_ERROR_REASON_TURN_IN_PROGRESS ErrorReason = 6
 	// Another writer changed the session first (ABORTED); reload and retry.
 	ErrorReason_ERROR_REASON_CONFLICT ErrorReason = 7
-	// The stored session does not fit the loaded definition revision (FAILED_PRECONDITION).
+	// The session's definition revision is served by no server of the deployment (none
+	// has its file or publishes it), or does not fit the stored record
+	// (FAILED_PRECONDITION); metadata `definition_revision` names it when known.
 	ErrorReason_ERROR_REASON_REVISION_MISMATCH ErrorReason = 8
 	// The stored session record is unreadable or does not replay (FAILED_PRECONDITION).
 	ErrorReason_ERROR_REASON_SESSION_CORRUPT ErrorReason = 9
@@ -1788,8 +1790,9 @@ type GetDefinitionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Definition id.
 	DefinitionId string `protobuf:"bytes,1,opt,name=definition_id,json=definitionId,proto3" json:"definition_id,omitempty"`
-	// A served revision to describe; unset: the newest. A revision not served is
-	// FAILED_PRECONDITION, reason REVISION_MISMATCH.
+	// A revision to describe: one this server serves, or one another server of the
+	// deployment publishes in the store; unset: the newest this server serves. A revision
+	// no server serves is FAILED_PRECONDITION, reason REVISION_MISMATCH.
 	Revision      *int64 `protobuf:"varint,2,opt,name=revision,proto3,oneof" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

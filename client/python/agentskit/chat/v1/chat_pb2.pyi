@@ -49,7 +49,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     ERROR_REASON_CONFLICT: _ErrorReason.ValueType  # 7
     """Another writer changed the session first (ABORTED); reload and retry."""
     ERROR_REASON_REVISION_MISMATCH: _ErrorReason.ValueType  # 8
-    """The stored session does not fit the loaded definition revision (FAILED_PRECONDITION)."""
+    """The session's definition revision is served by no server of the deployment (none
+    has its file or publishes it), or does not fit the stored record
+    (FAILED_PRECONDITION); metadata `definition_revision` names it when known.
+    """
     ERROR_REASON_SESSION_CORRUPT: _ErrorReason.ValueType  # 9
     """The stored session record is unreadable or does not replay (FAILED_PRECONDITION)."""
     ERROR_REASON_HISTORY_MISMATCH: _ErrorReason.ValueType  # 10
@@ -109,7 +112,10 @@ ERROR_REASON_TURN_IN_PROGRESS: ErrorReason.ValueType  # 6
 ERROR_REASON_CONFLICT: ErrorReason.ValueType  # 7
 """Another writer changed the session first (ABORTED); reload and retry."""
 ERROR_REASON_REVISION_MISMATCH: ErrorReason.ValueType  # 8
-"""The stored session does not fit the loaded definition revision (FAILED_PRECONDITION)."""
+"""The session's definition revision is served by no server of the deployment (none
+has its file or publishes it), or does not fit the stored record
+(FAILED_PRECONDITION); metadata `definition_revision` names it when known.
+"""
 ERROR_REASON_SESSION_CORRUPT: ErrorReason.ValueType  # 9
 """The stored session record is unreadable or does not replay (FAILED_PRECONDITION)."""
 ERROR_REASON_HISTORY_MISMATCH: ErrorReason.ValueType  # 10
@@ -998,8 +1004,9 @@ class GetDefinitionRequest(_message.Message):
     definition_id: _builtins.str
     """Definition id."""
     revision: _builtins.int
-    """A served revision to describe; unset: the newest. A revision not served is
-    FAILED_PRECONDITION, reason REVISION_MISMATCH.
+    """A revision to describe: one this server serves, or one another server of the
+    deployment publishes in the store; unset: the newest this server serves. A revision
+    no server serves is FAILED_PRECONDITION, reason REVISION_MISMATCH.
     """
     def __init__(
         self,

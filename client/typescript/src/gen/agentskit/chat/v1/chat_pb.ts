@@ -727,8 +727,9 @@ export type GetDefinitionRequest = Message$1<"agentskit.chat.v1.GetDefinitionReq
   definitionId: string;
 
   /**
-   * A served revision to describe; unset: the newest. A revision not served is
-   * FAILED_PRECONDITION, reason REVISION_MISMATCH.
+   * A revision to describe: one this server serves, or one another server of the
+   * deployment publishes in the store; unset: the newest this server serves. A revision
+   * no server serves is FAILED_PRECONDITION, reason REVISION_MISMATCH.
    *
    * @generated from field: optional int64 revision = 2;
    */
@@ -2251,7 +2252,9 @@ export enum ErrorReason {
   CONFLICT = 7,
 
   /**
-   * The stored session does not fit the loaded definition revision (FAILED_PRECONDITION).
+   * The session's definition revision is served by no server of the deployment (none
+   * has its file or publishes it), or does not fit the stored record
+   * (FAILED_PRECONDITION); metadata `definition_revision` names it when known.
    *
    * @generated from enum value: ERROR_REASON_REVISION_MISMATCH = 8;
    */
