@@ -59,6 +59,7 @@ from ._record import (
     decode_session_record,
     encode_session_record,
 )
+from ._responses import RESULT_FIELD, RouteToolError, RouteTools, ToolResponse
 from ._revisions import (
     MAX_WEIGHT,
     MigrationRefusedError,
@@ -88,6 +89,7 @@ __all__ = [
     "DEFINITION_SUFFIXES",
     "MAX_RECENT_TURNS",
     "MAX_WEIGHT",
+    "RESULT_FIELD",
     "ROUTE_FAILED",
     "ROUTE_FAILED_MESSAGE",
     "SCHEMA_PATH",
@@ -127,6 +129,8 @@ __all__ = [
     "Route",
     "RouteContext",
     "RouteOutcome",
+    "RouteToolError",
+    "RouteTools",
     "SealedResponseError",
     "SessionRecord",
     "SessionRecordError",
@@ -135,6 +139,7 @@ __all__ = [
     "StatechartInstance",
     "TerminalTurn",
     "ToolCall",
+    "ToolResponse",
     "TraceFanout",
     "TraceObserver",
     "TraceRecord",

@@ -22,7 +22,7 @@ from ._definition import ChatDefinition, Route
 from ._errors import AsyncCallbackError, InvalidHistoryError
 from ._matchers import DeclarativeMatcher, HandlerMatcher, RouteInput, groups_of
 from ._outcomes import Outcome, answer, delegate, fail, history_key
-from ._responses import TemplateResponse
+from ._responses import RouteTools, TemplateResponse, ToolResponse
 from ._statechart import Accepted, StatechartInstance, create_instance, transition
 from ._types import Message, Role, RouteContext
 
@@ -89,8 +89,11 @@ async def resolve(
     allow_async: bool = True,
     at: float | None = None,
     continuation: bool = False,
+    tools: RouteTools | None = None,
 ) -> Outcome:
     """Resolve the last user message of `messages` against `state`.
+
+    `tools` runs the server tools of tool routes (a route naming a tool fails without it).
 
     With `continuation`, `messages` end with tool results of the model's answer to the last
     user message: that answer goes on, so the history is reconciled as usual and then
@@ -124,7 +127,9 @@ async def resolve(
                 continue
             if groups:
                 context = RouteContext(session_id, last.id, MappingProxyType(dict(groups)))
-            response = await _respond(route, last.content, context, callback_timeout, allow_async)
+            response = await _respond(
+                route, last.content, context, callback_timeout, allow_async, tools
+            )
         except AsyncCallbackError:
             raise
         except Exception as exc:
@@ -234,11 +239,20 @@ async def _match(
 
 
 async def _respond(
-    route: Route, text: str, context: RouteContext, timeout: float, allow_async: bool
+    route: Route,
+    text: str,
+    context: RouteContext,
+    timeout: float,
+    allow_async: bool,
+    tools: RouteTools | None,
 ) -> str:
     response = route.response
     if isinstance(response, TemplateResponse):
         return response.produce(text, context)
+    if isinstance(response, ToolResponse):
+        if not allow_async:
+            raise AsyncCallbackError("a tool route needs `await session.dispatch()`")
+        return await response.run(text, context, tools)  # The tool's own timeout bounds it.
     result = await _call(response.produce, text, context, timeout, allow_async)
     if not isinstance(result, str):
         raise TypeError("a route response must be a string")

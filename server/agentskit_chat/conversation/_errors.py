@@ -57,6 +57,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_TEMPLATE_FIELD = "unknown_template_field"
     INVALID_CALLABLE = "invalid_callable"
     INVALID_TOOL = "invalid_tool"
+    UNKNOWN_ROUTE_TOOL = "unknown_route_tool"
     INVALID_ROLLOUT = "invalid_rollout"
     INVALID_MIGRATION = "invalid_migration"
 

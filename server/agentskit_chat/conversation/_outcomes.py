@@ -9,6 +9,7 @@ from typing import Final
 
 from ._decisions import Checkpoint, ConversationState, Decision, HistoryKey
 from ._definition import ChatDefinition, Route
+from ._responses import RouteToolError
 from ._statechart import Accepted, StatechartInstance
 from ._trace import TraceRecord, TurnOutcome
 from ._types import ConversationSnapshot, Message, TurnKind
@@ -163,7 +164,7 @@ def fail(
     return FailureOutcome(
         route_id=route.id,
         message_id=message_id,
-        error_type=type(exc).__name__,
+        error_type=exc.error_type if isinstance(exc, RouteToolError) else type(exc).__name__,
         state=state,
         snapshot=definition.snapshot(state.state),
         trace=trace,

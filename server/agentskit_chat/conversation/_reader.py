@@ -11,7 +11,7 @@ from ._definition import DEFAULT_MODEL, ConversationSpec, Route, StateSpec
 from ._errors import Diagnostic, ErrorCode
 from ._matchers import CommandMatcher, ExactMatcher, Matcher, PatternMatcher
 from ._migration import Migration
-from ._responses import Response, to_response
+from ._responses import Response, TemplateResponse, ToolResponse, to_response
 from ._revisions import MAX_WEIGHT
 from ._types import to_kind
 from ._validation import Draft, MissingMatcher, MissingResponse
@@ -29,7 +29,8 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _CONVERSATION_KEYS = frozenset({"initial", "states", "routes"})
 _STATE_KEYS = frozenset({"on", "actions"})
 _MATCHER_KEYS = ("command", "exact", "pattern")
-_ROUTE_KEYS = frozenset({"id", "event", "states", "kind", "response", *_MATCHER_KEYS})
+_ROUTE_KEYS = frozenset({"id", "event", "states", "kind", "response", "tool", *_MATCHER_KEYS})
+_ROUTE_TOOL_KEYS = frozenset({"name", "arguments"})
 
 
 class Reader:
@@ -45,6 +46,8 @@ class Reader:
         """The revision's weight for new sessions (set by `draft`)."""
         self.migrations: dict[int, Migration] = {}
         """How sessions of older revisions move to this one (set by `draft`)."""
+        self.declared_tools: frozenset[str] = frozenset()
+        """The names of the `tools` section (set by `draft`): what a route may call."""
 
     def report(self, code: ErrorCode, path: str, message: str, *, suppress: bool = True) -> None:
         """Record a diagnostic; with `suppress`, semantic checks at or below `path` are skipped."""
@@ -100,6 +103,8 @@ class Reader:
         description = self.string(top.get("description", ""), "description")
         model = top.get("model", DEFAULT_MODEL)
         self.approvals = self.tools(top.get("tools", {}))
+        declared = top.get("tools")
+        self.declared_tools = frozenset(declared) if isinstance(declared, Mapping) else frozenset()
         self.rollout = self.weight(top.get("rollout"))
         self.migrations = self.read_migrations(top.get("migrations", []))
         conversation = self.conversation(top.get("conversation"))
@@ -211,7 +216,7 @@ class Reader:
             id=self.string(body.get("id"), f"{path}.id"),
             event=self.string(body.get("event"), f"{path}.event"),
             matcher=self.matcher(body, path),
-            response=self.response(body.get("response"), f"{path}.response"),
+            response=self.route_response(body, path),
             states=None if states is None else self.strings(states, f"{path}.states"),
             kind=to_kind(self.string(body.get("kind", "deterministic"), f"{path}.kind")),
         )
@@ -232,6 +237,29 @@ class Reader:
         if key == "command":
             return CommandMatcher(text)
         return ExactMatcher(text) if key == "exact" else PatternMatcher(text)
+
+    def route_response(self, body: dict[str, Any], path: str) -> Response:
+        """The route's response: its template, filled by its tool's result when it names
+        one (`tool: {name, arguments}`)."""
+        response = self.response(body.get("response"), f"{path}.response")
+        if "tool" not in body:
+            return response
+        tool = self.mapping(body["tool"], f"{path}.tool", _ROUTE_TOOL_KEYS, ("name",))
+        if tool is None or not isinstance(response, TemplateResponse):
+            return MissingResponse()
+        name = self.string(tool.get("name"), f"{path}.tool.name")
+        if name and name not in self.declared_tools:
+            self.report(
+                ErrorCode.UNKNOWN_ROUTE_TOOL,
+                f"{path}.tool.name",
+                f"tool {name!r} is not declared in the tools section",
+            )
+        arguments = self.mapping(tool.get("arguments", {}), f"{path}.tool.arguments", None) or {}
+        templates = {
+            key: TemplateResponse(self.string(value, f"{path}.tool.arguments.{key}"))
+            for key, value in arguments.items()
+        }
+        return ToolResponse(name, MappingProxyType(templates), response)
 
     def response(self, value: Any, path: str) -> Response:
         if value is None:

@@ -9,6 +9,7 @@ from ._definition import ChatDefinition
 from ._engine import DEFAULT_CALLBACK_TIMEOUT, initial_state, resolve, run_sync
 from ._observers import TraceFanout, TraceObserver
 from ._outcomes import FailureOutcome, Outcome
+from ._responses import RouteTools
 from ._types import ConversationSnapshot, Message
 
 
@@ -28,7 +29,9 @@ class ChatSession:
         on_trace: Iterable[TraceObserver] | TraceFanout = (),
         callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
         state: ConversationState | None = None,
+        tools: RouteTools | None = None,
     ) -> None:
+        """`tools` runs the server tools that tool routes name (see `resolve`)."""
         if not session_id:
             raise ValueError("session_id must not be empty")
         self.definition = definition
@@ -36,6 +39,7 @@ class ChatSession:
         self._digester = InputDigester(digest_key)
         self._fanout = on_trace if isinstance(on_trace, TraceFanout) else TraceFanout(on_trace)
         self._callback_timeout = callback_timeout
+        self._tools = tools
         self._state = state if state is not None else initial_state(definition, session_id)
         if self._state.instance.id != session_id:
             raise ValueError("the state belongs to another session")
@@ -65,6 +69,7 @@ class ChatSession:
             digester=self._digester,
             callback_timeout=self._callback_timeout,
             at=at,
+            tools=self._tools,
         )
         return self._commit(outcome)
 
@@ -97,6 +102,7 @@ def create_chat_session(
     digest_key: bytes,
     on_trace: Iterable[TraceObserver] | TraceFanout = (),
     callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
+    tools: RouteTools | None = None,
 ) -> ChatSession:
     """A fresh session of `definition` at its initial state."""
     return ChatSession(
@@ -105,4 +111,5 @@ def create_chat_session(
         digest_key=digest_key,
         on_trace=on_trace,
         callback_timeout=callback_timeout,
+        tools=tools,
     )

@@ -10,7 +10,7 @@ from typing import Any
 from ._definition import ConversationSpec, Route
 from ._errors import Diagnostic, ErrorCode
 from ._matchers import CommandMatcher, ExactMatcher, HandlerMatcher, Matcher, PatternMatcher
-from ._responses import CallableResponse, Response, TemplateResponse
+from ._responses import RESULT_FIELD, CallableResponse, Response, TemplateResponse, ToolResponse
 from ._statechart import chart_issues
 from ._template import CONTEXT_FIELDS
 from ._types import ROUTE_KINDS
@@ -147,22 +147,36 @@ def _response_issues(route: Route, path: str) -> Iterator[tuple[ErrorCode, str, 
         if not callable(response.function):
             yield ErrorCode.INVALID_CALLABLE, f"{path}.response", "response must be callable"
         return
-    if not isinstance(response, TemplateResponse):
-        return
+    if isinstance(response, ToolResponse):
+        for name, argument in response.arguments.items():
+            where = f"{path}.tool.arguments.{name}"
+            yield from _template_issues(route.matcher, argument, where, frozenset())
+        yield from _template_issues(
+            route.matcher, response.template, f"{path}.response", frozenset({RESULT_FIELD})
+        )
+    elif isinstance(response, TemplateResponse):
+        yield from _template_issues(route.matcher, response, f"{path}.response", frozenset())
+
+
+def _template_issues(
+    matcher: Matcher, response: TemplateResponse, path: str, extra: frozenset[str]
+) -> Iterator[tuple[ErrorCode, str, str]]:
+    """A template's syntax, and fields that neither the matcher's groups, the context nor
+    `extra` provide."""
     if response.template is None:
-        yield ErrorCode.INVALID_TEMPLATE, f"{path}.response", f"invalid template: {response.error}"
+        yield ErrorCode.INVALID_TEMPLATE, path, f"invalid template: {response.error}"
         return
-    matcher = route.matcher
     if isinstance(matcher, HandlerMatcher | MissingMatcher):
         return  # Handler groups are known only at run time.
     if isinstance(matcher, PatternMatcher) and (matcher.error is not None or not matcher.pattern):
         return
     groups = matcher.group_names if isinstance(matcher, PatternMatcher) else frozenset()
-    for name in sorted(response.template.fields - CONTEXT_FIELDS - groups):
+    for name in sorted(response.template.fields - CONTEXT_FIELDS - groups - extra):
+        also = " nor the tool's {result}" if extra else ""
         yield (
             ErrorCode.UNKNOWN_TEMPLATE_FIELD,
-            f"{path}.response",
-            f"template field {{{name}}} is neither a pattern group nor message_id/session_id",
+            path,
+            f"template field {{{name}}} is neither a pattern group nor message_id/session_id{also}",
         )
 
 

@@ -19,6 +19,7 @@ from ._observer import (
 from ._published import PUBLISH_LEASE_SECONDS
 from ._rate_limits import Rate, RateLimits
 from ._rates import Rated, RateLimiter
+from ._server_tools import ServerToolPort, ToolCallOutcome
 from ._service import ChatService
 from ._session_watch import HEARTBEAT_SECONDS, Heartbeat, WatchedEvent, WatchItem, WatchSettings
 from ._tenancy import ANONYMOUS, Principal, act_as, acting_as, current_principal
@@ -90,11 +91,13 @@ __all__ = [
     "Regenerate",
     "Retry",
     "ServedRevision",
+    "ServerToolPort",
     "ServiceError",
     "SessionHistory",
     "SessionView",
     "Started",
     "Submit",
+    "ToolCallOutcome",
     "ToolDelta",
     "ToolEnded",
     "ToolResult",

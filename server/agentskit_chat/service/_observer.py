@@ -87,6 +87,8 @@ class TurnReport:
     kind: str | None = None
     """`deterministic`, `agentic`, `repaired` or `fallback`, once decided."""
     route_id: str | None = None
+    route_tool: str | None = None
+    """The server tool the route ran (or tried), when it names one: never its arguments."""
     from_state: str | None = None
     to_state: str | None = None
     replayed: bool = False

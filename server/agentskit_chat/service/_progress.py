@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from agentskit_chat.conversation import ChatDefinition
+from agentskit_chat.conversation import ChatDefinition, ToolResponse
 from agentskit_chat.models import (
     CallInfo,
     FinishChunk,
@@ -105,6 +105,8 @@ class TurnProgress:
     first_chunk_ns: int | None = None
     outcome: str | None = None
     error_code: str | None = None
+    failed_route: str | None = None
+    """The route whose code (or tool) failed, for `route_failed`."""
     duplicate: bool = False
     started: bool = False
     """Some event of the turn went out."""
@@ -130,6 +132,7 @@ class TurnProgress:
         elif isinstance(event, Failed):
             self.outcome = "duplicate" if self.duplicate else "failed"
             self.error_code = event.code
+            self.failed_route = event.route_id
         elif isinstance(event, Started) and event.duplicate:
             self.duplicate = True
         elif isinstance(event, ToolStarted):
@@ -144,6 +147,7 @@ class TurnProgress:
     def report(self) -> TurnReport:
         """The turn as it ended; `cancelled` when no terminal event went out."""
         decided, definition = self.decided, self.definition
+        route_id = self.failed_route if decided is None else decided.route_id
         return TurnReport(
             session_id=self.request.session_id,
             turn_id=self.request.turn_id,
@@ -155,6 +159,7 @@ class TurnProgress:
             revision=None if definition is None else definition.revision,
             kind=None if decided is None else decided.kind,
             route_id=None if decided is None else decided.route_id,
+            route_tool=_route_tool(definition, route_id),
             from_state=None if decided is None else decided.from_state,
             to_state=None if decided is None else decided.to_state,
             replayed=False if decided is None else decided.replayed,
@@ -164,3 +169,11 @@ class TurnProgress:
             tool_calls=tuple(self.tool_calls),
             migration=self.migration,
         )
+
+
+def _route_tool(definition: ChatDefinition | None, route_id: str | None) -> str | None:
+    """The server tool route `route_id` runs, if it names one."""
+    if definition is None or route_id is None:
+        return None
+    route = definition.compiled.routes_by_id.get(route_id)
+    return route.response.tool if route and isinstance(route.response, ToolResponse) else None

@@ -33,6 +33,7 @@ from ._published import PUBLISH_LEASE_SECONDS, PublishedRevisions
 from ._rate_limits import RateLimits
 from ._rates import Rated, RateLimiter
 from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
+from ._server_tools import ServerToolPort
 from ._session_watch import (
     POLL_SECONDS,
     SessionWatch,
@@ -80,9 +81,12 @@ class ChatService:
         rates: RateLimits | None = None,
         watchers: Watchers | None = None,
         publish_lease: float | None = PUBLISH_LEASE_SECONDS,
+        server_tools: ServerToolPort | None = None,
     ) -> None:
         """`publish_lease`: how long this process's published revisions count as served
-        without a renewal (see `_published`); None neither publishes nor reads them."""
+        without a renewal (see `_published`); None neither publishes nor reads them.
+        `server_tools` runs the definitions' declared server tools (tool routes fail
+        without it)."""
         self.catalog = definitions
         self.rates = RateLimiter(rates)
         self.adapters = adapters or AdapterRegistry()
@@ -108,6 +112,7 @@ class ChatService:
             holder=holder,
             callback_timeout=callback_timeout,
             observer=observer,
+            server_tools=server_tools,
         )
         self.bus = TurnBus(event_port(store), self.turns.holder, self.limits, sealer)
         self.live = LiveTurns(self.limits, self.bus, self.turns.track)

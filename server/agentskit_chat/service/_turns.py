@@ -52,6 +52,7 @@ from ._observer import NO_SCOPE, NoObserver, TurnObserver, TurnScope
 from ._one_write import OneWrite
 from ._progress import TurnProgress
 from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
+from ._server_tools import ServerToolPort, route_tools
 from ._terminal import DEADLINE_EXCEEDED, OUTPUT_LIMIT, TOOL_LIMIT, finish_reason_of, repeat
 from ._tool_calls import ToolCalls
 from ._turn_writes import Turn, TurnWrites, new_id, route_answered, route_decided
@@ -87,8 +88,10 @@ class TurnRunner:
         holder: str,
         callback_timeout: float,
         observer: TurnObserver | None = None,
+        server_tools: ServerToolPort | None = None,
     ) -> None:
         self._records = records
+        self._server_tools = server_tools
         self._adapters = adapters
         self._limits = limits
         self._digester = digester
@@ -208,7 +211,7 @@ class TurnRunner:
         declarative = _declarative(loaded.definition)
         resolved: Outcome | None = None
         if declarative:
-            resolved = await self._resolve(loaded, plan)  # Never waits, writes nothing.
+            resolved = await self._resolve(loaded, plan, request.turn_id)  # Never waits.
             if not isinstance(resolved, DelegateOutcome):
                 one = self._one_write
                 answered = await one.run(request, loaded, plan, at, progress, resolved, claimed)
@@ -261,11 +264,11 @@ class TurnRunner:
         if turn.resolved is not None:
             outcome = turn.resolved  # Resolved before the lease: declared routes only.
         elif turn.declarative:
-            outcome = await self._resolve(turn.claimed, turn.plan)  # Never waits.
+            outcome = await self._resolve(turn.claimed, turn.plan, turn.request.turn_id)
         else:
             try:
                 async with asyncio.timeout_at(turn.deadline):
-                    outcome = await self._resolve(turn.claimed, turn.plan)
+                    outcome = await self._resolve(turn.claimed, turn.plan, turn.request.turn_id)
             except TimeoutError:
                 yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None)
                 return
@@ -282,7 +285,8 @@ class TurnRunner:
                 async for event in events:
                     yield event
 
-    async def _resolve(self, loaded: Loaded, plan: Plan) -> Outcome:
+    async def _resolve(self, loaded: Loaded, plan: Plan, turn_id: str) -> Outcome:
+        port = self._server_tools
         return await resolve(
             loaded.definition,
             loaded.record.conversation,
@@ -291,6 +295,7 @@ class TurnRunner:
             callback_timeout=self._callback_timeout,
             at=time.time(),
             continuation=plan.tools is not None,
+            tools=None if port is None else route_tools(port, turn_id),
         )
 
     async def _answer(self, turn: Turn, outcome: RouteOutcome) -> AsyncGenerator[TurnEvent, None]:

@@ -68,6 +68,7 @@ def turn_attributes(report: TurnReport) -> dict[str, AttributeValue]:
         n.OPERATION: report.operation,
         n.KIND: report.kind,
         n.ROUTE_ID: report.route_id,
+        n.ROUTE_TOOL: report.route_tool,
         n.FROM_STATE: report.from_state,
         n.TO_STATE: report.to_state,
         n.REPLAYED: report.replayed,
