@@ -79,6 +79,12 @@ def test_tools_marked_for_approval_are_named_by_the_definition() -> None:
 
 
 CASES: list[tuple[str, Any, ErrorCode, str]] = [
+    (
+        "route tool not declared",
+        lambda d: d["conversation"]["routes"][0].update(tool={"name": "refund"}),
+        ErrorCode.UNKNOWN_ROUTE_TOOL,
+        "conversation.routes[0].tool.name",
+    ),
     ("rollout above 100", lambda d: d.update(rollout=101), ErrorCode.INVALID_ROLLOUT, "rollout"),
     (
         "rollout not a number",
