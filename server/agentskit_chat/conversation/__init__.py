@@ -66,6 +66,13 @@ from ._revisions import (
 )
 from ._schema import SCHEMA_PATH, definition_schema
 from ._sealing import ResponseSealer
+from ._server_tools import (
+    DEFAULT_TOOL_TIMEOUT,
+    HttpServerSpec,
+    McpServerSpec,
+    ServerToolSpec,
+    StdioServerSpec,
+)
 from ._session import ChatSession, create_chat_session
 from ._statechart import (
     Accepted,
@@ -83,6 +90,7 @@ from ._yaml import load_yaml
 
 __all__ = [
     "DEFAULT_CALLBACK_TIMEOUT",
+    "DEFAULT_TOOL_TIMEOUT",
     "DEFINITION_SUFFIXES",
     "MAX_RECENT_TURNS",
     "MAX_WEIGHT",
@@ -106,10 +114,12 @@ __all__ = [
     "ErrorCode",
     "FailureOutcome",
     "ForeignRecordError",
+    "HttpServerSpec",
     "InputDigester",
     "InvalidHistoryError",
     "Lease",
     "MalformedRecordError",
+    "McpServerSpec",
     "Message",
     "Migration",
     "MigrationBlock",
@@ -126,11 +136,13 @@ __all__ = [
     "RouteContext",
     "RouteOutcome",
     "SealedResponseError",
+    "ServerToolSpec",
     "SessionRecord",
     "SessionRecordError",
     "StateSpec",
     "Statechart",
     "StatechartInstance",
+    "StdioServerSpec",
     "TerminalTurn",
     "ToolCall",
     "TraceFanout",

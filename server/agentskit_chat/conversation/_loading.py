@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -73,7 +74,7 @@ def parse_definition(data: Any, *, file: str = "<memory>") -> ChatDefinition:
     draft, description = reader.draft(data)
     if draft is None:
         raise ConfigError(reader.diagnostics)
-    return build_definition(
+    definition = build_definition(
         draft,
         file=file,
         description=description,
@@ -82,6 +83,11 @@ def parse_definition(data: Any, *, file: str = "<memory>") -> ChatDefinition:
         approvals=reader.approvals,
         rollout=reader.rollout,
         migrations=reader.migrations,
+    )
+    return replace(
+        definition,
+        mcp_servers=MappingProxyType(reader.mcp_servers),
+        server_tools=MappingProxyType(reader.server_tools),
     )
 
 

@@ -13,17 +13,24 @@ from ._matchers import CommandMatcher, ExactMatcher, Matcher, PatternMatcher
 from ._migration import Migration
 from ._responses import Response, to_response
 from ._revisions import MAX_WEIGHT
+from ._server_tools import (
+    McpServerSpec,
+    ServerToolSpec,
+    check_references,
+    read_server_tool,
+    read_servers,
+)
 from ._types import to_kind
 from ._validation import Draft, MissingMatcher, MissingResponse
 
 _TOP_KEYS = frozenset(
     {
         *("$schema", "id", "revision", "description", "model", "conversation", "tools"),
-        *("rollout", "migrations"),
+        *("rollout", "migrations", "mcp_servers"),
     }
 )
 _MIGRATION_KEYS = frozenset({"from", "states", "routes"})
-_TOOL_KEYS = frozenset({"approval"})
+_TOOL_KEYS = frozenset({"approval", "server", "timeout"})
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a tool name may be, as the service checks the tools a turn declares."""
 _CONVERSATION_KEYS = frozenset({"initial", "states", "routes"})
@@ -45,6 +52,10 @@ class Reader:
         """The revision's weight for new sessions (set by `draft`)."""
         self.migrations: dict[int, Migration] = {}
         """How sessions of older revisions move to this one (set by `draft`)."""
+        self.mcp_servers: dict[str, McpServerSpec] = {}
+        """The MCP servers the definition declares (set by `draft`)."""
+        self.server_tools: dict[str, ServerToolSpec] = {}
+        """The tools the service runs on those servers (set by `draft`)."""
 
     def report(self, code: ErrorCode, path: str, message: str, *, suppress: bool = True) -> None:
         """Record a diagnostic; with `suppress`, semantic checks at or below `path` are skipped."""
@@ -99,7 +110,9 @@ class Reader:
         definition_id = self.string(top.get("id"), "id")
         description = self.string(top.get("description", ""), "description")
         model = top.get("model", DEFAULT_MODEL)
+        self.mcp_servers = read_servers(self, top.get("mcp_servers", {}))
         self.approvals = self.tools(top.get("tools", {}))
+        check_references(self, self.mcp_servers, self.server_tools)
         self.rollout = self.weight(top.get("rollout"))
         self.migrations = self.read_migrations(top.get("migrations", []))
         conversation = self.conversation(top.get("conversation"))
@@ -110,7 +123,8 @@ class Reader:
 
     def tools(self, value: Any) -> frozenset[str]:
         """The `tools` section: each tool the model may be given, by name, with its policy
-        (`approval: true` makes its calls wait for a decision); the names needing approval."""
+        (`approval: true` makes its calls wait for a decision) and, for a server tool, its
+        `server` and `timeout` (kept in `server_tools`); the names needing approval."""
         body = self.mapping(value, "tools", None) or {}
         approvals = set()
         for name, policy in body.items():
@@ -125,6 +139,9 @@ class Reader:
                 self.report(ErrorCode.INVALID_TYPE, f"{path}.approval", "expected true or false")
             elif approval:
                 approvals.add(name)
+            server_tool = read_server_tool(self, name, settings, approval is True)
+            if server_tool is not None:
+                self.server_tools[name] = server_tool
         return frozenset(approvals)
 
     def weight(self, value: Any) -> int | None:
