@@ -15,12 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from ._errors import ErrorCode
-
-if TYPE_CHECKING:
-    from ._reader import Reader
 
 DEFAULT_TOOL_TIMEOUT: Final = 30.0
 """Seconds a server tool's call may take when its definition declares no `timeout`."""
@@ -32,6 +29,27 @@ _STDIO_KEYS: Final = frozenset({"command", "args", "env"})
 _HTTP_KEYS: Final = frozenset({"url", "token_file", "token_env"})
 _URL: Final = re.compile(r"https?://[^\s/?#]+[^\s]*")
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Reader(Protocol):
+    """What these checks use of the definition reader (see `_reader.Reader`)."""
+
+    file: str
+    failed: set[str]
+
+    def report(self, code: ErrorCode, path: str, message: str, *, suppress: bool = True) -> None:
+        """Record a diagnostic."""
+
+    def mapping(
+        self, value: Any, path: str, allowed: frozenset[str] | None, required: tuple[str, ...] = ()
+    ) -> dict[str, Any] | None:
+        """The mapping at `path`, unknown keys reported; None when it is not a mapping."""
+
+    def string(self, value: Any, path: str, default: str = "") -> str:
+        """The string at `path`, or `default` (reported) when it is not one."""
+
+    def strings(self, value: Any, path: str) -> tuple[str, ...] | None:
+        """The list of strings at `path`; None (reported) when it is not a list."""
 
 
 @dataclass(frozen=True, slots=True)
