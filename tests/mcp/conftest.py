@@ -101,6 +101,7 @@ def start_http_server(record: Path, env: dict[str, str] | None = None) -> HttpSe
     if not line or not line[0].startswith("port "):
         process.kill()
         process.wait()
+        process.stdout.close()
         pytest.fail(f"the HTTP orders server did not start: {line!r}")
     port = int(line[0].split()[1])
     return HttpServer(f"http://127.0.0.1:{port}/mcp", process)
@@ -118,3 +119,5 @@ def http_server(record: Path) -> Iterator[HttpServer]:
         except subprocess.TimeoutExpired:
             server.process.kill()
             server.process.wait()
+        if server.process.stdout is not None:
+            server.process.stdout.close()
