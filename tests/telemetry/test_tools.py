@@ -37,12 +37,12 @@ class Sinks:
         data = self.reader.get_metrics_data()
         assert data is not None
         return [
-            (dict(point.attributes or {}), point.count)
+            (dict(point.attributes or {}), point.count)  # type: ignore[union-attr]
             for resource in data.resource_metrics
             for scope in resource.scope_metrics
             for metric in scope.metrics
             if metric.name == "agentskit.chat.tool.duration"
-            for point in metric.data.data_points  # type: ignore[union-attr]
+            for point in metric.data.data_points
         ]
 
 
