@@ -56,6 +56,7 @@ from ._security import (
     build_security,
     security_from,
 )
+from ._server_tools import start_server_tools
 from ._store import (
     add_durability_arguments,
     add_store_arguments,
@@ -383,6 +384,10 @@ async def serve(
     except StoreError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 1
+    server_tools = await start_server_tools(definitions, telemetry.tool_observer())
+    if server_tools is None:
+        await store.close()
+        return 2
     key = settings.mesh.digest_key
     if key is None:
         key = (
@@ -404,6 +409,7 @@ async def serve(
     except OSError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         await service.close()
+        await server_tools.close()
         return 2
     gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
     host = settings.listen.rsplit(":", 1)[0]
@@ -447,6 +453,7 @@ async def serve(
         log.info("stopping: NOT_SERVING, still serving new turns for %.1f s", delay)
     log.info("stopping: draining turns for up to %.1f s", settings.grace)
     await running.drain(settings.grace, delay)
+    await server_tools.close()
     if worker is None:
         print("agentskit-chat stopped", flush=True)
     return 0
