@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -218,3 +220,19 @@ def test_two_definitions_declaring_one_server_differently_are_refused(record: Pa
     second = definition(other, {"lookup_order": {}})
     with pytest.raises(ServerToolsError, match="'orders' is declared differently"):
         ServerTools([first, second])
+
+
+def test_a_server_that_ended_while_idle_is_reconnected_before_the_next_call(
+    record: Path, server_stderr: TextIO
+) -> None:
+    async def body(tools: ServerTools) -> None:
+        assert (await call(tools, "count", {"key": "first"})).is_error is False
+        [first] = records(record)
+        connection = tools._servers["orders"].connection
+        os.kill(first["pid"], signal.SIGKILL)
+        await connection.ended.wait()  # the client has seen the server's output end
+        assert await call(tools, "count", {"key": "second"}) == ToolOutcome("counted second")
+
+    run(definition(stdio_server(record)), body, server_stderr=server_stderr)
+    first, second = records(record)
+    assert first["pid"] != second["pid"]

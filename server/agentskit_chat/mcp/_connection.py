@@ -15,6 +15,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+import anyio
 import httpx2
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -41,16 +42,20 @@ class Connection:
         self._session: ClientSession | None = None
         self._owner: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
+        self.ended = asyncio.Event()
+        """Set when the server's messages end (a stdio server's process exited, say)."""
 
     @property
     def session(self) -> ClientSession | None:
-        """The open session; None before `open`, after `close` or once broken."""
-        return self._session
+        """The open session; None before `open`, after `close`, once broken, or once the
+        server's messages ended."""
+        return None if self.ended.is_set() else self._session
 
     async def open(self, timeout: float) -> list[types.Tool]:
         """Connect, initialize and list the server's tools; raises ConnectError."""
         await self.close()
         self._closing = asyncio.Event()
+        self.ended = asyncio.Event()
         ready: asyncio.Future[list[types.Tool]] = asyncio.get_running_loop().create_future()
         self._owner = asyncio.create_task(self._own(ready), name=f"mcp {self.spec.name}")
         try:
@@ -84,7 +89,8 @@ class Connection:
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
-                session = await stack.enter_async_context(ClientSession(read, write))
+                watched = _Watched(read, self.ended)
+                session = await stack.enter_async_context(ClientSession(watched, write))
                 await session.initialize()
                 tools = await _list_tools(session)
                 self._session = session
@@ -166,6 +172,43 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
         if cursor is None:
             return tools
     raise ConnectError(f"its tool list has more than {MAX_TOOL_PAGES} pages")
+
+
+class _Watched:
+    """A transport's read stream that sets `ended` when its messages end."""
+
+    def __init__(self, inner: Any, ended: asyncio.Event) -> None:
+        self._inner = inner
+        self._ended = ended
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._ended.set()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _Watched:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._inner.aclose()
 
 
 def _fail(ready: asyncio.Future[list[types.Tool]], exc: ConnectError) -> None:
