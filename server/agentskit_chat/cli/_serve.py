@@ -56,7 +56,7 @@ from ._security import (
     build_security,
     security_from,
 )
-from ._server_tools import start_server_tools
+from ._server_tools import ServedTools
 from ._store import (
     add_durability_arguments,
     add_store_arguments,
@@ -384,8 +384,8 @@ async def serve(
     except StoreError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 1
-    server_tools = await start_server_tools(definitions, telemetry.tool_observer())
-    if server_tools is None:
+    server_tools = ServedTools(telemetry.tool_observer())
+    if not await server_tools.start(definitions):
         await store.close()
         return 2
     key = settings.mesh.digest_key
@@ -425,7 +425,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop_on, signum)
-    reloader = Reloader(service, settings.definitions, adapters)
+    reloader = Reloader(service, settings.definitions, adapters, server_tools)
 
     def reload() -> None:
         security.reload()

@@ -88,6 +88,13 @@ class ServerTools:
         self._backoff = reconnect_backoff
 
     @property
+    def declarations(self) -> tuple[Mapping[str, McpServerSpec], Mapping[str, ServerToolSpec]]:
+        """The servers and server tools declared, by name (equal declarations connect the
+        same way)."""
+        servers = {name: server.connection.spec for name, server in self._servers.items()}
+        return servers, self._tools
+
+    @property
     def names(self) -> frozenset[str]:
         """The names of the declared server tools."""
         return frozenset(self._tools)

@@ -4,7 +4,8 @@ Tools: `lookup_order` answers a fixed text, `slow` blocks until `release` is cal
 the same gate, `fail` raises, `count` appends a line (its key, the request's `_meta`, the
 `traceparent` header and the process id) to the file named by ORDERS_RECORD, `big`
 answers `size` characters and `die` ends the process in the middle of the call. While the
-file named by ORDERS_REFUSE exists, the server exits at once instead of starting.
+file named by ORDERS_REFUSE exists, the server exits at once instead of starting; each
+start appends the process id to the file named by ORDERS_STARTS.
 
 Over `http` it listens on an ephemeral loopback port, prints `port N` once it accepts
 connections, and refuses a request without `Authorization: Bearer <ORDERS_TOKEN>`.
@@ -26,6 +27,7 @@ from mcp.server.mcpserver import Context, MCPServer
 RECORD_ENV = "ORDERS_RECORD"
 TOKEN_ENV = "ORDERS_TOKEN"
 REFUSE_ENV = "ORDERS_REFUSE"
+STARTS_ENV = "ORDERS_STARTS"
 
 server = MCPServer("orders")
 _gates: dict[str, asyncio.Event] = {}
@@ -125,6 +127,10 @@ async def _serve_http() -> None:
 
 
 def main() -> None:
+    starts = os.environ.get(STARTS_ENV)
+    if starts:
+        with open(starts, "a", encoding="utf-8") as file:
+            file.write(f"{os.getpid()}\n")
     refuse = os.environ.get(REFUSE_ENV)
     if refuse and os.path.exists(refuse):
         sys.exit("orders: refusing to start while the refuse file exists")
