@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, TextIO, cast
@@ -30,6 +31,8 @@ from ._outcomes import (
     ToolOutcome,
 )
 
+log = logging.getLogger("agentskit_chat.mcp")
+
 DEFAULT_CONNECT_TIMEOUT: Final = 30.0
 """Seconds one connection attempt (start, initialize, list tools) may take."""
 DEFAULT_RECONNECT_ATTEMPTS: Final = 3
@@ -40,7 +43,8 @@ TURN_ID_META: Final = "agentskit.turn_id"
 """The `_meta` key of a call's turn id."""
 CALL_ID_META: Final = "agentskit.call_id"
 """The `_meta` key of a call's id (unique in its turn): with the turn id, an idempotency key."""
-_GONE: Final = (MCPError, OSError, anyio.ClosedResourceError, anyio.BrokenResourceError)
+_GONE: Final = (OSError, anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.HTTPError)
+"""Exceptions of a call that mean the connection is gone (besides CONNECTION_CLOSED)."""
 _CONNECTION_CLOSED: Final = types.CONNECTION_CLOSED
 
 
@@ -182,9 +186,14 @@ class ServerTools:
                 )
             server.connection.broken()
             return ToolOutcome.failure(SERVER_GONE, "the tool's server went away during the call")
-        except (*_GONE, httpx2.HTTPError):
+        except _GONE:
             server.connection.broken()
             return ToolOutcome.failure(SERVER_GONE, "the tool's server went away during the call")
+        except Exception as exc:  # A malformed answer, say: an outcome, never a raise.
+            log.warning(
+                "server tool %r of MCP server %r: %s", tool.name, tool.server, type(exc).__name__
+            )
+            return ToolOutcome.failure(TOOL_ERROR, "the server's answer could not be used")
         return self._outcome(result)
 
     def _outcome(self, result: types.CallToolResult) -> ToolOutcome:
