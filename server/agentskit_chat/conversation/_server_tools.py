@@ -59,8 +59,9 @@ class StdioServerSpec:
     name: str
     command: str
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    """Variables set for the process, over a minimal inherited environment."""
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    """Variables set for the process, over a minimal inherited environment; left out of
+    the repr, as they may hold settings an operator would rather not see in a log."""
 
 
 @dataclass(frozen=True, slots=True)
