@@ -39,7 +39,8 @@ def orders(**route: Any) -> dict[str, Any]:
     return {
         "id": "orders",
         "revision": 1,
-        "tools": {"lookup_order": None},
+        "mcp_servers": {"shop": {"command": "shop-tools"}},
+        "tools": {"lookup_order": {"server": "shop"}, "local_time": None},
         "conversation": {
             "initial": "idle",
             "states": {"idle": {"on": {"look": "idle"}}},
@@ -127,6 +128,11 @@ def test_a_tool_route_needs_an_awaited_dispatch() -> None:
     [
         (
             {"tool": {"name": "refund", "arguments": {}}},
+            ErrorCode.UNKNOWN_ROUTE_TOOL,
+            "conversation.routes[0].tool.name",
+        ),
+        (
+            {"tool": {"name": "local_time"}},  # a client's tool: the service cannot run it
             ErrorCode.UNKNOWN_ROUTE_TOOL,
             "conversation.routes[0].tool.name",
         ),

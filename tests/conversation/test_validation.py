@@ -135,6 +135,45 @@ CASES: list[tuple[str, Any, ErrorCode, str]] = [
         "tools.bad name",
     ),
     (
+        "server tool of an undeclared server",
+        lambda d: d.update(tools={"clock": {"server": "time"}}),
+        ErrorCode.UNKNOWN_MCP_SERVER,
+        "tools.clock.server",
+    ),
+    (
+        "server unused",
+        lambda d: d.update(mcp_servers={"time": {"command": "time-mcp"}}),
+        ErrorCode.UNUSED_MCP_SERVER,
+        "mcp_servers.time",
+    ),
+    (
+        "server with command and url",
+        lambda d: d.update(
+            mcp_servers={"time": {"command": "time-mcp", "url": "http://127.0.0.1:9/mcp"}},
+            tools={"clock": {"server": "time"}},
+        ),
+        ErrorCode.INVALID_MCP_SERVER,
+        "mcp_servers.time",
+    ),
+    (
+        "server token written literally",
+        lambda d: d.update(
+            mcp_servers={"time": {"url": "http://127.0.0.1:9/mcp", "token": "x"}},
+            tools={"clock": {"server": "time"}},
+        ),
+        ErrorCode.LITERAL_SECRET,
+        "mcp_servers.time.token",
+    ),
+    (
+        "server tool timeout not positive",
+        lambda d: d.update(
+            mcp_servers={"time": {"command": "time-mcp"}},
+            tools={"clock": {"server": "time", "timeout": -1}},
+        ),
+        ErrorCode.INVALID_TOOL_TIMEOUT,
+        "tools.clock.timeout",
+    ),
+    (
         "tool approval not a boolean",
         lambda d: d.update(tools={"clock": {"approval": "yes"}}),
         ErrorCode.INVALID_TYPE,
@@ -142,9 +181,9 @@ CASES: list[tuple[str, Any, ErrorCode, str]] = [
     ),
     (
         "unknown tool policy key",
-        lambda d: d.update(tools={"clock": {"timeout": 3}}),
+        lambda d: d.update(tools={"clock": {"retries": 3}}),
         ErrorCode.UNKNOWN_KEY,
-        "tools.clock.timeout",
+        "tools.clock.retries",
     ),
     (
         "unknown initial",

@@ -7,10 +7,12 @@ import logging
 from pathlib import Path
 
 from agentskit_chat.conversation import ConfigError
+from agentskit_chat.mcp import ServerToolsError
 from agentskit_chat.models import AdapterRegistry
 from agentskit_chat.service import Catalog, CatalogChanges, ChatService
 
 from ._definitions import gather_files
+from ._server_tools import ServedTools
 
 log = logging.getLogger("agentskit_chat.reload")
 
@@ -22,13 +24,20 @@ class Reloader:
     """Reads the definition files again and swaps the catalog; one reload at a time.
 
     Chats defined in Python modules are kept as they are: modules are not imported again,
-    and calling their factories again would make new, unequal callables.
+    and calling their factories again would make new, unequal callables. When the server
+    tools' declarations change, the new servers are connected (and their tools checked)
+    before the swap, and the old connections closed after it.
     """
 
     def __init__(
-        self, service: ChatService, directory: Path | None, adapters: AdapterRegistry
+        self,
+        service: ChatService,
+        directory: Path | None,
+        adapters: AdapterRegistry,
+        tools: ServedTools | None = None,
     ) -> None:
         self._service = service
+        self._tools = tools
         self._directory = directory
         self._adapters = adapters
         self._lock = asyncio.Lock()
@@ -50,7 +59,18 @@ class Reloader:
             kept = [d for d in self._service.catalog.all() if d.source == CODE_SOURCE]
             try:
                 found = await asyncio.to_thread(gather_files, self._directory, kept, self._adapters)
-                changes = self._service.replace_definitions(Catalog(found))
+                fresh = None if self._tools is None else await self._tools.prepare(found)
+                try:
+                    changes = self._service.replace_definitions(Catalog(found))
+                except BaseException:
+                    if fresh is not None:
+                        await fresh.close()
+                    raise
+                if fresh is not None and self._tools is not None:
+                    await self._tools.adopt(fresh)
+            except ServerToolsError as exc:
+                log.error("reload refused, previous definitions keep serving: %s", exc)
+                return None
             except ConfigError as exc:
                 log.error("reload refused, previous definitions keep serving:\n%s", exc)
                 return None

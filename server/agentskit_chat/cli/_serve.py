@@ -57,6 +57,7 @@ from ._security import (
     build_security,
     security_from,
 )
+from ._server_tools import ServedTools
 from ._store import (
     add_durability_arguments,
     add_store_arguments,
@@ -401,6 +402,10 @@ async def serve(
     except StoreError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         return 1
+    server_tools = ServedTools(telemetry.tool_observer())
+    if not await server_tools.start(definitions):
+        await store.close()
+        return 2
     key = settings.mesh.digest_key
     if key is None:
         key = (
@@ -423,6 +428,7 @@ async def serve(
     except OSError as exc:
         print(f"agentskit-chat: {exc}", file=sys.stderr)
         await service.close()
+        await server_tools.close()
         return 2
     await service.publish_revisions()
     gc.freeze()  # Definitions and modules live as long as the process: keep them out of GC.
@@ -439,7 +445,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop_on, signum)
-    reloader = Reloader(service, settings.definitions, adapters)
+    reloader = Reloader(service, settings.definitions, adapters, server_tools)
 
     def reload() -> None:
         security.reload()
@@ -467,6 +473,7 @@ async def serve(
         log.info("stopping: NOT_SERVING, still serving new turns for %.1f s", delay)
     log.info("stopping: draining turns for up to %.1f s", settings.grace)
     await running.drain(settings.grace, delay)
+    await server_tools.close()
     if worker is None:
         print("agentskit-chat stopped", flush=True)
     return 0

@@ -69,6 +69,13 @@ from ._revisions import (
 )
 from ._schema import SCHEMA_PATH, definition_schema
 from ._sealing import ResponseSealer
+from ._server_tools import (
+    DEFAULT_TOOL_TIMEOUT,
+    HttpServerSpec,
+    McpServerSpec,
+    ServerToolSpec,
+    StdioServerSpec,
+)
 from ._session import ChatSession, create_chat_session
 from ._statechart import (
     Accepted,
@@ -86,6 +93,7 @@ from ._yaml import load_yaml
 
 __all__ = [
     "DEFAULT_CALLBACK_TIMEOUT",
+    "DEFAULT_TOOL_TIMEOUT",
     "DEFINITION_SUFFIXES",
     "MAX_RECENT_TURNS",
     "MAX_WEIGHT",
@@ -110,10 +118,12 @@ __all__ = [
     "ErrorCode",
     "FailureOutcome",
     "ForeignRecordError",
+    "HttpServerSpec",
     "InputDigester",
     "InvalidHistoryError",
     "Lease",
     "MalformedRecordError",
+    "McpServerSpec",
     "Message",
     "Migration",
     "MigrationBlock",
@@ -132,11 +142,13 @@ __all__ = [
     "RouteToolError",
     "RouteTools",
     "SealedResponseError",
+    "ServerToolSpec",
     "SessionRecord",
     "SessionRecordError",
     "StateSpec",
     "Statechart",
     "StatechartInstance",
+    "StdioServerSpec",
     "TerminalTurn",
     "ToolCall",
     "ToolResponse",

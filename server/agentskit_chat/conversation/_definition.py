@@ -10,6 +10,7 @@ from typing import Any
 from ._matchers import DeclarativeMatcher, Matcher
 from ._migration import Migration
 from ._responses import Response, TemplateResponse
+from ._server_tools import McpServerSpec, ServerToolSpec
 from ._statechart import Statechart
 from ._types import ConversationSnapshot, TurnKind
 
@@ -85,6 +86,11 @@ class ChatDefinition:
     the file declares none (see `_revisions`)."""
     migrations: Mapping[int, Migration] = field(default_factory=lambda: MappingProxyType({}))
     """How sessions of older revisions move to this one, by the older revision."""
+    mcp_servers: Mapping[str, McpServerSpec] = field(default_factory=lambda: MappingProxyType({}))
+    """The MCP servers the definition declares, by name."""
+    server_tools: Mapping[str, ServerToolSpec] = field(default_factory=lambda: MappingProxyType({}))
+    """The tools the service runs itself on those servers, by name (a subset of the
+    definition's tools; one with `approval: true` is in `approvals` too)."""
     document: str | None = field(default=None, repr=False, compare=False)
     """The file's content as canonical JSON text, which rebuilds this definition in another
     process (`definition_of_document`); None for a chat defined in code."""

@@ -60,6 +60,11 @@ class ErrorCode(StrEnum):
     UNKNOWN_ROUTE_TOOL = "unknown_route_tool"
     INVALID_ROLLOUT = "invalid_rollout"
     INVALID_MIGRATION = "invalid_migration"
+    INVALID_MCP_SERVER = "invalid_mcp_server"
+    LITERAL_SECRET = "literal_secret"
+    UNKNOWN_MCP_SERVER = "unknown_mcp_server"
+    UNUSED_MCP_SERVER = "unused_mcp_server"
+    INVALID_TOOL_TIMEOUT = "invalid_tool_timeout"
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,7 +96,7 @@ def parse_definition(data: Any, *, file: str = "<memory>") -> ChatDefinition:
     draft, description = reader.draft(data)
     if draft is None:
         raise ConfigError(reader.diagnostics)
-    return build_definition(
+    definition = build_definition(
         draft,
         file=file,
         description=description,
@@ -105,6 +105,11 @@ def parse_definition(data: Any, *, file: str = "<memory>") -> ChatDefinition:
         approvals=reader.approvals,
         rollout=reader.rollout,
         migrations=reader.migrations,
+    )
+    return replace(
+        definition,
+        mcp_servers=MappingProxyType(reader.mcp_servers),
+        server_tools=MappingProxyType(reader.server_tools),
     )
 
 

@@ -13,17 +13,24 @@ from ._matchers import CommandMatcher, ExactMatcher, Matcher, PatternMatcher
 from ._migration import Migration
 from ._responses import Response, TemplateResponse, ToolResponse, to_response
 from ._revisions import MAX_WEIGHT
+from ._server_tools import (
+    McpServerSpec,
+    ServerToolSpec,
+    check_references,
+    read_server_tool,
+    read_servers,
+)
 from ._types import to_kind
 from ._validation import Draft, MissingMatcher, MissingResponse
 
 _TOP_KEYS = frozenset(
     {
         *("$schema", "id", "revision", "description", "model", "conversation", "tools"),
-        *("rollout", "migrations"),
+        *("rollout", "migrations", "mcp_servers"),
     }
 )
 _MIGRATION_KEYS = frozenset({"from", "states", "routes"})
-_TOOL_KEYS = frozenset({"approval"})
+_TOOL_KEYS = frozenset({"approval", "server", "timeout"})
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a tool name may be, as the service checks the tools a turn declares."""
 _CONVERSATION_KEYS = frozenset({"initial", "states", "routes"})
@@ -46,8 +53,10 @@ class Reader:
         """The revision's weight for new sessions (set by `draft`)."""
         self.migrations: dict[int, Migration] = {}
         """How sessions of older revisions move to this one (set by `draft`)."""
-        self.declared_tools: frozenset[str] = frozenset()
-        """The names of the `tools` section (set by `draft`): what a route may call."""
+        self.mcp_servers: dict[str, McpServerSpec] = {}
+        """The MCP servers the definition declares (set by `draft`)."""
+        self.server_tools: dict[str, ServerToolSpec] = {}
+        """The tools the service runs on those servers (set by `draft`)."""
 
     def report(self, code: ErrorCode, path: str, message: str, *, suppress: bool = True) -> None:
         """Record a diagnostic; with `suppress`, semantic checks at or below `path` are skipped."""
@@ -102,9 +111,9 @@ class Reader:
         definition_id = self.string(top.get("id"), "id")
         description = self.string(top.get("description", ""), "description")
         model = top.get("model", DEFAULT_MODEL)
+        self.mcp_servers = read_servers(self, top.get("mcp_servers", {}))
         self.approvals = self.tools(top.get("tools", {}))
-        declared = top.get("tools")
-        self.declared_tools = frozenset(declared) if isinstance(declared, Mapping) else frozenset()
+        check_references(self, self.mcp_servers, self.server_tools)
         self.rollout = self.weight(top.get("rollout"))
         self.migrations = self.read_migrations(top.get("migrations", []))
         conversation = self.conversation(top.get("conversation"))
@@ -115,7 +124,8 @@ class Reader:
 
     def tools(self, value: Any) -> frozenset[str]:
         """The `tools` section: each tool the model may be given, by name, with its policy
-        (`approval: true` makes its calls wait for a decision); the names needing approval."""
+        (`approval: true` makes its calls wait for a decision) and, for a server tool, its
+        `server` and `timeout` (kept in `server_tools`); the names needing approval."""
         body = self.mapping(value, "tools", None) or {}
         approvals = set()
         for name, policy in body.items():
@@ -130,6 +140,9 @@ class Reader:
                 self.report(ErrorCode.INVALID_TYPE, f"{path}.approval", "expected true or false")
             elif approval:
                 approvals.add(name)
+            server_tool = read_server_tool(self, name, settings, approval is True)
+            if server_tool is not None:
+                self.server_tools[name] = server_tool
         return frozenset(approvals)
 
     def weight(self, value: Any) -> int | None:
@@ -248,11 +261,11 @@ class Reader:
         if tool is None or not isinstance(response, TemplateResponse):
             return MissingResponse()
         name = self.string(tool.get("name"), f"{path}.tool.name")
-        if name and name not in self.declared_tools:
+        if name and name not in self.server_tools:
             self.report(
                 ErrorCode.UNKNOWN_ROUTE_TOOL,
                 f"{path}.tool.name",
-                f"tool {name!r} is not declared in the tools section",
+                f"tool {name!r} is not a server tool (a tools entry with `server`)",
             )
         arguments = self.mapping(tool.get("arguments", {}), f"{path}.tool.arguments", None) or {}
         templates = {

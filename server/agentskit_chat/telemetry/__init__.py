@@ -14,6 +14,7 @@ from ._observer import OtelObserver, TurnRecorder, log_fields, turn_observer
 from ._once import LogOnce
 from ._settings import DEFAULT_SERVICE_NAME, TelemetrySettings, settings_from_env
 from ._setup import Telemetry, configure_telemetry
+from ._tools import ToolTelemetry, tool_observer
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
@@ -22,11 +23,13 @@ __all__ = [
     "OtelObserver",
     "Telemetry",
     "TelemetrySettings",
+    "ToolTelemetry",
     "TurnRecorder",
     "configure_logging",
     "configure_telemetry",
     "log_fields",
     "server_interceptors",
     "settings_from_env",
+    "tool_observer",
     "turn_observer",
 ]

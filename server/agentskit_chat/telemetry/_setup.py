@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
 from agentskit_chat import __version__
+from agentskit_chat.mcp import ToolObserver
 
 from ._connect import ConnectTelemetry
 from ._grpc import server_interceptors
@@ -32,6 +33,7 @@ from ._observer import TurnRecorder, turn_observer
 from ._once import LogOnce, otel_loggers
 from ._prometheus import PrometheusEndpoint
 from ._settings import TelemetrySettings
+from ._tools import tool_observer
 
 log = logging.getLogger("agentskit_chat.telemetry")
 
@@ -109,6 +111,10 @@ class Telemetry:
     def connect_interceptor(self) -> ConnectTelemetry:
         """The same for the HTTP listener's Connect and gRPC-Web calls."""
         return ConnectTelemetry(self.tracer_provider, self.meter_provider, rpc_spans=self.rpc_spans)
+
+    def tool_observer(self) -> ToolObserver:
+        """The observer of server tool calls: `execute_tool` spans and their duration."""
+        return tool_observer(self.tracer_provider, self.meter_provider)
 
     def http_telemetry(self) -> HttpTelemetry:
         """The same for the HTTP listener's framework fronts (AG-UI, AI SDK, OpenAI)."""

@@ -1,0 +1,53 @@
+"""The served definitions' server tools: started with `serve`, replaced by a reload that
+changes their declarations, closed at the end."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+
+from agentskit_chat.conversation import ChatDefinition
+from agentskit_chat.mcp import ServerTools, ServerToolsError, ToolObserver
+
+
+class ServedTools:
+    """The server tools of the served definitions; `current` is None until `start`."""
+
+    def __init__(self, observer: ToolObserver) -> None:
+        self._observer = observer
+        self.current: ServerTools | None = None
+
+    async def start(self, definitions: Iterable[ChatDefinition]) -> bool:
+        """Connect the servers of `definitions` and check their tools; False, with the
+        reason on stderr, when they cannot start."""
+        try:
+            self.current = await self._started(definitions)
+        except ServerToolsError as exc:
+            print(f"agentskit-chat: {exc}", file=sys.stderr)
+            return False
+        return True
+
+    async def prepare(self, definitions: Iterable[ChatDefinition]) -> ServerTools | None:
+        """Started server tools for `definitions` when their declarations differ from the
+        current ones (None when they are the same); raises ServerToolsError."""
+        chosen = list(definitions)
+        candidate = ServerTools(chosen, observer=self._observer)
+        if self.current is not None and candidate.declarations == self.current.declarations:
+            return None
+        await candidate.start()
+        return candidate
+
+    async def adopt(self, tools: ServerTools) -> None:
+        """Serve with `tools` from now on, closing the ones they replace."""
+        previous, self.current = self.current, tools
+        if previous is not None:
+            await previous.close()
+
+    async def close(self) -> None:
+        if self.current is not None:
+            await self.current.close()
+
+    async def _started(self, definitions: Iterable[ChatDefinition]) -> ServerTools:
+        tools = ServerTools(definitions, observer=self._observer)
+        await tools.start()
+        return tools
