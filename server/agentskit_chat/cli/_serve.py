@@ -421,6 +421,7 @@ async def serve(
         rates=settings.security.rates,
         watchers=settings.watch.watchers(),
         publish_lease=settings.revision_lease,
+        server_tools=server_tools,
     )
     service.watch_settings = settings.watch.settings()
     try:

@@ -7,7 +7,13 @@ import sys
 from collections.abc import Iterable
 
 from agentskit_chat.conversation import ChatDefinition
-from agentskit_chat.mcp import ServerTools, ServerToolsError, ToolObserver
+from agentskit_chat.mcp import (
+    UNKNOWN_TOOL,
+    ServerTools,
+    ServerToolsError,
+    ToolObserver,
+    ToolOutcome,
+)
 
 
 class ServedTools:
@@ -42,6 +48,14 @@ class ServedTools:
         previous, self.current = self.current, tools
         if previous is not None:
             await previous.close()
+
+    async def call(
+        self, name: str, arguments_json: str, *, turn_id: str, call_id: str
+    ) -> ToolOutcome:
+        """A call through the current server tools (the service's `ServerToolPort`)."""
+        if self.current is None:
+            return ToolOutcome.failure(UNKNOWN_TOOL, f"no server tool is named {name!r}")
+        return await self.current.call(name, arguments_json, turn_id=turn_id, call_id=call_id)
 
     async def close(self) -> None:
         if self.current is not None:
