@@ -14,6 +14,7 @@ from agentskit_chat.mcp import (
     ToolObserver,
     ToolOutcome,
 )
+from agentskit_chat.models import ToolSpec
 
 
 class ServedTools:
@@ -48,6 +49,10 @@ class ServedTools:
         previous, self.current = self.current, tools
         if previous is not None:
             await previous.close()
+
+    def specs(self, definition: ChatDefinition) -> tuple[ToolSpec, ...]:
+        """The model-facing specs of `definition`'s server tools (none before `start`)."""
+        return () if self.current is None else self.current.specs(definition)
 
     async def call(
         self, name: str, arguments_json: str, *, turn_id: str, call_id: str

@@ -49,6 +49,9 @@ class Limits:
     """Tool calls one answer may make; past it the turn fails with `tool_limit`."""
     max_tool_arguments_bytes: int = 64 * 1024
     """UTF-8 size of one tool call's arguments; past it the turn fails with `tool_limit`."""
+    max_tool_rounds: int = 8
+    """Rounds of server tool calls one turn may run before the model must answer; past it
+    the turn fails with `tool_rounds`."""
 
     def __post_init__(self) -> None:
         if self.turn_timeout <= 0 or self.lease_ttl <= self.turn_timeout:
@@ -63,6 +66,7 @@ class Limits:
             self.max_tool_schema_bytes,
             self.max_tool_calls,
             self.max_tool_arguments_bytes,
+            self.max_tool_rounds,
         )
         if min(sizes) < 1:
             raise ValueError("every size limit must be at least 1")

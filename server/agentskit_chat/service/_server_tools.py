@@ -7,7 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Protocol
 
-from agentskit_chat.conversation import RouteContext, RouteToolError, RouteTools
+from agentskit_chat.conversation import ChatDefinition, RouteContext, RouteToolError, RouteTools
+from agentskit_chat.models import ToolSpec
 
 
 class ToolCallOutcome(Protocol):
@@ -27,6 +28,10 @@ class ToolCallOutcome(Protocol):
 
 class ServerToolPort(Protocol):
     """Runs declared server tools; never raises for a tool's or its server's failure."""
+
+    def specs(self, definition: ChatDefinition) -> tuple[ToolSpec, ...]:
+        """What the model is told of `definition`'s server tools."""
+        ...
 
     async def call(
         self, name: str, arguments_json: str, *, turn_id: str, call_id: str

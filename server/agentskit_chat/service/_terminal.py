@@ -37,6 +37,8 @@ MODEL_FAILED: Final = "model_failed"
 OUTPUT_LIMIT: Final = "output_limit"
 TOOL_LIMIT: Final = "tool_limit"
 """The model called more tools, or wrote longer arguments, than the server allows."""
+TOOL_ROUNDS: Final = "tool_rounds"
+"""The model kept calling server tools past the rounds one turn may run."""
 STORE_UNAVAILABLE: Final = "store_unavailable"
 """The turn's closing write failed: nothing was committed and the same turn id may run again."""
 CANCELLED: Final = "cancelled"
@@ -50,6 +52,7 @@ FAILURE_MESSAGES: Final = {
     MODEL_FAILED: "The model call failed.",
     OUTPUT_LIMIT: "The answer was longer than the server allows.",
     TOOL_LIMIT: "The answer called more tools, or longer ones, than the server allows.",
+    TOOL_ROUNDS: "The model kept calling server tools past the rounds a turn may run.",
     STORE_UNAVAILABLE: "The session store failed; nothing was committed.",
     CANCELLED: "the turn was cancelled before it ended; nothing was committed",
     INTERRUPTED: "the server running the turn stopped before it ended; nothing was committed",

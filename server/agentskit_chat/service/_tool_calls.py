@@ -12,10 +12,17 @@ from ._types import ToolDelta, ToolEnded, ToolStarted
 class ToolCalls:
     """Calls in the order the model started them; their arguments as the deltas came."""
 
-    def __init__(self, limits: Limits, approvals: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        approvals: frozenset[str] = frozenset(),
+        served: frozenset[str] = frozenset(),
+    ) -> None:
         self._limits = limits
         self._approvals = approvals
         """The tools whose calls wait for approval (the definition's `tools` policy)."""
+        self._served = served
+        """The server tools the service runs itself, within the turn."""
         self._names: dict[str, str] = {}
         self._arguments: dict[str, list[str]] = {}
         self._sizes: dict[str, int] = {}
@@ -52,11 +59,24 @@ class ToolCalls:
         return tuple(ToolEnded(c.id, c.arguments, self._wait(c.name)) for c in self.made())
 
     def pending(self) -> tuple[PendingCall, ...]:
-        """The calls the answer waits on: every call, for the client to run, or first for
-        a person to approve when the definition marks its tool so."""
+        """The calls the answer waits on: every call the service does not run, for the
+        client to run, or first for a person to approve when the definition marks its
+        tool so."""
         return tuple(
-            PendingCall(call_id, name, self._wait(name)) for call_id, name in self._names.items()
+            PendingCall(call_id, name, wait)
+            for call_id, name in self._names.items()
+            if (wait := self._wait(name)) != SERVER
         )
 
+    def served(self) -> tuple[ToolCall, ...]:
+        """The calls the service runs in the turn (server tools needing no approval)."""
+        return tuple(c for c in self.made() if self._wait(c.name) == SERVER)
+
     def _wait(self, name: str) -> str:
-        return "approval" if name in self._approvals else "result"
+        if name in self._approvals:
+            return "approval"
+        return SERVER if name in self._served else "result"
+
+
+SERVER = "server"
+"""The wait of a server tool's call: the service runs it within the turn."""

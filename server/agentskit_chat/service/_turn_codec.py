@@ -26,6 +26,7 @@ from ._types import (
     Started,
     ToolDelta,
     ToolEnded,
+    ToolRan,
     ToolStarted,
     TurnEvent,
     Usage,
@@ -97,6 +98,8 @@ def _fields(event: TurnEvent) -> list[Any]:
         return ["ts", event.call_id, event.name]
     if isinstance(event, ToolEnded):
         return ["te", event.call_id, event.arguments, event.wait]
+    if isinstance(event, ToolRan):
+        return ["tr", event.call_id, event.content, event.error_type]
     if isinstance(event, Started):
         return [
             "s",
@@ -124,7 +127,7 @@ def _fields(event: TurnEvent) -> list[Any]:
     return ["f", event.code, event.message, event.retryable, event.route_id]
 
 
-_TIME_AT: Final = {"d": 1, "td": 2, "ts": 2, "te": 3, "s": 4, "k": 5, "c": 8, "f": 4}
+_TIME_AT: Final = {"d": 1, "td": 2, "ts": 2, "te": 3, "tr": 3, "s": 4, "k": 5, "c": 8, "f": 4}
 """Where each kind of event holds its time among its fields."""
 
 
@@ -150,6 +153,9 @@ def _event(tag: Any, fields: list[Any]) -> TurnEvent:
         return ToolStarted(str(fields[0]), str(fields[1]))
     if tag == "te":
         return ToolEnded(str(fields[0]), str(fields[1]), str(fields[2]))
+    if tag == "tr":
+        error = None if fields[2] is None else str(fields[2])
+        return ToolRan(str(fields[0]), str(fields[1]), error)
     if tag == "s":
         answer_id = fields[3] if len(fields) > 3 else None  # absent from older servers' logs
         return Started(fields[0], fields[1], bool(fields[2]), answer_id)

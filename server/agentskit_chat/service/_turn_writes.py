@@ -176,11 +176,16 @@ class TurnWrites:
         answer: Message | None,
         usage: Usage | None,
         pending: tuple[PendingCall, ...] = (),
+        *,
+        before: tuple[Message, ...] = (),
+        after: tuple[Message, ...] = (),
     ) -> Loaded | Failed:
         """Store the answer (None for a turn that only answers tool calls and waits again);
         the failed event instead when another writer won or the store failed (then nothing
         was committed and the lease is given back). LostError when the turn holds no lease
-        and another writer won. `pending`: the tool calls the answer waits on."""
+        and another writer won. `pending`: the tool calls the answer waits on; `before`
+        and `after`: the server tool rounds of the turn stored before the answer, and the
+        results of its own server tool calls after it (server-held histories)."""
         tools = turn.plan.tools
         answer_id = tools.answer_id if answer is None and tools is not None else new_answer(answer)
         finished = completed_turn(
@@ -197,7 +202,9 @@ class TurnWrites:
         )
         history = None
         if turn.claimed.history_mode == HistoryMode.SERVER:
-            answered = turn.plan.added if answer is None else (*turn.plan.added, answer)
+            answered = (
+                turn.plan.added if answer is None else (*turn.plan.added, *before, answer, *after)
+            )
             added = tuple(map(to_stored, answered))
             history = HistoryChange(turn.plan.keep, added)
         try:

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from contextlib import aclosing
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentskit_chat.conversation import (
@@ -29,6 +30,7 @@ from agentskit_chat.conversation import (
     Outcome,
     Role,
     RouteOutcome,
+    ToolCall,
     TurnKind,
     resolve,
 )
@@ -40,6 +42,7 @@ from agentskit_chat.models import (
     TextChunk,
     ToolCallDeltaChunk,
     ToolCallStartChunk,
+    ToolOptions,
     UsageChunk,
 )
 from agentskit_chat.storage import HistoryMode
@@ -53,7 +56,14 @@ from ._one_write import OneWrite
 from ._progress import TurnProgress
 from ._records import Loaded, Records, check_expected_cursor, now_ms, refuse_if_leased
 from ._server_tools import ServerToolPort, route_tools
-from ._terminal import DEADLINE_EXCEEDED, OUTPUT_LIMIT, TOOL_LIMIT, finish_reason_of, repeat
+from ._terminal import (
+    DEADLINE_EXCEEDED,
+    OUTPUT_LIMIT,
+    TOOL_LIMIT,
+    TOOL_ROUNDS,
+    finish_reason_of,
+    repeat,
+)
 from ._tool_calls import ToolCalls
 from ._turn_writes import Turn, TurnWrites, new_id, route_answered, route_decided
 from ._types import (
@@ -66,6 +76,7 @@ from ._types import (
     Started,
     ToolDelta,
     ToolEnded,
+    ToolRan,
     ToolStarted,
     TurnEvent,
     TurnRequest,
@@ -344,24 +355,131 @@ class TurnRunner:
     async def _delegate(
         self, turn: Turn, outcome: DelegateOutcome
     ) -> AsyncGenerator[TurnEvent, None]:
+        """Ask the model; while its answer calls server tools the service runs, run them
+        and ask again with their results (a round), up to `max_tool_rounds` rounds."""
         state = outcome.state.state
         decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
         yield decided
+        definition = turn.claimed.definition
+        port = self._server_tools
+        served = frozenset(definition.server_tools) if port is not None else frozenset()
+        options = turn.request.tools
+        if port is not None and served:
+            options = replace(options, tools=(*options.tools, *port.specs(definition)))
+        rounds: list[Message] = []
+        usage: Usage | None = None
+        for number in range(self._limits.max_tool_rounds + 1):
+            answer = _Answer(ToolCalls(self._limits, definition.approvals, served))
+            messages = (*outcome.messages, *rounds)
+            async with aclosing(self._ask(turn, decided, messages, options, answer)) as events:
+                async for event in events:
+                    yield event
+            if answer.failed is not None:
+                yield answer.failed
+                return
+            usage = _sum(usage, answer.usage)
+            runs = answer.calls.served()
+            if not runs:
+                break
+            if number == self._limits.max_tool_rounds:
+                yield await self._writes.fail(turn, TOOL_ROUNDS, None, decided=decided)
+                return
+            assert port is not None
+            waiting = bool(answer.calls.pending())  # the client's calls of the same answer
+            said = Message(
+                turn.answer_id if waiting else f"{turn.answer_id}.{number}",
+                Role.ASSISTANT,
+                answer.text,
+                answer.made,
+            )
+            results: list[Message] = []
+            for index, call in enumerate(runs):
+                try:
+                    async with asyncio.timeout_at(turn.deadline):
+                        ran = await port.call(
+                            call.name,
+                            call.arguments,
+                            turn_id=turn.request.turn_id,
+                            call_id=call.id,
+                        )
+                except TimeoutError:
+                    yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None, decided=decided)
+                    return
+                yield ToolRan(call.id, ran.text, ran.error_type)
+                results.append(
+                    Message(
+                        f"{turn.answer_id}.{number}.{index}",
+                        Role.TOOL,
+                        ran.text,
+                        tool_call_id=call.id,
+                    )
+                )
+            if waiting:  # the answer is this one; the turn then waits for the client's calls
+                async for event in self._complete(
+                    turn, outcome, decided, said, usage, answer, tuple(rounds), tuple(results)
+                ):
+                    yield event
+                return
+            rounds += [said, *results]
+        final = Message(turn.answer_id, Role.ASSISTANT, answer.text, answer.made)
+        async for event in self._complete(
+            turn, outcome, decided, final, usage, answer, tuple(rounds), ()
+        ):
+            yield event
+
+    async def _complete(
+        self,
+        turn: Turn,
+        outcome: DelegateOutcome,
+        decided: Decided,
+        final: Message,
+        usage: Usage | None,
+        answer: _Answer,
+        before: tuple[Message, ...],
+        after: tuple[Message, ...],
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Commit the answer `final` with the rounds `before` it and the server tools'
+        results `after` it; its Completed event, or the failure."""
+        pending = answer.calls.pending()
+        saved = await self._writes.commit(
+            turn, outcome, decided, final, usage, pending, before=before, after=after
+        )
+        if isinstance(saved, Failed):
+            yield saved
+            return
+        finish = finish_reason_of(pending) if pending else answer.finish
+        yield Completed(
+            final.id,
+            final.content,
+            outcome.snapshot,
+            saved.cursor,
+            usage,
+            finish,
+            answer.made,
+            pending,
+        )
+
+    async def _ask(
+        self,
+        turn: Turn,
+        decided: Decided,
+        messages: tuple[Message, ...],
+        options: ToolOptions,
+        answer: _Answer,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """One model call: its events as they come, and the answer gathered in `answer`
+        (`answer.failed` set, after recording the failure, when it fails)."""
         definition = turn.claimed.definition
         adapter = self._adapters.adapter(definition.model)
         request = ModelRequest(
             definition.id,
             turn.request.session_id,
-            outcome.messages,
+            messages,
             definition.model,
             turn.request.sampling,
-            turn.request.tools,
+            options,
         )
-        calls = ToolCalls(self._limits, definition.approvals)
-        parts: list[str] = []
         size = 0
-        usage: Usage | None = None
-        finish = ""
         model = definition.model.get("model")
         call = turn.progress.model_started(adapter, model if isinstance(model, str) else None)
         async with aclosing(adapter.stream(request)) as chunks:
@@ -371,11 +489,15 @@ class TurnRunner:
                         chunk = await anext(chunks, None)
                 except TimeoutError:
                     call.end(DEADLINE_EXCEEDED)
-                    yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None, decided=decided)
+                    answer.failed = await self._writes.fail(
+                        turn, DEADLINE_EXCEEDED, None, decided=decided
+                    )
                     return
                 except ModelError as exc:
                     call.end(exc.code)
-                    yield await self._writes.fail(turn, exc.code, None, exc, decided=decided)
+                    answer.failed = await self._writes.fail(
+                        turn, exc.code, None, exc, decided=decided
+                    )
                     return
                 if chunk is None:
                     call.end()
@@ -385,35 +507,50 @@ class TurnRunner:
                     size += utf8_size(chunk.text)
                     if size > self._limits.max_output_bytes:  # Leaving closes the stream.
                         call.end(OUTPUT_LIMIT)
-                        yield await self._writes.fail(turn, OUTPUT_LIMIT, None, decided=decided)
+                        answer.failed = await self._writes.fail(
+                            turn, OUTPUT_LIMIT, None, decided=decided
+                        )
                         return
-                    parts.append(chunk.text)
+                    answer.parts.append(chunk.text)
                     yield Delta(chunk.text)
                 elif isinstance(chunk, ToolCallStartChunk | ToolCallDeltaChunk):
-                    event = calls.add(chunk)
+                    event = answer.calls.add(chunk)
                     if event is None:  # Leaving closes the stream.
                         call.end(TOOL_LIMIT)
-                        yield await self._writes.fail(turn, TOOL_LIMIT, None, decided=decided)
+                        answer.failed = await self._writes.fail(
+                            turn, TOOL_LIMIT, None, decided=decided
+                        )
                         return
                     yield event
                 elif isinstance(chunk, UsageChunk):
-                    usage = Usage(chunk.input_tokens, chunk.output_tokens)
+                    answer.usage = Usage(chunk.input_tokens, chunk.output_tokens)
                 elif isinstance(chunk, FinishChunk):
-                    finish = chunk.reason
-        made = calls.made()
-        for ended in calls.ended():
+                    answer.finish = chunk.reason
+        answer.made = answer.calls.made()
+        for ended in answer.calls.ended():
             yield ended
-        pending = calls.pending()
-        answer = Message(turn.answer_id, Role.ASSISTANT, "".join(parts), made)
-        saved = await self._writes.commit(turn, outcome, decided, answer, usage, pending)
-        if isinstance(saved, Failed):
-            yield saved
-            return
-        if pending:
-            finish = finish_reason_of(pending)
-        yield Completed(
-            answer.id, answer.content, outcome.snapshot, saved.cursor, usage, finish, made, pending
-        )
+
+
+@dataclass(slots=True)
+class _Answer:
+    """What one model call answered."""
+
+    calls: ToolCalls
+    parts: list[str] = field(default_factory=list)
+    made: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    finish: str = ""
+    failed: Failed | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _sum(total: Usage | None, more: Usage | None) -> Usage | None:
+    if total is None or more is None:
+        return more if total is None else total
+    return Usage(total.input_tokens + more.input_tokens, total.output_tokens + more.output_tokens)
 
 
 def _declarative(definition: ChatDefinition) -> bool:

@@ -264,7 +264,23 @@ class Failed:
     carries this one time."""
 
 
-TurnEvent = Started | Decided | Delta | ToolStarted | ToolDelta | ToolEnded | Completed | Failed
+@dataclass(frozen=True, slots=True)
+class ToolRan:
+    """The service ran a server tool call: its result, as the model reads it next."""
+
+    call_id: str
+    content: str = field(repr=False)
+    error_type: str | None = None
+    """What went wrong (`timeout`, `tool_error`, ...) when the call failed; `content` then
+    explains it to the model."""
+    time_ns: int = field(default=0, compare=False, repr=False)
+    """When the event was published (ns since the epoch; 0 until then): every view of it
+    carries this one time."""
+
+
+TurnEvent = (
+    Started | Decided | Delta | ToolStarted | ToolDelta | ToolEnded | ToolRan | Completed | Failed
+)
 
 
 @dataclass(frozen=True, slots=True)

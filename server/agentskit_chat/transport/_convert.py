@@ -41,6 +41,7 @@ from agentskit_chat.service import (
     Submit,
     ToolDelta,
     ToolEnded,
+    ToolRan,
     ToolResult,
     ToolResults,
     ToolStarted,
@@ -68,7 +69,11 @@ OPERATIONS: Final = {
     "dispatch": pb.OPERATION_DISPATCH,
     "tool_results": pb.OPERATION_TOOL_RESULTS,
 }
-WAITS: Final = {"result": pb.TOOL_WAIT_RESULT, "approval": pb.TOOL_WAIT_APPROVAL}
+WAITS: Final = {
+    "result": pb.TOOL_WAIT_RESULT,
+    "approval": pb.TOOL_WAIT_APPROVAL,
+    "server": pb.TOOL_WAIT_SERVER,
+}
 TOOL_CHOICES: Final = frozenset({"auto", "none", "required"})
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ROLES: Final = {
@@ -359,6 +364,11 @@ def _fill(response: pb.StreamTurnResponse, event: TurnEvent) -> None:
         ended.tool_call_id = event.call_id
         ended.arguments = event.arguments
         ended.wait = WAITS[event.wait]
+    elif isinstance(event, ToolRan):
+        ran = response.tool_call_result
+        ran.tool_call_id = event.call_id
+        ran.content = event.content
+        ran.error_type = event.error_type or ""
     elif isinstance(event, Started):
         response.started.operation = OPERATIONS[event.operation]
         response.started.user_message_id = event.user_message_id or ""

@@ -536,6 +536,8 @@ const (
 	// The definition marks the tool as needing approval: a person approves or denies the
 	// call first.
 	ToolWait_TOOL_WAIT_APPROVAL ToolWait = 2
+	// A server tool: the service runs it within the turn, and its ToolCallResult follows.
+	ToolWait_TOOL_WAIT_SERVER ToolWait = 3
 )
 
 // Enum value maps for ToolWait.
@@ -544,11 +546,13 @@ var (
 		0: "TOOL_WAIT_UNSPECIFIED",
 		1: "TOOL_WAIT_RESULT",
 		2: "TOOL_WAIT_APPROVAL",
+		3: "TOOL_WAIT_SERVER",
 	}
 	ToolWait_value = map[string]int32{
 		"TOOL_WAIT_UNSPECIFIED": 0,
 		"TOOL_WAIT_RESULT":      1,
 		"TOOL_WAIT_APPROVAL":    2,
+		"TOOL_WAIT_SERVER":      3,
 	}
 )
 
@@ -3132,6 +3136,72 @@ func (x *ToolCallEnded) GetWait() ToolWait {
 	return ToolWait_TOOL_WAIT_UNSPECIFIED
 }
 
+// ToolCallResult is the result of a server tool call the service ran within the turn (its
+// ToolCallEnded said TOOL_WAIT_SERVER); the model reads it next.
+type ToolCallResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool's result, or for a failed call an explanation the model can act on.
+	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	// Why the call failed (`timeout`, `tool_error`, `result_too_large`, `server_gone`,
+	// `invalid_arguments`, `unknown_tool`); empty when it succeeded.
+	ErrorType     string `protobuf:"bytes,3,opt,name=error_type,json=errorType,proto3" json:"error_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallResult) Reset() {
+	*x = ToolCallResult{}
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallResult) ProtoMessage() {}
+
+func (x *ToolCallResult) ProtoReflect() protoreflect.Message {
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallResult.ProtoReflect.Descriptor instead.
+func (*ToolCallResult) Descriptor() ([]byte, []int) {
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ToolCallResult) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolCallResult) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *ToolCallResult) GetErrorType() string {
+	if x != nil {
+		return x.ErrorType
+	}
+	return ""
+}
+
 // Usage counts model tokens of an agentic turn.
 type Usage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3145,7 +3215,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3227,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[38]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3240,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{38}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -3216,7 +3286,7 @@ type TurnCompleted struct {
 
 func (x *TurnCompleted) Reset() {
 	*x = TurnCompleted{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3228,7 +3298,7 @@ func (x *TurnCompleted) String() string {
 func (*TurnCompleted) ProtoMessage() {}
 
 func (x *TurnCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[39]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3241,7 +3311,7 @@ func (x *TurnCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnCompleted.ProtoReflect.Descriptor instead.
 func (*TurnCompleted) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{39}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TurnCompleted) GetAssistantMessageId() string {
@@ -3324,7 +3394,7 @@ type TurnFailed struct {
 
 func (x *TurnFailed) Reset() {
 	*x = TurnFailed{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3336,7 +3406,7 @@ func (x *TurnFailed) String() string {
 func (*TurnFailed) ProtoMessage() {}
 
 func (x *TurnFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[40]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3349,7 +3419,7 @@ func (x *TurnFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnFailed.ProtoReflect.Descriptor instead.
 func (*TurnFailed) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{40}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TurnFailed) GetCode() string {
@@ -3406,6 +3476,7 @@ type StreamTurnResponse struct {
 	//	*StreamTurnResponse_ToolCallStarted
 	//	*StreamTurnResponse_ToolCallDelta
 	//	*StreamTurnResponse_ToolCallEnded
+	//	*StreamTurnResponse_ToolCallResult
 	Event         isStreamTurnResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3413,7 +3484,7 @@ type StreamTurnResponse struct {
 
 func (x *StreamTurnResponse) Reset() {
 	*x = StreamTurnResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3496,7 @@ func (x *StreamTurnResponse) String() string {
 func (*StreamTurnResponse) ProtoMessage() {}
 
 func (x *StreamTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[41]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3509,7 @@ func (x *StreamTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamTurnResponse.ProtoReflect.Descriptor instead.
 func (*StreamTurnResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{41}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StreamTurnResponse) GetSessionId() string {
@@ -3548,6 +3619,15 @@ func (x *StreamTurnResponse) GetToolCallEnded() *ToolCallEnded {
 	return nil
 }
 
+func (x *StreamTurnResponse) GetToolCallResult() *ToolCallResult {
+	if x != nil {
+		if x, ok := x.Event.(*StreamTurnResponse_ToolCallResult); ok {
+			return x.ToolCallResult
+		}
+	}
+	return nil
+}
+
 type isStreamTurnResponse_Event interface {
 	isStreamTurnResponse_Event()
 }
@@ -3592,6 +3672,11 @@ type StreamTurnResponse_ToolCallEnded struct {
 	ToolCallEnded *ToolCallEnded `protobuf:"bytes,12,opt,name=tool_call_ended,json=toolCallEnded,proto3,oneof"`
 }
 
+type StreamTurnResponse_ToolCallResult struct {
+	// A server tool call the service ran, and its result.
+	ToolCallResult *ToolCallResult `protobuf:"bytes,13,opt,name=tool_call_result,json=toolCallResult,proto3,oneof"`
+}
+
 func (*StreamTurnResponse_Started) isStreamTurnResponse_Event() {}
 
 func (*StreamTurnResponse_Decision) isStreamTurnResponse_Event() {}
@@ -3607,6 +3692,8 @@ func (*StreamTurnResponse_ToolCallStarted) isStreamTurnResponse_Event() {}
 func (*StreamTurnResponse_ToolCallDelta) isStreamTurnResponse_Event() {}
 
 func (*StreamTurnResponse_ToolCallEnded) isStreamTurnResponse_Event() {}
+
+func (*StreamTurnResponse_ToolCallResult) isStreamTurnResponse_Event() {}
 
 // TruncateHistoryRequest drops the newest messages of a server-held history.
 type TruncateHistoryRequest struct {
@@ -3625,7 +3712,7 @@ type TruncateHistoryRequest struct {
 
 func (x *TruncateHistoryRequest) Reset() {
 	*x = TruncateHistoryRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +3724,7 @@ func (x *TruncateHistoryRequest) String() string {
 func (*TruncateHistoryRequest) ProtoMessage() {}
 
 func (x *TruncateHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[42]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +3737,7 @@ func (x *TruncateHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateHistoryRequest.ProtoReflect.Descriptor instead.
 func (*TruncateHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{42}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TruncateHistoryRequest) GetSessionId() string {
@@ -3687,7 +3774,7 @@ type TruncateHistoryResponse struct {
 
 func (x *TruncateHistoryResponse) Reset() {
 	*x = TruncateHistoryResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3786,7 @@ func (x *TruncateHistoryResponse) String() string {
 func (*TruncateHistoryResponse) ProtoMessage() {}
 
 func (x *TruncateHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[43]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3799,7 @@ func (x *TruncateHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateHistoryResponse.ProtoReflect.Descriptor instead.
 func (*TruncateHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{43}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TruncateHistoryResponse) GetSession() *Session {
@@ -3770,7 +3857,7 @@ type TurnRecord struct {
 
 func (x *TurnRecord) Reset() {
 	*x = TurnRecord{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[44]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3782,7 +3869,7 @@ func (x *TurnRecord) String() string {
 func (*TurnRecord) ProtoMessage() {}
 
 func (x *TurnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[44]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3795,7 +3882,7 @@ func (x *TurnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnRecord.ProtoReflect.Descriptor instead.
 func (*TurnRecord) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{44}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TurnRecord) GetTurnId() string {
@@ -3916,7 +4003,7 @@ type GetTurnRequest struct {
 
 func (x *GetTurnRequest) Reset() {
 	*x = GetTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[45]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3928,7 +4015,7 @@ func (x *GetTurnRequest) String() string {
 func (*GetTurnRequest) ProtoMessage() {}
 
 func (x *GetTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[45]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3941,7 +4028,7 @@ func (x *GetTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTurnRequest.ProtoReflect.Descriptor instead.
 func (*GetTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{45}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetTurnRequest) GetSessionId() string {
@@ -3969,7 +4056,7 @@ type GetTurnResponse struct {
 
 func (x *GetTurnResponse) Reset() {
 	*x = GetTurnResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[46]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3981,7 +4068,7 @@ func (x *GetTurnResponse) String() string {
 func (*GetTurnResponse) ProtoMessage() {}
 
 func (x *GetTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[46]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3994,7 +4081,7 @@ func (x *GetTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTurnResponse.ProtoReflect.Descriptor instead.
 func (*GetTurnResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{46}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetTurnResponse) GetTurn() *TurnRecord {
@@ -4021,7 +4108,7 @@ type ListTurnsRequest struct {
 
 func (x *ListTurnsRequest) Reset() {
 	*x = ListTurnsRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[47]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4033,7 +4120,7 @@ func (x *ListTurnsRequest) String() string {
 func (*ListTurnsRequest) ProtoMessage() {}
 
 func (x *ListTurnsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[47]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4046,7 +4133,7 @@ func (x *ListTurnsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTurnsRequest.ProtoReflect.Descriptor instead.
 func (*ListTurnsRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{47}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListTurnsRequest) GetSessionId() string {
@@ -4084,7 +4171,7 @@ type ListTurnsResponse struct {
 
 func (x *ListTurnsResponse) Reset() {
 	*x = ListTurnsResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[48]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4096,7 +4183,7 @@ func (x *ListTurnsResponse) String() string {
 func (*ListTurnsResponse) ProtoMessage() {}
 
 func (x *ListTurnsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[48]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4109,7 +4196,7 @@ func (x *ListTurnsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTurnsResponse.ProtoReflect.Descriptor instead.
 func (*ListTurnsResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{48}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListTurnsResponse) GetTurns() []*TurnRecord {
@@ -4147,7 +4234,7 @@ type WatchTurnRequest struct {
 
 func (x *WatchTurnRequest) Reset() {
 	*x = WatchTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[49]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4159,7 +4246,7 @@ func (x *WatchTurnRequest) String() string {
 func (*WatchTurnRequest) ProtoMessage() {}
 
 func (x *WatchTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[49]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4172,7 +4259,7 @@ func (x *WatchTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTurnRequest.ProtoReflect.Descriptor instead.
 func (*WatchTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{49}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WatchTurnRequest) GetSessionId() string {
@@ -4209,7 +4296,7 @@ type CancelTurnRequest struct {
 
 func (x *CancelTurnRequest) Reset() {
 	*x = CancelTurnRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[50]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4221,7 +4308,7 @@ func (x *CancelTurnRequest) String() string {
 func (*CancelTurnRequest) ProtoMessage() {}
 
 func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[50]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4234,7 +4321,7 @@ func (x *CancelTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurnRequest.ProtoReflect.Descriptor instead.
 func (*CancelTurnRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{50}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CancelTurnRequest) GetSessionId() string {
@@ -4266,7 +4353,7 @@ type CancelTurnResponse struct {
 
 func (x *CancelTurnResponse) Reset() {
 	*x = CancelTurnResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[51]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4278,7 +4365,7 @@ func (x *CancelTurnResponse) String() string {
 func (*CancelTurnResponse) ProtoMessage() {}
 
 func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[51]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4291,7 +4378,7 @@ func (x *CancelTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurnResponse.ProtoReflect.Descriptor instead.
 func (*CancelTurnResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{51}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CancelTurnResponse) GetCancelled() bool {
@@ -4323,7 +4410,7 @@ type WatchSessionRequest struct {
 
 func (x *WatchSessionRequest) Reset() {
 	*x = WatchSessionRequest{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[52]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4335,7 +4422,7 @@ func (x *WatchSessionRequest) String() string {
 func (*WatchSessionRequest) ProtoMessage() {}
 
 func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[52]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4348,7 +4435,7 @@ func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{52}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WatchSessionRequest) GetSessionId() string {
@@ -4378,7 +4465,7 @@ type WatchHeartbeat struct {
 
 func (x *WatchHeartbeat) Reset() {
 	*x = WatchHeartbeat{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[53]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4390,7 +4477,7 @@ func (x *WatchHeartbeat) String() string {
 func (*WatchHeartbeat) ProtoMessage() {}
 
 func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[53]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4403,7 +4490,7 @@ func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
 func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{53}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WatchHeartbeat) GetTime() *timestamppb.Timestamp {
@@ -4430,7 +4517,7 @@ type WatchSessionResponse struct {
 
 func (x *WatchSessionResponse) Reset() {
 	*x = WatchSessionResponse{}
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[54]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4442,7 +4529,7 @@ func (x *WatchSessionResponse) String() string {
 func (*WatchSessionResponse) ProtoMessage() {}
 
 func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[54]
+	mi := &file_agentskit_chat_v1_chat_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4455,7 +4542,7 @@ func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{54}
+	return file_agentskit_chat_v1_chat_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WatchSessionResponse) GetItem() isWatchSessionResponse_Item {
@@ -4713,7 +4800,13 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1c\n" +
 	"\targuments\x18\x02 \x01(\tR\targuments\x12/\n" +
-	"\x04wait\x18\x03 \x01(\x0e2\x1b.agentskit.chat.v1.ToolWaitR\x04wait\"O\n" +
+	"\x04wait\x18\x03 \x01(\x0e2\x1b.agentskit.chat.v1.ToolWaitR\x04wait\"k\n" +
+	"\x0eToolCallResult\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1d\n" +
+	"\n" +
+	"error_type\x18\x03 \x01(\tR\terrorType\"O\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\"\x8f\x03\n" +
@@ -4732,7 +4825,7 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
 	"\tretryable\x18\x03 \x01(\bR\tretryable\x12\x19\n" +
-	"\broute_id\x18\x04 \x01(\tR\arouteId\"\xb7\x05\n" +
+	"\broute_id\x18\x04 \x01(\tR\arouteId\"\x86\x06\n" +
 	"\x12StreamTurnResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -4747,7 +4840,8 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x11tool_call_started\x18\n" +
 	" \x01(\v2\".agentskit.chat.v1.ToolCallStartedH\x00R\x0ftoolCallStarted\x12J\n" +
 	"\x0ftool_call_delta\x18\v \x01(\v2 .agentskit.chat.v1.ToolCallDeltaH\x00R\rtoolCallDelta\x12J\n" +
-	"\x0ftool_call_ended\x18\f \x01(\v2 .agentskit.chat.v1.ToolCallEndedH\x00R\rtoolCallEndedB\a\n" +
+	"\x0ftool_call_ended\x18\f \x01(\v2 .agentskit.chat.v1.ToolCallEndedH\x00R\rtoolCallEnded\x12M\n" +
+	"\x10tool_call_result\x18\r \x01(\v2!.agentskit.chat.v1.ToolCallResultH\x00R\x0etoolCallResultB\a\n" +
 	"\x05event\"\xaa\x01\n" +
 	"\x16TruncateHistoryRequest\x12\x1d\n" +
 	"\n" +
@@ -4873,11 +4967,12 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x18TURN_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TURN_OUTCOME_RUNNING\x10\x01\x12\x1a\n" +
 	"\x16TURN_OUTCOME_COMPLETED\x10\x02\x12\x17\n" +
-	"\x13TURN_OUTCOME_FAILED\x10\x03*S\n" +
+	"\x13TURN_OUTCOME_FAILED\x10\x03*i\n" +
 	"\bToolWait\x12\x19\n" +
 	"\x15TOOL_WAIT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10TOOL_WAIT_RESULT\x10\x01\x12\x16\n" +
-	"\x12TOOL_WAIT_APPROVAL\x10\x022\x88\t\n" +
+	"\x12TOOL_WAIT_APPROVAL\x10\x02\x12\x14\n" +
+	"\x10TOOL_WAIT_SERVER\x10\x032\x88\t\n" +
 	"\vChatService\x12h\n" +
 	"\x0fListDefinitions\x12).agentskit.chat.v1.ListDefinitionsRequest\x1a*.agentskit.chat.v1.ListDefinitionsResponse\x12b\n" +
 	"\rGetDefinition\x12'.agentskit.chat.v1.GetDefinitionRequest\x1a(.agentskit.chat.v1.GetDefinitionResponse\x12b\n" +
@@ -4909,7 +5004,7 @@ func file_agentskit_chat_v1_chat_proto_rawDescGZIP() []byte {
 }
 
 var file_agentskit_chat_v1_chat_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_agentskit_chat_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_agentskit_chat_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_agentskit_chat_v1_chat_proto_goTypes = []any{
 	(ErrorReason)(0),                // 0: agentskit.chat.v1.ErrorReason
 	(DisconnectMode)(0),             // 1: agentskit.chat.v1.DisconnectMode
@@ -4957,24 +5052,25 @@ var file_agentskit_chat_v1_chat_proto_goTypes = []any{
 	(*ToolCallStarted)(nil),         // 43: agentskit.chat.v1.ToolCallStarted
 	(*ToolCallDelta)(nil),           // 44: agentskit.chat.v1.ToolCallDelta
 	(*ToolCallEnded)(nil),           // 45: agentskit.chat.v1.ToolCallEnded
-	(*Usage)(nil),                   // 46: agentskit.chat.v1.Usage
-	(*TurnCompleted)(nil),           // 47: agentskit.chat.v1.TurnCompleted
-	(*TurnFailed)(nil),              // 48: agentskit.chat.v1.TurnFailed
-	(*StreamTurnResponse)(nil),      // 49: agentskit.chat.v1.StreamTurnResponse
-	(*TruncateHistoryRequest)(nil),  // 50: agentskit.chat.v1.TruncateHistoryRequest
-	(*TruncateHistoryResponse)(nil), // 51: agentskit.chat.v1.TruncateHistoryResponse
-	(*TurnRecord)(nil),              // 52: agentskit.chat.v1.TurnRecord
-	(*GetTurnRequest)(nil),          // 53: agentskit.chat.v1.GetTurnRequest
-	(*GetTurnResponse)(nil),         // 54: agentskit.chat.v1.GetTurnResponse
-	(*ListTurnsRequest)(nil),        // 55: agentskit.chat.v1.ListTurnsRequest
-	(*ListTurnsResponse)(nil),       // 56: agentskit.chat.v1.ListTurnsResponse
-	(*WatchTurnRequest)(nil),        // 57: agentskit.chat.v1.WatchTurnRequest
-	(*CancelTurnRequest)(nil),       // 58: agentskit.chat.v1.CancelTurnRequest
-	(*CancelTurnResponse)(nil),      // 59: agentskit.chat.v1.CancelTurnResponse
-	(*WatchSessionRequest)(nil),     // 60: agentskit.chat.v1.WatchSessionRequest
-	(*WatchHeartbeat)(nil),          // 61: agentskit.chat.v1.WatchHeartbeat
-	(*WatchSessionResponse)(nil),    // 62: agentskit.chat.v1.WatchSessionResponse
-	(*timestamppb.Timestamp)(nil),   // 63: google.protobuf.Timestamp
+	(*ToolCallResult)(nil),          // 46: agentskit.chat.v1.ToolCallResult
+	(*Usage)(nil),                   // 47: agentskit.chat.v1.Usage
+	(*TurnCompleted)(nil),           // 48: agentskit.chat.v1.TurnCompleted
+	(*TurnFailed)(nil),              // 49: agentskit.chat.v1.TurnFailed
+	(*StreamTurnResponse)(nil),      // 50: agentskit.chat.v1.StreamTurnResponse
+	(*TruncateHistoryRequest)(nil),  // 51: agentskit.chat.v1.TruncateHistoryRequest
+	(*TruncateHistoryResponse)(nil), // 52: agentskit.chat.v1.TruncateHistoryResponse
+	(*TurnRecord)(nil),              // 53: agentskit.chat.v1.TurnRecord
+	(*GetTurnRequest)(nil),          // 54: agentskit.chat.v1.GetTurnRequest
+	(*GetTurnResponse)(nil),         // 55: agentskit.chat.v1.GetTurnResponse
+	(*ListTurnsRequest)(nil),        // 56: agentskit.chat.v1.ListTurnsRequest
+	(*ListTurnsResponse)(nil),       // 57: agentskit.chat.v1.ListTurnsResponse
+	(*WatchTurnRequest)(nil),        // 58: agentskit.chat.v1.WatchTurnRequest
+	(*CancelTurnRequest)(nil),       // 59: agentskit.chat.v1.CancelTurnRequest
+	(*CancelTurnResponse)(nil),      // 60: agentskit.chat.v1.CancelTurnResponse
+	(*WatchSessionRequest)(nil),     // 61: agentskit.chat.v1.WatchSessionRequest
+	(*WatchHeartbeat)(nil),          // 62: agentskit.chat.v1.WatchHeartbeat
+	(*WatchSessionResponse)(nil),    // 63: agentskit.chat.v1.WatchSessionResponse
+	(*timestamppb.Timestamp)(nil),   // 64: google.protobuf.Timestamp
 }
 var file_agentskit_chat_v1_chat_proto_depIdxs = []int32{
 	3,  // 0: agentskit.chat.v1.Message.role:type_name -> agentskit.chat.v1.Role
@@ -5012,64 +5108,65 @@ var file_agentskit_chat_v1_chat_proto_depIdxs = []int32{
 	4,  // 32: agentskit.chat.v1.TurnDecision.kind:type_name -> agentskit.chat.v1.TurnKind
 	7,  // 33: agentskit.chat.v1.ToolCallEnded.wait:type_name -> agentskit.chat.v1.ToolWait
 	15, // 34: agentskit.chat.v1.TurnCompleted.snapshot:type_name -> agentskit.chat.v1.Snapshot
-	46, // 35: agentskit.chat.v1.TurnCompleted.usage:type_name -> agentskit.chat.v1.Usage
+	47, // 35: agentskit.chat.v1.TurnCompleted.usage:type_name -> agentskit.chat.v1.Usage
 	9,  // 36: agentskit.chat.v1.TurnCompleted.tool_calls:type_name -> agentskit.chat.v1.ToolCall
 	13, // 37: agentskit.chat.v1.TurnCompleted.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
-	63, // 38: agentskit.chat.v1.StreamTurnResponse.time:type_name -> google.protobuf.Timestamp
+	64, // 38: agentskit.chat.v1.StreamTurnResponse.time:type_name -> google.protobuf.Timestamp
 	40, // 39: agentskit.chat.v1.StreamTurnResponse.started:type_name -> agentskit.chat.v1.TurnStarted
 	41, // 40: agentskit.chat.v1.StreamTurnResponse.decision:type_name -> agentskit.chat.v1.TurnDecision
 	42, // 41: agentskit.chat.v1.StreamTurnResponse.delta:type_name -> agentskit.chat.v1.TextDelta
-	47, // 42: agentskit.chat.v1.StreamTurnResponse.completed:type_name -> agentskit.chat.v1.TurnCompleted
-	48, // 43: agentskit.chat.v1.StreamTurnResponse.failed:type_name -> agentskit.chat.v1.TurnFailed
+	48, // 42: agentskit.chat.v1.StreamTurnResponse.completed:type_name -> agentskit.chat.v1.TurnCompleted
+	49, // 43: agentskit.chat.v1.StreamTurnResponse.failed:type_name -> agentskit.chat.v1.TurnFailed
 	43, // 44: agentskit.chat.v1.StreamTurnResponse.tool_call_started:type_name -> agentskit.chat.v1.ToolCallStarted
 	44, // 45: agentskit.chat.v1.StreamTurnResponse.tool_call_delta:type_name -> agentskit.chat.v1.ToolCallDelta
 	45, // 46: agentskit.chat.v1.StreamTurnResponse.tool_call_ended:type_name -> agentskit.chat.v1.ToolCallEnded
-	22, // 47: agentskit.chat.v1.TruncateHistoryResponse.session:type_name -> agentskit.chat.v1.Session
-	8,  // 48: agentskit.chat.v1.TruncateHistoryResponse.messages:type_name -> agentskit.chat.v1.Message
-	5,  // 49: agentskit.chat.v1.TurnRecord.operation:type_name -> agentskit.chat.v1.Operation
-	6,  // 50: agentskit.chat.v1.TurnRecord.outcome:type_name -> agentskit.chat.v1.TurnOutcome
-	4,  // 51: agentskit.chat.v1.TurnRecord.kind:type_name -> agentskit.chat.v1.TurnKind
-	48, // 52: agentskit.chat.v1.TurnRecord.failure:type_name -> agentskit.chat.v1.TurnFailed
-	63, // 53: agentskit.chat.v1.TurnRecord.start_time:type_name -> google.protobuf.Timestamp
-	63, // 54: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
-	46, // 55: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
-	13, // 56: agentskit.chat.v1.TurnRecord.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
-	52, // 57: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	52, // 58: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
-	52, // 59: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	63, // 60: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	22, // 61: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	49, // 62: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
-	61, // 63: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
-	23, // 64: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
-	25, // 65: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
-	27, // 66: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
-	29, // 67: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
-	31, // 68: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
-	39, // 69: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
-	50, // 70: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
-	53, // 71: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
-	55, // 72: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
-	57, // 73: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
-	58, // 74: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
-	60, // 75: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
-	24, // 76: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
-	26, // 77: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
-	28, // 78: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
-	30, // 79: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
-	32, // 80: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
-	49, // 81: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	51, // 82: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
-	54, // 83: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
-	56, // 84: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
-	49, // 85: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	59, // 86: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
-	62, // 87: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
-	76, // [76:88] is the sub-list for method output_type
-	64, // [64:76] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	46, // 47: agentskit.chat.v1.StreamTurnResponse.tool_call_result:type_name -> agentskit.chat.v1.ToolCallResult
+	22, // 48: agentskit.chat.v1.TruncateHistoryResponse.session:type_name -> agentskit.chat.v1.Session
+	8,  // 49: agentskit.chat.v1.TruncateHistoryResponse.messages:type_name -> agentskit.chat.v1.Message
+	5,  // 50: agentskit.chat.v1.TurnRecord.operation:type_name -> agentskit.chat.v1.Operation
+	6,  // 51: agentskit.chat.v1.TurnRecord.outcome:type_name -> agentskit.chat.v1.TurnOutcome
+	4,  // 52: agentskit.chat.v1.TurnRecord.kind:type_name -> agentskit.chat.v1.TurnKind
+	49, // 53: agentskit.chat.v1.TurnRecord.failure:type_name -> agentskit.chat.v1.TurnFailed
+	64, // 54: agentskit.chat.v1.TurnRecord.start_time:type_name -> google.protobuf.Timestamp
+	64, // 55: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
+	47, // 56: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
+	13, // 57: agentskit.chat.v1.TurnRecord.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
+	53, // 58: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	53, // 59: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
+	53, // 60: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	64, // 61: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	22, // 62: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	50, // 63: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
+	62, // 64: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
+	23, // 65: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
+	25, // 66: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
+	27, // 67: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
+	29, // 68: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
+	31, // 69: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
+	39, // 70: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
+	51, // 71: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
+	54, // 72: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
+	56, // 73: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
+	58, // 74: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
+	59, // 75: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
+	61, // 76: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
+	24, // 77: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
+	26, // 78: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
+	28, // 79: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
+	30, // 80: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
+	32, // 81: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
+	50, // 82: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	52, // 83: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
+	55, // 84: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
+	57, // 85: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
+	50, // 86: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	60, // 87: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
+	63, // 88: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
+	77, // [77:89] is the sub-list for method output_type
+	65, // [65:77] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_agentskit_chat_v1_chat_proto_init() }
@@ -5088,7 +5185,7 @@ func file_agentskit_chat_v1_chat_proto_init() {
 		(*StreamTurnRequest_Dispatch)(nil),
 		(*StreamTurnRequest_ToolResults)(nil),
 	}
-	file_agentskit_chat_v1_chat_proto_msgTypes[41].OneofWrappers = []any{
+	file_agentskit_chat_v1_chat_proto_msgTypes[42].OneofWrappers = []any{
 		(*StreamTurnResponse_Started)(nil),
 		(*StreamTurnResponse_Decision)(nil),
 		(*StreamTurnResponse_Delta)(nil),
@@ -5097,10 +5194,11 @@ func file_agentskit_chat_v1_chat_proto_init() {
 		(*StreamTurnResponse_ToolCallStarted)(nil),
 		(*StreamTurnResponse_ToolCallDelta)(nil),
 		(*StreamTurnResponse_ToolCallEnded)(nil),
+		(*StreamTurnResponse_ToolCallResult)(nil),
 	}
-	file_agentskit_chat_v1_chat_proto_msgTypes[42].OneofWrappers = []any{}
-	file_agentskit_chat_v1_chat_proto_msgTypes[52].OneofWrappers = []any{}
-	file_agentskit_chat_v1_chat_proto_msgTypes[54].OneofWrappers = []any{
+	file_agentskit_chat_v1_chat_proto_msgTypes[43].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[53].OneofWrappers = []any{}
+	file_agentskit_chat_v1_chat_proto_msgTypes[55].OneofWrappers = []any{
 		(*WatchSessionResponse_Session)(nil),
 		(*WatchSessionResponse_Event)(nil),
 		(*WatchSessionResponse_Heartbeat)(nil),
@@ -5111,7 +5209,7 @@ func file_agentskit_chat_v1_chat_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentskit_chat_v1_chat_proto_rawDesc), len(file_agentskit_chat_v1_chat_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

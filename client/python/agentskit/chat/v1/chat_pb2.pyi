@@ -364,6 +364,8 @@ class _ToolWaitEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ToolWait.Val
     """The definition marks the tool as needing approval: a person approves or denies the
     call first.
     """
+    TOOL_WAIT_SERVER: _ToolWait.ValueType  # 3
+    """A server tool: the service runs it within the turn, and its ToolCallResult follows."""
 
 class ToolWait(_ToolWait, metaclass=_ToolWaitEnumTypeWrapper):
     """ToolWait says what a pending tool call waits for."""
@@ -376,6 +378,8 @@ TOOL_WAIT_APPROVAL: ToolWait.ValueType  # 2
 """The definition marks the tool as needing approval: a person approves or denies the
 call first.
 """
+TOOL_WAIT_SERVER: ToolWait.ValueType  # 3
+"""A server tool: the service runs it within the turn, and its ToolCallResult follows."""
 Global___ToolWait: _TypeAlias = ToolWait  # noqa: Y015
 
 @_typing.final
@@ -1674,6 +1678,40 @@ class ToolCallEnded(_message.Message):
 Global___ToolCallEnded: _TypeAlias = ToolCallEnded  # noqa: Y015
 
 @_typing.final
+class ToolCallResult(_message.Message):
+    """ToolCallResult is the result of a server tool call the service ran within the turn (its
+    ToolCallEnded said TOOL_WAIT_SERVER); the model reads it next.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    ERROR_TYPE_FIELD_NUMBER: _builtins.int
+    tool_call_id: _builtins.str
+    """The call."""
+    content: _builtins.str
+    """The tool's result, or for a failed call an explanation the model can act on."""
+    error_type: _builtins.str
+    """Why the call failed (`timeout`, `tool_error`, `result_too_large`, `server_gone`,
+    `invalid_arguments`, `unknown_tool`); empty when it succeeded.
+    """
+    def __init__(
+        self,
+        *,
+        tool_call_id: _builtins.str = ...,
+        content: _builtins.str = ...,
+        error_type: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "error_type", b"error_type", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolCallResult: _TypeAlias = ToolCallResult  # noqa: Y015
+
+@_typing.final
 class Usage(_message.Message):
     """Usage counts model tokens of an agentic turn."""
 
@@ -1825,6 +1863,7 @@ class StreamTurnResponse(_message.Message):
     TOOL_CALL_STARTED_FIELD_NUMBER: _builtins.int
     TOOL_CALL_DELTA_FIELD_NUMBER: _builtins.int
     TOOL_CALL_ENDED_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_RESULT_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Session id."""
     turn_id: _builtins.str
@@ -1871,6 +1910,10 @@ class StreamTurnResponse(_message.Message):
     def tool_call_ended(self) -> Global___ToolCallEnded:
         """A tool call's arguments are complete."""
 
+    @_builtins.property
+    def tool_call_result(self) -> Global___ToolCallResult:
+        """A server tool call the service ran, and its result."""
+
     def __init__(
         self,
         *,
@@ -1886,12 +1929,13 @@ class StreamTurnResponse(_message.Message):
         tool_call_started: Global___ToolCallStarted | None = ...,
         tool_call_delta: Global___ToolCallDelta | None = ...,
         tool_call_ended: Global___ToolCallEnded | None = ...,
+        tool_call_result: Global___ToolCallResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "decision", b"decision", "delta", b"delta", "event", b"event", "failed", b"failed", "started", b"started", "time", b"time", "tool_call_delta", b"tool_call_delta", "tool_call_ended", b"tool_call_ended", "tool_call_started", b"tool_call_started"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "decision", b"decision", "delta", b"delta", "event", b"event", "failed", b"failed", "started", b"started", "time", b"time", "tool_call_delta", b"tool_call_delta", "tool_call_ended", b"tool_call_ended", "tool_call_result", b"tool_call_result", "tool_call_started", b"tool_call_started"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "decision", b"decision", "delta", b"delta", "event", b"event", "failed", b"failed", "sequence", b"sequence", "session_id", b"session_id", "started", b"started", "time", b"time", "tool_call_delta", b"tool_call_delta", "tool_call_ended", b"tool_call_ended", "tool_call_started", b"tool_call_started", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "decision", b"decision", "delta", b"delta", "event", b"event", "failed", b"failed", "sequence", b"sequence", "session_id", b"session_id", "started", b"started", "time", b"time", "tool_call_delta", b"tool_call_delta", "tool_call_ended", b"tool_call_ended", "tool_call_result", b"tool_call_result", "tool_call_started", b"tool_call_started", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "decision", "delta", "completed", "failed", "tool_call_started", "tool_call_delta", "tool_call_ended"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "decision", "delta", "completed", "failed", "tool_call_started", "tool_call_delta", "tool_call_ended", "tool_call_result"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
