@@ -19,6 +19,7 @@ from agentskit_chat.service._types import (
     Started,
     ToolDelta,
     ToolEnded,
+    ToolRan,
     ToolStarted,
     TurnEvent,
     Usage,
@@ -77,7 +78,10 @@ def every_kind() -> list[TurnEvent]:
         Delta("text", time_ns=3),
         *(replace(event, time_ns=4 + n) for n, event in enumerate(tool_round()[:-1])),
         replace(tool_round()[-1], time_ns=9),
-        Failed("cancelled", "The turn was cancelled.", True, None, time_ns=10),
+        ToolStarted("c9", "lookup_order", "server", time_ns=10),
+        ToolRan("c9", "order 7: shipped", None, time_ns=11),
+        ToolRan("c9", "The call timed out.", "timeout", time_ns=12),
+        Failed("cancelled", "The turn was cancelled.", True, None, time_ns=13),
     ]
 
 
@@ -93,11 +97,21 @@ def test_every_event_keeps_its_publication_time() -> None:
 def test_the_time_follows_every_field_an_earlier_reader_reads() -> None:
     body = BatchCodec("s1", "t1").encode(1, every_kind())
     items = json.loads(body[1:])
-    # Each array: its kind, the fields an earlier server reads, then the time (last).
-    lengths = {"s": 5, "k": 6, "d": 2, "ts": 3, "td": 3, "te": 4, "c": 9, "f": 5}
+    # Each array: its kind, the fields an earlier server reads, then the time; a tool
+    # call's start has its wait after the time (where earlier servers' logs end).
+    lengths = {"s": 5, "k": 6, "d": 2, "ts": 3, "td": 3, "te": 4, "tr": 4, "c": 9, "f": 5}
     for item, event in zip(items, every_kind(), strict=True):
-        assert len(item) == lengths[item[0]] + 1
-        assert item[-1] == event.time_ns
+        at = lengths[item[0]]
+        assert item[at] == event.time_ns
+        assert len(item) == at + (2 if item[0] == "ts" else 1)
+
+
+def test_server_tool_events_read_back_and_a_start_without_its_wait_waits_for_a_result() -> None:
+    codec = BatchCodec("s1", "t1")
+    assert codec.decode(1, codec.encode(1, every_kind())) == every_kind()
+    older = [["ts", "c1", "weather", 5]]
+    (decoded,) = codec.decode(1, b"J" + json.dumps(older).encode())
+    assert decoded == ToolStarted("c1", "weather", "result", time_ns=5)
 
 
 def test_an_event_stored_without_a_time_decodes_with_none() -> None:

@@ -36,7 +36,7 @@ class ToolCalls:
             self._names[chunk.call_id] = chunk.name
             self._arguments[chunk.call_id] = []
             self._sizes[chunk.call_id] = 0
-            return ToolStarted(chunk.call_id, chunk.name)
+            return ToolStarted(chunk.call_id, chunk.name, self._wait(chunk.name))
         parts = self._arguments.get(chunk.call_id)
         if parts is None:
             return None

@@ -86,6 +86,8 @@ def _usage(value: Usage | None) -> list[int] | None:
 def _encode(event: TurnEvent) -> list[Any]:
     encoded = _fields(event)
     encoded.append(event.time_ns)
+    if isinstance(event, ToolStarted):
+        encoded.append(event.wait)  # after the time, where older servers' logs end
     return encoded
 
 
@@ -149,8 +151,9 @@ def _event(tag: Any, fields: list[Any]) -> TurnEvent:
         return Delta(str(fields[0]))
     if tag == "td":
         return ToolDelta(str(fields[0]), str(fields[1]))
-    if tag == "ts":
-        return ToolStarted(str(fields[0]), str(fields[1]))
+    if tag == "ts":  # the wait follows the time (absent from older servers' logs)
+        wait = str(fields[3]) if len(fields) > 3 else "result"
+        return ToolStarted(str(fields[0]), str(fields[1]), wait)
     if tag == "te":
         return ToolEnded(str(fields[0]), str(fields[1]), str(fields[2]))
     if tag == "tr":

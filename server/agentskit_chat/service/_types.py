@@ -198,10 +198,11 @@ class Delta:
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted:
-    """The model started calling a tool."""
+    """The model started calling a tool; `wait` is what it will wait for (its ToolEnded's)."""
 
     call_id: str
     name: str
+    wait: str = "result"
     time_ns: int = field(default=0, compare=False, repr=False)
     """When the event was published (ns since the epoch; 0 until then): every view of it
     carries this one time."""

@@ -359,6 +359,7 @@ def _fill(response: pb.StreamTurnResponse, event: TurnEvent) -> None:
     elif isinstance(event, ToolStarted):
         response.tool_call_started.tool_call_id = event.call_id
         response.tool_call_started.name = event.name
+        response.tool_call_started.wait = WAITS[event.wait]
     elif isinstance(event, ToolEnded):
         ended = response.tool_call_ended
         ended.tool_call_id = event.call_id

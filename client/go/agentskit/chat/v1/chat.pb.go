@@ -2968,7 +2968,10 @@ type ToolCallStarted struct {
 	// The call's id.
 	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// The tool's name.
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// What the call will wait for, as its ToolCallEnded says: TOOL_WAIT_SERVER tells a
+	// renderer at once that the service runs it (unspecified from older servers).
+	Wait          ToolWait `protobuf:"varint,3,opt,name=wait,proto3,enum=agentskit.chat.v1.ToolWait" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3015,6 +3018,13 @@ func (x *ToolCallStarted) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *ToolCallStarted) GetWait() ToolWait {
+	if x != nil {
+		return x.Wait
+	}
+	return ToolWait_TOOL_WAIT_UNSPECIFIED
 }
 
 // ToolCallDelta is the next piece of a started call's arguments (JSON text).
@@ -4787,11 +4797,12 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\bto_state\x18\x04 \x01(\tR\atoState\x12\x1a\n" +
 	"\breplayed\x18\x05 \x01(\bR\breplayed\"\x1f\n" +
 	"\tTextDelta\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\"G\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"x\n" +
 	"\x0fToolCallStarted\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"Z\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
+	"\x04wait\x18\x03 \x01(\x0e2\x1b.agentskit.chat.v1.ToolWaitR\x04wait\"Z\n" +
 	"\rToolCallDelta\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12'\n" +
@@ -5106,67 +5117,68 @@ var file_agentskit_chat_v1_chat_proto_depIdxs = []int32{
 	10, // 30: agentskit.chat.v1.StreamTurnRequest.tools:type_name -> agentskit.chat.v1.ToolDeclaration
 	5,  // 31: agentskit.chat.v1.TurnStarted.operation:type_name -> agentskit.chat.v1.Operation
 	4,  // 32: agentskit.chat.v1.TurnDecision.kind:type_name -> agentskit.chat.v1.TurnKind
-	7,  // 33: agentskit.chat.v1.ToolCallEnded.wait:type_name -> agentskit.chat.v1.ToolWait
-	15, // 34: agentskit.chat.v1.TurnCompleted.snapshot:type_name -> agentskit.chat.v1.Snapshot
-	47, // 35: agentskit.chat.v1.TurnCompleted.usage:type_name -> agentskit.chat.v1.Usage
-	9,  // 36: agentskit.chat.v1.TurnCompleted.tool_calls:type_name -> agentskit.chat.v1.ToolCall
-	13, // 37: agentskit.chat.v1.TurnCompleted.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
-	64, // 38: agentskit.chat.v1.StreamTurnResponse.time:type_name -> google.protobuf.Timestamp
-	40, // 39: agentskit.chat.v1.StreamTurnResponse.started:type_name -> agentskit.chat.v1.TurnStarted
-	41, // 40: agentskit.chat.v1.StreamTurnResponse.decision:type_name -> agentskit.chat.v1.TurnDecision
-	42, // 41: agentskit.chat.v1.StreamTurnResponse.delta:type_name -> agentskit.chat.v1.TextDelta
-	48, // 42: agentskit.chat.v1.StreamTurnResponse.completed:type_name -> agentskit.chat.v1.TurnCompleted
-	49, // 43: agentskit.chat.v1.StreamTurnResponse.failed:type_name -> agentskit.chat.v1.TurnFailed
-	43, // 44: agentskit.chat.v1.StreamTurnResponse.tool_call_started:type_name -> agentskit.chat.v1.ToolCallStarted
-	44, // 45: agentskit.chat.v1.StreamTurnResponse.tool_call_delta:type_name -> agentskit.chat.v1.ToolCallDelta
-	45, // 46: agentskit.chat.v1.StreamTurnResponse.tool_call_ended:type_name -> agentskit.chat.v1.ToolCallEnded
-	46, // 47: agentskit.chat.v1.StreamTurnResponse.tool_call_result:type_name -> agentskit.chat.v1.ToolCallResult
-	22, // 48: agentskit.chat.v1.TruncateHistoryResponse.session:type_name -> agentskit.chat.v1.Session
-	8,  // 49: agentskit.chat.v1.TruncateHistoryResponse.messages:type_name -> agentskit.chat.v1.Message
-	5,  // 50: agentskit.chat.v1.TurnRecord.operation:type_name -> agentskit.chat.v1.Operation
-	6,  // 51: agentskit.chat.v1.TurnRecord.outcome:type_name -> agentskit.chat.v1.TurnOutcome
-	4,  // 52: agentskit.chat.v1.TurnRecord.kind:type_name -> agentskit.chat.v1.TurnKind
-	49, // 53: agentskit.chat.v1.TurnRecord.failure:type_name -> agentskit.chat.v1.TurnFailed
-	64, // 54: agentskit.chat.v1.TurnRecord.start_time:type_name -> google.protobuf.Timestamp
-	64, // 55: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
-	47, // 56: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
-	13, // 57: agentskit.chat.v1.TurnRecord.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
-	53, // 58: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	53, // 59: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
-	53, // 60: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	64, // 61: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	22, // 62: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	50, // 63: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
-	62, // 64: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
-	23, // 65: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
-	25, // 66: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
-	27, // 67: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
-	29, // 68: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
-	31, // 69: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
-	39, // 70: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
-	51, // 71: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
-	54, // 72: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
-	56, // 73: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
-	58, // 74: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
-	59, // 75: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
-	61, // 76: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
-	24, // 77: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
-	26, // 78: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
-	28, // 79: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
-	30, // 80: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
-	32, // 81: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
-	50, // 82: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	52, // 83: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
-	55, // 84: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
-	57, // 85: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
-	50, // 86: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	60, // 87: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
-	63, // 88: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
-	77, // [77:89] is the sub-list for method output_type
-	65, // [65:77] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	7,  // 33: agentskit.chat.v1.ToolCallStarted.wait:type_name -> agentskit.chat.v1.ToolWait
+	7,  // 34: agentskit.chat.v1.ToolCallEnded.wait:type_name -> agentskit.chat.v1.ToolWait
+	15, // 35: agentskit.chat.v1.TurnCompleted.snapshot:type_name -> agentskit.chat.v1.Snapshot
+	47, // 36: agentskit.chat.v1.TurnCompleted.usage:type_name -> agentskit.chat.v1.Usage
+	9,  // 37: agentskit.chat.v1.TurnCompleted.tool_calls:type_name -> agentskit.chat.v1.ToolCall
+	13, // 38: agentskit.chat.v1.TurnCompleted.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
+	64, // 39: agentskit.chat.v1.StreamTurnResponse.time:type_name -> google.protobuf.Timestamp
+	40, // 40: agentskit.chat.v1.StreamTurnResponse.started:type_name -> agentskit.chat.v1.TurnStarted
+	41, // 41: agentskit.chat.v1.StreamTurnResponse.decision:type_name -> agentskit.chat.v1.TurnDecision
+	42, // 42: agentskit.chat.v1.StreamTurnResponse.delta:type_name -> agentskit.chat.v1.TextDelta
+	48, // 43: agentskit.chat.v1.StreamTurnResponse.completed:type_name -> agentskit.chat.v1.TurnCompleted
+	49, // 44: agentskit.chat.v1.StreamTurnResponse.failed:type_name -> agentskit.chat.v1.TurnFailed
+	43, // 45: agentskit.chat.v1.StreamTurnResponse.tool_call_started:type_name -> agentskit.chat.v1.ToolCallStarted
+	44, // 46: agentskit.chat.v1.StreamTurnResponse.tool_call_delta:type_name -> agentskit.chat.v1.ToolCallDelta
+	45, // 47: agentskit.chat.v1.StreamTurnResponse.tool_call_ended:type_name -> agentskit.chat.v1.ToolCallEnded
+	46, // 48: agentskit.chat.v1.StreamTurnResponse.tool_call_result:type_name -> agentskit.chat.v1.ToolCallResult
+	22, // 49: agentskit.chat.v1.TruncateHistoryResponse.session:type_name -> agentskit.chat.v1.Session
+	8,  // 50: agentskit.chat.v1.TruncateHistoryResponse.messages:type_name -> agentskit.chat.v1.Message
+	5,  // 51: agentskit.chat.v1.TurnRecord.operation:type_name -> agentskit.chat.v1.Operation
+	6,  // 52: agentskit.chat.v1.TurnRecord.outcome:type_name -> agentskit.chat.v1.TurnOutcome
+	4,  // 53: agentskit.chat.v1.TurnRecord.kind:type_name -> agentskit.chat.v1.TurnKind
+	49, // 54: agentskit.chat.v1.TurnRecord.failure:type_name -> agentskit.chat.v1.TurnFailed
+	64, // 55: agentskit.chat.v1.TurnRecord.start_time:type_name -> google.protobuf.Timestamp
+	64, // 56: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
+	47, // 57: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
+	13, // 58: agentskit.chat.v1.TurnRecord.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
+	53, // 59: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	53, // 60: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
+	53, // 61: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	64, // 62: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	22, // 63: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	50, // 64: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
+	62, // 65: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
+	23, // 66: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
+	25, // 67: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
+	27, // 68: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
+	29, // 69: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
+	31, // 70: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
+	39, // 71: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
+	51, // 72: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
+	54, // 73: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
+	56, // 74: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
+	58, // 75: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
+	59, // 76: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
+	61, // 77: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
+	24, // 78: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
+	26, // 79: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
+	28, // 80: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
+	30, // 81: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
+	32, // 82: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
+	50, // 83: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	52, // 84: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
+	55, // 85: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
+	57, // 86: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
+	50, // 87: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	60, // 88: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
+	63, // 89: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
+	78, // [78:90] is the sub-list for method output_type
+	66, // [66:78] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_agentskit_chat_v1_chat_proto_init() }

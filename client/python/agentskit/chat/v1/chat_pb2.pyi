@@ -1603,19 +1603,25 @@ class ToolCallStarted(_message.Message):
 
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
+    WAIT_FIELD_NUMBER: _builtins.int
     tool_call_id: _builtins.str
     """The call's id."""
     name: _builtins.str
     """The tool's name."""
+    wait: Global___ToolWait.ValueType
+    """What the call will wait for, as its ToolCallEnded says: TOOL_WAIT_SERVER tells a
+    renderer at once that the service runs it (unspecified from older servers).
+    """
     def __init__(
         self,
         *,
         tool_call_id: _builtins.str = ...,
         name: _builtins.str = ...,
+        wait: Global___ToolWait.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "tool_call_id", b"tool_call_id", "wait", b"wait"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
