@@ -41,6 +41,7 @@ from ._types import (
     TextDelta,
     ToolCallDelta,
     ToolCallEnded,
+    ToolCallResult,
     ToolCallStarted,
     Transition,
     TurnCompleted,
@@ -400,6 +401,7 @@ def event_from_pb(response: chat_pb2.StreamTurnResponse) -> TurnEvent | None:
                 time=time,
                 tool_call_id=response.tool_call_started.tool_call_id,
                 name=response.tool_call_started.name,
+                wait=wait_from_pb(response.tool_call_started.wait),
             )
         case "tool_call_delta":
             return ToolCallDelta(
@@ -420,6 +422,17 @@ def event_from_pb(response: chat_pb2.StreamTurnResponse) -> TurnEvent | None:
                 tool_call_id=ended.tool_call_id,
                 arguments=ended.arguments,
                 wait=wait_from_pb(ended.wait),
+            )
+        case "tool_call_result":
+            ran = response.tool_call_result
+            return ToolCallResult(
+                session_id=session_id,
+                turn_id=turn_id,
+                sequence=sequence,
+                time=time,
+                tool_call_id=ran.tool_call_id,
+                content=ran.content,
+                error_type=_optional(ran.error_type),
             )
         case "failed":
             failed = response.failed

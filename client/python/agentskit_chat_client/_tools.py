@@ -10,12 +10,14 @@ from typing import Any, Literal, TypeAlias
 
 from agentskit.chat.v1 import chat_pb2
 
-ToolWait: TypeAlias = Literal["result", "approval"]
-"""What a pending tool call waits for: the client's result, or an approve/deny decision."""
+ToolWait: TypeAlias = Literal["result", "approval", "server"]
+"""What a tool call waits for: the client's result, an approve/deny decision, or (a server
+tool) nothing from the client: the service runs it within the turn."""
 
 _WAIT_FROM_PB: dict[int, ToolWait] = {
     chat_pb2.TOOL_WAIT_RESULT: "result",
     chat_pb2.TOOL_WAIT_APPROVAL: "approval",
+    chat_pb2.TOOL_WAIT_SERVER: "server",
 }
 
 

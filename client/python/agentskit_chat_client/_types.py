@@ -444,10 +444,12 @@ class TurnFailed(_TurnEventBase):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallStarted(_TurnEventBase):
-    """The model began a tool call; its arguments follow as ``ToolCallDelta`` events."""
+    """The model began a tool call; its arguments follow as ``ToolCallDelta`` events.
+    ``wait`` is what its ``ToolCallEnded`` will say (``None`` from older servers)."""
 
     tool_call_id: str
     name: str
+    wait: ToolWait | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -465,12 +467,29 @@ class ToolCallEnded(_TurnEventBase):
     Attributes:
         arguments: The whole arguments, JSON text.
         wait: ``"result"`` when the client runs the tool and sends its result,
-            ``"approval"`` when the call needs an approve/deny decision first.
+            ``"approval"`` when the call needs an approve/deny decision first,
+            ``"server"`` for a server tool: the service runs it, and a
+            ``ToolCallResult`` follows.
     """
 
     tool_call_id: str
     arguments: str = field(repr=False)
     wait: ToolWait | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallResult(_TurnEventBase):
+    """The service ran a server tool call within the turn; the model reads its result next.
+
+    Attributes:
+        content: The tool's result, or for a failed call an explanation for the model.
+        error_type: Why the call failed (``"timeout"``, ``"tool_error"``, ...), or
+            ``None`` when it succeeded.
+    """
+
+    tool_call_id: str
+    content: str = field(repr=False)
+    error_type: str | None = None
 
 
 TurnEvent: TypeAlias = (
@@ -480,6 +499,7 @@ TurnEvent: TypeAlias = (
     | ToolCallStarted
     | ToolCallDelta
     | ToolCallEnded
+    | ToolCallResult
     | TurnCompleted
     | TurnFailed
 )
