@@ -16,7 +16,8 @@ import (
 
 // Event is one event of a turn: *chatv1.TurnStarted, *chatv1.TurnDecision,
 // *chatv1.TextDelta, *chatv1.ToolCallStarted, *chatv1.ToolCallDelta,
-// *chatv1.ToolCallEnded, *chatv1.TurnCompleted or *chatv1.TurnFailed. Switch on its type.
+// *chatv1.ToolCallEnded, *chatv1.ToolCallResult (a server tool the service ran),
+// *chatv1.TurnCompleted or *chatv1.TurnFailed. Switch on its type.
 type Event interface {
 	proto.Message
 }
@@ -41,6 +42,8 @@ func EventOf(response *chatv1.StreamTurnResponse) Event {
 		return event.ToolCallDelta
 	case *chatv1.StreamTurnResponse_ToolCallEnded:
 		return event.ToolCallEnded
+	case *chatv1.StreamTurnResponse_ToolCallResult:
+		return event.ToolCallResult
 	}
 	return nil
 }

@@ -73,6 +73,7 @@ export type {
   ToolCall,
   ToolCallDelta,
   ToolCallEnded,
+  ToolCallResult,
   ToolCallStarted,
   Transition,
   TurnCompleted,

@@ -8,6 +8,7 @@ import type {
   ToolCall,
   ToolCallDelta,
   ToolCallEnded,
+  ToolCallResult,
   ToolCallStarted,
   TurnCompleted,
   TurnDecision,
@@ -33,8 +34,10 @@ export interface TurnEventEnvelope {
  * tool call events, then exactly one of `completed` or `failed`. Each tool call the model
  * makes is a `toolCallStarted` (its id and name), `toolCallDelta`s (pieces of its
  * arguments, JSON text) and a `toolCallEnded` (the whole arguments, and what the call
- * waits for); the calls of one answer may interleave with each other and with `delta`s,
- * and a call's events keep their order. Switch on `kind` to narrow `value`.
+ * waits for); a server tool's call (wait `TOOL_WAIT_SERVER`) is then run by the
+ * service, and its `toolCallResult` follows. The calls of one answer may interleave with
+ * each other and with `delta`s, and a call's events keep their order. Switch on `kind` to
+ * narrow `value`.
  */
 export type TurnEvent = TurnEventEnvelope &
   (
@@ -44,6 +47,7 @@ export type TurnEvent = TurnEventEnvelope &
     | { readonly kind: "toolCallStarted"; readonly value: ToolCallStarted }
     | { readonly kind: "toolCallDelta"; readonly value: ToolCallDelta }
     | { readonly kind: "toolCallEnded"; readonly value: ToolCallEnded }
+    | { readonly kind: "toolCallResult"; readonly value: ToolCallResult }
     | { readonly kind: "completed"; readonly value: TurnCompleted }
     | { readonly kind: "failed"; readonly value: TurnFailed }
   );
@@ -97,6 +101,8 @@ export function eventFromResponse(response: StreamTurnResponse): TurnEvent | und
       return { ...envelope, kind: "toolCallDelta", value: event.value };
     case "toolCallEnded":
       return { ...envelope, kind: "toolCallEnded", value: event.value };
+    case "toolCallResult":
+      return { ...envelope, kind: "toolCallResult", value: event.value };
     case "completed":
       return { ...envelope, kind: "completed", value: event.value };
     case "failed":
