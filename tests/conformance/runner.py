@@ -65,6 +65,7 @@ _EVENT_KINDS = {
     "ToolCallStarted": "tool_call_started",
     "ToolCallDelta": "tool_call_delta",
     "ToolCallEnded": "tool_call_ended",
+    "ToolCallResult": "tool_call_result",
 }
 
 

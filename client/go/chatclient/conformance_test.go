@@ -762,6 +762,8 @@ func eventKind(event chatclient.Event) string {
 		return "tool_call_delta"
 	case *chatv1.ToolCallEnded:
 		return "tool_call_ended"
+	case *chatv1.ToolCallResult:
+		return "tool_call_result"
 	}
 	return "unknown"
 }

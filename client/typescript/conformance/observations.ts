@@ -48,6 +48,7 @@ const KIND_NAMES: Readonly<Record<TurnEvent["kind"], string>> = {
   toolCallStarted: "tool_call_started",
   toolCallDelta: "tool_call_delta",
   toolCallEnded: "tool_call_ended",
+  toolCallResult: "tool_call_result",
   completed: "completed",
   failed: "failed",
 };
