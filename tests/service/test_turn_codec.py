@@ -79,8 +79,8 @@ def every_kind() -> list[TurnEvent]:
         *(replace(event, time_ns=4 + n) for n, event in enumerate(tool_round()[:-1])),
         replace(tool_round()[-1], time_ns=9),
         ToolStarted("c9", "lookup_order", "server", time_ns=10),
-        ToolRan("c9", "order 7: shipped", None, time_ns=11),
-        ToolRan("c9", "The call timed out.", "timeout", time_ns=12),
+        ToolRan("c9", "order 7: shipped", None, "a1.0.0", time_ns=11),
+        ToolRan("c9", "The call timed out.", "timeout", "a1.0.1", time_ns=12),
         Failed("cancelled", "The turn was cancelled.", True, None, time_ns=13),
     ]
 
@@ -99,7 +99,7 @@ def test_the_time_follows_every_field_an_earlier_reader_reads() -> None:
     items = json.loads(body[1:])
     # Each array: its kind, the fields an earlier server reads, then the time; a tool
     # call's start has its wait after the time (where earlier servers' logs end).
-    lengths = {"s": 5, "k": 6, "d": 2, "ts": 3, "td": 3, "te": 4, "tr": 4, "c": 9, "f": 5}
+    lengths = {"s": 5, "k": 6, "d": 2, "ts": 3, "td": 3, "te": 4, "tr": 5, "c": 9, "f": 5}
     for item, event in zip(items, every_kind(), strict=True):
         at = lengths[item[0]]
         assert item[at] == event.time_ns

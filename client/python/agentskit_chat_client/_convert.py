@@ -433,6 +433,7 @@ def event_from_pb(response: chat_pb2.StreamTurnResponse) -> TurnEvent | None:
                 tool_call_id=ran.tool_call_id,
                 content=ran.content,
                 error_type=_optional(ran.error_type),
+                message_id=_optional(ran.message_id),
             )
         case "failed":
             failed = response.failed

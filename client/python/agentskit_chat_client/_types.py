@@ -485,11 +485,13 @@ class ToolCallResult(_TurnEventBase):
         content: The tool's result, or for a failed call an explanation for the model.
         error_type: Why the call failed (``"timeout"``, ``"tool_error"``, ...), or
             ``None`` when it succeeded.
+        message_id: The tool message holding the result in a server-held history.
     """
 
     tool_call_id: str
     content: str = field(repr=False)
     error_type: str | None = None
+    message_id: str | None = None
 
 
 TurnEvent: TypeAlias = (

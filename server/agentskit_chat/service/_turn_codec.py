@@ -101,7 +101,7 @@ def _fields(event: TurnEvent) -> list[Any]:
     if isinstance(event, ToolEnded):
         return ["te", event.call_id, event.arguments, event.wait]
     if isinstance(event, ToolRan):
-        return ["tr", event.call_id, event.content, event.error_type]
+        return ["tr", event.call_id, event.content, event.error_type, event.message_id]
     if isinstance(event, Started):
         return [
             "s",
@@ -129,7 +129,7 @@ def _fields(event: TurnEvent) -> list[Any]:
     return ["f", event.code, event.message, event.retryable, event.route_id]
 
 
-_TIME_AT: Final = {"d": 1, "td": 2, "ts": 2, "te": 3, "tr": 3, "s": 4, "k": 5, "c": 8, "f": 4}
+_TIME_AT: Final = {"d": 1, "td": 2, "ts": 2, "te": 3, "tr": 4, "s": 4, "k": 5, "c": 8, "f": 4}
 """Where each kind of event holds its time among its fields."""
 
 
@@ -158,7 +158,7 @@ def _event(tag: Any, fields: list[Any]) -> TurnEvent:
         return ToolEnded(str(fields[0]), str(fields[1]), str(fields[2]))
     if tag == "tr":
         error = None if fields[2] is None else str(fields[2])
-        return ToolRan(str(fields[0]), str(fields[1]), error)
+        return ToolRan(str(fields[0]), str(fields[1]), error, str(fields[3]))
     if tag == "s":
         answer_id = fields[3] if len(fields) > 3 else None  # absent from older servers' logs
         return Started(fields[0], fields[1], bool(fields[2]), answer_id)

@@ -405,15 +405,9 @@ class TurnRunner:
                 except TimeoutError:
                     yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None, decided=decided)
                     return
-                yield ToolRan(call.id, ran.text, ran.error_type)
-                results.append(
-                    Message(
-                        f"{turn.answer_id}.{number}.{index}",
-                        Role.TOOL,
-                        ran.text,
-                        tool_call_id=call.id,
-                    )
-                )
+                result_id = f"{turn.answer_id}.{number}.{index}"
+                yield ToolRan(call.id, ran.text, ran.error_type, result_id)
+                results.append(Message(result_id, Role.TOOL, ran.text, tool_call_id=call.id))
             if waiting:  # the answer is this one; the turn then waits for the client's calls
                 async for event in self._complete(
                     turn, outcome, decided, said, usage, answer, tuple(rounds), tuple(results)

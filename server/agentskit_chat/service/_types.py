@@ -274,6 +274,8 @@ class ToolRan:
     error_type: str | None = None
     """What went wrong (`timeout`, `tool_error`, ...) when the call failed; `content` then
     explains it to the model."""
+    message_id: str = ""
+    """The tool message holding the result in the history."""
     time_ns: int = field(default=0, compare=False, repr=False)
     """When the event was published (ns since the epoch; 0 until then): every view of it
     carries this one time."""

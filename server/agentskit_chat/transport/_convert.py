@@ -370,6 +370,7 @@ def _fill(response: pb.StreamTurnResponse, event: TurnEvent) -> None:
         ran.tool_call_id = event.call_id
         ran.content = event.content
         ran.error_type = event.error_type or ""
+        ran.message_id = event.message_id
     elif isinstance(event, Started):
         response.started.operation = OPERATIONS[event.operation]
         response.started.user_message_id = event.user_message_id or ""

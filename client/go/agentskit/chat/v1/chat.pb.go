@@ -3156,7 +3156,9 @@ type ToolCallResult struct {
 	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	// Why the call failed (`timeout`, `tool_error`, `result_too_large`, `server_gone`,
 	// `invalid_arguments`, `unknown_tool`); empty when it succeeded.
-	ErrorType     string `protobuf:"bytes,3,opt,name=error_type,json=errorType,proto3" json:"error_type,omitempty"`
+	ErrorType string `protobuf:"bytes,3,opt,name=error_type,json=errorType,proto3" json:"error_type,omitempty"`
+	// The id of the tool message that holds the result in the history (server-held).
+	MessageId     string `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3208,6 +3210,13 @@ func (x *ToolCallResult) GetContent() string {
 func (x *ToolCallResult) GetErrorType() string {
 	if x != nil {
 		return x.ErrorType
+	}
+	return ""
+}
+
+func (x *ToolCallResult) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
 	}
 	return ""
 }
@@ -4811,13 +4820,15 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1c\n" +
 	"\targuments\x18\x02 \x01(\tR\targuments\x12/\n" +
-	"\x04wait\x18\x03 \x01(\x0e2\x1b.agentskit.chat.v1.ToolWaitR\x04wait\"k\n" +
+	"\x04wait\x18\x03 \x01(\x0e2\x1b.agentskit.chat.v1.ToolWaitR\x04wait\"\x8a\x01\n" +
 	"\x0eToolCallResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1d\n" +
 	"\n" +
-	"error_type\x18\x03 \x01(\tR\terrorType\"O\n" +
+	"error_type\x18\x03 \x01(\tR\terrorType\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x04 \x01(\tR\tmessageId\"O\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\"\x8f\x03\n" +

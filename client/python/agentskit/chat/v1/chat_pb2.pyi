@@ -1694,6 +1694,7 @@ class ToolCallResult(_message.Message):
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
     ERROR_TYPE_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
     tool_call_id: _builtins.str
     """The call."""
     content: _builtins.str
@@ -1702,16 +1703,19 @@ class ToolCallResult(_message.Message):
     """Why the call failed (`timeout`, `tool_error`, `result_too_large`, `server_gone`,
     `invalid_arguments`, `unknown_tool`); empty when it succeeded.
     """
+    message_id: _builtins.str
+    """The id of the tool message that holds the result in the history (server-held)."""
     def __init__(
         self,
         *,
         tool_call_id: _builtins.str = ...,
         content: _builtins.str = ...,
         error_type: _builtins.str = ...,
+        message_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "error_type", b"error_type", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "error_type", b"error_type", "message_id", b"message_id", "tool_call_id", b"tool_call_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

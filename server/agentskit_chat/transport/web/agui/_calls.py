@@ -59,6 +59,17 @@ def call_end(ended: pb.ToolCallEnded) -> Event:
     return {"type": "TOOL_CALL_END", "toolCallId": ended.tool_call_id}
 
 
+def call_result(ran: pb.ToolCallResult) -> Event:
+    """The result of a server tool the service ran within the run."""
+    return {
+        "type": "TOOL_CALL_RESULT",
+        "messageId": ran.message_id or f"{ran.tool_call_id}.result",
+        "toolCallId": ran.tool_call_id,
+        "content": ran.content,
+        "role": "tool",
+    }
+
+
 def outcome(pending: Sequence[pb.PendingToolCall]) -> dict[str, Any]:
     """The `RUN_FINISHED.outcome` of an answer waiting on `pending` (see the module docs)."""
     results = [p.tool_call_id for p in pending if p.wait != pb.TOOL_WAIT_APPROVAL]

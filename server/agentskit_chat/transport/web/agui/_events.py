@@ -38,7 +38,7 @@ from typing import Any, Final
 
 from agentskit.chat.v1 import chat_pb2 as pb
 
-from ._calls import call_args, call_end, call_start, outcome, snapshot_message
+from ._calls import call_args, call_end, call_result, call_start, outcome, snapshot_message
 
 DECISION_EVENT: Final = "agentskit.decision"
 KINDS: Final[Mapping[int, str]] = {
@@ -166,6 +166,8 @@ class TurnEvents:
         elif which == "tool_call_ended":
             if event.tool_call_ended.tool_call_id not in self.held:
                 yield f"{sequence}.0", call_end(event.tool_call_ended)
+        elif which == "tool_call_result":
+            yield f"{sequence}.0", call_result(event.tool_call_result)
         elif which == "completed":
             yield from self._completed(sequence, event.completed)
         elif which == "failed":

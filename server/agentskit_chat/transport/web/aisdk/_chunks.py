@@ -105,6 +105,8 @@ class Chunks:
         """Call id -> tool name, of the calls this stream showed."""
         self.shown: set[str] = set()
         """The calls whose input this stream made available."""
+        self.ran = False
+        """Server tools ran in the open step: the model's next call is a step of its own."""
 
     def of(self, event: pb.StreamTurnResponse) -> list[dict[str, Any]]:
         """The chunks of `event` (none for an event the stream does not show)."""
@@ -131,6 +133,19 @@ class Chunks:
             ended = event.tool_call_ended
             name = self.calls.get(ended.tool_call_id, "")
             return self._available(ended.tool_call_id, name, ended.arguments, ended.wait)
+        if which == "tool_call_result":
+            ran = event.tool_call_result
+            self.ran = True
+            if ran.error_type:
+                error = {"toolCallId": ran.tool_call_id, "errorText": ran.content}
+                return [{"type": "tool-output-error", **error}]
+            return [
+                {
+                    "type": "tool-output-available",
+                    "toolCallId": ran.tool_call_id,
+                    "output": ran.content,
+                }
+            ]
         if which == "started":
             return self._started(event)
         if which == "decision":
@@ -171,10 +186,11 @@ class Chunks:
         return found
 
     def _open_step(self) -> list[dict[str, Any]]:
-        if self.step_open:
+        if self.step_open and not self.ran:
             return []
-        self.step_open = True
-        return [{"type": "start-step"}]
+        closed = [*self._close_text(), {"type": "finish-step"}] if self.step_open else []
+        self.step_open, self.ran = True, False
+        return [*closed, {"type": "start-step"}]
 
     def _open_text(self) -> list[dict[str, Any]]:
         if self.text_open:

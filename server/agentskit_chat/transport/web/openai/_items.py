@@ -90,20 +90,31 @@ Item = Decision | str | CallStarted | CallArguments | Finished
 
 
 class CallIndexes:
-    """The position of each call of one answer, by call id, in the order they started."""
+    """The position of each call of one answer, by call id, in the order they started.
+
+    Calls of server tools are the service's own business: the client never answers them,
+    so they are not shown (nor their results).
+    """
 
     def __init__(self) -> None:
         self._indexes: dict[str, int] = {}
+        self._hidden: set[str] = set()
 
     def item(self, event: pb.StreamTurnResponse) -> CallStarted | CallArguments | None:
-        """The item of a tool event (`None` for the end of a call, which adds nothing)."""
+        """The item of a tool event (`None` for the end of a call, which adds nothing, and
+        for a server tool's events)."""
         which = event.WhichOneof("event")
         if which == "tool_call_started":
             started = event.tool_call_started
+            if started.wait == pb.TOOL_WAIT_SERVER:
+                self._hidden.add(started.tool_call_id)
+                return None
             index = self._indexes.setdefault(started.tool_call_id, len(self._indexes))
             return CallStarted(index, started.tool_call_id, started.name)
         if which == "tool_call_delta":
             delta = event.tool_call_delta
+            if delta.tool_call_id in self._hidden:
+                return None
             return CallArguments(self._indexes.get(delta.tool_call_id, 0), delta.arguments_delta)
         return None
 
@@ -132,7 +143,10 @@ def decision_of(
 def finished_of(completed: pb.TurnCompleted) -> Finished:
     """The Finished item of a committed turn."""
     reason = "length" if completed.finish_reason == "length" else "stop"
-    calls = {call.id: (call.name, call.arguments) for call in completed.tool_calls}
+    waiting = {p.tool_call_id for p in completed.pending_tool_calls}
+    calls = {
+        call.id: (call.name, call.arguments) for call in completed.tool_calls if call.id in waiting
+    }
     if completed.pending_tool_calls:
         reason = "tool_calls"
     return Finished(usage_of(completed), reason, calls)
