@@ -25,6 +25,7 @@ from agentskit_chat.models import (
     ToolSpec,
 )
 from agentskit_chat.service import (
+    Approval,
     Catalog,
     ChatService,
     Completed,
@@ -75,7 +76,11 @@ def text(answer: str) -> list[ModelChunk]:
     return [TextChunk(answer), FinishChunk("stop")]
 
 
-def shop(record: Path) -> ChatDefinition:
+def shop(record: Path, approval: bool = False) -> ChatDefinition:
+    tools: dict[str, dict[str, Any]] = {
+        name: {"server": "orders"} for name in ("lookup_order", "count", "fail")
+    }
+    tools["count"]["approval"] = approval
     return parse_definition(
         {
             "id": "shop",
@@ -83,16 +88,16 @@ def shop(record: Path) -> ChatDefinition:
             "model": {"adapter": "scripted"},
             "conversation": {"initial": "idle", "states": {"idle": {}}},
             "mcp_servers": {"orders": stdio_server(record)},
-            "tools": {name: {"server": "orders"} for name in ("lookup_order", "count", "fail")},
+            "tools": tools,
         }
     )
 
 
 @asynccontextmanager
 async def served(
-    tmp_path: Path, model: Scripted, limits: Limits | None = None
+    tmp_path: Path, model: Scripted, limits: Limits | None = None, *, approval: bool = False
 ) -> AsyncIterator[ChatService]:
-    definition = shop(tmp_path / "record.jsonl")
+    definition = shop(tmp_path / "record.jsonl", approval)
     with (tmp_path / "stderr.txt").open("w", encoding="utf-8") as stderr:
         tools = ServerTools([definition], server_stderr=stderr)
         async with asyncio.timeout(BOUND):
@@ -231,5 +236,38 @@ def test_client_and_server_calls_in_one_answer(tmp_path: Path) -> None:
                 (Role.TOOL, "c1"),
                 (Role.TOOL, "c2"),
             ]
+
+    asyncio.run(scenario())
+
+
+def test_a_server_tool_needing_approval_runs_only_once_approved(tmp_path: Path) -> None:
+    model = Scripted(
+        calls(("c1", "count", {"key": "paid"})),
+        text("Done."),
+        calls(("c2", "count", {"key": "refund"})),
+        text("Not refunded."),
+    )
+
+    async def scenario() -> None:
+        async with served(tmp_path, model, approval=True) as chat:
+            first = await turn(chat, TurnRequest("s1", "t1", Submit("pay")))
+            done = first[-1]
+            assert isinstance(done, Completed)
+            assert [(p.call_id, p.wait) for p in done.pending] == [("c1", "approval")]
+            assert executions(tmp_path) == []  # not before the approval
+            approved = ToolResults(approvals=(Approval("c1", True),))
+            second = await turn(chat, TurnRequest("s1", "t2", approved))
+            assert [e.call_id for e in second if isinstance(e, ToolRan)] == ["c1"]
+            assert isinstance(second[-1], Completed)
+            assert second[-1].content == "Done."
+            assert [e["key"] for e in executions(tmp_path)] == ["paid"]
+            third = await turn(chat, TurnRequest("s1", "t3", Submit("refund")))
+            assert isinstance(third[-1], Completed)
+            denied = ToolResults(approvals=(Approval("c2", False, "no"),))
+            fourth = await turn(chat, TurnRequest("s1", "t4", denied))
+            assert not [e for e in fourth if isinstance(e, ToolRan)]
+            assert isinstance(fourth[-1], Completed)
+            assert [e["key"] for e in executions(tmp_path)] == ["paid"]  # never the denied
+            assert model.requests[1].messages[-1].content == "counted paid"
 
     asyncio.run(scenario())

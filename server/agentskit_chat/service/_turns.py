@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -289,7 +289,7 @@ class TurnRunner:
             async for event in self._answer(turn, outcome):
                 yield event
         elif turn.plan.tools is not None and turn.plan.tools.waiting:
-            async for event in self._wait_again(turn, outcome):
+            async for event in self._run_approved(turn, outcome):
                 yield event
         else:
             async with aclosing(self._delegate(turn, outcome)) as events:
@@ -322,6 +322,83 @@ class TurnRunner:
         for event in route_answered(decided, answer, outcome, saved):
             yield event
 
+    async def _run_approved(
+        self, turn: Turn, outcome: DelegateOutcome
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Approved calls without results: the service runs the server tools' ones; the
+        others go back to the client (`_wait_again`). When none is left for the client,
+        the model goes on with the results."""
+        tools = turn.plan.tools
+        assert tools is not None
+        port = self._server_tools
+        served = frozenset(turn.claimed.definition.server_tools) if port is not None else ()
+        runs = tuple(c for c in tools.calls if c.name in served)
+        if not runs:
+            async for event in self._wait_again(turn, outcome):
+                yield event
+            return
+        assert port is not None
+        state = outcome.state.state
+        decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
+        yield decided
+        results: list[Message] = []
+        async with aclosing(self._run_calls(turn, decided, runs, "approved", results)) as ran:
+            async for event in ran:
+                yield event
+                if isinstance(event, Failed):
+                    return
+        left = tuple(p for p in tools.waiting if p.name not in served)
+        if left:
+            saved = await self._writes.commit(
+                turn, outcome, decided, None, None, left, after=tuple(results)
+            )
+            if isinstance(saved, Failed):
+                yield saved
+                return
+            calls = tuple(c for c in tools.calls if c.name not in served)
+            for event in _handed_back(calls):
+                yield event
+            yield Completed(
+                tools.answer_id,
+                "",
+                outcome.snapshot,
+                saved.cursor,
+                None,
+                finish_reason_of(left),
+                tools.calls,
+                left,
+            )
+            return
+        async with aclosing(self._delegate(turn, outcome, tuple(results), decided)) as events:
+            async for event in events:
+                yield event
+
+    async def _run_calls(
+        self,
+        turn: Turn,
+        decided: Decided,
+        calls: tuple[ToolCall, ...],
+        label: str,
+        results: list[Message],
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Run server tool `calls` in order: a ToolRan event each, its tool message added
+        to `results` (ids from the answer's and `label`); the failed event, recorded, when
+        the turn's deadline passes first."""
+        port = self._server_tools
+        assert port is not None
+        for index, call in enumerate(calls):
+            try:
+                async with asyncio.timeout_at(turn.deadline):
+                    ran = await port.call(
+                        call.name, call.arguments, turn_id=turn.request.turn_id, call_id=call.id
+                    )
+            except TimeoutError:
+                yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None, decided=decided)
+                return
+            result_id = f"{turn.answer_id}.{label}.{index}"
+            yield ToolRan(call.id, ran.text, ran.error_type, result_id)
+            results.append(Message(result_id, Role.TOOL, ran.text, tool_call_id=call.id))
+
     async def _wait_again(
         self, turn: Turn, outcome: DelegateOutcome
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -336,11 +413,8 @@ class TurnRunner:
             yield saved
             return
         yield decided
-        for call in tools.calls:
-            yield ToolStarted(call.id, call.name)
-            if call.arguments:
-                yield ToolDelta(call.id, call.arguments)
-            yield ToolEnded(call.id, call.arguments, "result")
+        for event in _handed_back(tools.calls):
+            yield event
         yield Completed(
             tools.answer_id,
             "",
@@ -353,20 +427,26 @@ class TurnRunner:
         )
 
     async def _delegate(
-        self, turn: Turn, outcome: DelegateOutcome
+        self,
+        turn: Turn,
+        outcome: DelegateOutcome,
+        ran: tuple[Message, ...] = (),
+        decided: Decided | None = None,
     ) -> AsyncGenerator[TurnEvent, None]:
         """Ask the model; while its answer calls server tools the service runs, run them
-        and ask again with their results (a round), up to `max_tool_rounds` rounds."""
-        state = outcome.state.state
-        decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
-        yield decided
+        and ask again with their results (a round), up to `max_tool_rounds` rounds. `ran`:
+        results of approved server calls this turn ran first (`decided` already sent)."""
+        if decided is None:
+            state = outcome.state.state
+            decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
+            yield decided
         definition = turn.claimed.definition
         port = self._server_tools
         served = frozenset(definition.server_tools) if port is not None else frozenset()
         options = turn.request.tools
         if port is not None and served:
             options = replace(options, tools=(*options.tools, *port.specs(definition)))
-        rounds: list[Message] = []
+        rounds: list[Message] = list(ran)
         usage: Usage | None = None
         for number in range(self._limits.max_tool_rounds + 1):
             answer = _Answer(ToolCalls(self._limits, definition.approvals, served))
@@ -393,21 +473,12 @@ class TurnRunner:
                 answer.made,
             )
             results: list[Message] = []
-            for index, call in enumerate(runs):
-                try:
-                    async with asyncio.timeout_at(turn.deadline):
-                        ran = await port.call(
-                            call.name,
-                            call.arguments,
-                            turn_id=turn.request.turn_id,
-                            call_id=call.id,
-                        )
-                except TimeoutError:
-                    yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None, decided=decided)
-                    return
-                result_id = f"{turn.answer_id}.{number}.{index}"
-                yield ToolRan(call.id, ran.text, ran.error_type, result_id)
-                results.append(Message(result_id, Role.TOOL, ran.text, tool_call_id=call.id))
+            label = str(number)
+            async with aclosing(self._run_calls(turn, decided, runs, label, results)) as calls:
+                async for event in calls:
+                    yield event
+                    if isinstance(event, Failed):
+                        return
             if waiting:  # the answer is this one; the turn then waits for the client's calls
                 async for event in self._complete(
                     turn, outcome, decided, said, usage, answer, tuple(rounds), tuple(results)
@@ -539,6 +610,15 @@ class _Answer:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+
+def _handed_back(calls: tuple[ToolCall, ...]) -> Iterator[TurnEvent]:
+    """The events of approved calls going back to the client to run."""
+    for call in calls:
+        yield ToolStarted(call.id, call.name)
+        if call.arguments:
+            yield ToolDelta(call.id, call.arguments)
+        yield ToolEnded(call.id, call.arguments, "result")
 
 
 def _sum(total: Usage | None, more: Usage | None) -> Usage | None:
