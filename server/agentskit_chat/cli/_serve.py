@@ -192,6 +192,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "[%(default)s]",
     )
     parser.add_argument(
+        "--max-tool-rounds",
+        type=int,
+        default=limits.max_tool_rounds,
+        help="rounds of server tool calls one turn may run before the model must answer; "
+        "past it the turn fails with tool_rounds [%(default)s]",
+    )
+    parser.add_argument(
         "--max-tool-arguments-bytes",
         type=int,
         default=limits.max_tool_arguments_bytes,
@@ -293,6 +300,7 @@ def settings_from(args: argparse.Namespace) -> ServeSettings:
             max_tools=args.max_tools,
             max_tool_schema_bytes=args.max_tool_schema_bytes,
             max_tool_calls=args.max_tool_calls,
+            max_tool_rounds=args.max_tool_rounds,
             max_tool_arguments_bytes=args.max_tool_arguments_bytes,
             turn_timeout=args.turn_timeout,
             lease_ttl=lease,
