@@ -47,9 +47,10 @@ def test_each_connection_commits_at_the_chosen_level(
         store = await open_sqlite_store(tmp_path / "store.db", synchronous=synchronous)
         try:
             await store.create(session())  # a write: on the worker thread with `full`
-            on_loop = store._attempt("probe", _synchronous_level)
+            connections = store._connections
+            on_loop = connections.attempt("probe", _synchronous_level)
             worker = asyncio.get_running_loop().run_in_executor(
-                store._executor, store._on_worker, "probe", _synchronous_level
+                connections.executor, connections.on_worker, "probe", _synchronous_level
             )
             return on_loop, await worker
         finally:
