@@ -126,9 +126,8 @@ def test_a_server_tool_round_through_every_front(
                 "messages": [{"role": "user", "content": QUESTION}],
             }
             completion = sse((await http.post("/v1/chat/completions", json=request)).text)
-            deltas = [
-                c["choices"][0]["delta"] for c in completion if c != "[DONE]" and c["choices"]
-            ]
+            choices = [c["choices"][0] for c in completion if c != "[DONE]" and c["choices"]]
+            deltas = [choice["delta"] for choice in choices]
             assert not [d for d in deltas if "tool_calls" in d]  # the service's own business
             assert "".join(d.get("content") or "" for d in deltas) == ANSWER
             assert "stop" in [choice.get("finish_reason") for choice in choices]
