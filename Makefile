@@ -269,11 +269,15 @@ TOUR_MODEL := {adapter: openai, base_url: "http://$(TOUR_MODEL_LISTEN)/v1", mode
 
 tour: $(STAMP)
 	@rm -rf build/tour && mkdir -p build/tour
-	@for file in examples/definitions/*.yaml; do case "$$file" in *.test.yaml) continue;; esac; \
-	  sed 's|^model: {adapter: offline}$$|model: $(TOUR_MODEL)|' "$$file" > "build/tour/$${file##*/}"; \
+	@for file in examples/definitions/*.yaml examples/mcp/*.yaml; do \
+	  case "$$file" in *.test.yaml) continue;; esac; \
+	  sed -e 's|^model: {adapter: offline}$$|model: $(TOUR_MODEL)|' \
+	    -e 's|^    command: python3$$|    command: $(abspath $(BIN))/python|' \
+	    "$$file" > "build/tour/$${file##*/}"; \
 	done
 	@echo "tour: the fake model streams on $(TOUR_MODEL_LISTEN); in another terminal: make chat"
-	@$(BIN)/python -m agentskit_chat.fakemodel --listen $(TOUR_MODEL_LISTEN) --chunks 8 --delay 0.15 & \
+	@$(BIN)/python -m agentskit_chat.fakemodel --listen $(TOUR_MODEL_LISTEN) --chunks 8 --delay 0.15 \
+	  --call-tool lookup_order & \
 	  model=$$!; trap 'kill $$model 2> /dev/null' EXIT INT TERM; \
 	  $(BIN)/agentskit-chat serve --definitions build/tour --state-dir var/tour \
 	    --listen $(TOUR_LISTEN) --http-listen $(TOUR_HTTP_LISTEN)

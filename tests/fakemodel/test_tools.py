@@ -344,3 +344,44 @@ def test_the_command_calls_declared_tools_with_tool_calls() -> None:
     assert [name for _, name, _ in made.values()] == ["get_weather", "clock"]
     assert content(chunks(events(results.text))) == "The fake model got 1 tool result (call_x)."
     assert content(chunks(events(plain.text))) == DEFAULT_TEXT
+
+
+def test_a_tool_reply_limited_to_named_tools_calls_those_and_leaves_other_requests_be() -> None:
+    with FakeModelServer(tool_reply=ToolCalls(only=("clock",))) as limited:
+        both = post(limited, body(tools=[WEATHER, CLOCK]))
+        assert [name for _, name, _ in calls_of(both).values()] == ["clock"]
+        assert finish(both) == "tool_calls"
+        other = post(limited, body(tools=[WEATHER]))
+        assert calls_of(other) == {}
+        assert content(other) == DEFAULT_TEXT
+
+
+def test_the_command_line_calls_only_the_tools_it_names() -> None:
+    with subprocess.Popen(
+        command("--call-tool", "clock"),
+        cwd=REPO,
+        env=base_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as process:
+        try:
+            assert process.stdout is not None
+            found = LISTENING.search(process.stdout.readline().strip())
+            assert found is not None
+            sent = body(tools=[WEATHER, CLOCK])
+            response = httpx.post(f"{found.group(1)}/chat/completions", json=sent, timeout=30)
+            decoded = chunks(events(response.text))
+            assert [name for _, name, _ in calls_of(decoded).values()] == ["clock"]
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+    both = subprocess.run(
+        command("--call-tool", "clock", "--tool-calls"),
+        cwd=REPO,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert both.returncode == 2
+    assert "use one" in both.stderr

@@ -10,7 +10,13 @@ import socket
 import subprocess
 from pathlib import Path
 
-from agentskit_chat_client import ChatClient, TextDelta, TurnCompleted, TurnDecision
+from agentskit_chat_client import (
+    ChatClient,
+    TextDelta,
+    ToolCallResult,
+    TurnCompleted,
+    TurnDecision,
+)
 from tests.cli.fixtures.serving import Server
 from tests.docs.pages import ROOT
 from tests.postgres import free_port
@@ -21,10 +27,10 @@ def _refused(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
-async def _turn(target: str) -> list[object]:
+async def _turn(target: str, definition: str = "coffee", text: str = "Strongest?") -> list[object]:
     async with ChatClient(target, timeout=30) as client:
-        session = await client.create_session("coffee")
-        return [event async for event in client.submit(session.session_id, "Which is strongest?")]
+        session = await client.create_session(definition)
+        return [event async for event in client.submit(session.session_id, text)]
 
 
 def test_the_tour_streams_an_agentic_answer_and_stops_on_ctrl_c(tmp_path: Path) -> None:
@@ -58,6 +64,15 @@ def test_the_tour_streams_an_agentic_answer_and_stops_on_ctrl_c(tmp_path: Path) 
         assert len(deltas) == 8  # the tour's --chunks, each its own delta
         assert "".join(deltas).startswith("This reply comes from the fake model server")
         assert isinstance(events[-1], TurnCompleted)
+        # The shop chat's model looks an order up on the example MCP server.
+        looked = asyncio.run(_turn(server.target, "shop", "Where is my order?"))
+        (ran,) = (e for e in looked if isinstance(e, ToolCallResult))
+        assert ran.content == "There is no order example."  # the fake model's example id
+        assert isinstance(looked[-1], TurnCompleted)
+        assert looked[-1].content.startswith("The fake model got 1 tool result")
+        routed = asyncio.run(_turn(server.target, "shop", "/order A-17"))
+        assert isinstance(routed[-1], TurnCompleted)
+        assert routed[-1].content.startswith("Order A-17: 2 items, shipped")
         assert not _refused(model)
         os.killpg(process.pid, signal.SIGINT)
         assert server.wait() == -signal.SIGINT  # make passes the interrupt on, as in a terminal

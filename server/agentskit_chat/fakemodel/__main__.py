@@ -32,7 +32,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="answer a request that offers tools by calling each of them, with example "
         "arguments from its schema streamed in pieces",
     )
+    parser.add_argument(
+        "--call-tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="answer a request that offers the tool NAME by calling it (repeat for more "
+        "tools; other requests get the sentence), with example arguments from its schema",
+    )
     args = parser.parse_args(argv)
+    if args.tool_calls and args.call_tool:
+        parser.error("--tool-calls calls every tool; --call-tool names some: use one")
     if not 1 <= args.chunks <= len(DEFAULT_TEXT):
         parser.error(f"--chunks must be between 1 and {len(DEFAULT_TEXT)}")
     if args.delay < 0:
@@ -64,7 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     args = parse_args(argv)
     reply = Reply(chunks=split_text(DEFAULT_TEXT, args.chunks), delay=args.delay)
-    tool_reply = ToolCalls(delay=args.delay) if args.tool_calls else None
+    tool_reply = None
+    if args.tool_calls or args.call_tool:
+        tool_reply = ToolCalls(delay=args.delay, only=tuple(args.call_tool))
     asyncio.run(serve(args.host, args.port, reply, tool_reply))
     return 0
 

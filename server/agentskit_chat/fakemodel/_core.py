@@ -14,7 +14,7 @@ from typing import Final, Self
 from ._http import HttpError, HttpRequest, read_request, response
 from ._scripts import Hangup, HttpResponse, Reply, Script, Stall, ToolCalls
 from ._stream import RecordedRequest, send_completion, send_reply
-from ._tools import last_role, offers_tools, tool_results_reply
+from ._tools import declared_tools, last_role, offers_tools, tool_results_reply
 
 BASE_PATH: Final = "/v1"
 COMPLETIONS: Final = f"{BASE_PATH}/chat/completions"
@@ -32,6 +32,14 @@ def _last_user_text(body: object) -> str:
             content = message.get("content")
             return content if isinstance(content, str) else ""
     return ""
+
+
+def _calls_any(script: Script, body: object) -> bool:
+    """Whether `script` calls some tool in answer to `body` (always, but for a ToolCalls
+    answer limited to tools the request does not offer)."""
+    if not isinstance(script, ToolCalls) or script.calls or not script.only:
+        return True
+    return any(tool["name"] in script.only for tool in declared_tools(body))
 
 
 class FakeModel:
@@ -217,7 +225,7 @@ class FakeModel:
                 return keyed
         if self._scripts:
             return self._scripts.popleft()
-        if offered and self.tool_reply is not None:
+        if offered and self.tool_reply is not None and _calls_any(self.tool_reply, body):
             return self.tool_reply
         return self.default
 

@@ -109,8 +109,9 @@ class ToolCalls:
     Then the finish reason (`tool_calls`), usage and `[DONE]`, as a Reply ends.
 
     With no `calls`, the answer calls each tool the request declares, with example
-    arguments made from its `parameters` schema: only the tool `tool_choice` names when it
-    names one, only the first with `parallel_tool_calls: false`, and none when the request
+    arguments made from its `parameters` schema (of those named in `only`, when set): only
+    the tool `tool_choice` names when it names one, only the first with
+    `parallel_tool_calls: false`, and none when the request
     declares no tools. `delay`, `pause_after` and the request's `chunks_sent` count every
     delta after the first (the assistant role), text and tool deltas alike.
     """
@@ -125,6 +126,8 @@ class ToolCalls:
     finish_reason: str = "tool_calls"
     ending: Ending = Ending.DONE
     pause_after: int | None = None
+    only: tuple[str, ...] = ()
+    """Without `calls`: the names of the tools it calls, when the request offers them."""
 
     def __post_init__(self) -> None:
         if self.pieces < 1:

@@ -64,6 +64,8 @@ def resolve_calls(script: ToolCalls, body: object) -> list[tuple[str, str, str]]
         return []
     assert isinstance(body, dict)
     tools = declared_tools(body)
+    if script.only:
+        tools = [t for t in tools if t["name"] in script.only]
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
         function = choice.get("function")
