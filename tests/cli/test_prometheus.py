@@ -8,6 +8,7 @@ import json
 import math
 import re
 import signal
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from agentskit_chat.fakemodel import FakeModelServer, HttpResponse, Reply
 from agentskit_chat_client import ChatClient, ChatError, Submit, TurnCompleted, TurnFailed
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.prometheus import Prometheus
-from tests.cli.fixtures.serving import collect, terminal
+from tests.cli.fixtures.serving import REPO, collect, terminal
 from tests.cli.test_model_turns import write_assistant
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "agentskit-chat.json"
@@ -100,14 +101,63 @@ async def load(target: str, model: FakeModelServer) -> None:
 
 def write_revisions(directory: Path, base_url: str) -> Path:
     """The assistant chat at revisions 1 and 2, new sessions split half and half; the
-    second declares a migration from the first."""
+    second declares a migration from the first. Beside it, the shop chat, whose routes
+    call server tools of a real MCP server."""
     write_assistant(directory, base_url)
+    write_shop(directory)
     first = directory / "assistant.yaml"
     text = first.read_text(encoding="utf-8")
     first.write_text(text.replace("revision: 1\n", "revision: 1\nrollout: 50\n"), "utf-8")
     second = text.replace("revision: 1\n", "revision: 2\nrollout: 50\nmigrations: [{from: 1}]\n")
     (directory / "assistant-2.yaml").write_text(second, encoding="utf-8")
     return directory
+
+
+def write_shop(directory: Path) -> None:
+    server = {
+        "command": sys.executable,
+        "args": ["-m", "tests.mcp.servers.orders", "stdio"],
+        "env": {"PYTHONPATH": str(REPO), "ORDERS_RECORD": str(directory / "record.jsonl")},
+    }
+    routes = [
+        {
+            "id": name,
+            "command": f"/{name}",
+            "event": "go",
+            "tool": {"name": tool, "arguments": arguments},
+            "response": "{result}",
+        }
+        for name, tool, arguments in (
+            ("order", "lookup_order", {"order_id": "A-17"}),
+            ("broken", "fail", {"reason": "on purpose"}),
+        )
+    ]
+    chat = {
+        "id": "shop",
+        "revision": 1,
+        "conversation": {
+            "initial": "open",
+            "states": {"open": {"on": {"go": "open"}}},
+            "routes": routes,
+        },
+        "mcp_servers": {"orders": server},
+        "tools": {"lookup_order": {"server": "orders"}, "fail": {"server": "orders"}},
+    }
+    (directory / "shop.json").write_text(json.dumps(chat), encoding="utf-8")
+
+
+async def tool_load(target: str) -> None:
+    """Server tool calls through the shop's routes, one that answers and one that fails,
+    for a while (a rate needs calls in more than one scrape)."""
+    async with ChatClient(target, timeout=30) as client:
+        session = (await client.create_session("shop")).session_id
+        until = time.monotonic() + LOAD_SECONDS
+        while time.monotonic() < until:
+            done = terminal(await collect(client, session, Submit("/order")))
+            assert isinstance(done, TurnCompleted)
+            failed = terminal(await collect(client, session, Submit("/broken")))
+            assert isinstance(failed, TurnFailed)
+            await asyncio.sleep(0.2)
 
 
 def session_id_on(revision: int, prefix: str) -> str:
@@ -160,6 +210,7 @@ def test_prometheus_scrapes_serve_and_every_dashboard_query_returns_data(
             time.sleep(0.2)
         asyncio.run(load(server.target, model))
         asyncio.run(revision_load(server.target))  # after: load watches the model's last call
+        asyncio.run(tool_load(server.target))
         panels, variables = dashboard_queries()
         assert len(panels) >= 16
         missing = list(panels)
@@ -172,7 +223,7 @@ def test_prometheus_scrapes_serve_and_every_dashboard_query_returns_data(
         definitions_seen = prometheus.label_values(
             "agentskit_chat_definition_id", f'agentskit_chat_turns_total{{job=~"{JOB}"}}'
         )
-        assert definitions_seen == ["assistant"]
+        assert definitions_seen == ["assistant", "shop"]
         assert len(variables) == 2
         by_revision = (
             "sum by (agentskit_chat_definition_revision) "

@@ -19,7 +19,9 @@ import grpc
 import pytest
 from opentelemetry.sdk.metrics.export import AggregationTemporality, Histogram, Sum
 
+from agentskit_chat.mcp import ToolCallReport
 from agentskit_chat.service import MigrationReport
+from agentskit_chat.telemetry import ToolTelemetry
 
 from .conftest import InMemory
 from .reports import REPORTS
@@ -52,7 +54,7 @@ def prometheus_series(name: str, unit: str, data: Any) -> set[str]:
 def exported(in_memory: InMemory) -> dict[str, set[str]]:
     """Prometheus series name -> label names, from what the observer and the gRPC
     interceptor record (one call that succeeds and one that is refused), with a session
-    that migrated and one that stayed."""
+    that migrated and one that stayed, and two server tool calls (one ending in an error)."""
     for report in REPORTS.values():
         in_memory.observer.turn_finished(report)
     for migration in (
@@ -68,6 +70,10 @@ def exported(in_memory: InMemory) -> dict[str, set[str]]:
             await call(b"NOT_FOUND")
 
     asyncio.run(serving(in_memory, calls))
+    tools = ToolTelemetry(meter_provider=in_memory.meter_provider)
+    for error_type in (None, "timeout"):
+        report = ToolCallReport("lookup_order", "call-1", "orders", 0.25, error_type)
+        tools.tool_started("lookup_order", "call-1").finish(report)
     data = in_memory.reader.get_metrics_data()
     assert data is not None
     series: dict[str, set[str]] = {}
