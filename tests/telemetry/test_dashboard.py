@@ -72,8 +72,8 @@ def exported(in_memory: InMemory) -> dict[str, set[str]]:
     asyncio.run(serving(in_memory, calls))
     tools = ToolTelemetry(meter_provider=in_memory.meter_provider)
     for error_type in (None, "timeout"):
-        report = ToolCallReport("lookup_order", "call-1", "orders", 0.25, error_type)
-        tools.tool_started("lookup_order", "call-1").finish(report)
+        called = ToolCallReport("lookup_order", "call-1", "orders", 0.25, error_type)
+        tools.tool_started("lookup_order", "call-1").finish(called)
     data = in_memory.reader.get_metrics_data()
     assert data is not None
     series: dict[str, set[str]] = {}
