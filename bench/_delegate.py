@@ -53,10 +53,12 @@ async def delegating(
     *,
     env: Mapping[str, str] | None = None,
     http: bool = False,
+    definitions: Mapping[str, str] | None = None,
 ) -> Delegation:
     """Start the fake model (with `model_options`) and `serve` (with an HTTP listener too
     when `http`), both stopped with `stack`, in `env` (by default `serve_env()`); their
-    files in a temporary folder named with `prefix`."""
+    files in a temporary folder named with `prefix`. `definitions`: more definition files
+    (name -> text) beside `delegate`, with `{base_url}` and `{model}` filled in."""
     env = serve_env() if env is None else env
     work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
     fake = [sys.executable, "-m", "agentskit_chat.fakemodel", "--listen", "127.0.0.1:0"]
@@ -64,13 +66,13 @@ async def delegating(
         running("fake model", [*fake, *model_options], cwd=ROOT, env=env)
     )
     base_url = f"{model.address}/v1"
-    definitions = work / "definitions"
-    definitions.mkdir()
-    (definitions / "delegate.yaml").write_text(
-        DEFINITION.format(base_url=base_url, model=MODEL), encoding="utf-8"
-    )
+    directory = work / "definitions"
+    directory.mkdir()
+    files = {"delegate.yaml": DEFINITION, **(definitions or {})}
+    for name, text in files.items():
+        (directory / name).write_text(text.format(base_url=base_url, model=MODEL), "utf-8")
     serve = [sys.executable, "-m", "agentskit_chat.cli", "serve", "--listen", "127.0.0.1:0"]
-    serve += ["--definitions", str(definitions), "--store", "memory://"]
+    serve += ["--definitions", str(directory), "--store", "memory://"]
     serve += ["--state-dir", str(work), "--drain-delay", "0"]
     if http:
         serve += ["--http-listen", "127.0.0.1:0"]

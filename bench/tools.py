@@ -1,18 +1,25 @@
-"""The price of a tool round: a plain agentic turn against a tool round, over the same fake
+"""The price of a tool round: a plain agentic turn against a tool round the client runs,
+and against a server tool round the service runs on an MCP server, over the same fake
 model, through `serve` over gRPC with the Python client.
 
-Two child processes: the fake model server (`--tool-calls`: a request that declares tools
-is answered with one call of each, a request ending with tool results with a sentence) and
-`serve` on the memory store (bench/_delegate.py). This process runs, one at a time and
-alternating which goes first, a plain agentic turn (one model call) and a tool round: a
-turn declaring two tools that completes waiting for their results, then the `tool_results`
-turn that sends them and gets the model's answer (two model calls, two turns). Each is
-timed from the first request to the last event, in a session created before the clock
-starts; the server's CPU time per round is read from /proc around each path's calls.
+Child processes: the fake model server (`--tool-calls`: a request that offers tools is
+answered with one call of each, a request ending with tool results with a sentence),
+`serve` on the memory store (bench/_delegate.py), and the MCP server of
+examples/mcp/orders_server.py, which `serve` starts over stdio for the `shop` chat. This
+process runs, one at a time and alternating the order, a plain agentic turn (one model
+call); a client tool round: a turn declaring two tools that completes waiting for their
+results, then the `tool_results` turn that sends them and gets the model's answer (two
+model calls, two turns); and a server tool round: one turn in which the model calls
+`lookup_order`, the service runs it on the MCP server and the model answers (two model
+calls, one tool call, one turn). Each is timed from the first request to the last event,
+in a session created before the clock starts; the server's CPU time per round is read
+from /proc around each path's calls (`serve` only: not the MCP server's, which is the
+tool's own cost).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -31,7 +38,7 @@ from agentskit_chat_client import (
 from . import _paired
 from ._delegate import delegating
 from ._paired import Column, Runs
-from ._servers import Server
+from ._servers import ROOT, Server
 from ._turns import percentile_ms
 
 TOOLS: Final = (
@@ -42,7 +49,17 @@ TOOLS: Final = (
     ),
     ToolDeclaration("clock", "The time here"),
 )
-PATHS: Final = ("plain", "tool_round")
+PATHS: Final = ("plain", "tool_round", "server_round")
+ORDERS_SERVER: Final = ROOT / "examples" / "mcp" / "orders_server.py"
+SHOP: Final = (
+    "id: shop\nrevision: 1\n"
+    'model: {{adapter: openai, base_url: "{base_url}", model: {model}}}\n'
+    "mcp_servers:\n"
+    f"  orders: {{{{command: {sys.executable}, args: [{ORDERS_SERVER}]}}}}\n"
+    "tools: {{lookup_order: {{server: orders}}}}\n"
+    "conversation: {{initial: open, states: {{open: {{}}}}}}\n"
+)
+"""A chat whose model may call the MCP server's `lookup_order` (a template for `delegating`)."""
 FULL: Final = Runs("rounds", count=200, warmup=20)
 QUICK: Final = Runs("rounds", count=10, warmup=2)
 COLUMNS: Final = (
@@ -102,15 +119,31 @@ async def tool_round(client: ChatClient) -> float | str:
     return time.perf_counter() - start
 
 
+async def server_round(client: ChatClient) -> float | str:
+    """The model calls a server tool, the service runs it, the model answers: one turn."""
+    session = await client.create_session("shop")
+    start = time.perf_counter()
+    answered = await client.run_turn(session.session_id, Submit("Where is my order?"))
+    if not answered.ok or answered.pending_tool_calls or not answered.text:
+        return "server_round: the turn did not complete with an answer"
+    if "1 tool result" not in answered.text:
+        return "server_round: the model did not get the tool's result"
+    return time.perf_counter() - start
+
+
 async def measure(runs: Runs) -> dict[str, Figures]:
     """Start the fake model and `serve`, then run both paths alternately."""
     figures = {path: Figures(path) for path in PATHS}
     async with AsyncExitStack() as stack:
-        service = (await delegating(stack, "tools-bench-", ["--tool-calls"])).service
+        shop = {"shop.yaml": SHOP}
+        service = (
+            await delegating(stack, "tools-bench-", ["--tool-calls"], definitions=shop)
+        ).service
         chat = await stack.enter_async_context(ChatClient(service.address, timeout=30))
         rounds: Mapping[str, Callable[[ChatClient], Awaitable[float | str]]] = {
             "plain": plain_turn,
             "tool_round": tool_round,
+            "server_round": server_round,
         }
         for path, timed in _paired.alternating(PATHS, runs):
             before = _cpu(service)
@@ -136,26 +169,32 @@ def report(figures: Mapping[str, Figures], runs: Runs, quick: bool) -> dict[str,
     """Print the table and the ratios; the figures as plain data."""
     data = {path: f.summary() for path, f in figures.items()}
     print(
-        f"\nA tool round (2 turns, 2 model calls) against a plain agentic turn (1 model call),"
-        f" fake model, serve on the memory store; {runs.count} rounds per path "
-        f"({_paired.machine()})"
+        f"\nA client tool round (2 turns, 2 model calls) and a server tool round (1 turn, 2"
+        f" model calls, 1 MCP call) against a plain agentic turn (1 model call), fake model,"
+        f" serve on the memory store; {runs.count} rounds per path ({_paired.machine()})"
     )
-    _paired.table("path", 11, COLUMNS, data)
-    plain, tools = data["plain"], data["tool_round"]
-    ratios = {
-        "p50": tools["p50_ms"] / plain["p50_ms"] if plain["p50_ms"] else 0.0,
-        "server_cpu": (
-            tools["server_cpu_ms_per_round"] / plain["server_cpu_ms_per_round"]
-            if plain["server_cpu_ms_per_round"]
-            else 0.0
-        ),
-    }
+    _paired.table("path", 13, COLUMNS, data)
     note = _paired.QUICK_NOTE if quick else ""
-    print(
-        f"Tool round / plain turn{note}: p50 {ratios['p50']:.2f}x, server CPU "
-        f"{ratios['server_cpu']:.2f}x (two turns and two model calls make 2x the floor)"
-    )
-    return {"config": runs.data(), "paths": data, "tool_round_over_plain": ratios}
+    found: dict[str, Any] = {"config": runs.data(), "paths": data}
+    for path, label, floor in (
+        ("tool_round", "Tool round", "two turns and two model calls make 2x the floor"),
+        ("server_round", "Server tool round", "two model calls make 2x the floor"),
+    ):
+        ratios = _over(data[path], data["plain"])
+        print(
+            f"{label} / plain turn{note}: p50 {ratios['p50']:.2f}x, server CPU "
+            f"{ratios['server_cpu']:.2f}x ({floor})"
+        )
+        found[f"{path}_over_plain"] = ratios
+    return found
+
+
+def _over(path: Mapping[str, Any], plain: Mapping[str, Any]) -> dict[str, float]:
+    cpu = plain["server_cpu_ms_per_round"]
+    return {
+        "p50": path["p50_ms"] / plain["p50_ms"] if plain["p50_ms"] else 0.0,
+        "server_cpu": path["server_cpu_ms_per_round"] / cpu if cpu else 0.0,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,7 +10,7 @@ import pytest
 from bench.tools import PATHS, main
 
 
-def test_quick_benchmark_run_measures_both_paths(
+def test_quick_benchmark_run_measures_every_path(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     figures = tmp_path / "tools.json"
@@ -22,3 +22,4 @@ def test_quick_benchmark_run_measures_both_paths(
         assert data["paths"][path]["rounds"] > 0
         assert data["paths"][path]["p50_ms"] > 0
     assert data["tool_round_over_plain"]["p50"] > 0
+    assert data["server_round_over_plain"]["p50"] > 0
