@@ -194,6 +194,7 @@ def test_reports_have_no_field_for_content() -> None:
         "error_code",
         "first_chunk_ns",
         "model_call",
+        "earlier_model_calls",  # model calls of earlier tool rounds: the same reviewed fields
         "tool_calls",  # (call id, tool name) pairs: names, never arguments or results
         "migration",  # revisions, an outcome and a stable code
     }

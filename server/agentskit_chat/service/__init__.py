@@ -15,6 +15,7 @@ from ._observer import (
     TurnReport,
     TurnScope,
     TurnTracer,
+    model_calls,
 )
 from ._published import PUBLISH_LEASE_SECONDS
 from ._rate_limits import Rate, RateLimits
@@ -123,4 +124,5 @@ __all__ = [
     "denied_result",
     "invalid",
     "limit_exceeded",
+    "model_calls",
 ]

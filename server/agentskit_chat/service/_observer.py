@@ -98,10 +98,19 @@ class TurnReport:
     first_chunk_ns: int | None = None
     """When the first piece of the answer was handed to the transport."""
     model_call: ModelCallReport | None = None
+    """The turn's last model call (its only one unless server tools ran in rounds)."""
+    earlier_model_calls: tuple[ModelCallReport, ...] = ()
+    """The turn's model calls before `model_call`, oldest first (server tool rounds)."""
     tool_calls: tuple[tuple[str, str], ...] = ()
     """(call id, tool name) of each tool call the answer streamed: never arguments or results."""
     migration: MigrationReport | None = None
     """The session's move to a newer revision this turn tried, if any."""
+
+
+def model_calls(report: TurnReport) -> tuple[ModelCallReport, ...]:
+    """Every model call of the turn, oldest first."""
+    last = () if report.model_call is None else (report.model_call,)
+    return (*report.earlier_model_calls, *last)
 
 
 class TurnObserver(Protocol):

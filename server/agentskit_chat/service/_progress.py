@@ -111,11 +111,15 @@ class TurnProgress:
     started: bool = False
     """Some event of the turn went out."""
     model_call: ModelCall | None = None
+    earlier_calls: list[ModelCall] = field(default_factory=list)
+    """The turn's model calls before `model_call` (server tool rounds)."""
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
 
     def model_started(self, adapter: ModelAdapter, model: str | None) -> ModelCall:
         """The turn's model call begins; the observer's scope hears of it first."""
         self.scope.model_call_started(adapter.provider, model, call_info(adapter).remote)
+        if self.model_call is not None:
+            self.earlier_calls.append(self.model_call)
         self.model_call = ModelCall(adapter, model, self.scope)
         return self.model_call
 
@@ -166,6 +170,7 @@ class TurnProgress:
             error_code=self.error_code,
             first_chunk_ns=self.first_chunk_ns,
             model_call=None if self.model_call is None else self.model_call.report(),
+            earlier_model_calls=tuple(call.report() for call in self.earlier_calls),
             tool_calls=tuple(self.tool_calls),
             migration=self.migration,
         )

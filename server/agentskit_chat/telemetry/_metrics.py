@@ -10,7 +10,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.util.types import AttributeValue
 
 from agentskit_chat import __version__
-from agentskit_chat.service import MigrationReport, ModelCallReport, TurnReport
+from agentskit_chat.service import MigrationReport, ModelCallReport, TurnReport, model_calls
 
 from . import _names as n
 
@@ -96,9 +96,9 @@ class TurnMetrics:
         self.duration.record(max(report.ended_ns - started, 0) / 1e9, attributes)
         if report.first_chunk_ns is not None:
             self.first_chunk.record(max(report.first_chunk_ns - started, 0) / 1e9, attributes)
-        call = report.model_call
-        if call is not None and call.remote:  # A local stand-in is no GenAI operation.
-            self._record_model_call(call, report.definition_id)
+        for call in model_calls(report):
+            if call.remote:  # A local stand-in is no GenAI operation.
+                self._record_model_call(call, report.definition_id)
         for _, name in report.tool_calls:
             self.tool_calls.add(1, self._tool_attributes(name, report.definition_id))
         if report.migration is not None:

@@ -17,7 +17,7 @@ from opentelemetry import context, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from agentskit_chat.service import ModelCallReport, Reason, TurnReport, TurnRequest
+from agentskit_chat.service import ModelCallReport, Reason, TurnReport, TurnRequest, model_calls
 
 from . import _names as n
 
@@ -111,7 +111,7 @@ class LiveTurn:
     Every method swallows its own failures: telemetry never fails a turn.
     """
 
-    __slots__ = ("_model_token", "_token", "model_span", "span", "tracer")
+    __slots__ = ("_model_token", "_token", "model_span", "model_spans", "span", "tracer")
 
     def __init__(self, tracer: trace.Tracer, request: TurnRequest) -> None:
         self.tracer = tracer
@@ -121,6 +121,9 @@ class LiveTurn:
             attributes=_rpc_attributes(),
         )
         self.model_span: trace.Span | None = None
+        """The span of the model call in progress."""
+        self.model_spans: list[trace.Span] = []
+        """The span of each remote model call the turn made, oldest first."""
         self._model_token: Token[context.Context] | None = None
         current = context.set_value(_LIVE_TURN, self, trace.set_span_in_context(self.span))
         self._token: Token[context.Context] | None = context.attach(current)
@@ -139,12 +142,14 @@ class LiveTurn:
             parent = trace.set_span_in_context(self.span)
             span = self.tracer.start_span(model_span_name(model), parent, kind=SpanKind.CLIENT)
             self.model_span = span
+            self.model_spans.append(span)
             self._model_token = context.attach(trace.set_span_in_context(span, parent))
         except Exception:  # pragma: no cover - the SDK does not raise here
             self.model_span = None
 
     def model_call_ended(self) -> None:
-        """The turn span is current again."""
+        """The turn span is current again (its next model call gets a span of its own)."""
+        self.model_span = None
         token, self._model_token = self._model_token, None
         if token is not None:
             context.detach(token)
@@ -164,13 +169,12 @@ class LiveTurn:
             _tool_call_events(span, report)
             if is_error(report):
                 span.set_status(Status(StatusCode.ERROR, report.error_code))
-        call = report.model_call
-        if call is not None and call.remote:
-            model_span = self.model_span
-            if model_span is None:  # Started without the scope: record it after the fact.
+        remote = [call for call in model_calls(report) if call.remote]
+        for index, call in enumerate(remote):
+            if index < len(self.model_spans):
+                _finish_model_span(self.model_spans[index], call, report.session_id)
+            else:  # Started without the scope: record it after the fact.
                 _trace_model_call(self.tracer, span, call, report.session_id)
-            else:
-                _finish_model_span(model_span, call, report.session_id)
         span.end(end_time=max(report.ended_ns, report.started_ns))
         return span.get_span_context()
 
@@ -200,8 +204,9 @@ def trace_turn(tracer: trace.Tracer, report: TurnReport) -> trace.SpanContext:
             _tool_call_events(span, report)
             if is_error(report):
                 span.set_status(Status(StatusCode.ERROR, report.error_code))
-        if report.model_call is not None and report.model_call.remote:
-            _trace_model_call(tracer, span, report.model_call, report.session_id)
+        for call in model_calls(report):
+            if call.remote:
+                _trace_model_call(tracer, span, call, report.session_id)
     finally:
         span.end(end_time=max(report.ended_ns, report.started_ns))
     return span.get_span_context()
