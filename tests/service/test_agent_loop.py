@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,6 @@ from agentskit_chat.models import (
     AdapterRegistry,
     FinishChunk,
     ModelChunk,
-    ModelRequest,
     TextChunk,
     ToolCallDeltaChunk,
     ToolCallStartChunk,
@@ -41,27 +40,9 @@ from agentskit_chat.service import (
 )
 from agentskit_chat.storage import HistoryMode, MemoryStore
 from tests.mcp.conftest import BOUND, stdio_server
+from tests.service.test_tool_turns import Scripted
 
 KEY = b"agent-loop-service-test-key-32by"
-
-
-class Scripted:
-    """A model answering each request with the next scripted chunks; records requests."""
-
-    name = "scripted"
-    provider = "tests"
-
-    def __init__(self, *answers: list[ModelChunk]) -> None:
-        self.answers = list(answers)
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelChunk, None]:
-        self.requests.append(request)
-        for chunk in self.answers.pop(0):
-            yield chunk
-
-    async def close(self) -> None:
-        """Nothing to release."""
 
 
 def calls(*made: tuple[str, str, dict[str, Any]]) -> list[ModelChunk]:

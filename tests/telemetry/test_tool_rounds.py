@@ -15,7 +15,8 @@ from agentskit_chat.service import Catalog, ChatService, Submit, TurnRequest
 from agentskit_chat.storage import HistoryMode, MemoryStore
 from agentskit_chat.telemetry import ToolTelemetry
 from tests.mcp.conftest import BOUND
-from tests.service.test_agent_loop import KEY, Scripted, calls, shop, text
+from tests.service.test_agent_loop import KEY, calls, shop, text
+from tests.service.test_tool_turns import Scripted
 
 from .conftest import InMemory
 

@@ -8,7 +8,8 @@ that commits nothing else, or (when the client goes away) a released lease.
 A turn of a definition whose routes are all declared as data is resolved before any write:
 when a route answers it (or fails it), the turn takes no lease and is committed with one
 write (`_one_write`). Only when no route answers (the turn goes to the model) does it claim
-the lease, and then proceeds with the outcome already resolved.
+the lease, and then proceeds with the outcome already resolved. The model's part of a turn,
+with its server tool rounds, is `_agentic`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentskit_chat.conversation import (
@@ -30,23 +30,14 @@ from agentskit_chat.conversation import (
     Outcome,
     Role,
     RouteOutcome,
-    ToolCall,
-    TurnKind,
     resolve,
 )
 from agentskit_chat.models import (
     AdapterRegistry,
-    FinishChunk,
-    ModelError,
-    ModelRequest,
-    TextChunk,
-    ToolCallDeltaChunk,
-    ToolCallStartChunk,
-    ToolOptions,
-    UsageChunk,
 )
 from agentskit_chat.storage import HistoryMode
 
+from ._agentic import Agentic
 from ._errors import Reason, ServiceError
 from ._history import Plan, plan_turn
 from ._limits import Limits, utf8_size
@@ -59,28 +50,17 @@ from ._server_tools import ServerToolPort, route_tools
 from ._terminal import (
     DEADLINE_EXCEEDED,
     OUTPUT_LIMIT,
-    TOOL_LIMIT,
-    TOOL_ROUNDS,
-    finish_reason_of,
     repeat,
 )
-from ._tool_calls import ToolCalls
 from ._turn_writes import Turn, TurnWrites, new_id, route_answered, route_decided
 from ._types import (
     Claim,
     Completed,
-    Decided,
-    Delta,
     Dispatch,
     Failed,
     Started,
-    ToolDelta,
-    ToolEnded,
-    ToolRan,
-    ToolStarted,
     TurnEvent,
     TurnRequest,
-    Usage,
 )
 
 log = logging.getLogger(__name__)
@@ -103,7 +83,6 @@ class TurnRunner:
     ) -> None:
         self._records = records
         self._server_tools = server_tools
-        self._adapters = adapters
         self._limits = limits
         self._digester = digester
         self._holder = holder
@@ -111,6 +90,7 @@ class TurnRunner:
         self._observer: TurnObserver = observer or NoObserver()
         self._turn_started = getattr(self._observer, "turn_started", None)
         self._writes = TurnWrites(records, limits, holder)
+        self._agentic = Agentic(adapters, limits, self._writes, server_tools)
         self._one_write = OneWrite(records, self._writes, limits, holder)
         self.releases = self._writes.releases
         """Lease releases the store refused, retried in the background."""
@@ -289,10 +269,10 @@ class TurnRunner:
             async for event in self._answer(turn, outcome):
                 yield event
         elif turn.plan.tools is not None and turn.plan.tools.waiting:
-            async for event in self._run_approved(turn, outcome):
+            async for event in self._agentic.run_approved(turn, outcome):
                 yield event
         else:
-            async with aclosing(self._delegate(turn, outcome)) as events:
+            async with aclosing(self._agentic.delegate(turn, outcome)) as events:
                 async for event in events:
                     yield event
 
@@ -321,310 +301,6 @@ class TurnRunner:
             return
         for event in route_answered(decided, answer, outcome, saved):
             yield event
-
-    async def _run_approved(
-        self, turn: Turn, outcome: DelegateOutcome
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """Approved calls without results: the service runs the server tools' ones; the
-        others go back to the client (`_wait_again`). When none is left for the client,
-        the model goes on with the results."""
-        tools = turn.plan.tools
-        assert tools is not None
-        port = self._server_tools
-        served = frozenset(turn.claimed.definition.server_tools) if port is not None else ()
-        runs = tuple(c for c in tools.calls if c.name in served)
-        if not runs:
-            async for event in self._wait_again(turn, outcome):
-                yield event
-            return
-        assert port is not None
-        state = outcome.state.state
-        decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
-        yield decided
-        results: list[Message] = []
-        async with aclosing(self._run_calls(turn, decided, runs, "approved", results)) as ran:
-            async for event in ran:
-                yield event
-                if isinstance(event, Failed):
-                    return
-        left = tuple(p for p in tools.waiting if p.name not in served)
-        if left:
-            saved = await self._writes.commit(
-                turn, outcome, decided, None, None, left, after=tuple(results)
-            )
-            if isinstance(saved, Failed):
-                yield saved
-                return
-            calls = tuple(c for c in tools.calls if c.name not in served)
-            for event in _handed_back(calls):
-                yield event
-            yield Completed(
-                tools.answer_id,
-                "",
-                outcome.snapshot,
-                saved.cursor,
-                None,
-                finish_reason_of(left),
-                tools.calls,
-                left,
-            )
-            return
-        async with aclosing(self._delegate(turn, outcome, tuple(results), decided)) as events:
-            async for event in events:
-                yield event
-
-    async def _run_calls(
-        self,
-        turn: Turn,
-        decided: Decided,
-        calls: tuple[ToolCall, ...],
-        label: str,
-        results: list[Message],
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """Run server tool `calls` in order: a ToolRan event each, its tool message added
-        to `results` (ids from the answer's and `label`); the failed event, recorded, when
-        the turn's deadline passes first."""
-        port = self._server_tools
-        assert port is not None
-        for index, call in enumerate(calls):
-            try:
-                async with asyncio.timeout_at(turn.deadline):
-                    ran = await port.call(
-                        call.name, call.arguments, turn_id=turn.request.turn_id, call_id=call.id
-                    )
-            except TimeoutError:
-                yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None, decided=decided)
-                return
-            result_id = f"{turn.answer_id}.{label}.{index}"
-            yield ToolRan(call.id, ran.text, ran.error_type, result_id)
-            results.append(Message(result_id, Role.TOOL, ran.text, tool_call_id=call.id))
-
-    async def _wait_again(
-        self, turn: Turn, outcome: DelegateOutcome
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """Approved calls without results go back to the client: the denied results are
-        stored and the turn completes waiting, without asking the model."""
-        tools = turn.plan.tools
-        assert tools is not None
-        state = outcome.state.state
-        decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
-        saved = await self._writes.commit(turn, outcome, decided, None, None, tools.waiting)
-        if isinstance(saved, Failed):
-            yield saved
-            return
-        yield decided
-        for event in _handed_back(tools.calls):
-            yield event
-        yield Completed(
-            tools.answer_id,
-            "",
-            outcome.snapshot,
-            saved.cursor,
-            None,
-            finish_reason_of(tools.waiting),
-            tools.calls,
-            tools.waiting,
-        )
-
-    async def _delegate(
-        self,
-        turn: Turn,
-        outcome: DelegateOutcome,
-        ran: tuple[Message, ...] = (),
-        decided: Decided | None = None,
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """Ask the model; while its answer calls server tools the service runs, run them
-        and ask again with their results (a round), up to `max_tool_rounds` rounds. `ran`:
-        results of approved server calls this turn ran first (`decided` already sent)."""
-        if decided is None:
-            state = outcome.state.state
-            decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
-            yield decided
-        definition = turn.claimed.definition
-        port = self._server_tools
-        served = frozenset(definition.server_tools) if port is not None else frozenset()
-        options = turn.request.tools
-        if port is not None and served:
-            options = replace(options, tools=(*options.tools, *port.specs(definition)))
-        rounds: list[Message] = list(ran)
-        usage: Usage | None = None
-        for number in range(self._limits.max_tool_rounds + 1):
-            answer = _Answer(ToolCalls(self._limits, definition.approvals, served))
-            messages = (*outcome.messages, *rounds)
-            async with aclosing(self._ask(turn, decided, messages, options, answer)) as events:
-                async for event in events:
-                    yield event
-            if answer.failed is not None:
-                yield answer.failed
-                return
-            usage = _sum(usage, answer.usage)
-            runs = answer.calls.served()
-            if not runs:
-                break
-            if number == self._limits.max_tool_rounds:
-                yield await self._writes.fail(turn, TOOL_ROUNDS, None, decided=decided)
-                return
-            assert port is not None
-            waiting = bool(answer.calls.pending())  # the client's calls of the same answer
-            said = Message(
-                turn.answer_id if waiting else f"{turn.answer_id}.{number}",
-                Role.ASSISTANT,
-                answer.text,
-                answer.made,
-            )
-            results: list[Message] = []
-            label = str(number)
-            async with aclosing(self._run_calls(turn, decided, runs, label, results)) as calls:
-                async for event in calls:
-                    yield event
-                    if isinstance(event, Failed):
-                        return
-            if waiting:  # the answer is this one; the turn then waits for the client's calls
-                async for event in self._complete(
-                    turn, outcome, decided, said, usage, answer, tuple(rounds), tuple(results)
-                ):
-                    yield event
-                return
-            rounds += [said, *results]
-        final = Message(turn.answer_id, Role.ASSISTANT, answer.text, answer.made)
-        async for event in self._complete(
-            turn, outcome, decided, final, usage, answer, tuple(rounds), ()
-        ):
-            yield event
-
-    async def _complete(
-        self,
-        turn: Turn,
-        outcome: DelegateOutcome,
-        decided: Decided,
-        final: Message,
-        usage: Usage | None,
-        answer: _Answer,
-        before: tuple[Message, ...],
-        after: tuple[Message, ...],
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """Commit the answer `final` with the rounds `before` it and the server tools'
-        results `after` it; its Completed event, or the failure."""
-        pending = answer.calls.pending()
-        saved = await self._writes.commit(
-            turn, outcome, decided, final, usage, pending, before=before, after=after
-        )
-        if isinstance(saved, Failed):
-            yield saved
-            return
-        finish = finish_reason_of(pending) if pending else answer.finish
-        yield Completed(
-            final.id,
-            final.content,
-            outcome.snapshot,
-            saved.cursor,
-            usage,
-            finish,
-            answer.made,
-            pending,
-        )
-
-    async def _ask(
-        self,
-        turn: Turn,
-        decided: Decided,
-        messages: tuple[Message, ...],
-        options: ToolOptions,
-        answer: _Answer,
-    ) -> AsyncGenerator[TurnEvent, None]:
-        """One model call: its events as they come, and the answer gathered in `answer`
-        (`answer.failed` set, after recording the failure, when it fails)."""
-        definition = turn.claimed.definition
-        adapter = self._adapters.adapter(definition.model)
-        request = ModelRequest(
-            definition.id,
-            turn.request.session_id,
-            messages,
-            definition.model,
-            turn.request.sampling,
-            options,
-        )
-        size = 0
-        model = definition.model.get("model")
-        call = turn.progress.model_started(adapter, model if isinstance(model, str) else None)
-        async with aclosing(adapter.stream(request)) as chunks:
-            while True:
-                try:
-                    async with asyncio.timeout_at(turn.deadline):
-                        chunk = await anext(chunks, None)
-                except TimeoutError:
-                    call.end(DEADLINE_EXCEEDED)
-                    answer.failed = await self._writes.fail(
-                        turn, DEADLINE_EXCEEDED, None, decided=decided
-                    )
-                    return
-                except ModelError as exc:
-                    call.end(exc.code)
-                    answer.failed = await self._writes.fail(
-                        turn, exc.code, None, exc, decided=decided
-                    )
-                    return
-                if chunk is None:
-                    call.end()
-                    break
-                call.saw(chunk)
-                if isinstance(chunk, TextChunk):
-                    size += utf8_size(chunk.text)
-                    if size > self._limits.max_output_bytes:  # Leaving closes the stream.
-                        call.end(OUTPUT_LIMIT)
-                        answer.failed = await self._writes.fail(
-                            turn, OUTPUT_LIMIT, None, decided=decided
-                        )
-                        return
-                    answer.parts.append(chunk.text)
-                    yield Delta(chunk.text)
-                elif isinstance(chunk, ToolCallStartChunk | ToolCallDeltaChunk):
-                    event = answer.calls.add(chunk)
-                    if event is None:  # Leaving closes the stream.
-                        call.end(TOOL_LIMIT)
-                        answer.failed = await self._writes.fail(
-                            turn, TOOL_LIMIT, None, decided=decided
-                        )
-                        return
-                    yield event
-                elif isinstance(chunk, UsageChunk):
-                    answer.usage = Usage(chunk.input_tokens, chunk.output_tokens)
-                elif isinstance(chunk, FinishChunk):
-                    answer.finish = chunk.reason
-        answer.made = answer.calls.made()
-        for ended in answer.calls.ended():
-            yield ended
-
-
-@dataclass(slots=True)
-class _Answer:
-    """What one model call answered."""
-
-    calls: ToolCalls
-    parts: list[str] = field(default_factory=list)
-    made: tuple[ToolCall, ...] = ()
-    usage: Usage | None = None
-    finish: str = ""
-    failed: Failed | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-
-def _handed_back(calls: tuple[ToolCall, ...]) -> Iterator[TurnEvent]:
-    """The events of approved calls going back to the client to run."""
-    for call in calls:
-        yield ToolStarted(call.id, call.name)
-        if call.arguments:
-            yield ToolDelta(call.id, call.arguments)
-        yield ToolEnded(call.id, call.arguments, "result")
-
-
-def _sum(total: Usage | None, more: Usage | None) -> Usage | None:
-    if total is None or more is None:
-        return more if total is None else total
-    return Usage(total.input_tokens + more.input_tokens, total.output_tokens + more.output_tokens)
 
 
 def _declarative(definition: ChatDefinition) -> bool:
