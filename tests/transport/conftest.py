@@ -41,6 +41,9 @@ T = TypeVar("T")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
 KEY = b"transport-tests-digest-key-32byt"
 CANARY = "canary-7f3a9c-do-not-leak"
+EVENT_WAIT = 60.0
+"""How long a test waits for something the server does on its own time (a lease released,
+a turn's end seen): a bound on a failure, never an expected time."""
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -275,16 +278,20 @@ async def once_released(
     """Submit `content` as soon as the server has released the session's lease.
 
     A cancelled turn releases its lease after the server sees the cancellation, which may
-    be a moment after the client gave up; until then turns are refused as busy.
+    be a moment after the client gave up; until then turns are refused as busy. The
+    attempts go on for up to `EVENT_WAIT`: a bound on a failure, not an expected time.
     """
-    for _ in range(250):
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + EVENT_WAIT
+    while True:
         try:
             return await client.run_turn(session_id, Submit(content), turn_id=turn_id)
         except ChatError as error:
             if error.reason != "ERROR_REASON_SESSION_BUSY":
                 raise
+            if loop.time() > give_up:
+                raise AssertionError("the lease was never released") from error
             await asyncio.sleep(0.02)
-    raise AssertionError("the lease was never released")
 
 
 async def health_status(channel: grpc.aio.Channel, service: str) -> int:
