@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,6 +292,16 @@ async def once_released(
             if loop.time() > give_up:
                 raise AssertionError("the lease was never released") from error
             await asyncio.sleep(0.02)
+
+
+async def until(condition: Callable[[], bool], what: str, bound: float = EVENT_WAIT) -> None:
+    """Return once `condition()` holds, looked at every few milliseconds; fail, saying `what`
+    never happened, after `bound` seconds (a bound on a failure, never an expected time)."""
+    give_up = asyncio.get_running_loop().time() + bound
+    while not condition():
+        if asyncio.get_running_loop().time() > give_up:
+            raise AssertionError(f"{what} never happened")
+        await asyncio.sleep(0.01)
 
 
 async def health_status(channel: grpc.aio.Channel, service: str) -> int:
