@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from agentskit_chat_client import (
     Submit,
 )
 
-from .conftest import CANARY, EXAMPLES, live, once_released, refused, run
+from .conftest import CANARY, EVENT_WAIT, EXAMPLES, live, once_released, refused, run
 
 ABORTED = grpc.StatusCode.ABORTED
 
@@ -461,10 +462,12 @@ def test_a_turn_cancelled_while_claiming_the_lease_releases_it(tmp_path: Path) -
                 blocker.execute("ROLLBACK")
                 blocker.close()
             stored = await env.store.load(sid)
-            for _ in range(250):  # the claim lands once the lock is gone, then is released
+            give_up = time.monotonic() + EVENT_WAIT
+            while True:  # the claim lands once the lock is gone, then is released
                 assert stored is not None
                 if stored.cursor >= 2:
                     break
+                assert time.monotonic() < give_up, "the write never landed"
                 await asyncio.sleep(0.02)
                 stored = await env.store.load(sid)
             assert stored is not None
@@ -498,10 +501,12 @@ def test_a_declared_answer_whose_client_gives_up_during_its_one_write_is_committ
                 blocker.execute("ROLLBACK")
                 blocker.close()
             stored = await env.store.load(sid)
-            for _ in range(250):  # the write lands once the lock is gone
+            give_up = time.monotonic() + EVENT_WAIT
+            while True:  # the write lands once the lock is gone
                 assert stored is not None
                 if stored.cursor >= 1:
                     break
+                assert time.monotonic() < give_up, "the write never landed"
                 await asyncio.sleep(0.02)
                 stored = await env.store.load(sid)
             assert stored is not None
