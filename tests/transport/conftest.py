@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,14 +36,12 @@ from agentskit_chat.service import Catalog, ChatService, Limits, RateLimits, Tur
 from agentskit_chat.storage import SqliteStore, open_sqlite_store
 from agentskit_chat.transport import Authenticator, RunningServer, start_server
 from agentskit_chat_client import ChatClient, ChatError, Submit, TurnResult
+from tests.waiting import EVENT_WAIT
 
 T = TypeVar("T")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
 KEY = b"transport-tests-digest-key-32byt"
 CANARY = "canary-7f3a9c-do-not-leak"
-EVENT_WAIT = 60.0
-"""How long a test waits for something the server does on its own time (a lease released,
-a turn's end seen): a bound on a failure, never an expected time."""
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -292,16 +290,6 @@ async def once_released(
             if loop.time() > give_up:
                 raise AssertionError("the lease was never released") from error
             await asyncio.sleep(0.02)
-
-
-async def until(condition: Callable[[], bool], what: str, bound: float = EVENT_WAIT) -> None:
-    """Return once `condition()` holds, looked at every few milliseconds; fail, saying `what`
-    never happened, after `bound` seconds (a bound on a failure, never an expected time)."""
-    give_up = asyncio.get_running_loop().time() + bound
-    while not condition():
-        if asyncio.get_running_loop().time() > give_up:
-            raise AssertionError(f"{what} never happened")
-        await asyncio.sleep(0.01)
 
 
 async def health_status(channel: grpc.aio.Channel, service: str) -> int:

@@ -26,8 +26,9 @@ from agentskit_chat_client import (
     Retry,
     Submit,
 )
+from tests.waiting import EVENT_WAIT
 
-from .conftest import CANARY, EVENT_WAIT, EXAMPLES, live, once_released, refused, run
+from .conftest import CANARY, EXAMPLES, live, once_released, refused, run
 
 ABORTED = grpc.StatusCode.ABORTED
 

@@ -15,8 +15,9 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit_chat.service import Limits
 from agentskit_chat.transport import ConnectionLimits
 from agentskit_chat_client import ChatClient, ChatError, Submit, TurnFailed
+from tests.waiting import EVENT_WAIT, until
 
-from .conftest import EVENT_WAIT, live, once_released, refused, run, until
+from .conftest import live, once_released, refused, run
 
 MiB = 1024 * 1024
 

@@ -19,8 +19,9 @@ from agentskit_chat.service._watchers import Watchers
 from agentskit_chat.transport import Authenticator, token_digest
 from agentskit_chat_client import ChatError
 from agentskit_chat_client._errors import from_rpc_error
+from tests.waiting import EVENT_WAIT, until
 
-from .conftest import EVENT_WAIT, Live, live, run, until
+from .conftest import Live, live, run
 
 TOKEN_A = "tenant-a-token-1111111111"
 TOKEN_B = "tenant-b-token-2222222222"

@@ -29,8 +29,9 @@ from agentskit_chat.service import Limits
 from agentskit_chat.transport import ConnectionLifetime, ConnectionLimits
 from agentskit_chat_client import ChatClient, ChatError, Submit
 from tests.cli.fixtures.serving import Server, base_env, command
+from tests.waiting import EVENT_WAIT
 
-from .conftest import EVENT_WAIT, live, once_released, run
+from .conftest import live, once_released, run
 from .test_limits import MiB, stalled_turn
 
 LIMIT = 100

@@ -25,8 +25,9 @@ from agentskit_chat_client import (
     TurnFailed,
     TurnStarted,
 )
+from tests.waiting import EVENT_WAIT
 
-from .conftest import CANARY, EVENT_WAIT, live, once_released, run
+from .conftest import CANARY, live, once_released, run
 
 
 def test_submit_streams_started_decision_delta_completed_in_sequence(tmp_path: Path) -> None:

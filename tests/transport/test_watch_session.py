@@ -29,8 +29,9 @@ from agentskit_chat_client import (
     TurnCompleted,
     TurnResult,
 )
+from tests.waiting import EVENT_WAIT
 
-from .conftest import CANARY, EVENT_WAIT, live, run
+from .conftest import CANARY, live, run
 from .test_limits import MiB
 from .test_tenants import TOKEN_A, TOKEN_B, two_tenants
 from .watching import Watch, event_kind, kind, session_at, terminal_of, text, turn_events
