@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from tests.cli.fixtures.serving import (
     Server,
     collect,
     complete_when_free,
+    ended_by,
     slow_args,
     terminal,
 )
@@ -41,14 +42,6 @@ def decision_of(events: Sequence[TurnEvent]) -> TurnDecision:
     found = [e for e in events if isinstance(e, TurnDecision)]
     assert len(found) == 1, events
     return found[0]
-
-
-async def ended_by(turn: Awaitable[list[TurnEvent]]) -> list[TurnEvent] | ChatError:
-    """The events of a turn stream, or the error it ended with."""
-    try:
-        return await turn
-    except ChatError as error:
-        return error
 
 
 def test_sigkill_mid_turn_keeps_committed_turns_and_lets_the_lease_lapse(
