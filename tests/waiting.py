@@ -7,7 +7,7 @@ covers it: a busy machine stretches every pause. The bound only ends a wait that
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 EVENT_WAIT: Final = 60.0
@@ -24,3 +24,18 @@ async def until(condition: Callable[[], bool], what: str, bound: float = EVENT_W
         if loop.time() > give_up:
             raise AssertionError(f"{what} never happened")
         await asyncio.sleep(0.01)
+
+
+async def until_async(
+    condition: Callable[[], Awaitable[bool]],
+    what: str,
+    bound: float = EVENT_WAIT,
+    pause: float = 0.01,
+) -> None:
+    """`until` for a condition that has to be asked for (a call to a server)."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + bound
+    while not await condition():
+        if loop.time() > give_up:
+            raise AssertionError(f"{what} never happened")
+        await asyncio.sleep(pause)

@@ -18,6 +18,7 @@ from agentskit_chat.transport._rpcs import ChatRpcs
 from tests.transport.conftest import CANARY, run
 from tests.transport.web.agui.runs import post_run, run_input, user
 from tests.transport.web.conftest import web_live
+from tests.waiting import until
 
 
 def test_a_new_thread_is_client_held_and_streams_the_model_answer(tmp_path: Path) -> None:
@@ -226,7 +227,7 @@ def test_a_run_id_still_running_is_followed_not_run_twice(tmp_path: Path) -> Non
             first = asyncio.ensure_future(post_run(web.http, "probe", body))
             await web.env.probe.entered.wait()
             second = asyncio.ensure_future(post_run(web.http, "probe", body))
-            await asyncio.sleep(0.2)
+            await until(lambda: web.env.service.watchers.count("") == 1, "the second run's watch")
             web.env.probe.gate.set()
             one, two = await first, await second
             assert one.text() == two.text() == "model answer"

@@ -38,6 +38,8 @@ from tests.transport.web.aisdk.chat import (
     user,
     with_,
 )
+from tests.transport.web.conftest import draining
+from tests.waiting import until, until_async
 
 
 @pytest.fixture
@@ -160,11 +162,7 @@ def test_a_resumable_turn_is_reattached_and_cancelled(
             body = with_(messages=[user("u1", SLOW_TEXT)], resumable=True)
             first = asyncio.ensure_future(post(web.http, body))
             path = f"/ai-sdk/{DEFINITION}/chat-1/stream"
-            for _ in range(500):
-                if model.requests:
-                    break
-                await asyncio.sleep(0.01)
-            assert model.requests, "the turn never reached the model"
+            await until(lambda: bool(model.requests), "the turn's model request")
             async with web.http.stream("GET", path) as watching:
                 assert watching.status_code == 200
                 assert watching.headers["x-vercel-ai-ui-message-stream"] == "v1"
@@ -202,16 +200,9 @@ def test_cors_and_drain(tmp_path: Path, model: FakeModelServer) -> None:
             # A real drain with a turn in flight: new chats are refused, the turn finishes.
             slow = with_(id="chat-slow", messages=[user("u1", SLOW_TEXT)])
             in_flight = asyncio.ensure_future(post(web.http, slow))
-            for _ in range(500):
-                if model.requests:
-                    break
-                await asyncio.sleep(0.01)
-            assert model.requests, "the turn never reached the model"
+            await until(lambda: bool(model.requests), "the turn's model request")
             drain = asyncio.ensure_future(web.env.server.drain(10.0))
-            for _ in range(500):
-                if (await web.http.get("/healthz")).status_code == 503:
-                    break
-                await asyncio.sleep(0.01)
+            await until_async(draining(web.http), "the drain's 503")
             refused = await post(web.http, with_(id="chat-3"), origin=ORIGIN)
             assert refused.status_code == 503
             assert refused.headers["retry-after"] == "1"
