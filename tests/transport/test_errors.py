@@ -317,20 +317,22 @@ def test_limits_are_resource_exhausted(tmp_path: Path) -> None:
 
 
 def test_the_turn_deadline_fails_the_turn_and_releases_the_lease(tmp_path: Path) -> None:
-    limits = Limits(turn_timeout=0.3, lease_ttl=30)
-
-    async def scenario() -> None:
-        async with live(tmp_path, limits=limits) as env:
+    async def attempt(folder: Path, timeout: float) -> bool:
+        limits = Limits(turn_timeout=timeout, lease_ttl=max(30.0, 2 * timeout))
+        async with live(folder, limits=limits) as env:
             sid = (await env.client.create_session("probe")).session_id
             result = await env.client.run_turn(sid, Submit("/slow"))
             assert result.failed is not None
             assert result.failed.code == "deadline_exceeded"
             assert result.failed.retryable
-            await asyncio.wait_for(env.probe.model_closed.wait(), 60)
+            if not env.probe.entered.is_set():
+                return False  # the turn timed out before it reached the model: try longer
+            await asyncio.wait_for(env.probe.model_closed.wait(), EVENT_WAIT)
             assert (await env.client.get_session(sid)).messages == ()
             assert (await env.client.run_turn(sid, Submit("/count"))).ok
+            return True
 
-    run(scenario())
+    run(longer_deadlines(tmp_path, attempt))
 
 
 def test_a_client_deadline_ends_the_call_with_deadline_exceeded(tmp_path: Path) -> None:
@@ -348,15 +350,7 @@ def test_a_client_deadline_ends_the_call_with_deadline_exceeded(tmp_path: Path) 
             assert result.ok
             return True
 
-    async def scenario() -> None:
-        deadline = 0.3
-        for round_ in range(8):  # a busy machine may need a longer deadline to reach the model
-            if await attempt(tmp_path / str(round_), deadline):
-                return
-            deadline *= 2
-        raise AssertionError("the model was never reached before the deadline")
-
-    run(scenario())
+    run(longer_deadlines(tmp_path, attempt))
 
 
 def test_a_draining_server_refuses_new_turns_as_unavailable(tmp_path: Path) -> None:
@@ -504,13 +498,13 @@ def test_a_turn_cancelled_while_claiming_the_lease_releases_it(tmp_path: Path) -
 async def longer_deadlines(
     tmp_path: Path, attempt: Callable[[Path, float], Awaitable[bool]]
 ) -> None:
-    """`attempt` with client deadlines from 0.3 s, doubled until one checked something."""
+    """`attempt` with deadlines from 0.3 s, doubled until one checked something."""
     deadline = 0.3
     for round_ in range(8):
         if await attempt(tmp_path / str(round_), deadline):
             return
         deadline *= 2
-    raise AssertionError("every deadline passed before the write was queued")
+    raise AssertionError("every deadline passed before the turn got far enough")
 
 
 def test_a_declared_answer_whose_client_gives_up_during_its_one_write_is_committed_once(
