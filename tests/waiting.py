@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Final
 
 EVENT_WAIT: Final = 60.0
@@ -39,3 +40,17 @@ async def until_async(
         if loop.time() > give_up:
             raise AssertionError(f"{what} never happened")
         await asyncio.sleep(pause)
+
+
+async def longer_deadlines(
+    tmp_path: Path, attempt: Callable[[Path, float], Awaitable[bool]]
+) -> None:
+    """Run `attempt(folder, deadline)` with deadlines from 0.3 s, doubled each time it
+    returns False (the deadline passed before the scenario got far enough to check
+    anything: a busy machine), each in a folder of its own."""
+    deadline = 0.3
+    for round_ in range(8):
+        if await attempt(tmp_path / str(round_), deadline):
+            return
+        deadline *= 2
+    raise AssertionError("every deadline passed before the turn got far enough")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from agentskit_chat_client import (
     Retry,
     Submit,
 )
-from tests.waiting import EVENT_WAIT
+from tests.waiting import EVENT_WAIT, longer_deadlines
 
 from .conftest import CANARY, EXAMPLES, Live, live, once_released, refused, run
 
@@ -493,18 +492,6 @@ def test_a_turn_cancelled_while_claiming_the_lease_releases_it(tmp_path: Path) -
             return True
 
     run(longer_deadlines(tmp_path, attempt))
-
-
-async def longer_deadlines(
-    tmp_path: Path, attempt: Callable[[Path, float], Awaitable[bool]]
-) -> None:
-    """`attempt` with deadlines from 0.3 s, doubled until one checked something."""
-    deadline = 0.3
-    for round_ in range(8):
-        if await attempt(tmp_path / str(round_), deadline):
-            return
-        deadline *= 2
-    raise AssertionError("every deadline passed before the turn got far enough")
 
 
 def test_a_declared_answer_whose_client_gives_up_during_its_one_write_is_committed_once(
