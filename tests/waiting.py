@@ -50,7 +50,9 @@ async def longer_deadlines(
     anything: a busy machine), each in a folder of its own."""
     deadline = 0.3
     for round_ in range(8):
-        if await attempt(tmp_path / str(round_), deadline):
+        folder = tmp_path / str(round_)
+        folder.mkdir()
+        if await attempt(folder, deadline):
             return
         deadline *= 2
     raise AssertionError("every deadline passed before the turn got far enough")
