@@ -12,10 +12,11 @@ from pathlib import Path
 from agentskit_chat_client import ChatClient, SessionHistory, Submit, TurnCompleted, TurnStarted
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import Gate, collect, slow_args, terminal
+from tests.waiting import EVENT_WAIT
 
 
 async def wait_for_cursor(
-    client: ChatClient, session_id: str, cursor: int, timeout: float = 10.0
+    client: ChatClient, session_id: str, cursor: int, timeout: float = EVENT_WAIT
 ) -> SessionHistory:
     deadline = time.monotonic() + timeout
     while (loaded := await client.get_session(session_id)).session.cursor < cursor:

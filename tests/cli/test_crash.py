@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import grpc
-import pytest
 
 from agentskit_chat_client import (
     ChatClient,
@@ -19,6 +19,7 @@ from agentskit_chat_client import (
     TurnCompleted,
     TurnDecision,
     TurnEvent,
+    TurnFailed,
 )
 from tests.cli.conftest import Launcher
 from tests.cli.fixtures.serving import (
@@ -26,11 +27,15 @@ from tests.cli.fixtures.serving import (
     Server,
     collect,
     complete_when_free,
+    ended_by,
     slow_args,
     terminal,
 )
 
-SHORT_TURNS = ("--turn-timeout", "2", "--lease-ttl", "3")
+LEASES = (3.0, 6.0, 12.0, 24.0, 48.0)
+"""Lease lengths tried in turn (each turn timeout a second shorter): the killed turn's lease
+must outlast the restart for the refusal to be checked, and a busy machine restarts more
+slowly. The refusal check itself is by the turns' recorded start times, not by a pause."""
 
 
 def decision_of(events: Sequence[TurnEvent]) -> TurnDecision:
@@ -40,13 +45,25 @@ def decision_of(events: Sequence[TurnEvent]) -> TurnDecision:
 
 
 def test_sigkill_mid_turn_keeps_committed_turns_and_lets_the_lease_lapse(
-    launch: Launcher, gate: Gate, tmp_path: Path
+    launch: Launcher, tmp_path: Path
 ) -> None:
-    state_dir = tmp_path / "state"
-    args = slow_args(*SHORT_TURNS)
+    for round_, lease in enumerate(LEASES):
+        if crash_and_restart(launch, tmp_path / f"round-{round_}", lease):
+            return
+    raise AssertionError("the killed turn's lease never outlasted the restart")
+
+
+def crash_and_restart(launch: Launcher, folder: Path, lease: float) -> bool:
+    """The scenario with leases of `lease` seconds; False when the machine was too slow for
+    it to check anything: the killed turn timed out before the kill, or its lease had
+    lapsed (as the server's own times show) before the restarted server was asked."""
+    state_dir = folder / "state"
+    (folder / "gate").mkdir(parents=True)
+    gate = Gate(folder / "gate")
+    args = slow_args("--turn-timeout", str(lease - 1), "--lease-ttl", str(lease))
     first_server = launch(state_dir, *args, env=gate.env)
 
-    async def before_crash(server: Server) -> tuple[str, SessionHistory]:
+    async def before_crash(server: Server) -> tuple[str, SessionHistory, datetime] | None:
         async with ChatClient(server.target, timeout=30) as client:
             session = await client.create_session("slow")
             sid = session.session_id
@@ -60,22 +77,34 @@ def test_sigkill_mid_turn_keeps_committed_turns_and_lets_the_lease_lapse(
             assert gate.calls() == ["u1"]
 
             gate.close()
-            stream = asyncio.ensure_future(collect(client, sid, Submit("second", message_id="u2")))
+            second = Submit("second", message_id="u2")
+            stream = asyncio.ensure_future(collect(client, sid, second, turn_id="second"))
             await gate.wait_calls(2)
-            assert not stream.done()
+            running = await client.get_turn(sid, "second")
             server.send(signal.SIGKILL)
-            with pytest.raises(ChatError) as killed:
-                await stream
-            assert killed.value.code == grpc.StatusCode.UNAVAILABLE
-            return sid, committed
+            ended = await ended_by(stream)
+            if not isinstance(ended, ChatError):  # it timed out before the kill reached it
+                timed_out = terminal(ended)
+                assert isinstance(timed_out, TurnFailed), ended
+                assert timed_out.code == "deadline_exceeded", ended
+                return None
+            assert ended.code == grpc.StatusCode.UNAVAILABLE
+            if running.outcome != "running":
+                return None  # it timed out before it was asked about
+            assert running.start_time is not None
+            return sid, committed, running.start_time
 
-    sid, committed = asyncio.run(before_crash(first_server))
+    crashed = asyncio.run(before_crash(first_server))
     assert first_server.wait() == -signal.SIGKILL
     assert "agentskit-chat stopped" not in first_server.stdout
+    if crashed is None:
+        return False
+    sid, committed, claimed_at = crashed
+    lapses_at = claimed_at + timedelta(seconds=lease)  # the killed turn's lease
 
     second_server = launch(state_dir, *args, env=gate.env)
 
-    async def after_restart(server: Server) -> None:
+    async def after_restart(server: Server) -> bool:
         async with ChatClient(server.target, timeout=30) as client:
             loaded = await client.get_session(sid)
             assert loaded.messages == committed.messages
@@ -84,15 +113,22 @@ def test_sigkill_mid_turn_keeps_committed_turns_and_lets_the_lease_lapse(
             assert loaded.session.cursor == committed.session.cursor + 1
             assert "second" not in [m.content for m in loaded.messages]
 
-            with pytest.raises(ChatError) as busy:
-                await collect(client, sid, Submit("too early", message_id="u3"))
-            assert busy.value.code == grpc.StatusCode.ABORTED
-            assert busy.value.reason == "ERROR_REASON_SESSION_BUSY"
-            assert busy.value.retry_after_ms is not None
+            early = Submit("too early", message_id="u3")
+            busy = await ended_by(collect(client, sid, early, turn_id="too-early"))
+            if not isinstance(busy, ChatError):  # it ran: right only once the lease lapsed
+                ran = await client.get_turn(sid, "too-early")
+                assert ran.start_time is not None
+                assert ran.start_time >= lapses_at, (ran, lapses_at)
+                return False
+            assert busy.code == grpc.StatusCode.ABORTED
+            assert busy.reason == "ERROR_REASON_SESSION_BUSY"
+            assert busy.retry_after_ms is not None
             assert await client.get_session(sid) == loaded
 
             gate.open()
-            events, _ = await complete_when_free(client, sid, Submit("third", message_id="u3"))
+            events, _ = await complete_when_free(
+                client, sid, Submit("third", message_id="u3"), timeout=lease + 60
+            )
             done = terminal(events)
             assert isinstance(done, TurnCompleted), events
             decision = decision_of(events)
@@ -130,7 +166,9 @@ def test_sigkill_mid_turn_keeps_committed_turns_and_lets_the_lease_lapse(
             assert [m.id for m in final.messages][:3] == [m.id for m in history.messages][:3]
             assert len(final.messages) == 4
             assert final.session.snapshot.state == "three"
+            return True
 
-    asyncio.run(after_restart(second_server))
+    checked = asyncio.run(after_restart(second_server))
     second_server.send(signal.SIGTERM)
     assert second_server.wait() == 0
+    return checked

@@ -30,13 +30,14 @@ from tests.cli.fixtures.serving import (
     slow_args,
     terminal,
 )
+from tests.waiting import EVENT_WAIT
 
 CHAT_SERVICE = "agentskit.chat.v1.ChatService"
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-async def wait_not_serving(target: str, service: str, timeout: float = 20.0) -> None:
+async def wait_not_serving(target: str, service: str, timeout: float = EVENT_WAIT) -> None:
     deadline = time.monotonic() + timeout
     while await health_status(target, service) != NOT_SERVING:
         assert time.monotonic() < deadline, "health never reported NOT_SERVING"

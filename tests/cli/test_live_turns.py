@@ -23,6 +23,7 @@ from tests.cli.fixtures.serving import Server, collect
 from tests.cli.test_model_turns import write_assistant
 from tests.cli.test_replicas import database
 from tests.cli.test_workers import clients, turn_pids, workers_of
+from tests.waiting import EVENT_WAIT, until
 
 __all__ = ["database"]  # the PostgreSQL database fixture
 CHUNKS = tuple(f"part {n} " for n in range(40))
@@ -55,6 +56,13 @@ async def events(stream: AsyncIterator[pb.StreamTurnResponse]) -> list[pb.Stream
     return [event async for event in stream]
 
 
+async def events_after(
+    first: pb.StreamTurnResponse, stream: AsyncIterator[pb.StreamTurnResponse]
+) -> list[pb.StreamTurnResponse]:
+    """`first`, read already, and the rest of `stream`."""
+    return [first, *[event async for event in stream]]
+
+
 async def by_worker(server: Server, opened: list[ChatClient], session_id: str) -> dict[int, Any]:
     """One client per worker pid: each runs a turn in turn, and the turn log says where."""
     for client in opened:
@@ -82,14 +90,23 @@ async def read_until(call: Any, count: int) -> list[pb.StreamTurnResponse]:
 
 async def once_free(stub: Any, request: pb.StreamTurnRequest) -> list[pb.StreamTurnResponse]:
     """The turn's events, once the session's lease is free (ABORTED until then)."""
-    for _ in range(100):
+    give_up = time.monotonic() + EVENT_WAIT
+    while True:
         try:
             return await events(stub.StreamTurn(request))
         except grpc.aio.AioRpcError as error:
             if error.code() != grpc.StatusCode.ABORTED:
                 raise
+            assert time.monotonic() < give_up, "the lease was never free"
             await asyncio.sleep(0.1)
-    raise AssertionError("the lease was never free")
+
+
+async def paused(model: FakeModelServer, chunks: int) -> None:
+    """Once the model's latest answer has sent `chunks` chunks: it pauses there."""
+    await until(
+        lambda: bool(model.requests) and model.requests[-1].chunks_sent >= chunks,
+        f"the model's pause after {chunks} chunks",
+    )
 
 
 def assert_whole(events: list[pb.StreamTurnResponse], after: int) -> None:
@@ -130,7 +147,7 @@ def test_a_continued_turn_is_reattached_through_either_worker_exactly_once(
             here, there = (chat(c) for c in workers.values())
             seen = await read_until(here.StreamTurn(continued(sid, "t-1")), 2)
             after = seen[-1].sequence
-            await asyncio.sleep(0.5)  # the turn goes on to its pause: events were missed
+            await paused(model, 5)  # the turn goes on to its pause: events were missed
             request = pb.WatchTurnRequest(session_id=sid, turn_id="t-1", after_sequence=after)
             firsts: dict[str, float] = {}
 
@@ -187,16 +204,17 @@ def test_cancel_turn_through_the_other_worker_stops_the_turn_and_frees_the_id(
                 session_id=sid, turn_id="t-c", submit=pb.SubmitOperation(content="tell me")
             )
             starter = asyncio.ensure_future(events(here.StreamTurn(request)))
-            watcher = None
-            for _ in range(200):  # running once its lease is stored
+            give_up = time.monotonic() + EVENT_WAIT
+            while True:  # running once its lease is stored
                 found = await there.ListTurns(pb.ListTurnsRequest(session_id=sid))
                 if found.turns and found.turns[0].outcome == pb.TURN_OUTCOME_RUNNING:
-                    watch = pb.WatchTurnRequest(session_id=sid, turn_id="t-c")
-                    watcher = asyncio.ensure_future(events(there.WatchTurn(watch)))
                     break
+                assert time.monotonic() < give_up, "the turn never ran"
                 await asyncio.sleep(0.02)
-            assert watcher is not None
-            await asyncio.sleep(0.5)
+            call = there.WatchTurn(pb.WatchTurnRequest(session_id=sid, turn_id="t-c"))
+            first = await asyncio.wait_for(anext(aiter(call)), EVENT_WAIT)  # it follows
+            watcher = asyncio.ensure_future(events_after(first, call))
+            await paused(model, 2)
             stopped = await there.CancelTurn(pb.CancelTurnRequest(session_id=sid, turn_id="t-c"))
             assert stopped.cancelled
             for got in (await starter, await watcher):
@@ -231,8 +249,9 @@ def test_a_killed_workers_turn_ends_interrupted_for_its_watchers_and_runs_again(
             request = pb.WatchTurnRequest(
                 session_id=sid, turn_id="t-k", after_sequence=seen[-1].sequence
             )
-            watcher = asyncio.ensure_future(events(there.WatchTurn(request)))
-            await asyncio.sleep(0.3)
+            call = there.WatchTurn(request)
+            await asyncio.wait_for(call.initial_metadata(), EVENT_WAIT)  # it follows
+            watcher = asyncio.ensure_future(events(call))
             os.kill(doomed_pid, signal.SIGKILL)
             got = await asyncio.wait_for(watcher, 30)
             assert_whole(got, seen[-1].sequence)
@@ -351,7 +370,7 @@ def test_replicas_on_postgresql_reattach_and_interrupt_across_each_other(
             sid = (await first.create_session("assistant")).session_id
             # A continued turn cut on one replica is followed through the other.
             seen = await read_until(here.StreamTurn(continued(sid, "t-1")), 1)
-            await asyncio.sleep(0.5)  # the turn goes on to its pause: events were missed
+            await paused(model, 2)  # the turn goes on to its pause: events were missed
             request = pb.WatchTurnRequest(
                 session_id=sid, turn_id="t-1", after_sequence=seen[-1].sequence
             )
@@ -373,8 +392,9 @@ def test_replicas_on_postgresql_reattach_and_interrupt_across_each_other(
             request = pb.WatchTurnRequest(
                 session_id=sid, turn_id="t-2", after_sequence=seen[-1].sequence
             )
-            watcher = asyncio.ensure_future(events(there.WatchTurn(request)))
-            await asyncio.sleep(0.3)
+            call = there.WatchTurn(request)
+            await asyncio.wait_for(call.initial_metadata(), EVENT_WAIT)  # it follows
+            watcher = asyncio.ensure_future(events(call))
             doomed.send(signal.SIGKILL)
             got = await asyncio.wait_for(watcher, 30)
             assert_whole(got, seen[-1].sequence)

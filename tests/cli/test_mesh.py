@@ -23,6 +23,7 @@ from tests.cli.fixtures.serving import (
     run_cli,
     terminal,
 )
+from tests.waiting import EVENT_WAIT, until
 
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -60,9 +61,8 @@ def test_after_sigterm_turns_are_served_for_the_drain_delay_while_health_says_no
             while await health_status(server.target) != NOT_SERVING:
                 await asyncio.sleep(0.02)
             served = await client.run_turn(sid, Submit("/start"))
-            assert served.ok
-            assert time.monotonic() - signalled < 4
-            refused = await wait_until_refused(client, sid, timeout=20)
+            assert served.ok  # within the delay: the server refuses turns after it
+            refused = await wait_until_refused(client, sid, timeout=EVENT_WAIT)
             assert refused.code == grpc.StatusCode.UNAVAILABLE
             assert refused.reason == "ERROR_REASON_SHUTTING_DOWN"
             assert time.monotonic() - signalled >= 4
@@ -113,11 +113,15 @@ def test_a_connection_is_closed_once_it_reaches_the_maximum_age(
     lasting = launch(tmp_path / "lasting", *DEFINITIONS)
 
     async def scenario() -> None:
-        assert not await watch_lasts(aging.target, 8)
+        assert not await watch_lasts(aging.target, EVENT_WAIT)
         assert await watch_lasts(lasting.target, 3)
         async with ChatClient(aging.target, timeout=30) as client:  # clients reconnect
             session = await client.create_session("support")
-            await asyncio.sleep(2)
+            channel = client.channel
+            await until(
+                lambda: channel.get_state() != grpc.ChannelConnectivity.READY,
+                "the aged connection's close",
+            )
             assert (await client.run_turn(session.session_id, Submit("/start"))).ok
 
     asyncio.run(scenario())

@@ -14,6 +14,7 @@ import signal
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import grpc
@@ -35,13 +36,19 @@ from tests.cli.fixtures.serving import (
     Server,
     collect,
     complete_when_free,
+    ended_by,
     run_cli,
     slow_args,
     terminal,
 )
 from tests.postgres import Cluster
+from tests.waiting import EVENT_WAIT, until
 
 SHORT_TURNS = ("--turn-timeout", "2", "--lease-ttl", "3")
+LEASES = (3.0, 6.0, 12.0, 24.0, 48.0)
+"""Lease lengths tried in turn (each turn timeout a second shorter): the killed turn's lease
+must outlast the kill for the survivor's refusal to be checked, and a busy machine is slower
+at it. The refusal check itself is by the turns' recorded start times, not by a pause."""
 DIGEST_KEY = "5f" * 32
 
 
@@ -107,7 +114,8 @@ def decisions(events: Sequence[TurnEvent]) -> list[TurnDecision]:
 def test_turns_spread_across_replicas_and_concurrent_turns_have_one_winner(
     launch: Launcher, gate: Gate, database: Database, tmp_path: Path
 ) -> None:
-    servers = replicas(launch, 3, database, tmp_path / "state", gate, *SHORT_TURNS)
+    # The default turn timeout: the winner waits at the gate however long the losers take.
+    servers = replicas(launch, 3, database, tmp_path / "state", gate)
 
     async def body() -> None:
         clients = [ChatClient(server.target, timeout=30) for server in servers]
@@ -131,7 +139,8 @@ def test_turns_spread_across_replicas_and_concurrent_turns_have_one_winner(
                 for n, c in enumerate(clients)
             ]
             await gate.wait_calls(7)
-            await asyncio.sleep(0.3)
+            # The winner waits at the closed gate: it cannot end before the losers do.
+            await until(lambda: sum(r.done() for r in racers) >= 2, "the losers' refusals")
             finished = [racer for racer in racers if racer.done()]
             assert len(finished) == 2, "the losers must be refused while the winner waits"
             for loser in finished:
@@ -161,11 +170,24 @@ def test_turns_spread_across_replicas_and_concurrent_turns_have_one_winner(
 
 
 def test_a_replica_killed_mid_turn_hands_the_session_over_once_the_lease_lapses(
-    launch: Launcher, gate: Gate, database: Database, tmp_path: Path
+    launch: Launcher, database: Database, tmp_path: Path
 ) -> None:
-    doomed, survivor = replicas(launch, 2, database, tmp_path / "state", gate, *SHORT_TURNS)
+    for round_, lease in enumerate(LEASES):
+        if kill_and_hand_over(launch, database, tmp_path / f"round-{round_}", lease):
+            return
+    raise AssertionError("the killed turn's lease never outlasted the kill")
 
-    async def body() -> None:
+
+def kill_and_hand_over(launch: Launcher, database: Database, folder: Path, lease: float) -> bool:
+    """The scenario with leases of `lease` seconds; False when the machine was too slow for
+    it to check anything: the killed turn timed out before the kill, or its lease had
+    lapsed (as the turns' recorded start times show) before the survivor was asked."""
+    (folder / "gate").mkdir(parents=True)
+    gate = Gate(folder / "gate")
+    timeouts = ("--turn-timeout", str(lease - 1), "--lease-ttl", str(lease))
+    doomed, survivor = replicas(launch, 2, database, folder / "state", gate, *timeouts)
+
+    async def body() -> bool:
         async with (
             ChatClient(doomed.target, timeout=30) as first,
             ChatClient(survivor.target, timeout=30) as second,
@@ -177,22 +199,39 @@ def test_a_replica_killed_mid_turn_hands_the_session_over_once_the_lease_lapses(
             committed = await second.get_session(sid)
 
             gate.close()
-            stream = asyncio.ensure_future(collect(first, sid, Submit("second", message_id="u2")))
+            second_turn = Submit("second", message_id="u2")
+            stream = asyncio.ensure_future(collect(first, sid, second_turn, turn_id="second"))
             await gate.wait_calls(2)
+            running = await second.get_turn(sid, "second")
             doomed.send(signal.SIGKILL)
-            with pytest.raises(ChatError) as killed:
-                await stream
-            assert killed.value.code == grpc.StatusCode.UNAVAILABLE
+            killed = await ended_by(stream)
+            if not isinstance(killed, ChatError):  # it timed out before the kill reached it
+                timed_out = terminal(killed)
+                assert isinstance(timed_out, TurnFailed), killed
+                assert timed_out.code == "deadline_exceeded", killed
+                return False
+            assert killed.code == grpc.StatusCode.UNAVAILABLE
+            if running.outcome != "running":
+                return False  # it timed out before it was asked about
+            assert running.start_time is not None
+            lapses_at = running.start_time + timedelta(seconds=lease)
 
-            with pytest.raises(ChatError) as busy:
-                await collect(second, sid, Submit("too early", message_id="u3"))
-            assert busy.value.reason == "ERROR_REASON_SESSION_BUSY"
+            early = Submit("too early", message_id="u3")
+            busy = await ended_by(collect(second, sid, early, turn_id="too-early"))
+            if not isinstance(busy, ChatError):  # it ran: right only once the lease lapsed
+                ran = await second.get_turn(sid, "too-early")
+                assert ran.start_time is not None
+                assert ran.start_time >= lapses_at, (ran, lapses_at)
+                return False
+            assert busy.reason == "ERROR_REASON_SESSION_BUSY"
             loaded = await second.get_session(sid)
             assert loaded.messages == committed.messages
             assert loaded.session.snapshot == committed.session.snapshot
 
             gate.open()
-            events, _ = await complete_when_free(second, sid, Submit("third", message_id="u3"))
+            events, _ = await complete_when_free(
+                second, sid, Submit("third", message_id="u3"), timeout=lease + EVENT_WAIT
+            )
             third = terminal(events)
             assert isinstance(third, TurnCompleted), events
             (decision,) = decisions(events)
@@ -217,11 +256,13 @@ def test_a_replica_killed_mid_turn_hands_the_session_over_once_the_lease_lapses(
             assert replay.replayed
             assert (replay.from_state, replay.to_state) == ("two", "three")
             assert gate.calls() == ["u1", "u2", "u3"]
+            return True
 
-    asyncio.run(body())
+    checked = asyncio.run(body())
     assert doomed.wait() == -signal.SIGKILL
     survivor.send(signal.SIGTERM)
     assert survivor.wait() == 0
+    return checked
 
 
 def test_a_database_restart_under_load_is_unavailable_then_recovers(
@@ -262,8 +303,7 @@ def test_a_database_restart_under_load_is_unavailable_then_recovers(
                         completed.append((outage.is_set(), n))
 
             loaders = [asyncio.ensure_future(load(n, sid)) for n, sid in enumerate(sids)]
-            await asyncio.sleep(1.0)
-            assert completed, "no turn completed before the outage"
+            await until(lambda: bool(completed), "a turn completed before the outage")
             await asyncio.to_thread(postgres.halt)
             outage.set()
             await asyncio.gather(*loaders)

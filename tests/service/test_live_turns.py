@@ -43,6 +43,7 @@ from agentskit_chat.storage import (
     StoredSession,
 )
 from agentskit_chat.telemetry import OtelObserver
+from tests.waiting import EVENT_WAIT
 
 from .forwarding import Forwarding
 
@@ -208,7 +209,7 @@ def test_a_stream_closed_before_its_first_step_runs_nothing() -> None:
         live = LiveTurns(Limits())
         stream = live.start(REQUEST, turn.events)
         await stream.aclose()
-        await asyncio.sleep(0.05)
+        assert asyncio.all_tasks() == {asyncio.current_task()}  # nothing left to run it later
         assert turn.produced == 0
         assert live.logs.kept == 0
 
@@ -233,7 +234,7 @@ def test_a_cancel_after_the_terminal_event_changes_nothing() -> None:
         running = live.running(key)
         assert running is not None
         assert running.task is not None
-        watched = asyncio.ensure_future(asyncio.wait_for(_all(running.log.read()), 5))
+        watched = asyncio.ensure_future(asyncio.wait_for(_all(running.log.read()), EVENT_WAIT))
         assert await live.stop(running) is False
         assert not running.task.done()  # not cancelled
         await stream.aclose()  # its stream leaves before the end: the task is cancelled
@@ -329,10 +330,9 @@ def test_draining_waits_for_an_inline_turns_write_and_a_watcher_meanwhile_finds_
             await _all(chat.watch_turn(session.session_id, "t-1"))
         assert unknown.value.reason == Reason.TURN_NOT_FOUND
         idle = asyncio.ensure_future(chat.turns.wait_idle())
-        await asyncio.sleep(0.05)
-        assert not idle.done()  # the write is in flight
+        assert chat.turns.in_flight == 1  # the write is in flight: the wait cannot end
         store.gate.set()
-        await asyncio.wait_for(idle, 5)
+        await asyncio.wait_for(idle, EVENT_WAIT)
         events = await turn
         assert isinstance(events[-1][1], Completed)
         assert await _all(chat.watch_turn(session.session_id, "t-1")) == events

@@ -30,6 +30,7 @@ from agentskit_chat.storage import (
     StoreUnavailableError,
 )
 from tests.service.forwarding import Forwarding
+from tests.waiting import EVENT_WAIT, until
 
 LEASE_SECONDS = 600.0
 
@@ -85,16 +86,16 @@ def test_a_refused_commit_fails_the_turn_and_the_release_lands_once_the_store_is
             await asyncio.sleep(0.01)
         store.down = True
         gate.set()
-        ended = await asyncio.wait_for(running, 10)
+        ended = await asyncio.wait_for(running, EVENT_WAIT)
         assert isinstance(ended[0], Started)
         assert ended[-1] == Failed(
             "store_unavailable", "The session store failed; nothing was committed.", True
         )
-        await asyncio.wait_for(service.turns.wait_idle(), 5)
+        await asyncio.wait_for(service.turns.wait_idle(), EVENT_WAIT)
         assert service.turns.releases.retrying == 1
         refusals = store.refused
-        await asyncio.sleep(0.3)
-        assert store.refused > refusals  # still trying, long before the lease lapses
+        # Still trying, long before the lease lapses: the store refuses another attempt.
+        await until(lambda: store.refused > refusals, "another attempt of the release")
         with pytest.raises(ServiceError) as busy:
             await events(service, TurnRequest(sid, "t2", Submit("/go")))
         assert busy.value.reason == Reason.SESSION_BUSY
@@ -118,9 +119,9 @@ def test_closing_the_service_stops_a_release_that_keeps_failing() -> None:
             await asyncio.sleep(0.01)
         store.down = True
         gate.set()
-        assert isinstance((await asyncio.wait_for(running, 10))[-1], Failed)
+        assert isinstance((await asyncio.wait_for(running, EVENT_WAIT))[-1], Failed)
         assert service.turns.releases.retrying == 1
-        await asyncio.wait_for(service.close(), 5)
+        await asyncio.wait_for(service.close(), EVENT_WAIT)
         assert service.turns.releases.retrying == 0
 
     asyncio.run(scenario())

@@ -12,6 +12,7 @@ from agentskit_chat.conversation import load_definitions
 from agentskit_chat.models import AdapterRegistry, FinishChunk, ModelChunk, ModelRequest, TextChunk
 from agentskit_chat.service import Catalog, ChatService, Completed, Limits, Submit, TurnRequest
 from agentskit_chat.storage import HistoryMode, MemoryStore, StoredSession
+from tests.waiting import EVENT_WAIT
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
 
@@ -74,7 +75,7 @@ def run_scenario(*, turn_timeout: float, wait_for_retirement: bool) -> None:
         assert changes.updated == ("support",)
         assert await answer("t2") == "two"
         if wait_for_retirement:
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(EVENT_WAIT):
                 while not built[0].closed:
                     await asyncio.sleep(0.01)
             assert not built[1].closed

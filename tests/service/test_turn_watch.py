@@ -41,6 +41,7 @@ from agentskit_chat.storage import (
     TurnSignal,
 )
 from agentskit_chat.storage._turn_events import TurnKey
+from tests.waiting import until
 
 from .forwarding import Forwarding
 
@@ -138,7 +139,7 @@ def test_a_continued_turn_is_watched_from_another_process_exactly_once() -> None
         seen = await cut(pair.a, request, pair.model)
         after = seen[-1][0]
         watching = asyncio.ensure_future(take(pair.b.watch_turn(sid, "t-1", after)))
-        await asyncio.sleep(0.05)
+        await until(lambda: pair.b.watchers.count("", sid) == 1, "the other process's watch")
         pair.model.gate.set()
         rest = await watching
         sequences = [s for s, _ in seen + rest]

@@ -34,6 +34,7 @@ from agentskit_chat.storage import (
     StoredSession,
     open_sqlite_store,
 )
+from tests.waiting import EVENT_WAIT
 
 from .forwarding import Forwarding
 
@@ -337,7 +338,7 @@ def test_a_model_turn_of_a_declared_definition_can_be_cancelled_before_the_model
             await asyncio.wait_for(model.started.wait(), 60)
             cancel = await chat.cancel_turn(SID, "t1")
             assert cancel.cancelled
-            await asyncio.wait_for(reading, 10)
+            await asyncio.wait_for(reading, EVENT_WAIT)
             assert isinstance(got[0], Started)
             assert isinstance(got[-1], Failed)
             assert got[-1].code == "cancelled"

@@ -18,6 +18,7 @@ from agentskit_chat.storage import (
     HistoryChange,
     HistoryMode,
     MemoryStore,
+    PostgresqlStore,
     PublishedDefinition,
     SqliteStore,
     Store,
@@ -29,6 +30,7 @@ from agentskit_chat.storage import (
     open_sqlite_store,
 )
 from tests.postgres import Cluster
+from tests.waiting import until
 
 T = TypeVar("T")
 
@@ -224,3 +226,16 @@ def reopen(store: Store) -> Iterator[Callable[[], Store]]:
             other.shutdown()
         else:
             run(other.close())
+
+
+def waits(store: Store) -> int:
+    """How many `wait` calls of the store are in progress (registered with its waiters)."""
+    if isinstance(store, OnOwnLoop):
+        return waits(store._store)  # an int, read from this thread
+    assert isinstance(store, MemoryStore | SqliteStore | PostgresqlStore), store
+    return store._wakeups.pending
+
+
+async def until_waiting(store: Store, count: int = 1) -> None:
+    """Once `count` waits of the store are in progress: a write from now on wakes them."""
+    await until(lambda: waits(store) >= count, f"{count} waits of the store")

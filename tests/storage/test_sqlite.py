@@ -355,8 +355,9 @@ def test_checkpoints_start_the_write_ahead_log_over(tmp_path: Path) -> None:
                 )
                 if cursor == 8:
                     per_write = _log_frames(path) // 8
-                if cursor % 64 == 0:
-                    await asyncio.sleep(0.02)  # let the worker thread's checkpoint finish
+                checkpoint = store._checkpoint
+                if checkpoint is not None:  # let the worker thread's checkpoint finish
+                    await asyncio.wait({checkpoint})
             return per_write, _log_frames(path)
         finally:
             await store.close()

@@ -22,7 +22,7 @@ from agentskit_chat.storage import (
     turn_topic,
 )
 
-from .conftest import run, session
+from .conftest import run, session, until_waiting
 
 T = TypeVar("T")
 KEY = TurnKey("", "s1", "t1")
@@ -204,10 +204,9 @@ async def settled(store: Store, *topics: str) -> None:
 def test_wait_returns_after_its_timeout_when_nothing_happens(store: Store) -> None:
     async def body() -> None:
         await settled(store, turn_topic(KEY))
-        waiting = asyncio.ensure_future(store.wait([turn_topic(KEY)], 0.2))
-        await asyncio.sleep(0.05)
-        assert not waiting.done()
-        await asyncio.wait_for(waiting, WAIT)
+        started = asyncio.get_running_loop().time()
+        await asyncio.wait_for(store.wait([turn_topic(KEY)], 0.2), WAIT)
+        assert asyncio.get_running_loop().time() - started > 0.1  # not woken: it timed out
 
     run(body())
 
@@ -220,11 +219,11 @@ async def woken_by(store: Store, topic: str) -> None:
     assert loop.time() - started < WAIT, "the wait ran to its timeout: never woken"
 
 
-def in_a_moment(write: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-    """Run `write` shortly, once the caller waits."""
+def in_a_moment(store: Store, write: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """Run `write` once the caller waits on `store`."""
 
     async def later() -> T:
-        await asyncio.sleep(0.05)
+        await until_waiting(store)
         return await write
 
     return asyncio.ensure_future(later())
@@ -233,7 +232,7 @@ def in_a_moment(write: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
 def test_append_wakes_the_turn_topic(store: Store) -> None:
     async def body() -> None:
         await settled(store, turn_topic(KEY), "unrelated")
-        writing = in_a_moment(store.append_events(KEY, batch(1, 1), expires_at_ms=LATER))
+        writing = in_a_moment(store, store.append_events(KEY, batch(1, 1), expires_at_ms=LATER))
         await woken_by(store, turn_topic(KEY))
         assert await writing is True
 
@@ -245,7 +244,7 @@ def test_signal_wakes_the_holder_topic(store: Store) -> None:
 
     async def body() -> None:
         await settled(store, holder_topic("holder-a"), "unrelated")
-        writing = in_a_moment(store.send_signal(signal, expires_at_ms=LATER))
+        writing = in_a_moment(store, store.send_signal(signal, expires_at_ms=LATER))
         await woken_by(store, holder_topic("holder-a"))
         await writing
 
@@ -257,13 +256,13 @@ def test_session_writes_wake_the_session_topic(store: Store) -> None:
 
     async def body() -> None:
         await settled(store, topic, "unrelated")
-        creating = in_a_moment(store.create(session()))
+        creating = in_a_moment(store, store.create(session()))
         await woken_by(store, topic)
         await creating
-        saving = in_a_moment(store.compare_and_set(session(cursor=1), expected_cursor=0))
+        saving = in_a_moment(store, store.compare_and_set(session(cursor=1), expected_cursor=0))
         await woken_by(store, topic)
         assert await saving is True
-        deleting = in_a_moment(store.delete("s1"))
+        deleting = in_a_moment(store, store.delete("s1"))
         await woken_by(store, topic)
         assert await deleting is True
 

@@ -30,7 +30,7 @@ from agentskit_chat.storage._postgresql_turns import INTEREST_GRACE
 from agentskit_chat.storage.postgresql import MIGRATIONS, NOTIFY_CHANNEL, SCHEMA_VERSION
 from tests.postgres import Cluster
 
-from .conftest import drop_schema, fresh_schema, message, run, session
+from .conftest import drop_schema, fresh_schema, message, run, session, until_waiting
 
 KEY = TurnKey("", "s1", "t1")
 LATER = 2_000_000_000_000
@@ -79,7 +79,7 @@ async def wakes(waiting: PostgresqlStore, topic: str, write: Awaitable[object]) 
         assert loop.time() - started < WAIT, "the wait ran to its timeout: never woken"
 
     waiter = asyncio.ensure_future(woken())
-    await asyncio.sleep(0.1)
+    await until_waiting(waiting)
     assert not waiter.done()
     await write
     await asyncio.wait_for(waiter, WAIT)
@@ -218,7 +218,7 @@ def test_a_closed_store_wakes_its_waiters_and_refuses_waits(postgres: Cluster, s
         store = await open_postgresql_store(schema, password=postgres.password, migrate=True)
         await settled(store, turn_topic(KEY))
         waiter = asyncio.ensure_future(store.wait([turn_topic(KEY)], WAIT))
-        await asyncio.sleep(0.05)
+        await until_waiting(store)
         await store.close()
         await asyncio.wait_for(waiter, WAIT)
         with pytest.raises(StoreUnavailableError, match="closed"):

@@ -26,8 +26,9 @@ from agentskit_chat.storage import (
     session_topic,
     turn_topic,
 )
+from tests.waiting import until
 
-from .conftest import run, session
+from .conftest import run, session, until_waiting
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = TurnKey("", "s1", "t1")
@@ -69,7 +70,7 @@ def test_a_write_through_another_store_wakes_the_waiter(tmp_path: Path) -> None:
                 ),
             ):
                 waiter = asyncio.ensure_future(woken(waiting, topic))
-                await asyncio.sleep(0.1)
+                await until_waiting(waiting)
                 assert not waiter.done()
                 await write
                 await asyncio.wait_for(waiter, WAIT)
@@ -111,7 +112,7 @@ def test_a_write_by_another_process_wakes_the_waiter(tmp_path: Path) -> None:
         try:
             assert await store.read_events(KEY) == ()
             waiter = asyncio.ensure_future(woken(store, turn_topic(KEY)))
-            await asyncio.sleep(0.1)
+            await until_waiting(store)
             assert not waiter.done()
             assert writer.stdin is not None
             writer.stdin.write(b"go\n")
@@ -134,11 +135,10 @@ def test_polling_runs_only_while_someone_waits(tmp_path: Path) -> None:
         try:
             assert not polling(store)
             waiter = asyncio.ensure_future(store.wait([turn_topic(KEY)], 0.12))
-            await asyncio.sleep(0.02)
+            await until_waiting(store)
             assert polling(store)
             await waiter
-            await asyncio.sleep(0.2)
-            assert not polling(store)
+            await until(lambda: not polling(store), "the end of polling")
         finally:
             await store.close()
 
@@ -157,7 +157,7 @@ def test_close_wakes_a_waiter(tmp_path: Path) -> None:
     async def body() -> None:
         store = await open_sqlite_store(tmp_path / "store.db")
         waiter = asyncio.ensure_future(store.wait([turn_topic(KEY)], WAIT))
-        await asyncio.sleep(0.05)
+        await until_waiting(store)
         await store.close()
         await asyncio.wait_for(waiter, WAIT)
 

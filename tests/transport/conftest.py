@@ -36,6 +36,7 @@ from agentskit_chat.service import Catalog, ChatService, Limits, RateLimits, Tur
 from agentskit_chat.storage import SqliteStore, open_sqlite_store
 from agentskit_chat.transport import Authenticator, RunningServer, start_server
 from agentskit_chat_client import ChatClient, ChatError, Submit, TurnResult
+from tests.waiting import EVENT_WAIT
 
 T = TypeVar("T")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
@@ -275,16 +276,20 @@ async def once_released(
     """Submit `content` as soon as the server has released the session's lease.
 
     A cancelled turn releases its lease after the server sees the cancellation, which may
-    be a moment after the client gave up; until then turns are refused as busy.
+    be a moment after the client gave up; until then turns are refused as busy. The
+    attempts go on for up to `EVENT_WAIT`: a bound on a failure, not an expected time.
     """
-    for _ in range(250):
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + EVENT_WAIT
+    while True:
         try:
             return await client.run_turn(session_id, Submit(content), turn_id=turn_id)
         except ChatError as error:
             if error.reason != "ERROR_REASON_SESSION_BUSY":
                 raise
+            if loop.time() > give_up:
+                raise AssertionError("the lease was never released") from error
             await asyncio.sleep(0.02)
-    raise AssertionError("the lease was never released")
 
 
 async def health_status(channel: grpc.aio.Channel, service: str) -> int:

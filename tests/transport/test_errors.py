@@ -25,8 +25,9 @@ from agentskit_chat_client import (
     Retry,
     Submit,
 )
+from tests.waiting import EVENT_WAIT, longer_deadlines
 
-from .conftest import CANARY, EXAMPLES, live, once_released, refused, run
+from .conftest import CANARY, EXAMPLES, Live, live, once_released, refused, run
 
 ABORTED = grpc.StatusCode.ABORTED
 
@@ -315,34 +316,40 @@ def test_limits_are_resource_exhausted(tmp_path: Path) -> None:
 
 
 def test_the_turn_deadline_fails_the_turn_and_releases_the_lease(tmp_path: Path) -> None:
-    limits = Limits(turn_timeout=0.3, lease_ttl=30)
-
-    async def scenario() -> None:
-        async with live(tmp_path, limits=limits) as env:
+    async def attempt(folder: Path, timeout: float) -> bool:
+        limits = Limits(turn_timeout=timeout, lease_ttl=max(30.0, 2 * timeout))
+        async with live(folder, limits=limits) as env:
             sid = (await env.client.create_session("probe")).session_id
             result = await env.client.run_turn(sid, Submit("/slow"))
             assert result.failed is not None
             assert result.failed.code == "deadline_exceeded"
             assert result.failed.retryable
-            await asyncio.wait_for(env.probe.model_closed.wait(), 60)
+            if not env.probe.entered.is_set():
+                return False  # the turn timed out before it reached the model: try longer
+            await asyncio.wait_for(env.probe.model_closed.wait(), EVENT_WAIT)
             assert (await env.client.get_session(sid)).messages == ()
             assert (await env.client.run_turn(sid, Submit("/count"))).ok
+            return True
 
-    run(scenario())
+    run(longer_deadlines(tmp_path, attempt))
 
 
 def test_a_client_deadline_ends_the_call_with_deadline_exceeded(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with live(tmp_path) as env:
+    async def attempt(folder: Path, deadline: float) -> bool:
+        async with live(folder) as env:
             sid = (await env.client.create_session("probe")).session_id
-            error = await refused(env.client.stream_turn(sid, Submit("/slow"), timeout=0.3))
+            call = env.client.stream_turn(sid, Submit("/slow"), timeout=deadline)
+            error = await refused(call)
             assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
-            await asyncio.wait_for(env.probe.model_closed.wait(), 60)
+            if not env.probe.entered.is_set():
+                return False  # the deadline passed before the model was reached: try longer
+            await asyncio.wait_for(env.probe.model_closed.wait(), EVENT_WAIT)
             assert (await env.client.get_session(sid)).messages == ()
             result = await once_released(env.client, sid, "/count")
             assert result.ok
+            return True
 
-    run(scenario())
+    run(longer_deadlines(tmp_path, attempt))
 
 
 def test_a_draining_server_refuses_new_turns_as_unavailable(tmp_path: Path) -> None:
@@ -447,35 +454,44 @@ def test_a_turn_needs_text_and_a_user_message(tmp_path: Path) -> None:
     run(scenario())
 
 
+async def written_or_not(env: Live) -> None:
+    """Once every statement the store's worker thread was given so far has run: a write
+    queued behind the test's lock has landed by then, or it was never queued."""
+    await asyncio.get_running_loop().run_in_executor(env.store._executor, lambda: None)
+
+
 def test_a_turn_cancelled_while_claiming_the_lease_releases_it(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with live(tmp_path) as env:
+    """The client's deadline must pass while the claim waits on the lock: when it passed
+    before the claim was queued (a busy machine), a longer deadline is tried."""
+
+    async def attempt(folder: Path, deadline: float) -> bool:
+        async with live(folder, busy_timeout_ms=600_000) as env:
             sid = (await env.client.create_session("support")).session_id
             blocker = sqlite3.connect(env.db_path, isolation_level=None, check_same_thread=False)
             try:
                 blocker.execute("BEGIN IMMEDIATE")  # the claim waits on the worker thread
                 # No route answers this text: the turn goes to the model, so it claims a lease.
-                error = await refused(env.client.stream_turn(sid, Submit("hello"), timeout=0.3))
+                call = env.client.stream_turn(sid, Submit("hello"), timeout=deadline)
+                error = await refused(call)
                 assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
             finally:
                 blocker.execute("ROLLBACK")
                 blocker.close()
+            await written_or_not(env)  # the claim lands once the lock is gone
+            await asyncio.wait_for(env.service.turns.wait_idle(), EVENT_WAIT)  # then released
             stored = await env.store.load(sid)
-            for _ in range(250):  # the claim lands once the lock is gone, then is released
-                assert stored is not None
-                if stored.cursor >= 2:
-                    break
-                await asyncio.sleep(0.02)
-                stored = await env.store.load(sid)
             assert stored is not None
+            if stored.cursor == 0:
+                return False  # cancelled before its claim was queued
             assert stored.cursor == 2
             assert b'"lease":null' in stored.record
             result = await env.client.run_turn(sid, Submit("/start"))
             assert result.ok
             assert result.decision is not None
             assert result.decision.from_state == "idle"
+            return True
 
-    run(scenario())
+    run(longer_deadlines(tmp_path, attempt))
 
 
 def test_a_declared_answer_whose_client_gives_up_during_its_one_write_is_committed_once(
@@ -485,26 +501,25 @@ def test_a_declared_answer_whose_client_gives_up_during_its_one_write_is_committ
     submitted it lands whole even when the client's deadline passes meanwhile, and the
     same turn id then gets the recorded outcome instead of running again."""
 
-    async def scenario() -> None:
-        async with live(tmp_path) as env:
+    async def attempt(folder: Path, deadline: float) -> bool:
+        async with live(folder, busy_timeout_ms=600_000) as env:
             sid = (await env.client.create_session("support")).session_id
             blocker = sqlite3.connect(env.db_path, isolation_level=None, check_same_thread=False)
             try:
                 blocker.execute("BEGIN IMMEDIATE")  # the write waits on the worker thread
-                call = env.client.stream_turn(sid, Submit("/start"), turn_id="t-1", timeout=0.3)
+                call = env.client.stream_turn(
+                    sid, Submit("/start"), turn_id="t-1", timeout=deadline
+                )
                 error = await refused(call)
                 assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED
             finally:
                 blocker.execute("ROLLBACK")
                 blocker.close()
+            await written_or_not(env)  # the write lands once the lock is gone
             stored = await env.store.load(sid)
-            for _ in range(250):  # the write lands once the lock is gone
-                assert stored is not None
-                if stored.cursor >= 1:
-                    break
-                await asyncio.sleep(0.02)
-                stored = await env.store.load(sid)
             assert stored is not None
+            if stored.cursor == 0:
+                return False  # cancelled before its write was queued
             assert stored.cursor == 1  # one write, no lease to release
             assert b'"lease":null' in stored.record
             again = await env.client.run_turn(sid, Submit("/start"), turn_id="t-1")
@@ -513,8 +528,9 @@ def test_a_declared_answer_whose_client_gives_up_during_its_one_write_is_committ
             assert again.completed is not None
             assert again.completed.cursor == 1
             assert again.text == "What is your name?"
+            return True
 
-    run(scenario())
+    run(longer_deadlines(tmp_path, attempt))
 
 
 BLANK = " \t\n\u3000 "

@@ -19,6 +19,7 @@ from agentskit_chat.service._watchers import Watchers
 from agentskit_chat.transport import Authenticator, token_digest
 from agentskit_chat_client import ChatError
 from agentskit_chat_client._errors import from_rpc_error
+from tests.waiting import EVENT_WAIT, until
 
 from .conftest import Live, live, run
 
@@ -53,6 +54,13 @@ async def collect(stream: AsyncIterator[pb.StreamTurnResponse]) -> list[pb.Strea
     return [event async for event in stream]
 
 
+async def collect_after(
+    first: pb.StreamTurnResponse, stream: AsyncIterator[pb.StreamTurnResponse]
+) -> list[pb.StreamTurnResponse]:
+    """`first`, read already, and the rest of `stream`."""
+    return [first, *[event async for event in stream]]
+
+
 async def error_of(call: Any) -> ChatError:
     try:
         if hasattr(call, "__aiter__"):
@@ -67,13 +75,14 @@ async def error_of(call: Any) -> ChatError:
 
 async def until_outcome(env: Live, session_id: str, turn_id: str, outcome: int) -> pb.TurnRecord:
     chat, _ = stub(env)
-    for _ in range(500):
+    give_up = time.monotonic() + EVENT_WAIT
+    while True:
         found = await chat.GetTurn(pb.GetTurnRequest(session_id=session_id, turn_id=turn_id))
         record: pb.TurnRecord = found.turn
         if record.outcome == outcome:
             return record
+        assert time.monotonic() < give_up, "the turn never reached the outcome"
         await asyncio.sleep(0.01)
-    raise AssertionError("the turn never reached the outcome")
 
 
 async def cut_after_first_delta(env: Live, request: pb.StreamTurnRequest) -> list[Any]:
@@ -128,7 +137,9 @@ def test_a_cancelling_turn_still_ends_with_its_stream(tmp_path: Path) -> None:
             sid = await session(env)
             await cut_after_first_delta(env, turn(sid, "t-cut", "/slow", keep=False))
             await env.probe.model_closed.wait()  # the model stream was closed
-            await asyncio.sleep(0.1)
+            # The server ends the turn on its own time once it saw the cut: its lease is
+            # released before the turn is over.
+            await asyncio.wait_for(env.service.turns.wait_idle(), EVENT_WAIT)
             error = await error_of(chat.GetTurn(pb.GetTurnRequest(session_id=sid, turn_id="t-cut")))
             assert error.reason == "ERROR_REASON_TURN_NOT_FOUND"
 
@@ -142,20 +153,16 @@ def test_watchers_reattach_after_cuts_and_get_every_event_once_in_order(tmp_path
             sid = await session(env)
             seen = await cut_after_first_delta(env, turn(sid, "t-w", "/slow", keep=True))
             await env.probe.entered.wait()
-            # A watcher from the start and one after the first delta, both live.
-            whole = asyncio.ensure_future(
-                collect(chat.WatchTurn(pb.WatchTurnRequest(session_id=sid, turn_id="t-w")))
+            # A watcher from the start and one after the first delta, both live: the first
+            # has its first event, the second its headers, before the model goes on.
+            from_start = chat.WatchTurn(pb.WatchTurnRequest(session_id=sid, turn_id="t-w"))
+            first = await asyncio.wait_for(anext(aiter(from_start)), EVENT_WAIT)
+            whole = asyncio.ensure_future(collect_after(first, from_start))
+            after_delta = chat.WatchTurn(
+                pb.WatchTurnRequest(session_id=sid, turn_id="t-w", after_sequence=seen[-1].sequence)
             )
-            later = asyncio.ensure_future(
-                collect(
-                    chat.WatchTurn(
-                        pb.WatchTurnRequest(
-                            session_id=sid, turn_id="t-w", after_sequence=seen[-1].sequence
-                        )
-                    )
-                )
-            )
-            await asyncio.sleep(0.2)
+            await asyncio.wait_for(after_delta.initial_metadata(), EVENT_WAIT)
+            later = asyncio.ensure_future(collect(after_delta))
             assert not whole.done()  # live: waits for the turn
             env.probe.gate.set()
             everything, rest = await whole, await later
@@ -201,7 +208,7 @@ def test_a_quiet_watch_sends_its_response_headers_before_any_event(tmp_path: Pat
                     session_id=sid, turn_id="t-quiet", after_sequence=seen[-1].sequence
                 )
             )
-            await asyncio.wait_for(call.initial_metadata(), timeout=5)
+            await asyncio.wait_for(call.initial_metadata(), EVENT_WAIT)  # the model waits
             env.probe.gate.set()
             rest = await collect(call)
             assert rest[0].sequence == seen[-1].sequence + 1
@@ -289,10 +296,9 @@ def test_cancel_turn_stops_a_running_turn_and_its_streams_end_cancelled(
                 collect(chat.StreamTurn(turn(sid, "t-c", "/slow", keep=keep)))
             )
             await env.probe.entered.wait()
-            watcher = asyncio.ensure_future(
-                collect(chat.WatchTurn(pb.WatchTurnRequest(session_id=sid, turn_id="t-c")))
-            )
-            await asyncio.sleep(0.1)
+            watch = chat.WatchTurn(pb.WatchTurnRequest(session_id=sid, turn_id="t-c"))
+            first = await asyncio.wait_for(anext(aiter(watch)), EVENT_WAIT)  # it follows
+            watcher = asyncio.ensure_future(collect_after(first, watch))
             stopped = await chat.CancelTurn(pb.CancelTurnRequest(session_id=sid, turn_id="t-c"))
             assert stopped.cancelled
             assert env.probe.model_closed.is_set()  # the model stream closed before it returned
@@ -373,7 +379,7 @@ def test_a_drain_waits_for_continued_turns_within_its_grace(tmp_path: Path) -> N
             await cut_after_first_delta(env, turn(sid, "t-d", "/slow", keep=True))
             await env.probe.entered.wait()
             draining = asyncio.ensure_future(env.server.drain(10.0))
-            await asyncio.sleep(0.3)
+            await until(lambda: env.service.turns.draining, "the drain")
             assert not draining.done()  # the continued turn holds the drain
             env.probe.gate.set()
             await draining
@@ -422,8 +428,9 @@ def test_watchers_past_the_bound_are_refused(tmp_path: Path) -> None:
                 chat.WatchTurn(pb.WatchTurnRequest(session_id=other, turn_id="t-x"))
             )
             assert unknown.reason == "ERROR_REASON_TURN_NOT_FOUND"  # counted, then let go
-            first.cancel()  # a watcher that goes frees its place
-            for _ in range(100):
+            first.cancel()  # a watcher that goes frees its place, once the server saw it go
+            give_up = time.monotonic() + EVENT_WAIT
+            while True:
                 second = chat.WatchTurn(request)
                 try:
                     assert (await anext(aiter(second))).sequence == 1
@@ -431,6 +438,7 @@ def test_watchers_past_the_bound_are_refused(tmp_path: Path) -> None:
                 except grpc.aio.AioRpcError as error:
                     if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
                         raise
+                    assert time.monotonic() < give_up, "the watcher's place was never freed"
                     await asyncio.sleep(0.02)
             env.probe.gate.set()
             events = [e async for e in second]

@@ -14,6 +14,7 @@ from agentskit.chat.v1 import chat_pb2 as pb
 from agentskit.chat.v1 import chat_pb2_grpc
 from agentskit_chat.transport import SERVICE_NAME
 from agentskit_chat_client import ChatError, Submit
+from tests.waiting import until_async
 
 from .conftest import health_status, live, run
 
@@ -98,12 +99,12 @@ def test_draining_reports_not_serving_and_lets_the_turn_in_flight_finish(tmp_pat
             turn = asyncio.create_task(env.client.run_turn(sid, Submit("/wait")))
             await asyncio.wait_for(env.probe.entered.wait(), 60)
             draining = asyncio.create_task(env.server.drain(30))
-            for _ in range(200):
+
+            async def not_serving() -> bool:
                 status = await health_status(env.client.channel, SERVICE_NAME)
-                if status == health_pb2.HealthCheckResponse.NOT_SERVING:
-                    break
-                await asyncio.sleep(0.01)
-            assert status == health_pb2.HealthCheckResponse.NOT_SERVING
+                return status == health_pb2.HealthCheckResponse.NOT_SERVING
+
+            await until_async(not_serving, "NOT_SERVING")
             assert not draining.done()
             env.probe.gate.set()
             result = await turn

@@ -18,6 +18,7 @@ from agentskit_chat_client import (
     TurnFailed,
     TurnStarted,
 )
+from tests.waiting import EVENT_WAIT
 
 from .conftest import CANARY, Live, live, refused, run
 from .test_errors import assert_clean
@@ -51,12 +52,12 @@ async def run_locked_turn(
             events.append(event)
 
     running = asyncio.ensure_future(turn())
-    await asyncio.wait_for(env.probe.entered.wait(), 60)
+    await asyncio.wait_for(env.probe.entered.wait(), EVENT_WAIT)
     blocker = lock(env)
     try:
         if open_gate:
             env.probe.gate.set()
-        await asyncio.wait_for(running, 10)
+        await asyncio.wait_for(running, EVENT_WAIT)
     except BaseException:
         unlock(blocker)
         raise
@@ -82,7 +83,7 @@ def test_a_closing_write_the_store_refuses_ends_with_a_failed_event_and_frees_th
                 assert isinstance(failed, TurnFailed), events
                 assert (failed.code, failed.retryable) == ("store_unavailable", True)
                 # Waiting for the turns ends although the release is still being retried.
-                await asyncio.wait_for(env.service.turns.wait_idle(), 5)
+                await asyncio.wait_for(env.service.turns.wait_idle(), EVENT_WAIT)
                 assert env.service.turns.releases.retrying == 1
                 busy = await refused(env.client.stream_turn(sid, Submit("/count")))
                 assert busy.reason == "ERROR_REASON_SESSION_BUSY"

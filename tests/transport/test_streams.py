@@ -29,6 +29,7 @@ from agentskit_chat.service import Limits
 from agentskit_chat.transport import ConnectionLifetime, ConnectionLimits
 from agentskit_chat_client import ChatClient, ChatError, Submit
 from tests.cli.fixtures.serving import Server, base_env, command
+from tests.waiting import EVENT_WAIT
 
 from .conftest import live, once_released, run
 from .test_limits import MiB, stalled_turn
@@ -152,7 +153,7 @@ def test_a_client_that_reads_again_after_a_stall_gets_a_status_not_a_hang(
                 assert (await once_released(env.client, sid, "hello")).text == "model answer"
                 responses: list[pb.StreamTurnResponse] = []
                 with pytest.raises(grpc.aio.AioRpcError) as caught:  # the call has no deadline
-                    await asyncio.wait_for(read_all(call, responses), 20)
+                    await asyncio.wait_for(read_all(call, responses), EVENT_WAIT)
                 assert responses, "the events sent before the stall were lost"
                 error = caught.value
                 assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -177,7 +178,8 @@ def test_a_client_that_reads_again_while_its_stalled_turn_closes_gets_a_status(
     logs no error."""
 
     async def scenario() -> None:
-        async with live(tmp_path, limits=STALL_LIMITS) as env:
+        # The release waits on the lock as long as the test holds it, however slow the machine.
+        async with live(tmp_path, limits=STALL_LIMITS, busy_timeout_ms=600_000) as env:
             sid = (await env.client.create_session("probe")).session_id
             channel, call = await stalled_turn(env.target, sid)
             writer = sqlite3.connect(env.db_path, isolation_level=None)
@@ -185,13 +187,14 @@ def test_a_client_that_reads_again_while_its_stalled_turn_closes_gets_a_status(
                 while env.probe.flooded == 0:
                     await asyncio.sleep(0.01)
                 writer.execute("BEGIN IMMEDIATE")  # the turn's release will wait for it
-                async with asyncio.timeout(20):
+                async with asyncio.timeout(EVENT_WAIT):
                     while "turn stream stalled" not in caplog.text:
                         await asyncio.sleep(0.01)
-                await asyncio.sleep(0.3)  # the turn is closing: its release waits on the lock
+                # The turn is closing: its release cannot end while the lock is held.
+                assert env.service.turns.in_flight == 1
                 responses: list[pb.StreamTurnResponse] = []
                 with pytest.raises(grpc.aio.AioRpcError) as caught:
-                    await asyncio.wait_for(read_all(call, responses), 20)
+                    await asyncio.wait_for(read_all(call, responses), EVENT_WAIT)
                 assert responses, "the events sent before the stall were lost"
                 assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
                 assert "not reading" in (caught.value.details() or "")

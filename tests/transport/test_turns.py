@@ -22,8 +22,10 @@ from agentskit_chat_client import (
     TextDelta,
     TurnCompleted,
     TurnDecision,
+    TurnFailed,
     TurnStarted,
 )
+from tests.waiting import EVENT_WAIT
 
 from .conftest import CANARY, live, once_released, run
 
@@ -376,9 +378,11 @@ def test_the_same_session_id_created_again_is_another_session(tmp_path: Path) ->
 
 
 def test_a_client_deadline_does_not_use_up_the_turn_id(tmp_path: Path) -> None:
-    """The model waits on the gate until the retry of the same turn id reaches it, so the
-    first call can only end by the server seeing the client's deadline, never by finishing
-    first: the retry is refused as busy until then, and runs the turn afresh after."""
+    """The model waits on the gate until the server has ended the first call, so that call
+    can only end by the server seeing the client's deadline, never by finishing first. The
+    server sees it on its own time, a moment after the client gave up: the turn's events
+    (WatchTurn) end with the `cancelled` failure once it did, its lease released before.
+    Only then is the gate opened and the same turn id sent again: it runs the turn afresh."""
 
     async def attempt(folder: Path, deadline: float) -> bool:
         async with live(folder) as env:
@@ -392,12 +396,17 @@ def test_a_client_deadline_does_not_use_up_the_turn_id(tmp_path: Path) -> None:
             assert ended.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
             if not env.probe.entered.is_set():
                 return False  # the deadline passed before the model was reached: try longer
-            retry = asyncio.create_task(once_released(env.client, sid, "/slow", turn_id="slow-1"))
-            while len(env.probe.model_calls) < 2:
-                env.probe.entered.clear()
-                await env.probe.entered.wait()
+            watched = [
+                event async for event in env.client.watch_turn(sid, "slow-1", timeout=EVENT_WAIT)
+            ]
+            last = watched[-1]
+            assert isinstance(last, TurnFailed)
+            assert last.code == "cancelled"
+            assert env.probe.model_closed.is_set()  # the model saw the cancellation too
             env.probe.gate.set()
-            result = await retry
+            result = await env.client.run_turn(
+                sid, Submit("/slow"), turn_id="slow-1", timeout=EVENT_WAIT
+            )
             assert result.started is not None
             assert not result.started.duplicate
             assert result.ok

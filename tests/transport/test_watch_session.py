@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from agentskit_chat_client import (
     TurnCompleted,
     TurnResult,
 )
+from tests.waiting import EVENT_WAIT
 
 from .conftest import CANARY, live, run
 from .test_limits import MiB
@@ -292,7 +294,8 @@ async def admitted(channel: grpc.aio.Channel, session_id: str) -> Watch:
     """A watch of the session, once the server admits one (a cancelled watch gives its slot
     back when the server has seen the cancel)."""
     codes = []
-    for _ in range(200):
+    give_up = time.monotonic() + EVENT_WAIT
+    while time.monotonic() < give_up:
         watch = Watch(channel, session_id)
         try:
             await watch.next()

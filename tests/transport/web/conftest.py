@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,3 +48,12 @@ async def web_live(
             base_url=base, http1=not http2, http2=http2, timeout=30
         ) as http:
             yield WebLive(env, http)
+
+
+def draining(http: httpx.AsyncClient) -> Callable[[], Awaitable[bool]]:
+    """Whether the listener's /healthz answers 503 (the server drains): to wait on."""
+
+    async def answers_503() -> bool:
+        return (await http.get("/healthz")).status_code == 503
+
+    return answers_503

@@ -16,6 +16,7 @@ import httpx
 from agentskit_chat.transport import Authenticator, token_digest
 from agentskit_chat.transport.web.boundary import logbound as _logbound
 from tests.transport.conftest import run
+from tests.waiting import until
 
 from .conftest import WebLive, web_live
 from .raw import H2, Log, captured, http1, request, statuses
@@ -31,12 +32,10 @@ def _port(web: WebLive) -> int:
     return web.env.server.http.port
 
 
-async def _settle(log: Log, lines: int = 1, seconds: float = 10.0) -> None:
-    """Wait until the log has `lines` warnings (or `seconds` pass), then a moment for more."""
-    for _ in range(int(seconds / 0.05)):
-        if len(log.warnings()) >= lines:
-            break
-        await asyncio.sleep(0.05)
+async def _settle(log: Log, lines: int = 1) -> None:
+    """Wait until the log has `lines` warnings, then a moment for more (a line too many
+    would show; no observable says that none is on its way)."""
+    await until(lambda: len(log.warnings()) >= lines, f"{lines} warnings")
     await asyncio.sleep(0.2)
 
 
@@ -410,14 +409,14 @@ def test_a_flood_of_refused_requests_writes_a_few_lines(tmp_path: Path) -> None:
             async with web_live(tmp_path) as web:
                 log.mark()
                 assert await asyncio.to_thread(send_flood, _port(web)) == [400] * flood
-                await asyncio.sleep(0.2)
+                await until(lambda: len(log.warnings()) >= _logbound.BURST, "the burst's lines")
                 assert len(log.warnings()) == _logbound.BURST, log.text()
                 now[0] += _logbound.REFILL_SECONDS
                 answer = await asyncio.to_thread(
                     http1, _port(web), request(b"POST", LIST, [JSON, (b"x-note", b"\xff")], b"{}")
                 )
                 assert statuses(answer) == [400]
-                await asyncio.sleep(0.2)
+                await until(lambda: len(log.warnings()) > _logbound.BURST, "the refilled line")
                 warnings = log.warnings()
                 assert len(warnings) == _logbound.BURST + 1
                 suppressed = flood - _logbound.BURST

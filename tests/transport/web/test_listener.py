@@ -12,8 +12,9 @@ from pathlib import Path
 from agentskit_chat.service import Limits
 from agentskit_chat.transport import Authenticator, token_digest
 from tests.transport.conftest import run
+from tests.waiting import EVENT_WAIT, until_async
 
-from .conftest import web_live
+from .conftest import draining, web_live
 from .wire import SERVICE, envelope, reason, stream, unary
 
 
@@ -83,13 +84,11 @@ def test_a_drain_finishes_the_turn_in_flight_and_refuses_new_ones(tmp_path: Path
             )
             await web.env.probe.entered.wait()
             drain = asyncio.create_task(web.env.server.drain(10.0))
-            for _ in range(200):
-                health = await web.http.get("/healthz")
-                if health.status_code == 503:
-                    break
-                await asyncio.sleep(0.01)
+            await until_async(draining(web.http), "the drain's 503")
+            health = await web.http.get("/healthz")
             assert (health.status_code, health.text) == (503, "NOT_SERVING\n")
-            for _ in range(200):
+            give_up = time.monotonic() + EVENT_WAIT
+            while True:
                 refused = await stream(
                     web.http,
                     "StreamTurn",
@@ -101,8 +100,8 @@ def test_a_drain_finishes_the_turn_in_flight_and_refuses_new_ones(tmp_path: Path
                 )
                 if refused.error is not None:
                     break
+                assert time.monotonic() < give_up, "turns were never refused"
                 await asyncio.sleep(0.01)
-            assert refused.error is not None
             assert refused.error["code"] == "unavailable"
             assert reason(refused.error) == "ERROR_REASON_SHUTTING_DOWN"
             web.env.probe.gate.set()

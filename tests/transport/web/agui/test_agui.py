@@ -18,6 +18,7 @@ from agentskit_chat.transport._rpcs import ChatRpcs
 from tests.transport.conftest import CANARY, run
 from tests.transport.web.agui.runs import post_run, run_input, user
 from tests.transport.web.conftest import web_live
+from tests.waiting import EVENT_WAIT, longer_deadlines, until
 
 
 def test_a_new_thread_is_client_held_and_streams_the_model_answer(tmp_path: Path) -> None:
@@ -226,7 +227,7 @@ def test_a_run_id_still_running_is_followed_not_run_twice(tmp_path: Path) -> Non
             first = asyncio.ensure_future(post_run(web.http, "probe", body))
             await web.env.probe.entered.wait()
             second = asyncio.ensure_future(post_run(web.http, "probe", body))
-            await asyncio.sleep(0.2)
+            await until(lambda: web.env.service.watchers.count("") == 1, "the second run's watch")
             web.env.probe.gate.set()
             one, two = await first, await second
             assert one.text() == two.text() == "model answer"
@@ -237,21 +238,25 @@ def test_a_run_id_still_running_is_followed_not_run_twice(tmp_path: Path) -> Non
 
 
 def test_the_turn_deadline_ends_a_run_with_run_error(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with web_live(tmp_path, limits=Limits(turn_timeout=0.3, lease_ttl=5)) as web:
+    async def attempt(folder: Path, timeout: float) -> bool:
+        limits = Limits(turn_timeout=timeout, lease_ttl=max(5.0, 2 * timeout))
+        async with web_live(folder, limits=limits) as web:
             body = run_input("thread-late", "r1", [user("u1", "/slow")])
             late = await post_run(web.http, "probe", body)
             assert late.types[-1] == "RUN_ERROR"
             assert late.of("RUN_ERROR")[0]["code"] == "deadline_exceeded"
             _assert_ids_increase(late.events)
-            await asyncio.wait_for(web.env.probe.model_closed.wait(), 60)
+            if not web.env.probe.entered.is_set():
+                return False  # the turn timed out before it reached the model: try longer
+            await asyncio.wait_for(web.env.probe.model_closed.wait(), EVENT_WAIT)
             web.env.probe.gate.set()
             again = await post_run(
                 web.http, "probe", run_input("thread-late", "r2", body["messages"])
             )
             assert again.text() == "model answer"
+            return True
 
-    run(scenario())
+    run(longer_deadlines(tmp_path, attempt))
 
 
 def test_two_runs_opening_one_new_thread_at_once_share_it(tmp_path: Path) -> None:

@@ -19,7 +19,8 @@ from agentskit_chat.telemetry import HttpTelemetry, OtelObserver
 from agentskit_chat.transport import Authenticator, token_digest
 from tests.transport.conftest import CANARY, run
 from tests.transport.web.agui.runs import post_run, run_input, user
-from tests.transport.web.conftest import web_live
+from tests.transport.web.conftest import draining, web_live
+from tests.waiting import until_async
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
@@ -175,10 +176,7 @@ def test_a_draining_server_refuses_new_runs(tmp_path: Path) -> None:
             in_flight = asyncio.create_task(post_run(web.http, "probe", slow))
             await web.env.probe.entered.wait()
             drain = asyncio.create_task(web.env.server.drain(10.0))
-            for _ in range(200):
-                if (await web.http.get("/healthz")).status_code == 503:
-                    break
-                await asyncio.sleep(0.01)
+            await until_async(draining(web.http), "the drain's 503")
             before = web.env.dump()
             refused = await post_run(web.http, "probe", run_input("t", "r", [user("u", "hi")]))
             assert refused.status == 503

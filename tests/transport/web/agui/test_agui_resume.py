@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.transport.conftest import run
 from tests.transport.web.agui.runs import post_run, run_input, user
 from tests.transport.web.conftest import web_live
+from tests.waiting import until
 
 CONTINUE = {"agentskit-on-disconnect": "continue"}
 
@@ -33,8 +34,9 @@ def test_a_reconnect_with_last_event_id_continues_the_run_losing_nothing(tmp_pat
             resumed = asyncio.ensure_future(
                 post_run(web.http, "probe", body, {"last-event-id": last_id})
             )
-            await asyncio.sleep(0.2)
-            assert not resumed.done()  # Following the running turn, not replaying an end.
+            # Following the running turn (a watcher of it), not replaying an end.
+            await until(lambda: web.env.service.watchers.count("") == 1, "the resumed run's watch")
+            assert not resumed.done()
             web.env.probe.gate.set()
             rest = await resumed
             assert rest.status == 200

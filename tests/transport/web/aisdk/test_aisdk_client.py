@@ -24,6 +24,7 @@ from tests.transport.conftest import CANARY, run
 from tests.transport.test_auth import TOKEN_A, authenticator
 from tests.transport.web.aisdk.chat import DEFINITION, chat_definition, node, require_node
 from tests.transport.web.conftest import WebLive, web_live
+from tests.waiting import EVENT_WAIT, until_async
 
 STREAM_TEXT = f"Describe the weather {CANARY}"
 STREAM_REPLY = Reply(chunks=("Sunny ", "with a ", "light ", "breeze."))
@@ -201,13 +202,13 @@ def test_a_turn_that_is_not_resumable_ends_with_its_connection(
         async with served(tmp_path, model) as web:
 
             async def cancelled(waiting: dict[str, Any]) -> None:
-                assert await asyncio.to_thread(model.wait_disconnect, 10)
-                for _ in range(200):
+                assert await asyncio.to_thread(model.wait_disconnect, EVENT_WAIT)
+
+                async def ended() -> bool:
                     page = await web.env.client.list_turns("chat-cut", page_size=1)
-                    if not page.turns or page.turns[0].outcome != "running":
-                        return
-                    await asyncio.sleep(0.02)
-                raise AssertionError("the turn kept running")
+                    return not page.turns or page.turns[0].outcome != "running"
+
+                await until_async(ended, "the cut turn's end", pause=0.02)
 
             async with node(
                 "cancelled", api(web), TOKEN_A, chat_id="chat-cut", slow_text=SLOW_TEXT

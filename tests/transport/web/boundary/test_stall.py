@@ -25,6 +25,7 @@ from tests.transport.conftest import Probe, once_released, run
 from tests.transport.test_limits import MiB
 from tests.transport.web.conftest import web_live
 from tests.transport.web.wire import END_STREAM, SERVICE, TRAILERS, envelope, frames, stream
+from tests.waiting import until
 
 STALL_LIMITS = Limits(
     turn_timeout=1.0,
@@ -179,15 +180,17 @@ class RawH2:
             self.closed = True
 
 
-async def held(probe: Probe) -> int:
-    """What the model has streamed once the turn stopped producing (the stream waits)."""
-    while probe.flooded == 0:
-        await asyncio.sleep(0.01)
-    while True:
-        before = probe.flooded
-        await asyncio.sleep(0.3)
-        if probe.flooded == before:
-            return before
+async def flooding(probe: Probe) -> None:
+    """Once the turn runs: the model streamed its first chunk."""
+    await until(lambda: probe.flooded > 0, "the model's first chunk")
+
+
+def streamed(probe: Probe) -> int:
+    """What the model streamed in all, once the turn is over (its model stream closed):
+    had the stream not waited for its client, the model would have streamed up to the
+    output limit."""
+    assert probe.model_closed.is_set(), "the turn is not over"
+    return probe.flooded
 
 
 @pytest.mark.parametrize("content_type", [CONNECT, GRPC_WEB, GRPC])
@@ -200,16 +203,15 @@ def test_an_unread_http2_stream_waits_for_its_client_then_is_reset(
             assert web.env.server.http is not None
             call = await RawH2.start(web.env.server.http.port, flood(sid), content_type)
             try:
-                streamed = await held(web.env.probe)
-                assert streamed <= BUFFERED, "the stream did not wait for its client"
+                await flooding(web.env.probe)
                 # The stream's wait holds up no other stream of its connection.
                 assert await call.list_definitions() == 200
                 # The turn is given up at its timeout: the session is free again.
                 assert (await once_released(web.env.client, sid, "hello")).text == "model answer"
+                assert streamed(web.env.probe) <= BUFFERED, "the stream did not wait for its client"
                 await call.watch()
                 assert call.reset == h2.errors.ErrorCodes.CANCEL, call
                 assert len(call.data) <= WINDOW, "the client's window was not respected"
-                assert web.env.probe.flooded == streamed
                 # Only the stream was reset: its connection still serves calls.
                 assert await call.list_definitions() == 200
             finally:
@@ -225,7 +227,7 @@ def test_a_client_that_reads_again_after_a_stall_gets_deadline_exceeded(tmp_path
             assert web.env.server.http is not None
             call = await RawH2.start(web.env.server.http.port, flood(sid), CONNECT)
             try:
-                await held(web.env.probe)
+                await flooding(web.env.probe)
                 assert (await once_released(web.env.client, sid, "hello")).text == "model answer"
                 await call.read_rest()
                 assert call.reset is None, call
@@ -252,7 +254,7 @@ def test_a_grpc_web_client_that_reads_again_gets_its_status_in_the_trailers(
             assert web.env.server.http is not None
             call = await RawH2.start(web.env.server.http.port, flood(sid), GRPC_WEB)
             try:
-                await held(web.env.probe)
+                await flooding(web.env.probe)
                 assert (await once_released(web.env.client, sid, "hello")).text == "model answer"
                 await call.read_rest()
                 assert call.reset is None, call
@@ -282,11 +284,12 @@ def test_the_clients_deadline_ends_an_unread_stream_on_the_wire(
             assert web.env.server.http is not None
             call = await RawH2.start(web.env.server.http.port, flood(sid), content_type, deadline)
             try:
-                assert await held(web.env.probe) <= BUFFERED
+                await flooding(web.env.probe)
                 await call.watch()
                 assert call.reset == h2.errors.ErrorCodes.CANCEL, call
                 # The turn ended at the deadline, long before its own timeout.
                 assert (await once_released(web.env.client, sid, "hello")).text == "model answer"
+                assert streamed(web.env.probe) <= BUFFERED, "the stream did not wait for its client"
             finally:
                 call.close()
 
@@ -307,16 +310,15 @@ def test_an_unread_http1_stream_waits_then_its_connection_is_closed(tmp_path: Pa
                     f"content-type: {CONNECT}\r\ncontent-length: {len(body)}\r\n\r\n"
                 )
                 sock.sendall(head.encode() + body)
-                streamed = await held(web.env.probe)
-                assert streamed <= 2 * BUFFERED, "the stream did not wait for its client"
+                await flooding(web.env.probe)
                 assert (await once_released(web.env.client, sid, "hello")).text == "model answer"
+                assert streamed(web.env.probe) <= 2 * BUFFERED, (
+                    "the stream did not wait for its client"
+                )
                 poll = select.poll()
                 poll.register(sock, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
-                for _ in range(300):  # The connection is closed, though nothing was read.
-                    if poll.poll(0):
-                        break
-                    await asyncio.sleep(0.1)
-                assert poll.poll(0), "the connection stayed open"
+                # The connection is closed, though nothing was read.
+                await until(lambda: bool(poll.poll(0)), "the connection's close")
             finally:
                 sock.close()
 

@@ -23,6 +23,7 @@ from tests.transport.web.wire import (
     stream,
     unary,
 )
+from tests.waiting import EVENT_WAIT, until
 
 
 def test_a_continued_turn_is_reattached_and_cancelled_over_connect_and_grpc_web(
@@ -44,7 +45,7 @@ def test_a_continued_turn_is_reattached_and_cancelled_over_connect_and_grpc_web(
             await asyncio.gather(starter, return_exceptions=True)
             watch = {"sessionId": sid, "turnId": "t-1", "afterSequence": "1"}
             watching = asyncio.ensure_future(stream(web.http, "WatchTurn", watch))
-            await asyncio.sleep(0.2)
+            await until(lambda: web.env.service.watchers.count("", sid) == 1, "the watch")
             web.env.probe.gate.set()
             result = await watching
             assert result.end == {}
@@ -113,7 +114,7 @@ def test_a_quiet_watch_starts_its_response_before_any_event(tmp_path: Path) -> N
                     call = web.http.stream(
                         "POST", SERVICE + "WatchTurn", content=envelope(body), headers=headers
                     )
-                    response = await asyncio.wait_for(stack.enter_async_context(call), 5)
+                    response = await asyncio.wait_for(stack.enter_async_context(call), EVENT_WAIT)
                     assert response.status_code == 200
                     responses.append(response)
                 web.env.probe.gate.set()
