@@ -355,7 +355,7 @@ def test_checkpoints_start_the_write_ahead_log_over(tmp_path: Path) -> None:
                 )
                 if cursor == 8:
                     per_write = _log_frames(path) // 8
-                checkpoint = store._checkpoint
+                checkpoint = store._connections._checkpoint
                 if checkpoint is not None:  # let the worker thread's checkpoint finish
                     await asyncio.wait({checkpoint})
             return per_write, _log_frames(path)

@@ -457,7 +457,7 @@ def test_a_turn_needs_text_and_a_user_message(tmp_path: Path) -> None:
 async def written_or_not(env: Live) -> None:
     """Once every statement the store's worker thread was given so far has run: a write
     queued behind the test's lock has landed by then, or it was never queued."""
-    await asyncio.get_running_loop().run_in_executor(env.store._executor, lambda: None)
+    await asyncio.get_running_loop().run_in_executor(env.store._connections.executor, lambda: None)
 
 
 def test_a_turn_cancelled_while_claiming_the_lease_releases_it(tmp_path: Path) -> None:
