@@ -147,7 +147,9 @@ class Measure:
         """(turn latencies, wall seconds, failures)."""
         raise NotImplementedError
 
-    async def measured(self, clients: int, conversations: int) -> tuple[list[float], float, list[str], float | None]:
+    async def measured(
+        self, clients: int, conversations: int
+    ) -> tuple[list[float], float, list[str], float | None]:
         """A batch and the server CPU it took."""
         before = tree_cpu_seconds(self.server_pid)
         latencies, wall, failures = await self.batch(clients, conversations)
@@ -190,7 +192,7 @@ class Service(Measure):
                 remaining[0] -= 1
                 try:
                     problem = await self.conversation(client, latencies)
-                except Exception as error:  # noqa: BLE001 - counted, not raised
+                except Exception as error:
                     problem = f"service: {type(error).__name__}: {error}"
                 if problem is not None:
                     failures.append(problem)
@@ -210,8 +212,11 @@ class LangGraph(Measure):
 
     async def batch(self, clients: int, conversations: int) -> tuple[list[float], float, list[str]]:
         stdin, stdout = self.driver.stdin, self.driver.stdout
-        assert stdin is not None and stdout is not None
-        stdin.write(json.dumps({"conversations": conversations, "clients": clients}).encode() + b"\n")
+        if stdin is None or stdout is None:
+            return [], 1.0, ["langgraph: no pipes to the driver"]
+        stdin.write(
+            json.dumps({"conversations": conversations, "clients": clients}).encode() + b"\n"
+        )
         await stdin.drain()
         line = await stdout.readline()
         if not line:
@@ -285,7 +290,9 @@ async def run(config: Config) -> tuple[dict[str, dict[int, Batch]], bool]:
             running("serve", argv, cwd=ROOT, env=bench_env(), cpus=server_cpus)
         )
         (state / "langgraph").mkdir()
-        pid, url = await stack.enter_async_context(langgraph_server(server_cpus, state / "langgraph"))
+        pid, url = await stack.enter_async_context(
+            langgraph_server(server_cpus, state / "langgraph")
+        )
         driver = await asyncio.create_subprocess_exec(
             str(ENV / "bin" / "python"),
             str(PROJECT / "driver.py"),
@@ -306,7 +313,9 @@ async def run(config: Config) -> tuple[dict[str, dict[int, Batch]], bool]:
             for clients in config.clients:
                 for name in order:
                     conversations = config.conversations(clients)
-                    latencies, wall, failures, cpu = await sides[name].measured(clients, conversations)
+                    latencies, wall, failures, cpu = await sides[name].measured(
+                        clients, conversations
+                    )
                     figures[name][clients].add(latencies, wall, cpu)
                     figures[name][clients].failures.extend(failures)
     return figures, server_cpus is not None
@@ -326,7 +335,9 @@ def _ratio(theirs: list[float], mine: list[float]) -> list[float]:
     return [a / b for a, b in zip(theirs, mine, strict=False) if b]
 
 
-def report(figures: dict[str, dict[int, Batch]], config: Config, *, quick: bool, pinned_: bool) -> dict[str, Any]:
+def report(
+    figures: dict[str, dict[int, Batch]], config: Config, *, quick: bool, pinned_: bool
+) -> dict[str, Any]:
     """Print the table and the ratios; the figures as plain data."""
     where = "both servers on the last CPU, clients on the others" if pinned_ else "unpinned"
     one, five, _ = os.getloadavg()
@@ -336,7 +347,8 @@ def report(figures: dict[str, dict[int, Batch]], config: Config, *, quick: bool,
         f" ({os.cpu_count()} CPUs, {where}; load average {one:.2f}/{five:.2f} at the end;"
         f" Python {platform.python_version()})"
     )
-    print(f"  {'side':<10} {'clients':>7} {'turns':>6} {'p50 ms':>9} {'p95 ms':>9} {'turns/s':>9} {'CPU ms/turn':>12}")
+    heads = ("turns", 6), ("p50 ms", 9), ("p95 ms", 9), ("turns/s", 9), ("CPU ms/turn", 12)
+    print(f"  {'side':<10} {'clients':>7} " + " ".join(f"{head:>{width}}" for head, width in heads))
     data: dict[str, Any] = {"config": asdict(config), "pinned": pinned_, "sides": {}, "ratios": {}}
     for side, batches in figures.items():
         for clients, batch in batches.items():
@@ -353,7 +365,8 @@ def report(figures: dict[str, dict[int, Batch]], config: Config, *, quick: bool,
             }
             data["sides"].setdefault(side, {})[clients] = row
             print(
-                f"  {side:<10} {clients:>7} {row['turns']:>6} {row['p50_ms']:>9.2f} {row['p95_ms']:>9.2f}"
+                f"  {side:<10} {clients:>7} {row['turns']:>6}"
+                f" {row['p50_ms']:>9.2f} {row['p95_ms']:>9.2f}"
                 f" {row['turns_per_s']:>9.1f} {'-' if cpu is None else f'{cpu:.2f}':>12}"
             )
     print("  (medians over rounds; CPU: the server's, session/thread creation included, per turn)")
@@ -365,7 +378,9 @@ def report(figures: dict[str, dict[int, Batch]], config: Config, *, quick: bool,
             "throughput": _ratio(mine.turns_per_s, peer.turns_per_s),
             "cpu": _ratio(peer.cpu_ms, mine.cpu_ms),
         }
-        medians = {name: statistics.median(values) if values else None for name, values in ratios.items()}
+        medians = {
+            name: statistics.median(values) if values else None for name, values in ratios.items()
+        }
         data["ratios"][clients] = medians
         shown = ", ".join(
             f"{name} {value:.1f}x" for name, value in medians.items() if value is not None
@@ -381,7 +396,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     _cli.add_run_options(parser, rounds=FULL.rounds, quick="two short rounds at 1 and 16 clients")
     parser.add_argument(
-        "--clients", type=int, nargs="+", help=f"concurrent client counts [{' '.join(map(str, FULL.clients))}]"
+        "--clients",
+        type=int,
+        nargs="+",
+        help=f"concurrent client counts [{' '.join(map(str, FULL.clients))}]",
     )
     _cli.add_output_options(parser)
     args = parser.parse_args(argv)
@@ -399,7 +417,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     figures, pinned_ = asyncio.run(run(config))
     data = report(figures, config, quick=args.quick, pinned_=pinned_)
-    failures = [problem for side in figures.values() for batch in side.values() for problem in batch.failures]
+    failures = [
+        problem
+        for side in figures.values()
+        for batch in side.values()
+        for problem in batch.failures
+    ]
     return _cli.finish(data, args.json, *_cli.first_of(failures), "conversations")
 
 

@@ -53,7 +53,7 @@ async def batch(clients: list[Any], conversations: int) -> dict[str, Any]:
             remaining[0] -= 1
             try:
                 problem = await conversation(client, latencies)
-            except Exception as error:  # noqa: BLE001 - reported, not raised
+            except Exception as error:
                 problem = f"langgraph: {type(error).__name__}: {error}"
             if problem is not None:
                 failures.append(problem)
