@@ -1,14 +1,18 @@
-"""The service beside the LangGraph server: the same conversation through `serve` over gRPC
-and through the server a team would deploy instead, `langgraph dev` (langgraph-api with its
-in-memory runtime), interleaved in one run.
+"""The service beside the LangGraph server: the same conversation through `serve` (gRPC, its
+OpenAI front and AG-UI) and through the server a team would deploy instead, `langgraph dev`
+(langgraph-api with its in-memory runtime), interleaved in one run.
 
 The conversation is the support example's (`examples/definitions/support.yaml`): `/start`
 answers "What is your name?" and moves idle -> collecting, `/name Ada` answers "Welcome,
 Ada." and moves to complete. Each conversation is a new session (a new thread on the
 LangGraph side), created untimed, then two turns, each timed from the call to its answer.
 
-- The service: `serve` on SQLite (`synchronous=normal`, its default), driven over gRPC by
-  the project's Python client (`agentskit_chat_client.ChatClient`) in this process.
+- The service: one `serve` on SQLite (`synchronous=normal`, its default) with an HTTP
+  listener, driven from this process three ways, each its own side: `grpc`, the project's
+  Python client (`agentskit_chat_client.ChatClient`, one per concurrent client); `openai`,
+  its OpenAI front (`POST /v1/chat/completions`, not streamed, with the session header);
+  `agui`, its AG-UI endpoint (`POST /agui/support`, read to RUN_FINISHED). The HTTP sides
+  use httpx, one connection per client, and create their sessions over Connect.
 - The peer: `langgraph dev --no-reload` on the project in bench/langgraph_server (the same
   support bot as a graph of one deterministic router node, as in bench/peer.py), run with
   the python of its own environment (build/langgraph-env, from
@@ -18,11 +22,11 @@ LangGraph side), created untimed, then two turns, each timed from the call to it
   sends batches to and reads timings from as JSON lines.
 
 Both servers run on the last CPU, this process and the LangGraph driver on the others
-(with two CPUs: one each). Every round measures each client count on both sides, in an
-order alternated from round to round; server CPU is read from /proc, for the LangGraph
+(with two CPUs: one each). Every round measures each client count on every side, in an
+order rotated from round to round; server CPU is read from /proc, for the LangGraph
 server summed over its process and every descendant. Each figure's ratio is the LangGraph
-server's over the service's (throughput: the service's over LangGraph's), per round, and
-the run reports the median over rounds.
+server's over each service side's (throughput: the side's over LangGraph's), per round,
+and the run reports the median over rounds.
 
 Run with `make bench-peer-server`, which makes the LangGraph environment first.
 """
@@ -50,15 +54,17 @@ import httpx
 
 from agentskit_chat_client import ChatClient, Submit
 
-from . import _cli
-from ._servers import bench_env, pinned, placed, running
+from . import _cli, _connect
+from ._servers import Server, bench_env, pinned, placed, running
 from ._turns import ROOT
 from .peer import CONVERSATION, DEFINITION_ID, serve_command
+from .service import SERVICE_PATH
 
 PROJECT: Final = ROOT / "bench" / "langgraph_server"
 ENV: Final = ROOT / "build" / "langgraph-env"
 START_TIMEOUT: Final = 90.0
-SIDES: Final = ("service", "langgraph")
+SERVICE_SIDES: Final = ("grpc", "openai", "agui")
+SIDES: Final = (*SERVICE_SIDES, "langgraph")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +167,18 @@ class Measure:
 class Service(Measure):
     """`serve` over gRPC through the project's client, one ChatClient per concurrent client."""
 
-    name = "service"
+    name = "grpc"
 
-    def __init__(self, address: str, pid: int, stack: AsyncExitStack) -> None:
-        self.address, self.server_pid, self.stack = address, pid, stack
-        self.pool: list[ChatClient] = []
+    def __init__(self, server: Server, stack: AsyncExitStack) -> None:
+        self.server, self.server_pid, self.stack = server, server.pid, stack
+        self.pool: list[Any] = []
 
-    async def conversation(self, client: ChatClient, latencies: list[float]) -> str | None:
+    async def open(self) -> Any:
+        """One more concurrent client, closed with the stack."""
+        return await self.stack.enter_async_context(ChatClient(self.server.address, timeout=60))
+
+    async def conversation(self, client: Any, latencies: list[float]) -> str | None:
+        """One conversation on a new session (created untimed), each turn timed."""
         session = await client.create_session(DEFINITION_ID)
         clock = time.perf_counter
         for text, expected in CONVERSATION:
@@ -176,30 +187,108 @@ class Service(Measure):
             latencies.append(clock() - start)
             content = result.completed.content if result.completed is not None else None
             if content != expected:
-                return f"service: unexpected answer {content!r}"
+                return f"{self.name}: unexpected answer {content!r}"
         return None
 
     async def batch(self, clients: int, conversations: int) -> tuple[list[float], float, list[str]]:
         while len(self.pool) < clients:
-            client = ChatClient(self.address, timeout=60)
-            self.pool.append(await self.stack.enter_async_context(client))
+            self.pool.append(await self.open())
         latencies: list[float] = []
         failures: list[str] = []
         remaining = [conversations]
 
-        async def worker(client: ChatClient) -> None:
+        async def worker(client: Any) -> None:
             while remaining[0] > 0:
                 remaining[0] -= 1
                 try:
                     problem = await self.conversation(client, latencies)
                 except Exception as error:
-                    problem = f"service: {type(error).__name__}: {error}"
+                    problem = f"{self.name}: {type(error).__name__}: {error}"
                 if problem is not None:
                     failures.append(problem)
 
         start = time.perf_counter()
         await asyncio.gather(*(worker(client) for client in self.pool[:clients]))
         return latencies, time.perf_counter() - start, failures
+
+
+class OpenAIFront(Service):
+    """`serve`'s OpenAI front: `POST /v1/chat/completions` (not streamed) with the session
+    header, on a server-held session created over Connect; httpx, one connection each."""
+
+    name = "openai"
+
+    async def open(self) -> Any:
+        return await _connect.own_client(self.stack, self.server.http_address)
+
+    async def conversation(self, client: Any, latencies: list[float]) -> str | None:
+        session = await _session(client)
+        headers = {"X-AgentsKit-Session": session}
+        clock = time.perf_counter
+        for text, expected in CONVERSATION:
+            body = {"model": DEFINITION_ID, "messages": [{"role": "user", "content": text}]}
+            start = clock()
+            reply = await client.post("/v1/chat/completions", json=body, headers=headers)
+            latencies.append(clock() - start)
+            if reply.status_code != 200:
+                return f"openai: HTTP {reply.status_code} {reply.text[:200]}"
+            answer = reply.json()["choices"][0]["message"]["content"]
+            if answer != expected:
+                return f"openai: unexpected answer {answer!r}"
+        return None
+
+
+class AgUi(Service):
+    """`serve`'s AG-UI endpoint: `POST /agui/support`, a run whose last message is the new
+    input on a server-held thread (created over Connect), its SSE read to RUN_FINISHED."""
+
+    name = "agui"
+
+    async def open(self) -> Any:
+        return await _connect.own_client(self.stack, self.server.http_address)
+
+    async def conversation(self, client: Any, latencies: list[float]) -> str | None:
+        session = await _session(client)
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        clock = time.perf_counter
+        for number, (text, expected) in enumerate(CONVERSATION):
+            body = {
+                "threadId": session,
+                "runId": f"{session}-{number}",
+                "state": {},
+                "messages": [{"id": f"m-{session}-{number}", "role": "user", "content": text}],
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            }
+            types: list[str] = []
+            pieces: list[str] = []
+            start = clock()
+            async with client.stream(
+                "POST", f"/agui/{DEFINITION_ID}", json=body, headers=headers
+            ) as response:
+                if response.status_code != 200:
+                    return f"agui: HTTP {response.status_code}"
+                async for line in response.aiter_lines():
+                    if line.startswith("data:"):
+                        event = json.loads(line[5:])
+                        types.append(event["type"])
+                        if event["type"] == "TEXT_MESSAGE_CONTENT":
+                            pieces.append(event["delta"])
+            latencies.append(clock() - start)
+            if not types or types[-1] != "RUN_FINISHED":
+                return f"agui: events {types}"
+            if "".join(pieces) != expected:
+                return f"agui: unexpected answer {''.join(pieces)!r}"
+        return None
+
+
+async def _session(client: httpx.AsyncClient) -> str:
+    """A new session of the support definition, over Connect (untimed)."""
+    reply = await _connect.unary(
+        client, f"{SERVICE_PATH}/CreateSession", {"definitionId": DEFINITION_ID}
+    )
+    return str(reply["session"]["sessionId"])
 
 
 class LangGraph(Measure):
@@ -285,7 +374,7 @@ async def run(config: Config) -> tuple[dict[str, dict[int, Batch]], bool]:
     async with AsyncExitStack() as stack:
         state = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chat-server-peer-")))
         server_cpus, _ = placed(stack, config.pin)
-        argv = serve_command(state, "normal")
+        argv = [*serve_command(state, "normal"), "--http-listen", "127.0.0.1:0"]
         server = await stack.enter_async_context(
             running("serve", argv, cwd=ROOT, env=bench_env(), cpus=server_cpus)
         )
@@ -302,14 +391,16 @@ async def run(config: Config) -> tuple[dict[str, dict[int, Batch]], bool]:
         )
         stack.push_async_callback(_close_driver, driver)
         sides: dict[str, Measure] = {
-            "service": Service(server.address, server.pid, stack),
+            "grpc": Service(server, stack),
+            "openai": OpenAIFront(server, stack),
+            "agui": AgUi(server, stack),
             "langgraph": LangGraph(driver, pid),
         }
         for measure in sides.values():
             for clients in config.clients:
                 await measure.batch(clients, max(config.warmup, clients))
         for number in range(config.rounds):
-            order = SIDES if number % 2 == 0 else SIDES[::-1]
+            order = SIDES[number % len(SIDES) :] + SIDES[: number % len(SIDES)]
             for clients in config.clients:
                 for name in order:
                     conversations = config.conversations(clients)
@@ -370,22 +461,25 @@ def report(
                 f" {row['turns_per_s']:>9.1f} {'-' if cpu is None else f'{cpu:.2f}':>12}"
             )
     print("  (medians over rounds; CPU: the server's, session/thread creation included, per turn)")
-    for clients in config.clients:
-        peer, mine = figures["langgraph"][clients], figures["service"][clients]
-        ratios = {
-            "p50": _ratio(peer.p50_ms, mine.p50_ms),
-            "p95": _ratio(peer.p95_ms, mine.p95_ms),
-            "throughput": _ratio(mine.turns_per_s, peer.turns_per_s),
-            "cpu": _ratio(peer.cpu_ms, mine.cpu_ms),
-        }
-        medians = {
-            name: statistics.median(values) if values else None for name, values in ratios.items()
-        }
-        data["ratios"][clients] = medians
-        shown = ", ".join(
-            f"{name} {value:.1f}x" for name, value in medians.items() if value is not None
-        )
-        print(f"  {clients:>3} client(s), LangGraph server over the service: {shown}")
+    for service in SERVICE_SIDES:
+        for clients in config.clients:
+            peer, mine = figures["langgraph"][clients], figures[service][clients]
+            ratios = {
+                "p50": _ratio(peer.p50_ms, mine.p50_ms),
+                "p95": _ratio(peer.p95_ms, mine.p95_ms),
+                "throughput": _ratio(mine.turns_per_s, peer.turns_per_s),
+                "cpu": _ratio(peer.cpu_ms, mine.cpu_ms),
+            }
+            medians = {
+                name: statistics.median(values) if values else None
+                for name, values in ratios.items()
+            }
+            data["ratios"].setdefault(service, {})[clients] = medians
+            shown = ", ".join(
+                f"{name} {value:.1f}x" for name, value in medians.items() if value is not None
+            )
+            print(f"  LangGraph over {service:<6} at {clients:>2} client(s): {shown}")
+    print("  (throughput: the service's over LangGraph's)")
     if quick:
         print("  (--quick: too few samples to trust)")
     return data
