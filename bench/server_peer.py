@@ -434,7 +434,7 @@ def report(
     one, five, _ = os.getloadavg()
     print(
         f"\nThe service beside the LangGraph server (langgraph dev, in-memory runtime): the"
-        f" support conversation (2 turns), {config.rounds} alternated round(s)"
+        f" support conversation (2 turns), {config.rounds} rotated round(s)"
         f" ({os.cpu_count()} CPUs, {where}; load average {one:.2f}/{five:.2f} at the end;"
         f" Python {platform.python_version()})"
     )
