@@ -7,6 +7,7 @@ import json
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -236,3 +237,40 @@ def test_a_server_that_ended_while_idle_is_reconnected_before_the_next_call(
     run(definition(stdio_server(record)), body, server_stderr=server_stderr)
     first, second = records(record)
     assert first["pid"] != second["pid"]
+
+
+def test_an_attached_definition_runs_on_its_own_servers_beside_the_started_ones(
+    record: Path, tmp_path: Path, server_stderr: TextIO
+) -> None:
+    """A definition the tools were not started with (a published revision) connects its
+    own declaration of a server of the same name; each definition's calls reach its own
+    server, and one that cannot start ends its calls as `server_gone`."""
+    started = definition(stdio_server(record), {"count": {}})
+    other_record = tmp_path / "other.jsonl"
+    published = replace(definition(stdio_server(other_record), {"count": {}}), revision=2)
+    missing = {"command": str(tmp_path / "no-such-server"), "args": []}
+    unreachable = replace(definition(missing, {"count": {}}), revision=3)
+
+    async def body(tools: ServerTools) -> None:
+        assert not tools.covers(published)
+        assert tools.specs(published) == ()
+        await tools.attach(published)
+        await tools.attach(published)  # once per revision and declaration
+        assert [s.name for s in tools.specs(published)] == ["count"]
+        mine = await tools.call(
+            "count", '{"key": "a"}', turn_id="t", call_id="c1", definition=started
+        )
+        theirs = await tools.call(
+            "count", '{"key": "b"}', turn_id="t", call_id="c2", definition=published
+        )
+        assert not mine.is_error
+        assert not theirs.is_error
+        assert [r["key"] for r in records(record)] == ["a"]
+        assert [r["key"] for r in records(other_record)] == ["b"]
+        await tools.attach(unreachable)
+        gone = await tools.call(
+            "count", '{"key": "c"}', turn_id="t", call_id="c3", definition=unreachable
+        )
+        assert gone.error_type == SERVER_GONE
+
+    run(started, body, server_stderr=server_stderr, reconnect_backoff=0.0)

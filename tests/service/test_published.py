@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agentskit_chat.conversation import definition_of_document, parse_definition
+from agentskit_chat.mcp import ServerTools
 from agentskit_chat.service import (
     Catalog,
     ChatService,
@@ -30,6 +31,7 @@ from agentskit_chat.storage import (
     open_sqlite_store,
 )
 from tests.conversation.test_revisions import MAPPED, first, second
+from tests.mcp.conftest import BOUND, stdio_server
 
 KEY = b"published-service-test-key-32byt"
 
@@ -175,5 +177,76 @@ def test_chats_defined_in_code_are_not_published_and_a_reload_publishes_again() 
         assert await store.published_definition("shop", 1, now_ms=now_ms()) is not None
         assert await store.published_definition("shop", 2, now_ms=now_ms()) is not None
         await chat.close()
+
+    asyncio.run(scenario())
+
+
+def tool_shop(record: Path, revision: int) -> dict[str, Any]:
+    """The shop as a file declares it, with a tool route to the orders MCP server."""
+    return {
+        "id": "shop",
+        "revision": revision,
+        "conversation": {
+            "initial": "idle",
+            "states": {"idle": {"on": {"look": "idle"}}},
+            "routes": [
+                {
+                    "id": "order",
+                    "pattern": r"/order (?P<order>[\w-]+)",
+                    "event": "look",
+                    "tool": {"name": "lookup_order", "arguments": {"order_id": "{order}"}},
+                    "response": "Order {order}: {result}",
+                }
+            ],
+        },
+        "mcp_servers": {"orders": stdio_server(record)},
+        "tools": {"lookup_order": {"server": "orders"}},
+    }
+
+
+def test_a_published_revisions_server_tools_run_where_it_was_not_served(tmp_path: Path) -> None:
+    """The process serving revision 1 (no server tools) connects revision 2's MCP server
+    on demand, and its tool route answers from the real server there."""
+
+    async def scenario() -> None:
+        store = MemoryStore()
+        newer = from_file(tool_shop(tmp_path / "record.jsonl", 2))
+        older = from_file(
+            {
+                "id": "shop",
+                "revision": 1,
+                "conversation": tool_shop(tmp_path / "unused.jsonl", 1)["conversation"]
+                | {"routes": []},
+            }
+        )
+        with (tmp_path / "stderr.txt").open("w", encoding="utf-8") as stderr:
+            own_tools = ServerTools([newer], server_stderr=stderr)
+            no_tools = ServerTools([older], server_stderr=stderr)
+            async with asyncio.timeout(BOUND):
+                await own_tools.start()
+                await no_tools.start()
+            new = ChatService(
+                Catalog([newer]), store, digest_key=KEY, holder="new", server_tools=own_tools
+            )
+            old = ChatService(
+                Catalog([older]), store, digest_key=KEY, holder="old", server_tools=no_tools
+            )
+            try:
+                await new.publish_revisions()
+                view = await new.create_session("shop", None, HistoryMode.SERVER)
+                assert no_tools.specs(newer) == ()  # not connected before the session comes
+                async with asyncio.timeout(BOUND):
+                    done = await turn(old, view.session_id, "t1", "/order A-17")
+                assert done.content == "Order A-17: order A-17: 2 items, shipped"
+                published = old.definition("shop", 2)
+                assert [s.name for s in no_tools.specs(published)] == ["lookup_order"]
+                async with asyncio.timeout(BOUND):
+                    again = await turn(old, view.session_id, "t2", "/order B-2")
+                assert again.content == "Order B-2: order B-2: 2 items, shipped"
+            finally:
+                await new.close()
+                await old.close()
+                await own_tools.close()
+                await no_tools.close()
 
     asyncio.run(scenario())

@@ -55,12 +55,26 @@ class ServedTools:
         return () if self.current is None else self.current.specs(definition)
 
     async def call(
-        self, name: str, arguments_json: str, *, turn_id: str, call_id: str
+        self,
+        name: str,
+        arguments_json: str,
+        *,
+        turn_id: str,
+        call_id: str,
+        definition: ChatDefinition,
     ) -> ToolOutcome:
         """A call through the current server tools (the service's `ServerToolPort`)."""
         if self.current is None:
             return ToolOutcome.failure(UNKNOWN_TOOL, f"no server tool is named {name!r}")
-        return await self.current.call(name, arguments_json, turn_id=turn_id, call_id=call_id)
+        return await self.current.call(
+            name, arguments_json, turn_id=turn_id, call_id=call_id, definition=definition
+        )
+
+    async def attach(self, definition: ChatDefinition) -> None:
+        """Connect the servers of `definition`, a revision another process published,
+        beside the current ones (again after a reload replaced them)."""
+        if self.current is not None:
+            await self.current.attach(definition)
 
     async def close(self) -> None:
         if self.current is not None:

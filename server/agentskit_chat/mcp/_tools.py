@@ -90,6 +90,10 @@ class ServerTools:
         self._connect_timeout = connect_timeout
         self._attempts = reconnect_attempts
         self._backoff = reconnect_backoff
+        self._settings = (max_result_bytes, connect_timeout, reconnect_attempts, reconnect_backoff)
+        self._stderr = server_stderr
+        self._attached: dict[tuple[str, int], ServerTools] = {}
+        """Server tools of definitions these declarations do not cover (`attach`)."""
 
     @property
     def declarations(self) -> tuple[Mapping[str, McpServerSpec], Mapping[str, ServerToolSpec]]:
@@ -124,12 +128,65 @@ class ServerTools:
                 )
 
     async def close(self) -> None:
-        """Close every connection (ending stdio servers' processes)."""
-        await asyncio.gather(*(server.connection.close() for server in self._servers.values()))
+        """Close every connection (ending stdio servers' processes), attached ones too."""
+        attached, self._attached = list(self._attached.values()), {}
+        await asyncio.gather(
+            *(server.connection.close() for server in self._servers.values()),
+            *(tools.close() for tools in attached),
+        )
+
+    def covers(self, definition: ChatDefinition) -> bool:
+        """Whether these declarations include `definition`'s servers and tools as it
+        declares them."""
+        servers = {name: server.connection.spec for name, server in self._servers.items()}
+        return all(
+            servers.get(name) == spec for name, spec in definition.mcp_servers.items()
+        ) and all(self._tools.get(name) == tool for name, tool in definition.server_tools.items())
+
+    async def attach(self, definition: ChatDefinition) -> None:
+        """Make the server tools of `definition`, a definition these were not started with
+        (a revision another process published), callable: its servers are connected
+        beside these, once per revision and declaration. A server that cannot be reached
+        is logged by name, and its tools end as `server_gone` until it can be. Never
+        raises for the servers' failures."""
+        if not definition.server_tools or self.covers(definition):
+            return
+        key = (definition.id, definition.revision)
+        known = self._attached.get(key)
+        if known is not None and known.covers(definition):
+            return
+        max_bytes, timeout, attempts, backoff = self._settings
+        tools = ServerTools(
+            [definition],
+            observer=self._observer,
+            max_result_bytes=max_bytes,
+            connect_timeout=timeout,
+            reconnect_attempts=attempts,
+            reconnect_backoff=backoff,
+            server_stderr=self._stderr,
+        )
+        self._attached[key] = tools
+        if known is not None:
+            await known.close()
+        try:
+            await tools.start()
+        except ServerToolsError as exc:
+            log.warning("server tools of %s revision %d: %s", *key, exc)
+
+    def _serving(self, definition: ChatDefinition | None) -> ServerTools:
+        """The server tools that run `definition`'s (these, or the attached ones)."""
+        if definition is None:
+            return self
+        return self._attached.get((definition.id, definition.revision), self)
 
     def specs(self, definition: ChatDefinition | None = None) -> tuple[ToolSpec, ...]:
         """The model-facing specs of the server tools (of `definition` only, when given),
         as their servers describe them; after `start`."""
+        serving = self._serving(definition)
+        if serving is not self:
+            return serving.specs(definition)
+        if definition is not None and not self.covers(definition):
+            return ()  # not attached
         names = self._tools if definition is None else definition.server_tools
         found = []
         for name in sorted(names):
@@ -139,13 +196,25 @@ class ServerTools:
         return tuple(found)
 
     async def call(
-        self, name: str, arguments_json: str, *, turn_id: str, call_id: str
+        self,
+        name: str,
+        arguments_json: str,
+        *,
+        turn_id: str,
+        call_id: str,
+        definition: ChatDefinition | None = None,
     ) -> ToolOutcome:
-        """Run the server tool `name` with the model's arguments (a JSON object) within its
-        timeout; `turn_id` and `call_id` go in the request's `_meta` as
-        `agentskit.turn_id` and `agentskit.call_id`, for the tool to use as an
-        idempotency key. Never raises for a failure of the tool or its server."""
+        """Run the server tool `name` (as `definition` declares it, when given) with the
+        model's arguments (a JSON object) within its timeout; `turn_id` and `call_id` go
+        in the request's `_meta` as `agentskit.turn_id` and `agentskit.call_id`, for the
+        tool to use as an idempotency key. Never raises for a failure of the tool or its
+        server."""
+        serving = self._serving(definition)
+        if serving is not self:
+            return await serving.call(name, arguments_json, turn_id=turn_id, call_id=call_id)
         tool = self._tools.get(name)
+        if definition is not None and definition.server_tools.get(name) != tool:
+            tool = None  # declared otherwise by `definition`, which is not attached
         server = "" if tool is None else tool.server
         scope = self._observer.tool_started(name, call_id)
         started = time.monotonic()

@@ -125,7 +125,11 @@ class Agentic:
             try:
                 async with asyncio.timeout_at(turn.deadline):
                     ran = await port.call(
-                        call.name, call.arguments, turn_id=turn.request.turn_id, call_id=call.id
+                        call.name,
+                        call.arguments,
+                        turn_id=turn.request.turn_id,
+                        call_id=call.id,
+                        definition=turn.claimed.definition,
                     )
             except TimeoutError:
                 yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None, decided=decided)

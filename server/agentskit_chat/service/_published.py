@@ -33,6 +33,7 @@ from agentskit_chat.storage import (
 
 from ._catalog import Catalog
 from ._errors import Reason, ServiceError
+from ._server_tools import ServerToolPort
 
 log = logging.getLogger("agentskit_chat.revisions")
 
@@ -69,12 +70,15 @@ class PublishedRevisions:
         adapters: AdapterRegistry,
         *,
         lease: float = PUBLISH_LEASE_SECONDS,
+        server_tools: ServerToolPort | None = None,
     ) -> None:
+        """`server_tools` connects the MCP servers of the revisions read (see `fetch`)."""
         if lease <= 0:
             raise ValueError("the publication lease must be positive")
         self._store = store
         self._publisher = publisher
         self._adapters = adapters
+        self._server_tools = server_tools
         self._lease_ms = int(lease * 1000)
         self._known: dict[tuple[str, int], _Known] = {}
         self._renewer: asyncio.Task[None] | None = None
@@ -91,7 +95,9 @@ class PublishedRevisions:
         """Revision `revision` of `definition_id` as another process publishes it now (read
         from the store each time), or None when none does. STORE_UNAVAILABLE when the
         store fails; REVISION_MISMATCH when the published document does not load in this
-        process (another adapter, a damaged row)."""
+        process (another adapter, a damaged row). The servers of its server tools are
+        connected through the server tools port, when it has any and they are not
+        connected yet (on demand, so that its tools run here as where it is served)."""
         key = (definition_id, revision)
         now = _now_ms()
         known = self._known.get(key)
@@ -112,6 +118,8 @@ class PublishedRevisions:
         else:
             definition = self._load(definition_id, revision, found.document)
         self._known[key] = _Known(definition, found.expires_at_ms)
+        if self._server_tools is not None and definition.server_tools:
+            await self._server_tools.attach(definition)
         return definition
 
     def _load(self, definition_id: str, revision: int, document: str) -> ChatDefinition:

@@ -99,7 +99,9 @@ class ChatService:
         self._published = (
             None
             if publish_lease is None
-            else PublishedRevisions(store, holder, self.adapters, lease=publish_lease)
+            else PublishedRevisions(
+                store, holder, self.adapters, lease=publish_lease, server_tools=server_tools
+            )
         )
         self._records = Records(store, definitions, sealer=sealer, published=self._published)
         self._page_tokens = PageTokens(digest_key)

@@ -286,7 +286,7 @@ class TurnRunner:
             callback_timeout=self._callback_timeout,
             at=time.time(),
             continuation=plan.tools is not None,
-            tools=None if port is None else route_tools(port, turn_id),
+            tools=None if port is None else route_tools(port, loaded.definition, turn_id),
         )
 
     async def _answer(self, turn: Turn, outcome: RouteOutcome) -> AsyncGenerator[TurnEvent, None]:
