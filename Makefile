@@ -63,7 +63,11 @@ docs: $(STAMP)
 conversation-tests: $(STAMP)
 	$(BIN)/agentskit-chat test examples/definitions --junit build/conversation-tests.xml
 
-bench: $(STAMP) postgresql-server nginx
+# The LangGraph server's environment (see bench-peer-server below).
+LANGGRAPH_ENV := build/langgraph-env
+LANGGRAPH_STAMP := $(LANGGRAPH_ENV)/.installed
+
+bench: $(STAMP) postgresql-server nginx $(LANGGRAPH_STAMP)
 	$(BIN)/python -m bench.conversation
 	$(BIN)/python -m bench.service
 	$(BIN)/python -m bench.telemetry
@@ -72,6 +76,7 @@ bench: $(STAMP) postgresql-server nginx
 	$(BIN)/python -m bench.tools
 	$(BIN)/python -m bench.workers
 	$(BIN)/python -m bench.stores
+	$(BIN)/python -m bench.server_peer
 	$(BIN)/python -m bench.snapshot
 	$(BIN)/python -m bench.proxy_soak
 	$(BIN)/python -m bench.watch
@@ -83,15 +88,12 @@ bench: $(STAMP) postgresql-server nginx
 
 # The turn's speed and telemetry goals, three runs of their benchmarks, in one table
 # (bench/goals.py; about five minutes a run).
-bench-goals: $(STAMP) postgresql-server
+bench-goals: $(STAMP) postgresql-server $(LANGGRAPH_STAMP)
 	$(BIN)/python -m bench.goals --runs 3
 
 # The service beside the LangGraph server (bench/server_peer.py): `langgraph dev` and its SDK
 # in an environment of their own, build/langgraph-env, from bench/langgraph_server/
-# requirements.txt (their pins clash with the project's). Not part of `make bench`.
-LANGGRAPH_ENV := build/langgraph-env
-LANGGRAPH_STAMP := $(LANGGRAPH_ENV)/.installed
-
+# requirements.txt (their pins clash with the project's); `make bench` runs it too.
 $(LANGGRAPH_STAMP): bench/langgraph_server/requirements.txt
 	@echo "creating $(LANGGRAPH_ENV) with $(PYTHON) for the LangGraph server"
 	@$(PYTHON) -m venv $(LANGGRAPH_ENV)

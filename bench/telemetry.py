@@ -65,7 +65,7 @@ DESCRIPTIONS: Final = {
     "traced": "every turn traced, metrics",
     "traced-mesh": "every turn traced, --rpc-spans off",
 }
-GOALS: Final = {"metrics": 0.95, "sampled": 0.92, "traced": 0.75, "traced-mesh": 0.82}
+GOALS: Final = {"metrics": 0.95, "sampled": 0.90, "traced": 0.75, "traced-mesh": 0.80}
 """Each setting's throughput over telemetry off's, same round, at least."""
 SAMPLED: Final = {
     "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",

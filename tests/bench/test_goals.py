@@ -21,11 +21,15 @@ def test_every_goal_is_measured_by_a_known_benchmark() -> None:
     assert [goal.target for goal in GOALS] == [
         "<= 2.0x",
         ">= 2.5x",
+        ">= 8.0x",
+        ">= 8.0x",
+        ">= 100.0x",
         "<= 1.15x",
+        ">= 1.7x",
         ">= 0.95x",
-        ">= 0.92x",
+        ">= 0.9x",
         ">= 0.75x",
-        ">= 0.82x",
+        ">= 0.8x",
     ]
 
 
@@ -46,6 +50,15 @@ def test_figures_come_from_each_benchmarks_json() -> None:
         figures(METRICS, Outcome(0, 1.0, {"settings": {"metrics": {"ratio_vs_off": 0.9}}})) == 0.9
     )
     assert figures(METRICS, Outcome(1, 1.0, None)) is None
+    peer = [goal for goal in GOALS if goal.bench == "server_peer"]
+    ratios = {"1": {"p50": 300.0}, "16": {"throughput": 7.5, "cpu": 9.0}}
+    assert [figures(goal, Outcome(0, 1.0, {"ratios": {"grpc": ratios}})) for goal in peer] == [
+        7.5,
+        9.0,
+        300.0,
+    ]
+    workers = next(goal for goal in GOALS if goal.bench == "workers")
+    assert figures(workers, Outcome(0, 1.0, {"throughput_ratio": 1.4})) == 1.4
     assert figures(METRICS, Outcome(0, 1.0, {"targets": {}})) is None
 
 
