@@ -70,6 +70,7 @@ LANGGRAPH_STAMP := $(LANGGRAPH_ENV)/.installed
 bench: $(STAMP) postgresql-server nginx $(LANGGRAPH_STAMP)
 	$(BIN)/python -m bench.conversation
 	$(BIN)/python -m bench.service
+	$(BIN)/python -m bench.floor
 	$(BIN)/python -m bench.telemetry
 	$(BIN)/python -m bench.peer
 	$(BIN)/python -m bench.model

@@ -11,6 +11,8 @@ target, each run's figure, the range over the runs, and whether the goal was met
 - the LangGraph server (`langgraph dev`) against `serve` over gRPC at 1 and 16 clients:
   `bench.server_peer --clients 1 16`, its `ratios.grpc` (16-client throughput and server
   CPU per turn, one-client p50; it needs build/langgraph-env, which `make bench-goals` makes);
+- `serve`'s server CPU per SQLite turn over the echo's, the in-process turn's and 150 us:
+  `bench.floor --rounds 3` (at one client);
 - two workers' throughput over one's at 64 clients: `bench.workers --clients 64`,
   `throughput_ratio`;
 - PostgreSQL's service CPU per turn over SQLite's: `bench.stores`, the median of its
@@ -70,6 +72,7 @@ BENCHES: Final = {
     "stores": Bench("bench.stores", ("--rounds", "3", "--seconds", "2"), ()),
     "telemetry": Bench("bench.telemetry", ("--rounds", "16"), ()),
     "server_peer": Bench("bench.server_peer", ("--clients", "1", "16"), ()),
+    "floor": Bench("bench.floor", ("--rounds", "3"), ()),
     "workers": Bench("bench.workers", ("--clients", "64", "--rounds", "3"), ()),
 }
 
@@ -112,6 +115,14 @@ def _server_peer(clients: int, ratio: str) -> Figure:
     return figure
 
 
+def _floor(data: dict[str, Any]) -> float | None:
+    """`serve`'s CPU per SQLite turn over the echo's + the in-process turn's + 150 us."""
+    row = data["stores"]["sqlite"]
+    if row["serve_us"] is None or data["echo_us"] is None:
+        return None
+    return float(row["serve_us"]) / float(data["echo_us"] + row["in_process_us"] + 150.0)
+
+
 def _telemetry(setting: str) -> Figure:
     def figure(data: dict[str, Any]) -> float | None:
         value = data["settings"][setting]["ratio_vs_off"]
@@ -138,6 +149,7 @@ GOALS: Final = (
     ),
     Goal("LG server CPU/turn / gRPC's, 16", False, 8.0, "server_peer", _server_peer(16, "cpu")),
     Goal("LG server 1-client p50 / gRPC's", False, 100.0, "server_peer", _server_peer(1, "p50")),
+    Goal("turn CPU / (echo+in-proc+150us)", True, 1.0, "floor", _floor),
     Goal(
         "PostgreSQL CPU/turn / SQLite's",
         True,

@@ -24,6 +24,7 @@ def test_every_goal_is_measured_by_a_known_benchmark() -> None:
         ">= 8.0x",
         ">= 8.0x",
         ">= 100.0x",
+        "<= 1.0x",
         "<= 1.15x",
         ">= 1.7x",
         ">= 0.95x",
@@ -57,6 +58,12 @@ def test_figures_come_from_each_benchmarks_json() -> None:
         9.0,
         300.0,
     ]
+    floor = next(goal for goal in GOALS if goal.bench == "floor")
+    breakdown = {
+        "echo_us": 500.0,
+        "stores": {"sqlite": {"serve_us": 1_300.0, "in_process_us": 650}},
+    }
+    assert figures(floor, Outcome(0, 1.0, breakdown)) == 1.0
     workers = next(goal for goal in GOALS if goal.bench == "workers")
     assert figures(workers, Outcome(0, 1.0, {"throughput_ratio": 1.4})) == 1.4
     assert figures(METRICS, Outcome(0, 1.0, {"targets": {}})) is None
