@@ -37,7 +37,11 @@ RECORD_VERSION: Final = 5
 BLOCKED_VERSION: Final = 6
 """The version of a record that says why it stayed on its revision (`SessionRecord.blocked`);
 records without that note are still written as version 5, which every replica reads."""
-READABLE_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6})
+RUNNING_VERSION: Final = 7
+"""The version of a record whose lease names a server tool call in flight, or whose recent
+turns name calls whose outcome is unknown (an interrupted turn); its `migration` note is
+optional. Records without either are written as before."""
+READABLE_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7})
 """Version 1 records lack the turn timing, failure and usage fields of version 2; version 2
 records lack the message count of version 3; version 3 records lack whether a terminal turn
 streamed a decision (read as: completed turns did, failed ones did not); version 4 records
@@ -63,6 +67,9 @@ class Lease:
     """What the turn runs; None in version 1 records."""
     started_at_ms: int | None = None
     user_message_id: str | None = None
+    running: tuple[PendingCall, ...] = ()
+    """Server tool calls the turn runs now (written before each call starts): when the
+    process dies, their outcome is unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,9 @@ class TerminalTurn:
     one did when it failed after resolving (an agentic turn whose model call failed)."""
     pending: tuple[PendingCall, ...] = ()
     """The tool calls a completed turn's answer waits on; the next turn answers them."""
+    unknown: tuple[PendingCall, ...] = ()
+    """Server tool calls an interrupted turn was running when its process stopped: they
+    may or may not have had their effect."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +282,7 @@ class RecordEncoder:
 
     def _prefix(self, record: SessionRecord) -> str:
         """The record's opening up to the cursor value, which never changes in a session."""
-        version = RECORD_VERSION if record.blocked is None else BLOCKED_VERSION
+        version = _version_of(record)
         key = (record.session_id, record.definition_id, record.revision, version)
         if self._head is None or self._head[0] != key:
             head = {
@@ -333,12 +343,24 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _version_of(record: SessionRecord) -> int:
+    """The oldest version that holds everything `record` says."""
+    running = record.lease is not None and bool(record.lease.running)
+    if running or any(t.unknown for t in record.recent_turns):
+        return RUNNING_VERSION
+    return RECORD_VERSION if record.blocked is None else BLOCKED_VERSION
+
+
+def _calls(calls: tuple[PendingCall, ...]) -> list[list[str]]:
+    return [[call.call_id, call.name] for call in calls]
+
+
 def _block(block: MigrationBlock) -> dict[str, Any]:
     return {"revision": block.revision, "code": block.code}
 
 
 def _encode_lease(lease: Lease) -> dict[str, Any]:
-    return {
+    encoded: dict[str, Any] = {
         "turn_id": lease.turn_id,
         "holder": lease.holder,
         "expires_at_ms": lease.expires_at_ms,
@@ -346,6 +368,9 @@ def _encode_lease(lease: Lease) -> dict[str, Any]:
         "started_at_ms": lease.started_at_ms,
         "user_message_id": lease.user_message_id,
     }
+    if lease.running:
+        encoded["running"] = _calls(lease.running)
+    return encoded
 
 
 def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
@@ -371,6 +396,8 @@ def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
     }
     if t.pending:
         encoded["tool_calls"] = [[p.call_id, p.name, p.wait] for p in t.pending]
+    if t.unknown:
+        encoded["unknown_calls"] = _calls(t.unknown)
     return encoded
 
 
@@ -402,7 +429,7 @@ def decode_session_record(
         "lease",
         "recent_turns",
         *(("messages",) if version >= 3 else ()),
-        *(("migration",) if version >= 6 else ()),
+        *(("migration",) if version == 6 or (version >= 7 and "migration" in body.raw) else ()),
     )
     if body.text("session_id") != session_id:
         raise ForeignRecordError("the record belongs to another session")
@@ -422,7 +449,7 @@ def decode_session_record(
         raise MalformedRecordError(f"recent_turns holds more than {MAX_RECENT_TURNS} turns")
     messages = body.optional_integer("messages") if version >= 3 else None
     blocked = None
-    if version >= 6:
+    if version == 6 or (version >= 7 and "migration" in body.raw):
         note = body.object("migration")
         note.expect_keys("revision", "code")
         blocked = MigrationBlock(note.integer("revision", 1), note.text("code"))
@@ -596,7 +623,10 @@ _TURN_KEYS_V4: Final = ("decided",)
 
 
 def _decode_lease(f: _Fields, version: int) -> Lease:
-    f.expect_keys(*_LEASE_KEYS, *(_LEASE_KEYS_V2 if version >= 2 else ()))
+    running = version >= 7 and "running" in f.raw
+    f.expect_keys(
+        *_LEASE_KEYS, *(_LEASE_KEYS_V2 if version >= 2 else ()), *(("running",) if running else ())
+    )
     operation = f.raw.get("operation")
     if operation is not None:
         f.choice("operation", OPERATIONS)
@@ -607,12 +637,15 @@ def _decode_lease(f: _Fields, version: int) -> Lease:
         operation=operation,
         started_at_ms=f.optional_integer("started_at_ms"),
         user_message_id=f.optional_text("user_message_id"),
+        running=_decode_calls(f, "running") if running else (),
     )
 
 
 def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
     tools = version >= 5 and "tool_calls" in f.raw
+    unknown = version >= 7 and "unknown_calls" in f.raw
     f.expect_keys(
+        *(("unknown_calls",) if unknown else ()),
         *(_TURN_KEYS_V2 if version >= 2 else ()),
         *(_TURN_KEYS_V4 if version >= 4 else ()),
         *(("tool_calls",) if tools else ()),
@@ -662,7 +695,28 @@ def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
         output_tokens=f.optional_integer("output_tokens"),
         decided=decided,
         pending=_decode_pending(f) if tools else (),
+        unknown=_decode_calls(f, "unknown_calls") if unknown else (),
     )
+
+
+def _decode_calls(f: _Fields, key: str) -> tuple[PendingCall, ...]:
+    """Server tool calls as `[call id, tool name]` pairs (a non-empty list, ids unique)."""
+    raw = f.raw[key]
+    where = f"{f.path}.{key}"
+    if not isinstance(raw, list) or not raw:
+        raise MalformedRecordError(f"{where} must be a non-empty list")
+    calls: list[PendingCall] = []
+    for index, item in enumerate(raw):
+        if not (
+            isinstance(item, list)
+            and len(item) == 2
+            and all(isinstance(part, str) and part for part in item)
+        ):
+            raise MalformedRecordError(f"{where}[{index}] must be [call id, tool name]")
+        calls.append(PendingCall(item[0], item[1], "server"))
+    if len({call.call_id for call in calls}) != len(calls):
+        raise MalformedRecordError(f"{where} repeats a call id")
+    return tuple(calls)
 
 
 def _decode_pending(f: _Fields) -> tuple[PendingCall, ...]:

@@ -122,6 +122,12 @@ class Agentic:
         port = self._server_tools
         assert port is not None
         for index, call in enumerate(calls):
+            marked = await self._writes.mark_running(
+                turn, (PendingCall(call.id, call.name, "server"),)
+            )
+            if marked is not None:  # the call is not run: nothing of the turn is committed
+                yield marked
+                return
             try:
                 async with asyncio.timeout_at(turn.deadline):
                     ran = await port.call(

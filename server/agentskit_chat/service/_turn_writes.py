@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentskit_chat.conversation import (
@@ -24,6 +24,8 @@ from agentskit_chat.conversation import (
     Outcome,
     PendingCall,
     RouteOutcome,
+    SessionRecord,
+    TerminalTurn,
 )
 from agentskit_chat.models import ModelError
 from agentskit_chat.storage import HistoryChange, HistoryMode
@@ -32,9 +34,17 @@ from ._errors import Reason, ServiceError
 from ._history import Plan
 from ._limits import Limits
 from ._progress import TurnProgress
-from ._records import Loaded, Records, to_stored
+from ._records import Loaded, Records, now_ms, to_stored
 from ._releases import Releases
-from ._terminal import CONFLICT, STORE_UNAVAILABLE, completed_turn, failed_turn, failure
+from ._terminal import (
+    CONFLICT,
+    FAILURE_MESSAGES,
+    INTERRUPTED,
+    STORE_UNAVAILABLE,
+    completed_turn,
+    failed_turn,
+    failure,
+)
 from ._types import Completed, Decided, Delta, Failed, TurnEvent, TurnRequest, Usage
 
 
@@ -50,13 +60,14 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(8)}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Turn:
     """One turn past its checks, as planned on the record it was read with."""
 
     request: TurnRequest
     plan: Plan
     claimed: Loaded
+    """The record the turn holds: its claim, or its lease's latest write (`mark_running`)."""
     deadline: float
     """Event-loop time after which the turn fails with deadline_exceeded."""
     declarative: bool
@@ -144,9 +155,8 @@ class TurnWrites:
             at,
             plan.user_message_id,
         )
-        saving = asyncio.ensure_future(
-            self._records.save(loaded, loaded.record.evolve(lease=lease))
-        )
+        record = interrupted_folded(loaded.record, at)
+        saving = asyncio.ensure_future(self._records.save(loaded, record.evolve(lease=lease)))
         try:
             claimed = await asyncio.shield(saving)
         except asyncio.CancelledError:
@@ -160,6 +170,26 @@ class TurnWrites:
         return Turn(
             request, plan, claimed, deadline, declarative, progress, answer_id, at, resolved
         )
+
+    async def mark_running(self, turn: Turn, calls: tuple[PendingCall, ...]) -> Failed | None:
+        """Write the server tool `calls` about to run into the turn's lease, so that a
+        process that dies while they run leaves them named; the failed event (recorded)
+        when the write fails or another writer won."""
+        lease = turn.claimed.record.lease
+        assert lease is not None
+        assert turn.leased
+        record = turn.claimed.record.evolve(lease=replace(lease, running=calls))
+        try:
+            saved = await self._records.save(turn.claimed, record)
+        except ServiceError as error:
+            if error.reason != Reason.STORE_UNAVAILABLE:
+                raise
+            await self.finish(self.releases.release(turn.claimed))
+            return failure(STORE_UNAVAILABLE)
+        if saved is None:
+            return failure(CONFLICT)
+        turn.claimed = saved
+        return None
 
     async def _release_when_claimed(self, saving: asyncio.Future[Loaded | None]) -> None:
         """Release the lease of a claim that completed after its turn was cancelled."""
@@ -197,9 +227,10 @@ class TurnWrites:
             usage=usage,
             pending=pending,
         )
-        record = turn.claimed.record.evolve(conversation=outcome.state, lease=None).with_turn(
-            finished
-        )
+        held = turn.claimed.record
+        if not turn.leased:  # one write: it replaces a lapsed lease too
+            held = interrupted_folded(held, now_ms())
+        record = held.evolve(conversation=outcome.state, lease=None).with_turn(finished)
         history = None
         if turn.claimed.history_mode == HistoryMode.SERVER:
             answered = (
@@ -249,7 +280,10 @@ class TurnWrites:
             started_at_ms=turn.started_at_ms,
             decided=decided,
         )
-        record = turn.claimed.record.evolve(lease=None).with_turn(finished)
+        held = turn.claimed.record
+        if not turn.leased:
+            held = interrupted_folded(held, now_ms())
+        record = held.evolve(lease=None).with_turn(finished)
         write = self._records.save(turn.claimed, record)
         try:
             if turn.leased:
@@ -285,3 +319,27 @@ def route_answered(
     if answer.content:
         return decided, Delta(answer.content), done
     return decided, done
+
+
+def interrupted_folded(record: SessionRecord, at: int) -> SessionRecord:
+    """`record` with its lapsed lease, when that names server tool calls in flight, recorded
+    as an interrupted turn whose calls' outcome is unknown (the lease itself stays: the
+    caller replaces it)."""
+    lease = record.lease
+    if lease is None or not lease.running or lease.expires_at_ms > at:
+        return record
+    if record.find_turn(lease.turn_id) is not None:
+        return record
+    interrupted = TerminalTurn(
+        turn_id=lease.turn_id,
+        operation=lease.operation or "submit",
+        outcome="failed",
+        finished_at_ms=at,
+        user_message_id=lease.user_message_id,
+        error_code=INTERRUPTED,
+        started_at_ms=lease.started_at_ms,
+        error_message=FAILURE_MESSAGES[INTERRUPTED],
+        retryable=True,
+        unknown=lease.running,
+    )
+    return record.with_turn(interrupted)
