@@ -14,7 +14,7 @@ NEEDS_GO := $(if $(filter go,$(SKIPPED_TOOLCHAINS)),,$(GO_TOOLS))
 NEEDS_CHROMIUM := $(if $(filter node,$(SKIPPED_TOOLCHAINS)),,chromium)
 SKIP := echo "skipped by CONTRACT_SKIP_TOOLCHAINS=$(CONTRACT_SKIP_TOOLCHAINS):"
 
-.PHONY: install test lint typecheck unit bench bench-goals clean generate check-generated lint-proto serve demo \
+.PHONY: install test lint typecheck unit bench bench-goals bench-peer-server clean generate check-generated lint-proto serve demo \
 	breaking-proto contract-baseline contract-tools go-tools conversation-tests diagram tools deploy-tools \
 	postgresql-server chromium nginx web web-build react react-build react-screenshot docs \
 	dist tour chat postgres postgres-stop
@@ -85,6 +85,21 @@ bench: $(STAMP) postgresql-server nginx
 # (bench/goals.py; about five minutes a run).
 bench-goals: $(STAMP) postgresql-server
 	$(BIN)/python -m bench.goals --runs 3
+
+# The service beside the LangGraph server (bench/server_peer.py): `langgraph dev` and its SDK
+# in an environment of their own, build/langgraph-env, from bench/langgraph_server/
+# requirements.txt (their pins clash with the project's). Not part of `make bench`.
+LANGGRAPH_ENV := build/langgraph-env
+LANGGRAPH_STAMP := $(LANGGRAPH_ENV)/.installed
+
+$(LANGGRAPH_STAMP): bench/langgraph_server/requirements.txt
+	@echo "creating $(LANGGRAPH_ENV) with $(PYTHON) for the LangGraph server"
+	@$(PYTHON) -m venv $(LANGGRAPH_ENV)
+	$(LANGGRAPH_ENV)/bin/python -m pip install --quiet -r bench/langgraph_server/requirements.txt
+	@touch $@
+
+bench-peer-server: $(STAMP) $(LANGGRAPH_STAMP)
+	$(BIN)/python -m bench.server_peer $(ARGS)
 
 # Debian's Chromium, which the browser tests (tests/web) drive headless through playwright-core
 # (installed when absent; not needed when CONTRACT_SKIP_TOOLCHAINS names node).
