@@ -635,6 +635,9 @@ class TurnRecord:
         end_time: When it finished; ``None`` while running.
         usage: Model token usage of a completed agentic turn.
         pending_tool_calls: The calls a completed answer waits on (ids and names only).
+        unknown_tool_calls: The server tool calls an interrupted turn was running when the
+            server running it stopped (ids and names only): each may or may not have had
+            its effect, and the service never runs them again.
     """
 
     turn_id: str
@@ -652,6 +655,7 @@ class TurnRecord:
     end_time: datetime | None = None
     usage: Usage | None = None
     pending_tool_calls: tuple[PendingToolCall, ...] = ()
+    unknown_tool_calls: tuple[PendingToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

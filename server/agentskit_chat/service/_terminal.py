@@ -10,6 +10,7 @@ from agentskit_chat.conversation import (
     FailureOutcome,
     Message,
     PendingCall,
+    SessionRecord,
     TerminalTurn,
     ToolCall,
     TurnKind,
@@ -222,3 +223,27 @@ def recorded_usage(turn: TerminalTurn) -> Usage | None:
     if turn.input_tokens is None or turn.output_tokens is None:
         return None
     return Usage(turn.input_tokens, turn.output_tokens)
+
+
+def interrupted_folded(record: SessionRecord, at: int) -> SessionRecord:
+    """`record` with its lapsed lease, when that names server tool calls in flight, recorded
+    as an interrupted turn whose calls' outcome is unknown (the lease itself stays: the
+    caller replaces it)."""
+    lease = record.lease
+    if lease is None or not lease.running or lease.expires_at_ms > at:
+        return record
+    if record.find_turn(lease.turn_id) is not None:
+        return record
+    interrupted = TerminalTurn(
+        turn_id=lease.turn_id,
+        operation=lease.operation or "submit",
+        outcome="failed",
+        finished_at_ms=at,
+        user_message_id=lease.user_message_id,
+        error_code=INTERRUPTED,
+        started_at_ms=lease.started_at_ms,
+        error_message=FAILURE_MESSAGES[INTERRUPTED],
+        retryable=True,
+        unknown=lease.running,
+    )
+    return record.with_turn(interrupted)

@@ -24,8 +24,6 @@ from agentskit_chat.conversation import (
     Outcome,
     PendingCall,
     RouteOutcome,
-    SessionRecord,
-    TerminalTurn,
 )
 from agentskit_chat.models import ModelError
 from agentskit_chat.storage import HistoryChange, HistoryMode
@@ -38,12 +36,11 @@ from ._records import Loaded, Records, now_ms, to_stored
 from ._releases import Releases
 from ._terminal import (
     CONFLICT,
-    FAILURE_MESSAGES,
-    INTERRUPTED,
     STORE_UNAVAILABLE,
     completed_turn,
     failed_turn,
     failure,
+    interrupted_folded,
 )
 from ._types import Completed, Decided, Delta, Failed, TurnEvent, TurnRequest, Usage
 
@@ -319,27 +316,3 @@ def route_answered(
     if answer.content:
         return decided, Delta(answer.content), done
     return decided, done
-
-
-def interrupted_folded(record: SessionRecord, at: int) -> SessionRecord:
-    """`record` with its lapsed lease, when that names server tool calls in flight, recorded
-    as an interrupted turn whose calls' outcome is unknown (the lease itself stays: the
-    caller replaces it)."""
-    lease = record.lease
-    if lease is None or not lease.running or lease.expires_at_ms > at:
-        return record
-    if record.find_turn(lease.turn_id) is not None:
-        return record
-    interrupted = TerminalTurn(
-        turn_id=lease.turn_id,
-        operation=lease.operation or "submit",
-        outcome="failed",
-        finished_at_ms=at,
-        user_message_id=lease.user_message_id,
-        error_code=INTERRUPTED,
-        started_at_ms=lease.started_at_ms,
-        error_message=FAILURE_MESSAGES[INTERRUPTED],
-        retryable=True,
-        unknown=lease.running,
-    )
-    return record.with_turn(interrupted)

@@ -50,6 +50,7 @@ from ._server_tools import ServerToolPort, route_tools
 from ._terminal import (
     DEADLINE_EXCEEDED,
     OUTPUT_LIMIT,
+    interrupted_folded,
     repeat,
 )
 from ._turn_writes import Turn, TurnWrites, new_id, route_answered, route_decided
@@ -180,7 +181,8 @@ class TurnRunner:
         loaded, history = await self._records.load_with_messages(request.session_id)
         progress.definition = loaded.definition
         _check_mode(loaded.history_mode, request)
-        finished = loaded.record.find_turn(request.turn_id)
+        # A turn whose process stopped while a server tool ran is interrupted, written or not.
+        finished = interrupted_folded(loaded.record, now_ms()).find_turn(request.turn_id)
         if finished is not None:
             async with aclosing(repeat(loaded, history, finished)) as repeated:
                 async for event in repeated:

@@ -308,6 +308,8 @@ class TurnView:
     usage: Usage | None = None
     pending: tuple[PendingCall, ...] = ()
     """The tool calls a completed turn's answer waits on."""
+    unknown: tuple[PendingCall, ...] = ()
+    """The server tool calls an interrupted turn was running when its process stopped."""
 
 
 @dataclass(frozen=True, slots=True)
