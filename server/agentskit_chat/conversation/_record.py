@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Final, Generic, TypeVar
 
@@ -28,6 +28,7 @@ from ._errors import (
 )
 from ._migration import Migration
 from ._revisions import MigrationRefusedError, check_replay, migrated_decisions
+from ._rounds import RecordedRounds, open_rounds, seal_rounds
 from ._sealing import ResponseSealer
 from ._statechart import Accepted, StatechartInstance, transition
 from ._types import ROUTE_KINDS, TurnKind
@@ -115,6 +116,9 @@ class TerminalTurn:
     unknown: tuple[PendingCall, ...] = ()
     """Server tool calls an interrupted turn was running when its process stopped: they
     may or may not have had their effect."""
+    rounds: RecordedRounds | None = None
+    """The server tool rounds a failed agentic turn completed (kept sealed, on the newest
+    turn only): a retry of the same request resumes after them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +174,10 @@ class SessionRecord:
 
     def with_turn(self, turn: TerminalTurn) -> SessionRecord:
         """This record with `turn` appended, keeping the newest MAX_RECENT_TURNS."""
-        kept = (*self.recent_turns, turn)[-MAX_RECENT_TURNS:]
+        earlier = tuple(
+            replace(t, rounds=None) if t.rounds is not None else t for t in self.recent_turns
+        )  # only the newest turn keeps its rounds: a retry follows the failure it resumes
+        kept = (*earlier, turn)[-MAX_RECENT_TURNS:]
         return self.evolve(recent_turns=kept)
 
     def evolve(
@@ -251,7 +258,7 @@ class RecordEncoder:
         self._sealer = sealer
         self._session_id = ""
         self._decisions = _EncodedRun(self._encode_decision)
-        self._turns = _EncodedRun(_encode_turn)
+        self._turns = _EncodedRun(self._encode_turn)
         self._head: tuple[tuple[str, str, int, int], str] | None = None
 
     def encode(self, record: SessionRecord) -> bytes:
@@ -282,7 +289,7 @@ class RecordEncoder:
 
     def _prefix(self, record: SessionRecord) -> str:
         """The record's opening up to the cursor value, which never changes in a session."""
-        version = _version_of(record)
+        version = _version_of(record, sealed=self._sealer is not None)
         key = (record.session_id, record.definition_id, record.revision, version)
         if self._head is None or self._head[0] != key:
             head = {
@@ -294,6 +301,14 @@ class RecordEncoder:
             }
             self._head = key, _dumps(head)[: -len("0}")]
         return self._head[1]
+
+    def _encode_turn(self, t: TerminalTurn) -> dict[str, Any]:
+        encoded = _encode_turn(t)
+        if t.rounds is not None and self._sealer is not None:  # else not kept (see _rounds)
+            encoded["rounds"] = seal_rounds(
+                t.rounds, self._sealer, session_id=self._session_id, turn_id=t.turn_id
+            )
+        return encoded
 
     def _encode_decision(self, d: Decision) -> dict[str, Any]:
         response: str | dict[str, str] | None = None
@@ -343,10 +358,12 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _version_of(record: SessionRecord) -> int:
-    """The oldest version that holds everything `record` says."""
+def _version_of(record: SessionRecord, *, sealed: bool) -> int:
+    """The oldest version that holds everything `record` says (rounds only when `sealed`:
+    they are not kept otherwise)."""
     running = record.lease is not None and bool(record.lease.running)
-    if running or any(t.unknown for t in record.recent_turns):
+    rounds = sealed and any(t.rounds is not None for t in record.recent_turns)
+    if running or rounds or any(t.unknown for t in record.recent_turns):
         return RUNNING_VERSION
     return RECORD_VERSION if record.blocked is None else BLOCKED_VERSION
 
@@ -444,7 +461,7 @@ def decode_session_record(
     decisions = body.items("decisions", lambda f: _decode_decision(f, sealer, session_id))
     lease_raw = body.raw["lease"]
     lease = None if lease_raw is None else _decode_lease(body.object("lease"), version)
-    turns = body.items("recent_turns", lambda f: _decode_turn(f, version))
+    turns = body.items("recent_turns", lambda f: _decode_turn(f, version, sealer, session_id))
     if len(turns) > MAX_RECENT_TURNS:
         raise MalformedRecordError(f"recent_turns holds more than {MAX_RECENT_TURNS} turns")
     messages = body.optional_integer("messages") if version >= 3 else None
@@ -641,11 +658,15 @@ def _decode_lease(f: _Fields, version: int) -> Lease:
     )
 
 
-def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
+def _decode_turn(
+    f: _Fields, version: int, sealer: ResponseSealer | None, session_id: str
+) -> TerminalTurn:
     tools = version >= 5 and "tool_calls" in f.raw
     unknown = version >= 7 and "unknown_calls" in f.raw
+    rounds = version >= 7 and "rounds" in f.raw
     f.expect_keys(
         *(("unknown_calls",) if unknown else ()),
+        *(("rounds",) if rounds else ()),
         *(_TURN_KEYS_V2 if version >= 2 else ()),
         *(_TURN_KEYS_V4 if version >= 4 else ()),
         *(("tool_calls",) if tools else ()),
@@ -696,6 +717,15 @@ def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
         decided=decided,
         pending=_decode_pending(f) if tools else (),
         unknown=_decode_calls(f, "unknown_calls") if unknown else (),
+        rounds=open_rounds(
+            f.raw["rounds"],
+            sealer,
+            session_id=session_id,
+            turn_id=f.text("turn_id"),
+            where=f"{f.path}.rounds",
+        )
+        if rounds
+        else None,
     )
 
 

@@ -7,12 +7,15 @@ answer and the results: a round, up to `max_tool_rounds` rounds. Calls of tools 
 runs, or that wait for approval, end the turn waiting for them; the server tools' results
 of the same answer are stored after it. An approved server call in a later turn is run
 here too, and the model goes on with its result.
+
+When a turn fails after server tool rounds completed, its record keeps them; a retry of the
+same request resumes after them (`_resume`) instead of running their calls again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 
@@ -23,6 +26,7 @@ from agentskit_chat.conversation import (
     Role,
     ToolCall,
     TurnKind,
+    rounds_digest,
 )
 from agentskit_chat.models import (
     AdapterRegistry,
@@ -37,6 +41,7 @@ from agentskit_chat.models import (
 )
 
 from ._limits import Limits, utf8_size
+from ._resume import not_run, recorded, replayed, resumable
 from ._server_tools import ServerToolPort
 from ._terminal import DEADLINE_EXCEEDED, OUTPUT_LIMIT, TOOL_LIMIT, TOOL_ROUNDS, finish_reason_of
 from ._tool_calls import ToolCalls
@@ -64,7 +69,10 @@ class Agentic:
         limits: Limits,
         writes: TurnWrites,
         server_tools: ServerToolPort | None,
+        digest: Callable[[str], str],
     ) -> None:
+        self._digest = digest
+        """The keyed digest that names a request's rounds (see `rounds_digest`)."""
         self._adapters = adapters
         self._limits = limits
         self._writes = writes
@@ -137,8 +145,8 @@ class Agentic:
                 yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None, decided=decided)
                 return
             result_id = f"{turn.answer_id}.{label}.{index}"
-            yield ToolRan(call.id, ran.text, ran.error_type, result_id)
             results.append(Message(result_id, Role.TOOL, ran.text, tool_call_id=call.id))
+            yield ToolRan(call.id, ran.text, ran.error_type, result_id)
 
     async def _wait_again(
         self,
@@ -199,6 +207,26 @@ class Agentic:
         if port is not None and served:
             options = replace(options, tools=(*options.tools, *port.specs(definition)))
         rounds: list[Message] = list(ran)
+        errors: list[tuple[str, str]] = []
+        # Only a turn that starts with the model keeps its rounds: approved calls run first.
+        of = None if ran else rounds_digest(self._digest, outcome.messages)
+        resumed = None if of is None else resumable(turn.claimed.record, of)
+        if resumed is not None:  # a retry: the recorded rounds stand, their calls done
+            for event in replayed(resumed):
+                yield event
+            rounds, errors = list(resumed.messages), list(resumed.errors)
+            turn.rounds = resumed
+            results: list[Message] = []
+            missing = not_run(resumed)
+            async with aclosing(self._run_calls(turn, decided, missing, "r", results)) as calls:
+                async for event in calls:
+                    yield event
+                    if isinstance(event, Failed):
+                        return
+                    if isinstance(event, ToolRan):
+                        errors += _error(event)
+                        turn.rounds = recorded(of, (*rounds, *results), tuple(errors))
+            rounds += results
         usage: Usage | None = None
         for number in range(self._limits.max_tool_rounds + 1):
             answer = _Answer(ToolCalls(self._limits, definition.approvals, served))
@@ -224,13 +252,16 @@ class Agentic:
                 answer.text,
                 answer.made,
             )
-            results: list[Message] = []
+            results = []
             label = str(number)
             async with aclosing(self._run_calls(turn, decided, runs, label, results)) as calls:
                 async for event in calls:
                     yield event
                     if isinstance(event, Failed):
                         return
+                    if isinstance(event, ToolRan) and not waiting:  # a round in progress
+                        errors += _error(event)
+                        turn.rounds = recorded(of, (*rounds, said, *results), tuple(errors))
             if waiting:  # the answer is this one; the turn then waits for the client's calls
                 async for event in self._complete(
                     turn, outcome, decided, said, usage, answer, tuple(rounds), tuple(results)
@@ -238,6 +269,7 @@ class Agentic:
                     yield event
                 return
             rounds += [said, *results]
+            turn.rounds = recorded(of, tuple(rounds), tuple(errors))
         final = Message(turn.answer_id, Role.ASSISTANT, answer.text, answer.made)
         async for event in self._complete(
             turn, outcome, decided, final, usage, answer, tuple(rounds), ()
@@ -371,6 +403,10 @@ def _handed_back(calls: tuple[ToolCall, ...]) -> Iterator[TurnEvent]:
         if call.arguments:
             yield ToolDelta(call.id, call.arguments)
         yield ToolEnded(call.id, call.arguments, "result")
+
+
+def _error(ran: ToolRan) -> list[tuple[str, str]]:
+    return [] if ran.error_type is None else [(ran.call_id, ran.error_type)]
 
 
 def _sum(total: Usage | None, more: Usage | None) -> Usage | None:

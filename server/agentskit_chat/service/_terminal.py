@@ -10,6 +10,7 @@ from agentskit_chat.conversation import (
     FailureOutcome,
     Message,
     PendingCall,
+    RecordedRounds,
     SessionRecord,
     TerminalTurn,
     ToolCall,
@@ -108,10 +109,11 @@ def failed_turn(
     *,
     started_at_ms: int | None,
     decided: Decided | None = None,
+    rounds: RecordedRounds | None = None,
 ) -> TerminalTurn:
     """The record of a turn that failed and committed nothing else: the decision its stream
     sent before failing (if any) and the failed event exactly as its stream ended, so a
-    repeated turn id repeats both."""
+    repeated turn id repeats both; `rounds`, the server tool rounds it completed."""
     kind: str | None = None
     route_id: str | None = None
     if decided is not None:
@@ -134,6 +136,7 @@ def failed_turn(
         retryable=failed.retryable,
         started_at_ms=started_at_ms,
         decided=decided is not None,
+        rounds=rounds if rounds is not None and rounds.messages else None,
     )
 
 

@@ -23,6 +23,7 @@ from agentskit_chat.conversation import (
     Message,
     Outcome,
     PendingCall,
+    RecordedRounds,
     RouteOutcome,
 )
 from agentskit_chat.models import ModelError
@@ -78,6 +79,9 @@ class Turn:
     """The outcome, when it was resolved before the lease was claimed."""
     leased: bool = True
     """The turn holds the session's lease; otherwise its one write is its commit."""
+    rounds: RecordedRounds | None = None
+    """The server tool rounds the turn completed so far: its record keeps them when it
+    fails, so that a retry resumes after them (see `_agentic`)."""
 
 
 class LostError(Exception):
@@ -276,6 +280,7 @@ class TurnWrites:
             outcome,
             started_at_ms=turn.started_at_ms,
             decided=decided,
+            rounds=turn.rounds,
         )
         held = turn.claimed.record
         if not turn.leased:

@@ -91,7 +91,7 @@ class TurnRunner:
         self._observer: TurnObserver = observer or NoObserver()
         self._turn_started = getattr(self._observer, "turn_started", None)
         self._writes = TurnWrites(records, limits, holder)
-        self._agentic = Agentic(adapters, limits, self._writes, server_tools)
+        self._agentic = Agentic(adapters, limits, self._writes, server_tools, digester.digest)
         self._one_write = OneWrite(records, self._writes, limits, holder)
         self.releases = self._writes.releases
         """Lease releases the store refused, retried in the background."""
