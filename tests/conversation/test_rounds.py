@@ -14,6 +14,7 @@ from agentskit_chat.conversation import (
     InputDigester,
     MalformedRecordError,
     Message,
+    PendingCall,
     RecordedRounds,
     ResponseSealer,
     Role,
@@ -112,3 +113,21 @@ def test_the_digest_names_the_request_not_the_message_ids() -> None:
     assert rounds_digest(digest, one) == rounds_digest(digest, same)
     assert rounds_digest(digest, one) != rounds_digest(digest, other)
     assert "count" not in rounds_digest(digest, one)
+
+
+def test_a_lease_keeps_the_rounds_before_its_calls_in_flight(
+    session: ChatSession, history: History
+) -> None:
+    sealer = ResponseSealer(KEY)
+    record = played(session, history)
+    assert record.lease is not None
+    running = (PendingCall("c3", "count", "server"),)
+    leased = record.evolve(lease=replace(record.lease, running=running, rounds=rounds()))
+    data = encode_session_record(leased, sealer)
+    assert SECRET.encode() not in data
+    back = decode_session_record(
+        data, definition=session.definition, session_id="s1", sealer=sealer
+    )
+    assert back == leased
+    idle = record.evolve(lease=replace(record.lease, rounds=rounds()))  # no call in flight
+    assert "rounds" not in json.loads(encode_session_record(idle, sealer))["lease"]

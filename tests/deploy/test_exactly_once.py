@@ -2,8 +2,10 @@
 over one PostgreSQL database, the fake model calling `count_slow` of the orders MCP server
 over HTTP (it records its run in a file, then blocks). Replica A runs the turn and is
 SIGKILLed while the call is in flight; replica B then reports the turn `interrupted`,
-naming the call whose outcome is unknown, answers a repeat of its turn id with that
-failure without running anything, and serves the session's next turn. The tool ran once.
+naming the call whose outcome is unknown, and answers a repeat of its turn id with that
+failure without running anything. Sending the message again resumes after the recorded
+answer: the model reads an `unknown_outcome` result for the call, which does not run again;
+and the session's next turn is served. The tool ran once.
 """
 
 from __future__ import annotations
@@ -122,11 +124,18 @@ async def scenario(replicas: Replicas, model: FakeModelServer, record: Path) -> 
         assert len(model.requests) == asked  # the repeat asked the model nothing
         assert len(records(record)) == 1  # nor ran the tool
 
-        after = await on_b.run_turn(session, Submit("thanks"), turn_id="t2")
-        assert after.ok
-        assert len(records(record)) == 1
+        again = await on_b.run_turn(session, Submit(QUESTION), turn_id="t2")
+        assert again.ok
+        (result,) = [e for e in again.events if isinstance(e, ToolCallResult)]
+        assert (result.tool_call_id, result.error_type) == ("call-cancel", "unknown_outcome")
+        assert len(records(record)) == 1  # the call whose outcome is unknown is not run again
+        assert model.requests[-1].body["messages"][-1]["role"] == "tool"
         kept = await on_b.get_turn(session, "t1")  # written with the session's next turn
         assert kept.unknown_tool_calls == seen.unknown_tool_calls
+
+        after = await on_b.run_turn(session, Submit("thanks"), turn_id="t3")
+        assert after.ok
+        assert len(records(record)) == 1
         (run,) = records(record)
         assert run["meta"]["agentskit.turn_id"] == "t1"
         assert run["meta"]["agentskit.call_id"] == "call-cancel"

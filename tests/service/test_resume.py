@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from agentskit_chat.conversation import ChatDefinition, parse_definition
 from agentskit_chat.mcp import ServerTools
 from agentskit_chat.models import AdapterRegistry, ModelChunk, ModelError, ModelRequest
 from agentskit_chat.service import (
@@ -24,7 +25,7 @@ from agentskit_chat.service import (
     TurnRequest,
 )
 from agentskit_chat.storage import HistoryMode, open_sqlite_store
-from tests.mcp.conftest import BOUND
+from tests.mcp.conftest import BOUND, stdio_server
 from tests.service.test_agent_loop import KEY, calls, executions, shop, text, turn
 from tests.service.test_tool_turns import Scripted
 
@@ -54,10 +55,14 @@ def broken() -> ModelError:
 
 @asynccontextmanager
 async def served(
-    tmp_path: Path, model: Scripted, limits: Limits | None = None
+    tmp_path: Path,
+    model: Scripted,
+    limits: Limits | None = None,
+    definition: ChatDefinition | None = None,
 ) -> AsyncIterator[ChatService]:
-    """The shop chat with the orders server over stdio, on SQLite in `tmp_path`."""
-    definition = shop(tmp_path / "record.jsonl")
+    """The shop chat (or `definition`) with the orders server over stdio, on SQLite in
+    `tmp_path`."""
+    definition = definition or shop(tmp_path / "record.jsonl")
     store = await open_sqlite_store(tmp_path / "sessions.db")
     with (tmp_path / "stderr.txt").open("w", encoding="utf-8") as stderr:
         tools = ServerTools([definition], server_stderr=stderr)
@@ -203,5 +208,48 @@ def test_a_retry_operation_resumes_a_failed_retry(tmp_path: Path) -> None:
             assert [e["key"] for e in executions(tmp_path)] == ["k1"]
             history = (await chat.get_session("s1")).messages
             assert [m.role.value for m in history] == ["user", "assistant", "tool", "assistant"]
+
+    asyncio.run(scenario())
+
+
+def test_a_call_its_deadline_stopped_is_of_unknown_outcome_and_never_run_again(
+    tmp_path: Path,
+) -> None:
+    """The turn's deadline passes while a server tool runs: the failure names the call as
+    of unknown outcome; a retry gives the model an `unknown_outcome` result for it, and the
+    call of the same answer that had not started runs then."""
+    definition = parse_definition(
+        {
+            "id": "shop",
+            "revision": 1,
+            "model": {"adapter": "scripted"},
+            "conversation": {"initial": "idle", "states": {"idle": {}}},
+            "mcp_servers": {"orders": stdio_server(tmp_path / "record.jsonl")},
+            "tools": {name: {"server": "orders"} for name in ("count_slow", "count")},
+        }
+    )
+    model = Failing(
+        calls(("c1", "count_slow", {"key": "k1", "gate": "never"}), ("c2", "count", {"key": "k2"})),
+        text("Done."),
+    )
+
+    async def scenario() -> None:
+        limits = Limits(turn_timeout=3.0, lease_ttl=4.0)
+        async with served(tmp_path, model, limits, definition) as chat:
+            first = await turn(chat, TurnRequest("s1", "t1", Submit("cancel")))
+            failed = first[-1]
+            assert isinstance(failed, Failed)
+            assert failed.code == "deadline_exceeded"
+            assert [e["key"] for e in executions(tmp_path)] == ["k1"]
+            record = await chat.get_turn("s1", "t1")
+            assert [(c.call_id, c.name) for c in record.unknown] == [("c1", "count_slow")]
+
+            again = await turn(chat, TurnRequest("s1", "t2", Submit("cancel")))
+            assert isinstance(again[-1], Completed)
+            ran = [(e.call_id, e.error_type) for e in again if isinstance(e, ToolRan)]
+            assert ran == [("c1", "unknown_outcome"), ("c2", None)]
+            assert [e["key"] for e in executions(tmp_path)] == ["k1", "k2"]  # k1 not again
+            asked = model.requests[-1].messages
+            assert [m.tool_call_id for m in asked if m.role.value == "tool"] == ["c1", "c2"]
 
     asyncio.run(scenario())

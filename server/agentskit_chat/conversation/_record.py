@@ -71,6 +71,9 @@ class Lease:
     running: tuple[PendingCall, ...] = ()
     """Server tool calls the turn runs now (written before each call starts): when the
     process dies, their outcome is unknown."""
+    rounds: RecordedRounds | None = None
+    """The server tool rounds the turn completed before `running` (kept sealed): when the
+    process dies, the interrupted turn's record keeps them for a retry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +269,7 @@ class RecordEncoder:
         if record.conversation.instance.id != record.session_id:
             raise ValueError("the conversation state belongs to another session")
         self._session_id = record.session_id
-        lease = "null" if record.lease is None else _dumps(_encode_lease(record.lease))
+        lease = "null" if record.lease is None else _dumps(self._encode_lease(record.lease))
         text = "".join(
             (
                 self._prefix(record),
@@ -301,6 +304,14 @@ class RecordEncoder:
             }
             self._head = key, _dumps(head)[: -len("0}")]
         return self._head[1]
+
+    def _encode_lease(self, lease: Lease) -> dict[str, Any]:
+        encoded = _encode_lease(lease)
+        if lease.rounds is not None and lease.running and self._sealer is not None:
+            encoded["rounds"] = seal_rounds(
+                lease.rounds, self._sealer, session_id=self._session_id, turn_id=lease.turn_id
+            )
+        return encoded
 
     def _encode_turn(self, t: TerminalTurn) -> dict[str, Any]:
         encoded = _encode_turn(t)
@@ -460,7 +471,11 @@ def decode_session_record(
     state = body.text("state")
     decisions = body.items("decisions", lambda f: _decode_decision(f, sealer, session_id))
     lease_raw = body.raw["lease"]
-    lease = None if lease_raw is None else _decode_lease(body.object("lease"), version)
+    lease = (
+        None
+        if lease_raw is None
+        else _decode_lease(body.object("lease"), version, sealer, session_id)
+    )
     turns = body.items("recent_turns", lambda f: _decode_turn(f, version, sealer, session_id))
     if len(turns) > MAX_RECENT_TURNS:
         raise MalformedRecordError(f"recent_turns holds more than {MAX_RECENT_TURNS} turns")
@@ -639,10 +654,16 @@ _TURN_KEYS_V2: Final = (
 _TURN_KEYS_V4: Final = ("decided",)
 
 
-def _decode_lease(f: _Fields, version: int) -> Lease:
+def _decode_lease(
+    f: _Fields, version: int, sealer: ResponseSealer | None, session_id: str
+) -> Lease:
     running = version >= 7 and "running" in f.raw
+    rounds = running and "rounds" in f.raw  # rounds come with the calls they precede
     f.expect_keys(
-        *_LEASE_KEYS, *(_LEASE_KEYS_V2 if version >= 2 else ()), *(("running",) if running else ())
+        *_LEASE_KEYS,
+        *(_LEASE_KEYS_V2 if version >= 2 else ()),
+        *(("running",) if running else ()),
+        *(("rounds",) if rounds else ()),
     )
     operation = f.raw.get("operation")
     if operation is not None:
@@ -655,6 +676,15 @@ def _decode_lease(f: _Fields, version: int) -> Lease:
         started_at_ms=f.optional_integer("started_at_ms"),
         user_message_id=f.optional_text("user_message_id"),
         running=_decode_calls(f, "running") if running else (),
+        rounds=open_rounds(
+            f.raw["rounds"],
+            sealer,
+            session_id=session_id,
+            turn_id=f.text("turn_id"),
+            where=f"{f.path}.rounds",
+        )
+        if rounds
+        else None,
     )
 
 

@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from agentskit_chat.conversation import (
     DelegateOutcome,
@@ -41,7 +42,7 @@ from agentskit_chat.models import (
 )
 
 from ._limits import Limits, utf8_size
-from ._resume import not_run, recorded, replayed, resumable
+from ._resume import error_of, recorded, resumable, resume
 from ._server_tools import ServerToolPort
 from ._terminal import DEADLINE_EXCEEDED, OUTPUT_LIMIT, TOOL_LIMIT, TOOL_ROUNDS, finish_reason_of
 from ._tool_calls import ToolCalls
@@ -130,9 +131,8 @@ class Agentic:
         port = self._server_tools
         assert port is not None
         for index, call in enumerate(calls):
-            marked = await self._writes.mark_running(
-                turn, (PendingCall(call.id, call.name, "server"),)
-            )
+            marked_calls = (PendingCall(call.id, call.name, "server"),)
+            marked = await self._writes.mark_running(turn, marked_calls)
             if marked is not None:  # the call is not run: nothing of the turn is committed
                 yield marked
                 return
@@ -141,8 +141,10 @@ class Agentic:
                     ran = await port.call(
                         call.name, call.arguments, turn_id=turn.request.turn_id, call_id=call.id
                     )
-            except TimeoutError:
-                yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None, decided=decided)
+            except TimeoutError:  # the call was cancelled while it ran: its outcome is unknown
+                yield await self._writes.fail(
+                    turn, DEADLINE_EXCEEDED, None, decided=decided, unknown=marked_calls
+                )
                 return
             result_id = f"{turn.answer_id}.{label}.{index}"
             results.append(Message(result_id, Role.TOOL, ran.text, tool_call_id=call.id))
@@ -210,23 +212,14 @@ class Agentic:
         errors: list[tuple[str, str]] = []
         # Only a turn that starts with the model keeps its rounds: approved calls run first.
         of = None if ran else rounds_digest(self._digest, outcome.messages)
-        resumed = None if of is None else resumable(turn.claimed.record, of)
-        if resumed is not None:  # a retry: the recorded rounds stand, their calls done
-            for event in replayed(resumed):
-                yield event
-            rounds, errors = list(resumed.messages), list(resumed.errors)
-            turn.rounds = resumed
-            results: list[Message] = []
-            missing = not_run(resumed)
-            async with aclosing(self._run_calls(turn, decided, missing, "r", results)) as calls:
-                async for event in calls:
+        failed = None if of is None else resumable(turn.claimed.record, of)
+        if of is not None and failed is not None:  # a retry: the recorded rounds stand
+            run = partial(self._run_calls, turn, decided)
+            async with aclosing(resume(turn, failed, of, rounds, errors, run)) as done:
+                async for event in done:
                     yield event
                     if isinstance(event, Failed):
                         return
-                    if isinstance(event, ToolRan):
-                        errors += _error(event)
-                        turn.rounds = recorded(of, (*rounds, *results), tuple(errors))
-            rounds += results
         usage: Usage | None = None
         for number in range(self._limits.max_tool_rounds + 1):
             answer = _Answer(ToolCalls(self._limits, definition.approvals, served))
@@ -252,7 +245,9 @@ class Agentic:
                 answer.text,
                 answer.made,
             )
-            results = []
+            results: list[Message] = []
+            if not waiting:  # a process that stops from here on leaves the answer recorded
+                turn.rounds = recorded(of, (*rounds, said), tuple(errors))
             label = str(number)
             async with aclosing(self._run_calls(turn, decided, runs, label, results)) as calls:
                 async for event in calls:
@@ -260,7 +255,7 @@ class Agentic:
                     if isinstance(event, Failed):
                         return
                     if isinstance(event, ToolRan) and not waiting:  # a round in progress
-                        errors += _error(event)
+                        errors += error_of(event)
                         turn.rounds = recorded(of, (*rounds, said, *results), tuple(errors))
             if waiting:  # the answer is this one; the turn then waits for the client's calls
                 async for event in self._complete(
@@ -403,10 +398,6 @@ def _handed_back(calls: tuple[ToolCall, ...]) -> Iterator[TurnEvent]:
         if call.arguments:
             yield ToolDelta(call.id, call.arguments)
         yield ToolEnded(call.id, call.arguments, "result")
-
-
-def _error(ran: ToolRan) -> list[tuple[str, str]]:
-    return [] if ran.error_type is None else [(ran.call_id, ran.error_type)]
 
 
 def _sum(total: Usage | None, more: Usage | None) -> Usage | None:

@@ -3,36 +3,54 @@
 An agentic turn that fails after running server tools records the rounds it completed with
 its failure (`TerminalTurn.rounds`, sealed). A later turn whose model would be asked with
 the same messages (the message sent again, a retry of the same user message) is a retry of
-that request: it resumes after the recorded rounds, so their calls do not run again. Calls
-of the last recorded answer that had not run when it failed run first.
+that request: it resumes after the recorded rounds, so their calls do not run again.
+
+The last recorded answer's calls that have no result were either running when the turn
+stopped (their outcome is unknown: the model gets an `unknown_outcome` result saying so,
+and they are not run again) or had not started (they run first).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
+from contextlib import aclosing
+from typing import Final
 
 from agentskit_chat.conversation import (
     Message,
     RecordedRounds,
     Role,
     SessionRecord,
+    TerminalTurn,
     ToolCall,
 )
 
 from ._tool_calls import SERVER
-from ._types import Delta, ToolDelta, ToolEnded, ToolRan, ToolStarted, TurnEvent
+from ._turn_writes import Turn
+from ._types import Delta, Failed, ToolDelta, ToolEnded, ToolRan, ToolStarted, TurnEvent
+
+RunCalls = Callable[[tuple[ToolCall, ...], str, list[Message]], AsyncGenerator[TurnEvent, None]]
+"""Runs server tool calls in order (see `Agentic._run_calls`): the calls, a label for
+their results' ids, and the list the results go to."""
+
+UNKNOWN_OUTCOME: Final = "unknown_outcome"
+"""The error type of the result a call of unknown outcome gets when its turn resumes."""
+UNKNOWN_TEXT: Final = (
+    "The outcome of this call is unknown: the turn running it stopped while it ran, so it"
+    " may or may not have had its effect. It was not run again."
+)
 
 
-def resumable(record: SessionRecord, of: str) -> RecordedRounds | None:
-    """The rounds a failed attempt at the request `of` (see `rounds_digest`) recorded, when
-    the newest finished turn is that failure."""
+def resumable(record: SessionRecord, of: str) -> TerminalTurn | None:
+    """The failed attempt at the request `of` (see `rounds_digest`) whose rounds a retry
+    resumes after: the newest finished turn, when it is that failure."""
     if not record.recent_turns:
         return None
     last = record.recent_turns[-1]
     rounds = last.rounds
     if last.outcome != "failed" or rounds is None or rounds.of != of:
         return None
-    return rounds
+    return last
 
 
 def replayed(rounds: RecordedRounds) -> Iterator[TurnEvent]:
@@ -53,15 +71,28 @@ def replayed(rounds: RecordedRounds) -> Iterator[TurnEvent]:
             yield ToolEnded(call.id, call.arguments, SERVER)
 
 
-def not_run(rounds: RecordedRounds) -> tuple[ToolCall, ...]:
-    """The calls of the last recorded answer without a recorded result."""
+def not_run(failed: TerminalTurn) -> tuple[tuple[ToolCall, ...], tuple[ToolCall, ...]]:
+    """The calls of the failed turn's last recorded answer without a recorded result: those
+    whose outcome is unknown (running when it stopped), and those that never started."""
+    assert failed.rounds is not None
     answered: set[str] = set()
-    for message in reversed(rounds.messages):
+    unknown = {call.call_id for call in failed.unknown}
+    for message in reversed(failed.rounds.messages):
         if message.role == Role.ASSISTANT:
-            return tuple(c for c in message.tool_calls if c.id not in answered)
+            left = [c for c in message.tool_calls if c.id not in answered]
+            return (
+                tuple(c for c in left if c.id in unknown),
+                tuple(c for c in left if c.id not in unknown),
+            )
         if message.tool_call_id is not None:
             answered.add(message.tool_call_id)
-    return ()
+    return (), ()
+
+
+def unknown_result(call: ToolCall, message_id: str) -> tuple[Message, ToolRan]:
+    """The result, and its event, of a call whose outcome is unknown."""
+    message = Message(message_id, Role.TOOL, UNKNOWN_TEXT, tool_call_id=call.id)
+    return message, ToolRan(call.id, UNKNOWN_TEXT, UNKNOWN_OUTCOME, message_id)
 
 
 def recorded(
@@ -71,3 +102,45 @@ def recorded(
     if of is None or not messages:
         return None
     return RecordedRounds(of, messages, errors)
+
+
+async def resume(
+    turn: Turn,
+    failed: TerminalTurn,
+    of: str,
+    rounds: list[Message],
+    errors: list[tuple[str, str]],
+    run_calls: RunCalls,
+) -> AsyncGenerator[TurnEvent, None]:
+    """Take up the rounds the `failed` attempt recorded (into `rounds` and `errors`): their
+    events again, then the last answer's calls without a result: an `unknown_outcome`
+    result for each call that was running when it stopped (never run again), and a run of
+    each call that had not started. Ends early with a Failed event (recorded)."""
+    kept = failed.rounds
+    assert kept is not None
+    for event in replayed(kept):
+        yield event
+    rounds += kept.messages
+    errors += kept.errors
+    unknown, unstarted = not_run(failed)
+    for index, call in enumerate(unknown):
+        message, ran = unknown_result(call, f"{turn.answer_id}.u.{index}")
+        rounds.append(message)
+        errors += error_of(ran)
+        yield ran
+    turn.rounds = recorded(of, tuple(rounds), tuple(errors))
+    results: list[Message] = []
+    async with aclosing(run_calls(unstarted, "r", results)) as calls:
+        async for event in calls:
+            yield event
+            if isinstance(event, Failed):
+                return
+            if isinstance(event, ToolRan):
+                errors += error_of(event)
+                turn.rounds = recorded(of, (*rounds, *results), tuple(errors))
+    rounds += results
+
+
+def error_of(ran: ToolRan) -> list[tuple[str, str]]:
+    """`[(call id, error type)]` of an error result; [] otherwise."""
+    return [] if ran.error_type is None else [(ran.call_id, ran.error_type)]

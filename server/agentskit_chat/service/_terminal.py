@@ -110,10 +110,12 @@ def failed_turn(
     started_at_ms: int | None,
     decided: Decided | None = None,
     rounds: RecordedRounds | None = None,
+    unknown: tuple[PendingCall, ...] = (),
 ) -> TerminalTurn:
     """The record of a turn that failed and committed nothing else: the decision its stream
     sent before failing (if any) and the failed event exactly as its stream ended, so a
-    repeated turn id repeats both; `rounds`, the server tool rounds it completed."""
+    repeated turn id repeats both; `rounds`, the server tool rounds it completed; `unknown`,
+    the server tool calls it stopped while they ran."""
     kind: str | None = None
     route_id: str | None = None
     if decided is not None:
@@ -137,6 +139,7 @@ def failed_turn(
         started_at_ms=started_at_ms,
         decided=decided is not None,
         rounds=rounds if rounds is not None and rounds.messages else None,
+        unknown=unknown,
     )
 
 
@@ -248,5 +251,6 @@ def interrupted_folded(record: SessionRecord, at: int) -> SessionRecord:
         error_message=FAILURE_MESSAGES[INTERRUPTED],
         retryable=True,
         unknown=lease.running,
+        rounds=lease.rounds,
     )
     return record.with_turn(interrupted)

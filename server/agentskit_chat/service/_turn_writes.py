@@ -179,7 +179,8 @@ class TurnWrites:
         lease = turn.claimed.record.lease
         assert lease is not None
         assert turn.leased
-        record = turn.claimed.record.evolve(lease=replace(lease, running=calls))
+        running = replace(lease, running=calls, rounds=turn.rounds)
+        record = turn.claimed.record.evolve(lease=running)
         try:
             saved = await self._records.save(turn.claimed, record)
         except ServiceError as error:
@@ -261,6 +262,7 @@ class TurnWrites:
         error: ModelError | None = None,
         *,
         decided: Decided | None = None,
+        unknown: tuple[PendingCall, ...] = (),
     ) -> Failed:
         """Record the failure (after the decision `decided`, when the stream sent one) and
         release the lease; nothing else is committed. LostError when the turn holds no
@@ -268,6 +270,7 @@ class TurnWrites:
 
         When the store cannot record it, the turn ends with `store_unavailable` instead
         (nothing recorded, so the same turn id may run again) and the lease is given back.
+        `unknown`: server tool calls stopped while they ran (their outcome is unknown).
         """
         if error is not None:
             failed = Failed(error.code, error.message, error.retryable)
@@ -281,6 +284,7 @@ class TurnWrites:
             started_at_ms=turn.started_at_ms,
             decided=decided,
             rounds=turn.rounds,
+            unknown=unknown,
         )
         held = turn.claimed.record
         if not turn.leased:
