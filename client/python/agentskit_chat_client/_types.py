@@ -635,9 +635,10 @@ class TurnRecord:
         end_time: When it finished; ``None`` while running.
         usage: Model token usage of a completed agentic turn.
         pending_tool_calls: The calls a completed answer waits on (ids and names only).
-        unknown_tool_calls: The server tool calls an interrupted turn was running when the
-            server running it stopped (ids and names only): each may or may not have had
-            its effect, and the service never runs them again.
+        unknown_tool_calls: The server tool calls of a failed turn whose outcome is unknown
+            (ids and names only): they were running when the server running the turn
+            stopped (``interrupted``) or its deadline passed. Each may or may not have had
+            its effect; the service never runs them again.
     """
 
     turn_id: str

@@ -117,8 +117,8 @@ class TerminalTurn:
     pending: tuple[PendingCall, ...] = ()
     """The tool calls a completed turn's answer waits on; the next turn answers them."""
     unknown: tuple[PendingCall, ...] = ()
-    """Server tool calls an interrupted turn was running when its process stopped: they
-    may or may not have had their effect."""
+    """Server tool calls a failed turn was running when it stopped (its process died, or
+    its deadline passed): they may or may not have had their effect."""
     rounds: RecordedRounds | None = None
     """The server tool rounds a failed agentic turn completed (kept sealed, on the newest
     turn only): a retry of the same request resumes after them."""

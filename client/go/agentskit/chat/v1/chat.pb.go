@@ -3870,9 +3870,11 @@ type TurnRecord struct {
 	Usage *Usage `protobuf:"bytes,14,opt,name=usage,proto3" json:"usage,omitempty"`
 	// The calls a completed turn's answer waits on (by id and name only).
 	PendingToolCalls []*PendingToolCall `protobuf:"bytes,15,rep,name=pending_tool_calls,json=pendingToolCalls,proto3" json:"pending_tool_calls,omitempty"`
-	// The server tool calls an interrupted turn (failure code "interrupted") was running
-	// when the process running it stopped, by id and name only (wait is TOOL_WAIT_SERVER):
-	// each may or may not have had its effect, and the service never runs them again.
+	// The server tool calls of a failed turn whose outcome is unknown, by id and name only
+	// (wait is TOOL_WAIT_SERVER): they were running when the process running the turn
+	// stopped (failure code "interrupted") or the turn's deadline passed
+	// ("deadline_exceeded"). Each may or may not have had its effect; the service never runs
+	// them again (a retry of the turn gives the model an "unknown_outcome" result for each).
 	UnknownToolCalls []*PendingToolCall `protobuf:"bytes,16,rep,name=unknown_tool_calls,json=unknownToolCalls,proto3" json:"unknown_tool_calls,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

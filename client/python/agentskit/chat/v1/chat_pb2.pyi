@@ -2084,9 +2084,11 @@ class TurnRecord(_message.Message):
 
     @_builtins.property
     def unknown_tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingToolCall]:
-        """The server tool calls an interrupted turn (failure code "interrupted") was running
-        when the process running it stopped, by id and name only (wait is TOOL_WAIT_SERVER):
-        each may or may not have had its effect, and the service never runs them again.
+        """The server tool calls of a failed turn whose outcome is unknown, by id and name only
+        (wait is TOOL_WAIT_SERVER): they were running when the process running the turn
+        stopped (failure code "interrupted") or the turn's deadline passed
+        ("deadline_exceeded"). Each may or may not have had its effect; the service never runs
+        them again (a retry of the turn gives the model an "unknown_outcome" result for each).
         """
 
     def __init__(

@@ -1927,9 +1927,11 @@ export type TurnRecord = Message$1<"agentskit.chat.v1.TurnRecord"> & {
   pendingToolCalls: PendingToolCall[];
 
   /**
-   * The server tool calls an interrupted turn (failure code "interrupted") was running
-   * when the process running it stopped, by id and name only (wait is TOOL_WAIT_SERVER):
-   * each may or may not have had its effect, and the service never runs them again.
+   * The server tool calls of a failed turn whose outcome is unknown, by id and name only
+   * (wait is TOOL_WAIT_SERVER): they were running when the process running the turn
+   * stopped (failure code "interrupted") or the turn's deadline passed
+   * ("deadline_exceeded"). Each may or may not have had its effect; the service never runs
+   * them again (a retry of the turn gives the model an "unknown_outcome" result for each).
    *
    * @generated from field: repeated agentskit.chat.v1.PendingToolCall unknown_tool_calls = 16;
    */
