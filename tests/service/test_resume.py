@@ -10,13 +10,14 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from agentskit_chat.conversation import ChatDefinition, parse_definition
+from agentskit_chat.conversation import ChatDefinition, Message, Role, parse_definition
 from agentskit_chat.mcp import ServerTools
 from agentskit_chat.models import AdapterRegistry, ModelChunk, ModelError, ModelRequest
 from agentskit_chat.service import (
     Catalog,
     ChatService,
     Completed,
+    Dispatch,
     Failed,
     Limits,
     Retry,
@@ -84,9 +85,11 @@ async def served(
             await tools.close()
 
 
-def stored_record(tmp_path: Path) -> bytes:
+def stored_record(tmp_path: Path, session_id: str = "s1") -> bytes:
     with sqlite3.connect(tmp_path / "sessions.db") as connection:
-        row = connection.execute("SELECT CAST(record AS BLOB) FROM sessions").fetchone()
+        row = connection.execute(
+            "SELECT CAST(record AS BLOB) FROM sessions WHERE session_id = ?", (session_id,)
+        ).fetchone()
     connection.close()
     return bytes(row[0])
 
@@ -251,5 +254,26 @@ def test_a_call_its_deadline_stopped_is_of_unknown_outcome_and_never_run_again(
             assert [e["key"] for e in executions(tmp_path)] == ["k1", "k2"]  # k1 not again
             asked = model.requests[-1].messages
             assert [m.tool_call_id for m in asked if m.role.value == "tool"] == ["c1", "c2"]
+
+    asyncio.run(scenario())
+
+
+def test_a_client_held_history_sent_again_resumes_too(tmp_path: Path) -> None:
+    """Dispatch: the renderer holds the history; the same messages sent again after the
+    failure resume after the recorded round, which the events show again."""
+    model = Failing(calls(("c1", "count", {"key": SECRET})), broken(), text("Counted."))
+    history = (Message("u1", Role.USER, "count it"),)
+
+    async def scenario() -> None:
+        async with served(tmp_path, model) as chat:
+            await chat.create_session("shop", "s2", HistoryMode.CLIENT)
+            first = await turn(chat, TurnRequest("s2", "t1", Dispatch(history)))
+            assert isinstance(first[-1], Failed)
+            assert SECRET.encode() not in stored_record(tmp_path, "s2")
+            again = await turn(chat, TurnRequest("s2", "t2", Dispatch(history)))
+            assert isinstance(again[-1], Completed)
+            ran = [(e.call_id, e.content) for e in again if isinstance(e, ToolRan)]
+            assert ran == [("c1", f"counted {SECRET}")]
+            assert [e["key"] for e in executions(tmp_path)] == [SECRET]
 
     asyncio.run(scenario())
