@@ -14,6 +14,7 @@ from agentskit_chat.conversation import ChatDefinition, Message, Role, parse_def
 from agentskit_chat.mcp import ServerTools
 from agentskit_chat.models import AdapterRegistry, ModelChunk, ModelError, ModelRequest
 from agentskit_chat.service import (
+    Approval,
     Catalog,
     ChatService,
     Completed,
@@ -23,6 +24,7 @@ from agentskit_chat.service import (
     Retry,
     Submit,
     ToolRan,
+    ToolResults,
     TurnRequest,
 )
 from agentskit_chat.storage import HistoryMode, open_sqlite_store
@@ -275,5 +277,31 @@ def test_a_client_held_history_sent_again_resumes_too(tmp_path: Path) -> None:
             ran = [(e.call_id, e.content) for e in again if isinstance(e, ToolRan)]
             assert ran == [("c1", f"counted {SECRET}")]
             assert [e["key"] for e in executions(tmp_path)] == [SECRET]
+
+    asyncio.run(scenario())
+
+
+def test_a_retry_of_an_approval_does_not_run_the_approved_call_again(tmp_path: Path) -> None:
+    """The approved call runs, then the model fails; the same approval sent again (a new
+    turn id) resumes with the recorded result."""
+    model = Failing(calls(("c1", "count", {"key": "paid"})), broken(), text("Paid."))
+
+    async def scenario() -> None:
+        definition = shop(tmp_path / "record.jsonl", approval=True)
+        async with served(tmp_path, model, None, definition) as chat:
+            await turn(chat, TurnRequest("s1", "t1", Submit("pay")))
+            approved = ToolResults(approvals=(Approval("c1", True),))
+            second = await turn(chat, TurnRequest("s1", "t2", approved))
+            assert isinstance(second[-1], Failed)
+            assert [e["key"] for e in executions(tmp_path)] == ["paid"]
+            third = await turn(chat, TurnRequest("s1", "t3", approved))
+            assert isinstance(third[-1], Completed)
+            assert third[-1].content == "Paid."
+            assert [(e.call_id, e.content) for e in third if isinstance(e, ToolRan)] == [
+                ("c1", "counted paid")
+            ]
+            assert [e["key"] for e in executions(tmp_path)] == ["paid"]
+            history = (await chat.get_session("s1")).messages
+            assert [m.role.value for m in history] == ["user", "assistant", "tool", "assistant"]
 
     asyncio.run(scenario())

@@ -71,22 +71,24 @@ def replayed(rounds: RecordedRounds) -> Iterator[TurnEvent]:
             yield ToolEnded(call.id, call.arguments, SERVER)
 
 
-def not_run(failed: TerminalTurn) -> tuple[tuple[ToolCall, ...], tuple[ToolCall, ...]]:
-    """The calls of the failed turn's last recorded answer without a recorded result: those
-    whose outcome is unknown (running when it stopped), and those that never started."""
+def not_run(
+    failed: TerminalTurn, first: tuple[ToolCall, ...] = ()
+) -> tuple[tuple[ToolCall, ...], tuple[ToolCall, ...]]:
+    """The calls of the failed turn's last recorded answer (or, before any, the approved
+    calls `first` it ran first) without a recorded result: those whose outcome is unknown
+    (running when it stopped), and those that never started."""
     assert failed.rounds is not None
     answered: set[str] = set()
     unknown = {call.call_id for call in failed.unknown}
+    calls = first
     for message in reversed(failed.rounds.messages):
         if message.role == Role.ASSISTANT:
-            left = [c for c in message.tool_calls if c.id not in answered]
-            return (
-                tuple(c for c in left if c.id in unknown),
-                tuple(c for c in left if c.id not in unknown),
-            )
+            calls = message.tool_calls
+            break
         if message.tool_call_id is not None:
             answered.add(message.tool_call_id)
-    return (), ()
+    left = [c for c in calls if c.id not in answered]
+    return tuple(c for c in left if c.id in unknown), tuple(c for c in left if c.id not in unknown)
 
 
 def unknown_result(call: ToolCall, message_id: str) -> tuple[Message, ToolRan]:
@@ -96,11 +98,9 @@ def unknown_result(call: ToolCall, message_id: str) -> tuple[Message, ToolRan]:
 
 
 def recorded(
-    of: str | None, messages: tuple[Message, ...], errors: tuple[tuple[str, str], ...]
-) -> RecordedRounds | None:
-    """The rounds a turn keeps so far (None without a request digest: nothing to resume)."""
-    if of is None or not messages:
-        return None
+    of: str, messages: tuple[Message, ...], errors: tuple[tuple[str, str], ...]
+) -> RecordedRounds:
+    """The rounds a turn keeps so far, for the request `of`."""
     return RecordedRounds(of, messages, errors)
 
 
@@ -111,18 +111,20 @@ async def resume(
     rounds: list[Message],
     errors: list[tuple[str, str]],
     run_calls: RunCalls,
+    first: tuple[ToolCall, ...] = (),
 ) -> AsyncGenerator[TurnEvent, None]:
     """Take up the rounds the `failed` attempt recorded (into `rounds` and `errors`): their
     events again, then the last answer's calls without a result: an `unknown_outcome`
     result for each call that was running when it stopped (never run again), and a run of
-    each call that had not started. Ends early with a Failed event (recorded)."""
+    each call that had not started (`first`: the approved calls a turn runs before asking
+    the model). Ends early with a Failed event (recorded)."""
     kept = failed.rounds
     assert kept is not None
     for event in replayed(kept):
         yield event
     rounds += kept.messages
     errors += kept.errors
-    unknown, unstarted = not_run(failed)
+    unknown, unstarted = not_run(failed, first)
     for index, call in enumerate(unknown):
         message, ran = unknown_result(call, f"{turn.answer_id}.u.{index}")
         rounds.append(message)

@@ -138,7 +138,7 @@ def failed_turn(
         retryable=failed.retryable,
         started_at_ms=started_at_ms,
         decided=decided is not None,
-        rounds=rounds if rounds is not None and rounds.messages else None,
+        rounds=rounds if rounds is not None and (rounds.messages or unknown) else None,
         unknown=unknown,
     )
 
