@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -195,12 +196,12 @@ def test_other_definition_or_revision_is_rejected(session: ChatSession, history:
 @pytest.mark.parametrize(
     "change",
     [
-        lambda b: b.update(version=7),
+        lambda b: b.update(version=8),
         lambda b: b.update(version=True),
         lambda b: b.update(format="something.else"),
         lambda b: b.pop("format"),
     ],
-    ids=["version-7", "version-bool", "format", "no-format"],
+    ids=["version-8", "version-bool", "format", "no-format"],
 )
 def test_unknown_format_or_version_is_rejected(
     change: Any, session: ChatSession, history: History
@@ -538,3 +539,37 @@ def test_a_version_4_record_cannot_name_tool_calls(session: ChatSession, history
         decode(data, session.definition)
     del data["recent_turns"][-1]["tool_calls"]
     assert decode(data, session.definition).recent_turns[-1].pending == ()
+
+
+def test_server_tool_calls_in_flight_and_of_unknown_outcome_round_trip(
+    session: ChatSession, history: History
+) -> None:
+    """A lease naming the call it runs, and an interrupted turn naming the calls whose
+    outcome is unknown: version 7, read back whole; a record without them stays version 5."""
+    record = played(session, history)
+    running = (PendingCall("call-1", "cancel_order", "server"),)
+    assert record.lease is not None
+    leased = record.evolve(lease=replace(record.lease, running=running))
+    lost = TerminalTurn(
+        turn_id="t7",
+        operation="submit",
+        outcome="failed",
+        finished_at_ms=1_699_999_998_000,
+        error_code="interrupted",
+        unknown=running,
+    )
+    for changed in (leased, record.with_turn(lost)):
+        data = body(changed)
+        assert data["version"] == 7
+        assert "migration" not in data  # optional from version 7 on
+        assert decode(data, session.definition) == changed
+    assert body(record)["version"] == 5
+    broken = body(leased)
+    broken["lease"]["running"] = [["call-1"]]
+    with pytest.raises(MalformedRecordError, match="running"):
+        decode(broken, session.definition)
+    older = body(leased)
+    older["version"] = 6
+    older["migration"] = {"revision": 2, "code": "replay"}
+    with pytest.raises(MalformedRecordError):  # version 6 knows no calls in flight
+        decode(older, session.definition)

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from agentskit_chat.conversation import ChatDefinition, Role, parse_definition
+from agentskit_chat.conversation import ChatDefinition, Lease, PendingCall, Role, parse_definition
 from agentskit_chat.mcp import ServerTools
 from agentskit_chat.models import (
     AdapterRegistry,
@@ -41,6 +41,7 @@ from agentskit_chat.service import (
 from agentskit_chat.storage import HistoryMode, MemoryStore
 from tests.mcp.conftest import BOUND, stdio_server
 from tests.service.test_tool_turns import Scripted
+from tests.waiting import until_async
 
 KEY = b"agent-loop-service-test-key-32by"
 
@@ -250,5 +251,79 @@ def test_a_server_tool_needing_approval_runs_only_once_approved(tmp_path: Path) 
             assert isinstance(fourth[-1], Completed)
             assert [e["key"] for e in executions(tmp_path)] == ["paid"]  # never the denied
             assert model.requests[1].messages[-1].content == "counted paid"
+
+    asyncio.run(scenario())
+
+
+def test_a_call_in_flight_is_named_in_the_lease_and_a_lapsed_one_is_recorded_unknown(
+    tmp_path: Path,
+) -> None:
+    """While a server tool runs, the stored lease names its call; a lease that lapsed with a
+    call in it (its process died) is recorded, at the session's next write, as an
+    interrupted turn whose call's outcome is unknown."""
+    model = Scripted(
+        calls(("c1", "slow", {"gate": "g1"})),
+        text("Done."),
+        text("Hello again."),
+    )
+    definition = parse_definition(
+        {
+            "id": "shop",
+            "revision": 1,
+            "model": {"adapter": "scripted"},
+            "conversation": {"initial": "idle", "states": {"idle": {}}},
+            "mcp_servers": {"orders": stdio_server(tmp_path / "record.jsonl")},
+            "tools": {"slow": {"server": "orders"}, "release": {"server": "orders"}},
+        }
+    )
+
+    async def scenario() -> None:
+        store = MemoryStore()
+        with (tmp_path / "stderr.txt").open("w", encoding="utf-8") as stderr:
+            tools = ServerTools([definition], server_stderr=stderr)
+            async with asyncio.timeout(BOUND):
+                await tools.start()
+            chat = ChatService(
+                Catalog([definition]),
+                store,
+                digest_key=KEY,
+                adapters=AdapterRegistry({"scripted": lambda options: model}),
+                server_tools=tools,
+            )
+            try:
+                await chat.create_session("shop", "s1", HistoryMode.SERVER)
+                running = asyncio.ensure_future(turn(chat, TurnRequest("s1", "t1", Submit("wait"))))
+
+                async def lease_names_the_call() -> bool:
+                    lease = (await chat._records.load("s1")).record.lease
+                    return lease is not None and [c.call_id for c in lease.running] == ["c1"]
+
+                await until_async(lease_names_the_call, "the lease naming the call")
+                await tools.call("release", '{"gate": "g1"}', turn_id="x", call_id="x")
+                assert isinstance((await running)[-1], Completed)
+                loaded = await chat._records.load("s1")
+                assert loaded.record.lease is None
+                # As if the process had died while the call ran: the lease lapsed with it.
+                lapsed = Lease(
+                    "t-dead",
+                    "gone",
+                    1,
+                    "submit",
+                    0,
+                    None,
+                    running=(PendingCall("c9", "slow", "server"),),
+                )
+                died = loaded.record.evolve(lease=lapsed, cursor=loaded.cursor + 1)
+                assert await chat._records.save(loaded, died) is not None
+                after = await turn(chat, TurnRequest("s1", "t2", Submit("hello")))
+                assert isinstance(after[-1], Completed)
+                record = (await chat._records.load("s1")).record
+                dead = record.find_turn("t-dead")
+                assert dead is not None
+                assert (dead.outcome, dead.error_code) == ("failed", "interrupted")
+                assert [c.call_id for c in dead.unknown] == ["c9"]
+            finally:
+                await chat.close()
+                await tools.close()
 
     asyncio.run(scenario())

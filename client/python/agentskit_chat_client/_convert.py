@@ -182,6 +182,7 @@ def turn_record_from_pb(turn: chat_pb2.TurnRecord) -> TurnRecord:
         end_time=turn.end_time.ToDatetime(tzinfo=UTC) if turn.HasField("end_time") else None,
         usage=_usage(turn.usage) if turn.HasField("usage") else None,
         pending_tool_calls=tuple(pending_from_pb(p) for p in turn.pending_tool_calls),
+        unknown_tool_calls=tuple(pending_from_pb(p) for p in turn.unknown_tool_calls),
     )
 
 

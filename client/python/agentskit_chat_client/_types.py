@@ -635,6 +635,10 @@ class TurnRecord:
         end_time: When it finished; ``None`` while running.
         usage: Model token usage of a completed agentic turn.
         pending_tool_calls: The calls a completed answer waits on (ids and names only).
+        unknown_tool_calls: The server tool calls of a failed turn whose outcome is unknown
+            (ids and names only): they were running when the server running the turn
+            stopped (``interrupted``) or its deadline passed. Each may or may not have had
+            its effect; the service never runs them again.
     """
 
     turn_id: str
@@ -652,6 +656,7 @@ class TurnRecord:
     end_time: datetime | None = None
     usage: Usage | None = None
     pending_tool_calls: tuple[PendingToolCall, ...] = ()
+    unknown_tool_calls: tuple[PendingToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,6 +67,7 @@ from ._revisions import (
     rollout_choice,
     served_together,
 )
+from ._rounds import RecordedRounds, rounds_digest
 from ._schema import SCHEMA_PATH, definition_schema
 from ._sealing import ResponseSealer
 from ._server_tools import (
@@ -131,6 +132,7 @@ __all__ = [
     "Outcome",
     "PendingCall",
     "RecordEncoder",
+    "RecordedRounds",
     "Rejected",
     "RejectionReason",
     "ReplayError",
@@ -182,6 +184,7 @@ __all__ = [
     "resolve",
     "revision_issues",
     "rollout_choice",
+    "rounds_digest",
     "run_sync",
     "served_together",
     "transition",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Final, Generic, TypeVar
 
@@ -28,6 +28,7 @@ from ._errors import (
 )
 from ._migration import Migration
 from ._revisions import MigrationRefusedError, check_replay, migrated_decisions
+from ._rounds import RecordedRounds, open_rounds, seal_rounds
 from ._sealing import ResponseSealer
 from ._statechart import Accepted, StatechartInstance, transition
 from ._types import ROUTE_KINDS, TurnKind
@@ -37,7 +38,11 @@ RECORD_VERSION: Final = 5
 BLOCKED_VERSION: Final = 6
 """The version of a record that says why it stayed on its revision (`SessionRecord.blocked`);
 records without that note are still written as version 5, which every replica reads."""
-READABLE_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6})
+RUNNING_VERSION: Final = 7
+"""The version of a record whose lease names a server tool call in flight, or whose recent
+turns name calls whose outcome is unknown (an interrupted turn); its `migration` note is
+optional. Records without either are written as before."""
+READABLE_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7})
 """Version 1 records lack the turn timing, failure and usage fields of version 2; version 2
 records lack the message count of version 3; version 3 records lack whether a terminal turn
 streamed a decision (read as: completed turns did, failed ones did not); version 4 records
@@ -63,6 +68,12 @@ class Lease:
     """What the turn runs; None in version 1 records."""
     started_at_ms: int | None = None
     user_message_id: str | None = None
+    running: tuple[PendingCall, ...] = ()
+    """Server tool calls the turn runs now (written before each call starts): when the
+    process dies, their outcome is unknown."""
+    rounds: RecordedRounds | None = None
+    """The server tool rounds the turn completed before `running` (kept sealed): when the
+    process dies, the interrupted turn's record keeps them for a retry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +116,12 @@ class TerminalTurn:
     one did when it failed after resolving (an agentic turn whose model call failed)."""
     pending: tuple[PendingCall, ...] = ()
     """The tool calls a completed turn's answer waits on; the next turn answers them."""
+    unknown: tuple[PendingCall, ...] = ()
+    """Server tool calls a failed turn was running when it stopped (its process died, or
+    its deadline passed): they may or may not have had their effect."""
+    rounds: RecordedRounds | None = None
+    """The server tool rounds a failed agentic turn completed (kept sealed, on the newest
+    turn only): a retry of the same request resumes after them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +177,10 @@ class SessionRecord:
 
     def with_turn(self, turn: TerminalTurn) -> SessionRecord:
         """This record with `turn` appended, keeping the newest MAX_RECENT_TURNS."""
-        kept = (*self.recent_turns, turn)[-MAX_RECENT_TURNS:]
+        earlier = tuple(
+            replace(t, rounds=None) if t.rounds is not None else t for t in self.recent_turns
+        )  # only the newest turn keeps its rounds: a retry follows the failure it resumes
+        kept = (*earlier, turn)[-MAX_RECENT_TURNS:]
         return self.evolve(recent_turns=kept)
 
     def evolve(
@@ -241,7 +261,7 @@ class RecordEncoder:
         self._sealer = sealer
         self._session_id = ""
         self._decisions = _EncodedRun(self._encode_decision)
-        self._turns = _EncodedRun(_encode_turn)
+        self._turns = _EncodedRun(self._encode_turn)
         self._head: tuple[tuple[str, str, int, int], str] | None = None
 
     def encode(self, record: SessionRecord) -> bytes:
@@ -249,7 +269,7 @@ class RecordEncoder:
         if record.conversation.instance.id != record.session_id:
             raise ValueError("the conversation state belongs to another session")
         self._session_id = record.session_id
-        lease = "null" if record.lease is None else _dumps(_encode_lease(record.lease))
+        lease = "null" if record.lease is None else _dumps(self._encode_lease(record.lease))
         text = "".join(
             (
                 self._prefix(record),
@@ -272,7 +292,7 @@ class RecordEncoder:
 
     def _prefix(self, record: SessionRecord) -> str:
         """The record's opening up to the cursor value, which never changes in a session."""
-        version = RECORD_VERSION if record.blocked is None else BLOCKED_VERSION
+        version = _version_of(record, sealed=self._sealer is not None)
         key = (record.session_id, record.definition_id, record.revision, version)
         if self._head is None or self._head[0] != key:
             head = {
@@ -284,6 +304,22 @@ class RecordEncoder:
             }
             self._head = key, _dumps(head)[: -len("0}")]
         return self._head[1]
+
+    def _encode_lease(self, lease: Lease) -> dict[str, Any]:
+        encoded = _encode_lease(lease)
+        if lease.rounds is not None and lease.running and self._sealer is not None:
+            encoded["rounds"] = seal_rounds(
+                lease.rounds, self._sealer, session_id=self._session_id, turn_id=lease.turn_id
+            )
+        return encoded
+
+    def _encode_turn(self, t: TerminalTurn) -> dict[str, Any]:
+        encoded = _encode_turn(t)
+        if t.rounds is not None and self._sealer is not None:  # else not kept (see _rounds)
+            encoded["rounds"] = seal_rounds(
+                t.rounds, self._sealer, session_id=self._session_id, turn_id=t.turn_id
+            )
+        return encoded
 
     def _encode_decision(self, d: Decision) -> dict[str, Any]:
         response: str | dict[str, str] | None = None
@@ -333,12 +369,26 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _version_of(record: SessionRecord, *, sealed: bool) -> int:
+    """The oldest version that holds everything `record` says (rounds only when `sealed`:
+    they are not kept otherwise)."""
+    running = record.lease is not None and bool(record.lease.running)
+    rounds = sealed and any(t.rounds is not None for t in record.recent_turns)
+    if running or rounds or any(t.unknown for t in record.recent_turns):
+        return RUNNING_VERSION
+    return RECORD_VERSION if record.blocked is None else BLOCKED_VERSION
+
+
+def _calls(calls: tuple[PendingCall, ...]) -> list[list[str]]:
+    return [[call.call_id, call.name] for call in calls]
+
+
 def _block(block: MigrationBlock) -> dict[str, Any]:
     return {"revision": block.revision, "code": block.code}
 
 
 def _encode_lease(lease: Lease) -> dict[str, Any]:
-    return {
+    encoded: dict[str, Any] = {
         "turn_id": lease.turn_id,
         "holder": lease.holder,
         "expires_at_ms": lease.expires_at_ms,
@@ -346,6 +396,9 @@ def _encode_lease(lease: Lease) -> dict[str, Any]:
         "started_at_ms": lease.started_at_ms,
         "user_message_id": lease.user_message_id,
     }
+    if lease.running:
+        encoded["running"] = _calls(lease.running)
+    return encoded
 
 
 def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
@@ -371,6 +424,8 @@ def _encode_turn(t: TerminalTurn) -> dict[str, Any]:
     }
     if t.pending:
         encoded["tool_calls"] = [[p.call_id, p.name, p.wait] for p in t.pending]
+    if t.unknown:
+        encoded["unknown_calls"] = _calls(t.unknown)
     return encoded
 
 
@@ -402,7 +457,7 @@ def decode_session_record(
         "lease",
         "recent_turns",
         *(("messages",) if version >= 3 else ()),
-        *(("migration",) if version >= 6 else ()),
+        *(("migration",) if version == 6 or (version >= 7 and "migration" in body.raw) else ()),
     )
     if body.text("session_id") != session_id:
         raise ForeignRecordError("the record belongs to another session")
@@ -416,13 +471,17 @@ def decode_session_record(
     state = body.text("state")
     decisions = body.items("decisions", lambda f: _decode_decision(f, sealer, session_id))
     lease_raw = body.raw["lease"]
-    lease = None if lease_raw is None else _decode_lease(body.object("lease"), version)
-    turns = body.items("recent_turns", lambda f: _decode_turn(f, version))
+    lease = (
+        None
+        if lease_raw is None
+        else _decode_lease(body.object("lease"), version, sealer, session_id)
+    )
+    turns = body.items("recent_turns", lambda f: _decode_turn(f, version, sealer, session_id))
     if len(turns) > MAX_RECENT_TURNS:
         raise MalformedRecordError(f"recent_turns holds more than {MAX_RECENT_TURNS} turns")
     messages = body.optional_integer("messages") if version >= 3 else None
     blocked = None
-    if version >= 6:
+    if version == 6 or (version >= 7 and "migration" in body.raw):
         note = body.object("migration")
         note.expect_keys("revision", "code")
         blocked = MigrationBlock(note.integer("revision", 1), note.text("code"))
@@ -595,8 +654,17 @@ _TURN_KEYS_V2: Final = (
 _TURN_KEYS_V4: Final = ("decided",)
 
 
-def _decode_lease(f: _Fields, version: int) -> Lease:
-    f.expect_keys(*_LEASE_KEYS, *(_LEASE_KEYS_V2 if version >= 2 else ()))
+def _decode_lease(
+    f: _Fields, version: int, sealer: ResponseSealer | None, session_id: str
+) -> Lease:
+    running = version >= 7 and "running" in f.raw
+    rounds = running and "rounds" in f.raw  # rounds come with the calls they precede
+    f.expect_keys(
+        *_LEASE_KEYS,
+        *(_LEASE_KEYS_V2 if version >= 2 else ()),
+        *(("running",) if running else ()),
+        *(("rounds",) if rounds else ()),
+    )
     operation = f.raw.get("operation")
     if operation is not None:
         f.choice("operation", OPERATIONS)
@@ -607,12 +675,28 @@ def _decode_lease(f: _Fields, version: int) -> Lease:
         operation=operation,
         started_at_ms=f.optional_integer("started_at_ms"),
         user_message_id=f.optional_text("user_message_id"),
+        running=_decode_calls(f, "running") if running else (),
+        rounds=open_rounds(
+            f.raw["rounds"],
+            sealer,
+            session_id=session_id,
+            turn_id=f.text("turn_id"),
+            where=f"{f.path}.rounds",
+        )
+        if rounds
+        else None,
     )
 
 
-def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
+def _decode_turn(
+    f: _Fields, version: int, sealer: ResponseSealer | None, session_id: str
+) -> TerminalTurn:
     tools = version >= 5 and "tool_calls" in f.raw
+    unknown = version >= 7 and "unknown_calls" in f.raw
+    rounds = version >= 7 and "rounds" in f.raw
     f.expect_keys(
+        *(("unknown_calls",) if unknown else ()),
+        *(("rounds",) if rounds else ()),
         *(_TURN_KEYS_V2 if version >= 2 else ()),
         *(_TURN_KEYS_V4 if version >= 4 else ()),
         *(("tool_calls",) if tools else ()),
@@ -662,7 +746,37 @@ def _decode_turn(f: _Fields, version: int) -> TerminalTurn:
         output_tokens=f.optional_integer("output_tokens"),
         decided=decided,
         pending=_decode_pending(f) if tools else (),
+        unknown=_decode_calls(f, "unknown_calls") if unknown else (),
+        rounds=open_rounds(
+            f.raw["rounds"],
+            sealer,
+            session_id=session_id,
+            turn_id=f.text("turn_id"),
+            where=f"{f.path}.rounds",
+        )
+        if rounds
+        else None,
     )
+
+
+def _decode_calls(f: _Fields, key: str) -> tuple[PendingCall, ...]:
+    """Server tool calls as `[call id, tool name]` pairs (a non-empty list, ids unique)."""
+    raw = f.raw[key]
+    where = f"{f.path}.{key}"
+    if not isinstance(raw, list) or not raw:
+        raise MalformedRecordError(f"{where} must be a non-empty list")
+    calls: list[PendingCall] = []
+    for index, item in enumerate(raw):
+        if not (
+            isinstance(item, list)
+            and len(item) == 2
+            and all(isinstance(part, str) and part for part in item)
+        ):
+            raise MalformedRecordError(f"{where}[{index}] must be [call id, tool name]")
+        calls.append(PendingCall(item[0], item[1], "server"))
+    if len({call.call_id for call in calls}) != len(calls):
+        raise MalformedRecordError(f"{where} repeats a call id")
+    return tuple(calls)
 
 
 def _decode_pending(f: _Fields) -> tuple[PendingCall, ...]:

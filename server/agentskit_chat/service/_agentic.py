@@ -7,14 +7,18 @@ answer and the results: a round, up to `max_tool_rounds` rounds. Calls of tools 
 runs, or that wait for approval, end the turn waiting for them; the server tools' results
 of the same answer are stored after it. An approved server call in a later turn is run
 here too, and the model goes on with its result.
+
+When a turn fails after server tool rounds completed, its record keeps them; a retry of the
+same request resumes after them (`_resume`) instead of running their calls again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from functools import partial
 
 from agentskit_chat.conversation import (
     DelegateOutcome,
@@ -23,6 +27,7 @@ from agentskit_chat.conversation import (
     Role,
     ToolCall,
     TurnKind,
+    rounds_digest,
 )
 from agentskit_chat.models import (
     AdapterRegistry,
@@ -36,7 +41,9 @@ from agentskit_chat.models import (
     UsageChunk,
 )
 
+from ._answer import Answer, handed_back, sum_usage
 from ._limits import Limits, utf8_size
+from ._resume import error_of, recorded, resumable, resume
 from ._server_tools import ServerToolPort
 from ._terminal import DEADLINE_EXCEEDED, OUTPUT_LIMIT, TOOL_LIMIT, TOOL_ROUNDS, finish_reason_of
 from ._tool_calls import ToolCalls
@@ -46,10 +53,7 @@ from ._types import (
     Decided,
     Delta,
     Failed,
-    ToolDelta,
-    ToolEnded,
     ToolRan,
-    ToolStarted,
     TurnEvent,
     Usage,
 )
@@ -64,7 +68,10 @@ class Agentic:
         limits: Limits,
         writes: TurnWrites,
         server_tools: ServerToolPort | None,
+        digest: Callable[[str], str],
     ) -> None:
+        self._digest = digest
+        """The keyed digest that names a request's rounds (see `rounds_digest`)."""
         self._adapters = adapters
         self._limits = limits
         self._writes = writes
@@ -90,11 +97,23 @@ class Agentic:
         decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
         yield decided
         results: list[Message] = []
-        async with aclosing(self._run_calls(turn, decided, runs, "approved", results)) as ran:
+        errors: list[tuple[str, str]] = []
+        of = rounds_digest(self._digest, outcome.messages)
+        failed = resumable(turn.claimed.record, of)
+        if failed is None:
+            turn.rounds = recorded(of, (), ())  # a call in flight when it stops is named
+            flow = self._run_calls(turn, decided, runs, "approved", results)
+        else:  # a retry: the approved calls that ran, or may have, do not run again
+            run = partial(self._run_calls, turn, decided)
+            flow = resume(turn, failed, of, results, errors, run, runs)
+        async with aclosing(flow) as ran:
             async for event in ran:
                 yield event
                 if isinstance(event, Failed):
                     return
+                if isinstance(event, ToolRan) and failed is None:
+                    errors += error_of(event)
+                    turn.rounds = recorded(of, tuple(results), tuple(errors))
         left = tuple(p for p in tools.waiting if p.name not in served)
         if left:  # the client's calls still wait: the server's results are stored after
             handed = tuple(c for c in tools.calls if c.name not in served)
@@ -104,7 +123,8 @@ class Agentic:
                 async for event in events:
                     yield event
             return
-        async with aclosing(self.delegate(turn, outcome, tuple(results), decided)) as events:
+        delegated = self.delegate(turn, outcome, tuple(results), decided, of, tuple(errors))
+        async with aclosing(delegated) as events:
             async for event in events:
                 yield event
 
@@ -122,6 +142,11 @@ class Agentic:
         port = self._server_tools
         assert port is not None
         for index, call in enumerate(calls):
+            marked_calls = (PendingCall(call.id, call.name, "server"),)
+            marked = await self._writes.mark_running(turn, marked_calls)
+            if marked is not None:  # the call is not run: nothing of the turn is committed
+                yield marked
+                return
             try:
                 async with asyncio.timeout_at(turn.deadline):
                     ran = await port.call(
@@ -131,12 +156,14 @@ class Agentic:
                         call_id=call.id,
                         definition=turn.claimed.definition,
                     )
-            except TimeoutError:
-                yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None, decided=decided)
+            except TimeoutError:  # the call was cancelled while it ran: its outcome is unknown
+                yield await self._writes.fail(
+                    turn, DEADLINE_EXCEEDED, None, decided=decided, unknown=marked_calls
+                )
                 return
             result_id = f"{turn.answer_id}.{label}.{index}"
-            yield ToolRan(call.id, ran.text, ran.error_type, result_id)
             results.append(Message(result_id, Role.TOOL, ran.text, tool_call_id=call.id))
+            yield ToolRan(call.id, ran.text, ran.error_type, result_id)
 
     async def _wait_again(
         self,
@@ -163,7 +190,7 @@ class Agentic:
             return
         if not sent:
             yield decided
-        for event in _handed_back(tools.calls if calls is None else calls):
+        for event in handed_back(tools.calls if calls is None else calls):
             yield event
         yield Completed(
             tools.answer_id,
@@ -182,10 +209,14 @@ class Agentic:
         outcome: DelegateOutcome,
         ran: tuple[Message, ...] = (),
         decided: Decided | None = None,
+        of: str | None = None,
+        ran_errors: tuple[tuple[str, str], ...] = (),
     ) -> AsyncGenerator[TurnEvent, None]:
         """Ask the model; while its answer calls server tools the service runs, run them
         and ask again with their results (a round), up to `max_tool_rounds` rounds. `ran`:
-        results of approved server calls this turn ran first (`decided` already sent)."""
+        results of approved server calls this turn ran first (`decided` already sent), `of`
+        the request's digest and `ran_errors` their error types; without them, a retry of
+        a failed attempt at the same request resumes after its recorded rounds."""
         if decided is None:
             state = outcome.state.state
             decided = Decided(str(TurnKind.AGENTIC), None, state, state, False)
@@ -197,9 +228,21 @@ class Agentic:
         if port is not None and served:
             options = replace(options, tools=(*options.tools, *port.specs(definition)))
         rounds: list[Message] = list(ran)
+        errors: list[tuple[str, str]] = list(ran_errors)
+        failed = None
+        if of is None:  # approved calls did not run first (they resumed, when they could)
+            of = rounds_digest(self._digest, outcome.messages)
+            failed = resumable(turn.claimed.record, of)
+        if failed is not None:  # a retry: the recorded rounds stand
+            run = partial(self._run_calls, turn, decided)
+            async with aclosing(resume(turn, failed, of, rounds, errors, run)) as done:
+                async for event in done:
+                    yield event
+                    if isinstance(event, Failed):
+                        return
         usage: Usage | None = None
         for number in range(self._limits.max_tool_rounds + 1):
-            answer = _Answer(ToolCalls(self._limits, definition.approvals, served))
+            answer = Answer(ToolCalls(self._limits, definition.approvals, served))
             messages = (*outcome.messages, *rounds)
             async with aclosing(self._ask(turn, decided, messages, options, answer)) as events:
                 async for event in events:
@@ -207,7 +250,7 @@ class Agentic:
             if answer.failed is not None:
                 yield answer.failed
                 return
-            usage = _sum(usage, answer.usage)
+            usage = sum_usage(usage, answer.usage)
             runs = answer.calls.served()
             if not runs:
                 break
@@ -223,12 +266,17 @@ class Agentic:
                 answer.made,
             )
             results: list[Message] = []
+            if not waiting:  # a process that stops from here on leaves the answer recorded
+                turn.rounds = recorded(of, (*rounds, said), tuple(errors))
             label = str(number)
             async with aclosing(self._run_calls(turn, decided, runs, label, results)) as calls:
                 async for event in calls:
                     yield event
                     if isinstance(event, Failed):
                         return
+                    if isinstance(event, ToolRan) and not waiting:  # a round in progress
+                        errors += error_of(event)
+                        turn.rounds = recorded(of, (*rounds, said, *results), tuple(errors))
             if waiting:  # the answer is this one; the turn then waits for the client's calls
                 async for event in self._complete(
                     turn, outcome, decided, said, usage, answer, tuple(rounds), tuple(results)
@@ -236,6 +284,7 @@ class Agentic:
                     yield event
                 return
             rounds += [said, *results]
+            turn.rounds = recorded(of, tuple(rounds), tuple(errors))
         final = Message(turn.answer_id, Role.ASSISTANT, answer.text, answer.made)
         async for event in self._complete(
             turn, outcome, decided, final, usage, answer, tuple(rounds), ()
@@ -249,7 +298,7 @@ class Agentic:
         decided: Decided,
         final: Message,
         usage: Usage | None,
-        answer: _Answer,
+        answer: Answer,
         before: tuple[Message, ...],
         after: tuple[Message, ...],
     ) -> AsyncGenerator[TurnEvent, None]:
@@ -280,7 +329,7 @@ class Agentic:
         decided: Decided,
         messages: tuple[Message, ...],
         options: ToolOptions,
-        answer: _Answer,
+        answer: Answer,
     ) -> AsyncGenerator[TurnEvent, None]:
         """One model call: its events as they come, and the answer gathered in `answer`
         (`answer.failed` set, after recording the failure, when it fails)."""
@@ -344,34 +393,3 @@ class Agentic:
         answer.made = answer.calls.made()
         for ended in answer.calls.ended():
             yield ended
-
-
-@dataclass(slots=True)
-class _Answer:
-    """What one model call answered."""
-
-    calls: ToolCalls
-    parts: list[str] = field(default_factory=list)
-    made: tuple[ToolCall, ...] = ()
-    usage: Usage | None = None
-    finish: str = ""
-    failed: Failed | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-
-def _handed_back(calls: tuple[ToolCall, ...]) -> Iterator[TurnEvent]:
-    """The events of approved calls going back to the client to run."""
-    for call in calls:
-        yield ToolStarted(call.id, call.name)
-        if call.arguments:
-            yield ToolDelta(call.id, call.arguments)
-        yield ToolEnded(call.id, call.arguments, "result")
-
-
-def _sum(total: Usage | None, more: Usage | None) -> Usage | None:
-    if total is None or more is None:
-        return more if total is None else total
-    return Usage(total.input_tokens + more.input_tokens, total.output_tokens + more.output_tokens)

@@ -10,6 +10,8 @@ from agentskit_chat.conversation import (
     FailureOutcome,
     Message,
     PendingCall,
+    RecordedRounds,
+    SessionRecord,
     TerminalTurn,
     ToolCall,
     TurnKind,
@@ -107,10 +109,13 @@ def failed_turn(
     *,
     started_at_ms: int | None,
     decided: Decided | None = None,
+    rounds: RecordedRounds | None = None,
+    unknown: tuple[PendingCall, ...] = (),
 ) -> TerminalTurn:
     """The record of a turn that failed and committed nothing else: the decision its stream
     sent before failing (if any) and the failed event exactly as its stream ended, so a
-    repeated turn id repeats both."""
+    repeated turn id repeats both; `rounds`, the server tool rounds it completed; `unknown`,
+    the server tool calls it stopped while they ran."""
     kind: str | None = None
     route_id: str | None = None
     if decided is not None:
@@ -133,6 +138,8 @@ def failed_turn(
         retryable=failed.retryable,
         started_at_ms=started_at_ms,
         decided=decided is not None,
+        rounds=rounds if rounds is not None and (rounds.messages or unknown) else None,
+        unknown=unknown,
     )
 
 
@@ -222,3 +229,28 @@ def recorded_usage(turn: TerminalTurn) -> Usage | None:
     if turn.input_tokens is None or turn.output_tokens is None:
         return None
     return Usage(turn.input_tokens, turn.output_tokens)
+
+
+def interrupted_folded(record: SessionRecord, at: int) -> SessionRecord:
+    """`record` with its lapsed lease, when that names server tool calls in flight, recorded
+    as an interrupted turn whose calls' outcome is unknown (the lease itself stays: the
+    caller replaces it)."""
+    lease = record.lease
+    if lease is None or not lease.running or lease.expires_at_ms > at:
+        return record
+    if record.find_turn(lease.turn_id) is not None:
+        return record
+    interrupted = TerminalTurn(
+        turn_id=lease.turn_id,
+        operation=lease.operation or "submit",
+        outcome="failed",
+        finished_at_ms=at,
+        user_message_id=lease.user_message_id,
+        error_code=INTERRUPTED,
+        started_at_ms=lease.started_at_ms,
+        error_message=FAILURE_MESSAGES[INTERRUPTED],
+        retryable=True,
+        unknown=lease.running,
+        rounds=lease.rounds,
+    )
+    return record.with_turn(interrupted)

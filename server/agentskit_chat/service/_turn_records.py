@@ -13,7 +13,7 @@ from agentskit_chat.conversation import Lease, Message, Role, SessionRecord, Ter
 
 from ._errors import Reason, ServiceError, invalid
 from ._page_tokens import PageScope
-from ._terminal import recorded_failure, recorded_usage
+from ._terminal import interrupted_folded, recorded_failure, recorded_usage
 from ._types import AnswerOrigin, TurnPage, TurnView
 
 DEFAULT_PAGE_SIZE: Final = 20
@@ -21,7 +21,10 @@ MAX_PAGE_SIZE: Final = 100
 
 
 def find_turn(record: SessionRecord, turn_id: str, at_ms: int) -> TurnView:
-    """The retained turn `turn_id`: running (its lease is live) or finished; else NOT_FOUND."""
+    """The retained turn `turn_id`: running (its lease is live) or finished; else NOT_FOUND.
+    A lapsed lease that names server tool calls in flight is an interrupted turn already
+    (it is written so at the session's next write)."""
+    record = interrupted_folded(record, at_ms)
     lease = _live_lease(record, at_ms)
     if lease is not None and lease.turn_id == turn_id:
         return running_view(lease)
@@ -42,6 +45,7 @@ def list_turns(
     from the most recently finished. Tokens (issued and verified by `tokens`, the scope of
     this stored session) name the last turn of the previous page."""
     size = _page_size(page_size)
+    record = interrupted_folded(record, at_ms)
     lease = _live_lease(record, at_ms)
     finished = record.recent_turns[::-1]
     running: tuple[TurnView, ...] = () if lease is None else (running_view(lease),)
@@ -91,6 +95,7 @@ def finished_view(turn: TerminalTurn) -> TurnView:
         finished_at_ms=turn.finished_at_ms,
         usage=None if failed else recorded_usage(turn),
         pending=turn.pending,
+        unknown=turn.unknown,
     )
 
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentskit_chat.conversation import (
@@ -23,6 +23,7 @@ from agentskit_chat.conversation import (
     Message,
     Outcome,
     PendingCall,
+    RecordedRounds,
     RouteOutcome,
 )
 from agentskit_chat.models import ModelError
@@ -32,9 +33,16 @@ from ._errors import Reason, ServiceError
 from ._history import Plan
 from ._limits import Limits
 from ._progress import TurnProgress
-from ._records import Loaded, Records, to_stored
+from ._records import Loaded, Records, now_ms, to_stored
 from ._releases import Releases
-from ._terminal import CONFLICT, STORE_UNAVAILABLE, completed_turn, failed_turn, failure
+from ._terminal import (
+    CONFLICT,
+    STORE_UNAVAILABLE,
+    completed_turn,
+    failed_turn,
+    failure,
+    interrupted_folded,
+)
 from ._types import Completed, Decided, Delta, Failed, TurnEvent, TurnRequest, Usage
 
 
@@ -50,13 +58,14 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(8)}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Turn:
     """One turn past its checks, as planned on the record it was read with."""
 
     request: TurnRequest
     plan: Plan
     claimed: Loaded
+    """The record the turn holds: its claim, or its lease's latest write (`mark_running`)."""
     deadline: float
     """Event-loop time after which the turn fails with deadline_exceeded."""
     declarative: bool
@@ -70,6 +79,9 @@ class Turn:
     """The outcome, when it was resolved before the lease was claimed."""
     leased: bool = True
     """The turn holds the session's lease; otherwise its one write is its commit."""
+    rounds: RecordedRounds | None = None
+    """The server tool rounds the turn completed so far: its record keeps them when it
+    fails, so that a retry resumes after them (see `_agentic`)."""
 
 
 class LostError(Exception):
@@ -144,9 +156,8 @@ class TurnWrites:
             at,
             plan.user_message_id,
         )
-        saving = asyncio.ensure_future(
-            self._records.save(loaded, loaded.record.evolve(lease=lease))
-        )
+        record = interrupted_folded(loaded.record, at)
+        saving = asyncio.ensure_future(self._records.save(loaded, record.evolve(lease=lease)))
         try:
             claimed = await asyncio.shield(saving)
         except asyncio.CancelledError:
@@ -160,6 +171,27 @@ class TurnWrites:
         return Turn(
             request, plan, claimed, deadline, declarative, progress, answer_id, at, resolved
         )
+
+    async def mark_running(self, turn: Turn, calls: tuple[PendingCall, ...]) -> Failed | None:
+        """Write the server tool `calls` about to run into the turn's lease, so that a
+        process that dies while they run leaves them named; the failed event (recorded)
+        when the write fails or another writer won."""
+        lease = turn.claimed.record.lease
+        assert lease is not None
+        assert turn.leased
+        running = replace(lease, running=calls, rounds=turn.rounds)
+        record = turn.claimed.record.evolve(lease=running)
+        try:
+            saved = await self._records.save(turn.claimed, record)
+        except ServiceError as error:
+            if error.reason != Reason.STORE_UNAVAILABLE:
+                raise
+            await self.finish(self.releases.release(turn.claimed))
+            return failure(STORE_UNAVAILABLE)
+        if saved is None:
+            return failure(CONFLICT)
+        turn.claimed = saved
+        return None
 
     async def _release_when_claimed(self, saving: asyncio.Future[Loaded | None]) -> None:
         """Release the lease of a claim that completed after its turn was cancelled."""
@@ -197,9 +229,10 @@ class TurnWrites:
             usage=usage,
             pending=pending,
         )
-        record = turn.claimed.record.evolve(conversation=outcome.state, lease=None).with_turn(
-            finished
-        )
+        held = turn.claimed.record
+        if not turn.leased:  # one write: it replaces a lapsed lease too
+            held = interrupted_folded(held, now_ms())
+        record = held.evolve(conversation=outcome.state, lease=None).with_turn(finished)
         history = None
         if turn.claimed.history_mode == HistoryMode.SERVER:
             answered = (
@@ -229,6 +262,7 @@ class TurnWrites:
         error: ModelError | None = None,
         *,
         decided: Decided | None = None,
+        unknown: tuple[PendingCall, ...] = (),
     ) -> Failed:
         """Record the failure (after the decision `decided`, when the stream sent one) and
         release the lease; nothing else is committed. LostError when the turn holds no
@@ -236,6 +270,7 @@ class TurnWrites:
 
         When the store cannot record it, the turn ends with `store_unavailable` instead
         (nothing recorded, so the same turn id may run again) and the lease is given back.
+        `unknown`: server tool calls stopped while they ran (their outcome is unknown).
         """
         if error is not None:
             failed = Failed(error.code, error.message, error.retryable)
@@ -248,8 +283,13 @@ class TurnWrites:
             outcome,
             started_at_ms=turn.started_at_ms,
             decided=decided,
+            rounds=turn.rounds,
+            unknown=unknown,
         )
-        record = turn.claimed.record.evolve(lease=None).with_turn(finished)
+        held = turn.claimed.record
+        if not turn.leased:
+            held = interrupted_folded(held, now_ms())
+        record = held.evolve(lease=None).with_turn(finished)
         write = self._records.save(turn.claimed, record)
         try:
             if turn.leased:

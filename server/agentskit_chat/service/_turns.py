@@ -50,6 +50,7 @@ from ._server_tools import ServerToolPort, route_tools
 from ._terminal import (
     DEADLINE_EXCEEDED,
     OUTPUT_LIMIT,
+    interrupted_folded,
     repeat,
 )
 from ._turn_writes import Turn, TurnWrites, new_id, route_answered, route_decided
@@ -90,7 +91,7 @@ class TurnRunner:
         self._observer: TurnObserver = observer or NoObserver()
         self._turn_started = getattr(self._observer, "turn_started", None)
         self._writes = TurnWrites(records, limits, holder)
-        self._agentic = Agentic(adapters, limits, self._writes, server_tools)
+        self._agentic = Agentic(adapters, limits, self._writes, server_tools, digester.digest)
         self._one_write = OneWrite(records, self._writes, limits, holder)
         self.releases = self._writes.releases
         """Lease releases the store refused, retried in the background."""
@@ -180,7 +181,8 @@ class TurnRunner:
         loaded, history = await self._records.load_with_messages(request.session_id)
         progress.definition = loaded.definition
         _check_mode(loaded.history_mode, request)
-        finished = loaded.record.find_turn(request.turn_id)
+        # A turn whose process stopped while a server tool ran is interrupted, written or not.
+        finished = interrupted_folded(loaded.record, now_ms()).find_turn(request.turn_id)
         if finished is not None:
             async with aclosing(repeat(loaded, history, finished)) as repeated:
                 async for event in repeated:

@@ -308,6 +308,9 @@ class TurnView:
     usage: Usage | None = None
     pending: tuple[PendingCall, ...] = ()
     """The tool calls a completed turn's answer waits on."""
+    unknown: tuple[PendingCall, ...] = ()
+    """The server tool calls a failed turn stopped while they ran (its process stopped, or
+    its deadline passed): their outcome is unknown."""
 
 
 @dataclass(frozen=True, slots=True)

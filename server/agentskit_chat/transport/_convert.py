@@ -262,6 +262,7 @@ def turn(view: TurnView) -> pb.TurnRecord:
     if view.usage is not None:
         _usage(result.usage, view.usage)
     result.pending_tool_calls.extend(map(_pending, view.pending))
+    result.unknown_tool_calls.extend(map(_pending, view.unknown))
     return result
 
 

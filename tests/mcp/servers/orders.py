@@ -2,7 +2,8 @@
 
 Tools: `lookup_order` answers a fixed text, `slow` blocks until `release` is called with
 the same gate, `fail` raises, `count` appends a line (its key, the request's `_meta`, the
-`traceparent` header and the process id) to the file named by ORDERS_RECORD, `big`
+`traceparent` header and the process id) to the file named by ORDERS_RECORD,
+`count_slow` appends such a line and then blocks as `slow` does, `big`
 answers `size` characters and `die` ends the process in the middle of the call. While the
 file named by ORDERS_REFUSE exists, the server exits at once instead of starting; each
 start appends the process id to the file named by ORDERS_STARTS.
@@ -66,6 +67,19 @@ def fail(reason: str) -> str:
 @server.tool()
 def count(key: str, ctx: Context) -> str:
     """Record one execution under `key`."""
+    _record(key, ctx)
+    return f"counted {key}"
+
+
+@server.tool()
+async def count_slow(key: str, gate: str, ctx: Context) -> str:
+    """Record one execution under `key`, then wait until `release` is called with `gate`."""
+    _record(key, ctx)
+    await _gate(gate).wait()
+    return f"counted {key}"
+
+
+def _record(key: str, ctx: Context) -> None:
     meta = dict(ctx.request_context.meta or {})
     headers = ctx.headers or {}
     line = {
@@ -76,7 +90,6 @@ def count(key: str, ctx: Context) -> str:
     }
     with open(os.environ[RECORD_ENV], "a", encoding="utf-8") as file:
         file.write(json.dumps(line) + "\n")
-    return f"counted {key}"
 
 
 @server.tool()

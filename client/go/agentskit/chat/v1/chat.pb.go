@@ -3870,6 +3870,12 @@ type TurnRecord struct {
 	Usage *Usage `protobuf:"bytes,14,opt,name=usage,proto3" json:"usage,omitempty"`
 	// The calls a completed turn's answer waits on (by id and name only).
 	PendingToolCalls []*PendingToolCall `protobuf:"bytes,15,rep,name=pending_tool_calls,json=pendingToolCalls,proto3" json:"pending_tool_calls,omitempty"`
+	// The server tool calls of a failed turn whose outcome is unknown, by id and name only
+	// (wait is TOOL_WAIT_SERVER): they were running when the process running the turn
+	// stopped (failure code "interrupted") or the turn's deadline passed
+	// ("deadline_exceeded"). Each may or may not have had its effect; the service never runs
+	// them again (a retry of the turn gives the model an "unknown_outcome" result for each).
+	UnknownToolCalls []*PendingToolCall `protobuf:"bytes,16,rep,name=unknown_tool_calls,json=unknownToolCalls,proto3" json:"unknown_tool_calls,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -4005,6 +4011,13 @@ func (x *TurnRecord) GetUsage() *Usage {
 func (x *TurnRecord) GetPendingToolCalls() []*PendingToolCall {
 	if x != nil {
 		return x.PendingToolCalls
+	}
+	return nil
+}
+
+func (x *TurnRecord) GetUnknownToolCalls() []*PendingToolCall {
+	if x != nil {
+		return x.UnknownToolCalls
 	}
 	return nil
 }
@@ -4873,7 +4886,7 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"\x10_expected_cursor\"\x87\x01\n" +
 	"\x17TruncateHistoryResponse\x124\n" +
 	"\asession\x18\x01 \x01(\v2\x1a.agentskit.chat.v1.SessionR\asession\x126\n" +
-	"\bmessages\x18\x02 \x03(\v2\x1a.agentskit.chat.v1.MessageR\bmessages\"\xc4\x05\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1a.agentskit.chat.v1.MessageR\bmessages\"\x96\x06\n" +
 	"\n" +
 	"TurnRecord\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\x12:\n" +
@@ -4893,7 +4906,8 @@ const file_agentskit_chat_v1_chat_proto_rawDesc = "" +
 	"start_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12.\n" +
 	"\x05usage\x18\x0e \x01(\v2\x18.agentskit.chat.v1.UsageR\x05usage\x12P\n" +
-	"\x12pending_tool_calls\x18\x0f \x03(\v2\".agentskit.chat.v1.PendingToolCallR\x10pendingToolCalls\"H\n" +
+	"\x12pending_tool_calls\x18\x0f \x03(\v2\".agentskit.chat.v1.PendingToolCallR\x10pendingToolCalls\x12P\n" +
+	"\x12unknown_tool_calls\x18\x10 \x03(\v2\".agentskit.chat.v1.PendingToolCallR\x10unknownToolCalls\"H\n" +
 	"\x0eGetTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -5154,42 +5168,43 @@ var file_agentskit_chat_v1_chat_proto_depIdxs = []int32{
 	64, // 56: agentskit.chat.v1.TurnRecord.end_time:type_name -> google.protobuf.Timestamp
 	47, // 57: agentskit.chat.v1.TurnRecord.usage:type_name -> agentskit.chat.v1.Usage
 	13, // 58: agentskit.chat.v1.TurnRecord.pending_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
-	53, // 59: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	53, // 60: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
-	53, // 61: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
-	64, // 62: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	22, // 63: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
-	50, // 64: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
-	62, // 65: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
-	23, // 66: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
-	25, // 67: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
-	27, // 68: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
-	29, // 69: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
-	31, // 70: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
-	39, // 71: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
-	51, // 72: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
-	54, // 73: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
-	56, // 74: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
-	58, // 75: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
-	59, // 76: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
-	61, // 77: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
-	24, // 78: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
-	26, // 79: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
-	28, // 80: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
-	30, // 81: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
-	32, // 82: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
-	50, // 83: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	52, // 84: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
-	55, // 85: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
-	57, // 86: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
-	50, // 87: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
-	60, // 88: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
-	63, // 89: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
-	78, // [78:90] is the sub-list for method output_type
-	66, // [66:78] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	13, // 59: agentskit.chat.v1.TurnRecord.unknown_tool_calls:type_name -> agentskit.chat.v1.PendingToolCall
+	53, // 60: agentskit.chat.v1.GetTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	53, // 61: agentskit.chat.v1.ListTurnsResponse.turns:type_name -> agentskit.chat.v1.TurnRecord
+	53, // 62: agentskit.chat.v1.CancelTurnResponse.turn:type_name -> agentskit.chat.v1.TurnRecord
+	64, // 63: agentskit.chat.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	22, // 64: agentskit.chat.v1.WatchSessionResponse.session:type_name -> agentskit.chat.v1.Session
+	50, // 65: agentskit.chat.v1.WatchSessionResponse.event:type_name -> agentskit.chat.v1.StreamTurnResponse
+	62, // 66: agentskit.chat.v1.WatchSessionResponse.heartbeat:type_name -> agentskit.chat.v1.WatchHeartbeat
+	23, // 67: agentskit.chat.v1.ChatService.ListDefinitions:input_type -> agentskit.chat.v1.ListDefinitionsRequest
+	25, // 68: agentskit.chat.v1.ChatService.GetDefinition:input_type -> agentskit.chat.v1.GetDefinitionRequest
+	27, // 69: agentskit.chat.v1.ChatService.CreateSession:input_type -> agentskit.chat.v1.CreateSessionRequest
+	29, // 70: agentskit.chat.v1.ChatService.GetSession:input_type -> agentskit.chat.v1.GetSessionRequest
+	31, // 71: agentskit.chat.v1.ChatService.DeleteSession:input_type -> agentskit.chat.v1.DeleteSessionRequest
+	39, // 72: agentskit.chat.v1.ChatService.StreamTurn:input_type -> agentskit.chat.v1.StreamTurnRequest
+	51, // 73: agentskit.chat.v1.ChatService.TruncateHistory:input_type -> agentskit.chat.v1.TruncateHistoryRequest
+	54, // 74: agentskit.chat.v1.ChatService.GetTurn:input_type -> agentskit.chat.v1.GetTurnRequest
+	56, // 75: agentskit.chat.v1.ChatService.ListTurns:input_type -> agentskit.chat.v1.ListTurnsRequest
+	58, // 76: agentskit.chat.v1.ChatService.WatchTurn:input_type -> agentskit.chat.v1.WatchTurnRequest
+	59, // 77: agentskit.chat.v1.ChatService.CancelTurn:input_type -> agentskit.chat.v1.CancelTurnRequest
+	61, // 78: agentskit.chat.v1.ChatService.WatchSession:input_type -> agentskit.chat.v1.WatchSessionRequest
+	24, // 79: agentskit.chat.v1.ChatService.ListDefinitions:output_type -> agentskit.chat.v1.ListDefinitionsResponse
+	26, // 80: agentskit.chat.v1.ChatService.GetDefinition:output_type -> agentskit.chat.v1.GetDefinitionResponse
+	28, // 81: agentskit.chat.v1.ChatService.CreateSession:output_type -> agentskit.chat.v1.CreateSessionResponse
+	30, // 82: agentskit.chat.v1.ChatService.GetSession:output_type -> agentskit.chat.v1.GetSessionResponse
+	32, // 83: agentskit.chat.v1.ChatService.DeleteSession:output_type -> agentskit.chat.v1.DeleteSessionResponse
+	50, // 84: agentskit.chat.v1.ChatService.StreamTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	52, // 85: agentskit.chat.v1.ChatService.TruncateHistory:output_type -> agentskit.chat.v1.TruncateHistoryResponse
+	55, // 86: agentskit.chat.v1.ChatService.GetTurn:output_type -> agentskit.chat.v1.GetTurnResponse
+	57, // 87: agentskit.chat.v1.ChatService.ListTurns:output_type -> agentskit.chat.v1.ListTurnsResponse
+	50, // 88: agentskit.chat.v1.ChatService.WatchTurn:output_type -> agentskit.chat.v1.StreamTurnResponse
+	60, // 89: agentskit.chat.v1.ChatService.CancelTurn:output_type -> agentskit.chat.v1.CancelTurnResponse
+	63, // 90: agentskit.chat.v1.ChatService.WatchSession:output_type -> agentskit.chat.v1.WatchSessionResponse
+	79, // [79:91] is the sub-list for method output_type
+	67, // [67:79] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_agentskit_chat_v1_chat_proto_init() }

@@ -2037,6 +2037,7 @@ class TurnRecord(_message.Message):
     END_TIME_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     PENDING_TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    UNKNOWN_TOOL_CALLS_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     """The turn id."""
     operation: Global___Operation.ValueType
@@ -2081,6 +2082,15 @@ class TurnRecord(_message.Message):
     def pending_tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingToolCall]:
         """The calls a completed turn's answer waits on (by id and name only)."""
 
+    @_builtins.property
+    def unknown_tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingToolCall]:
+        """The server tool calls of a failed turn whose outcome is unknown, by id and name only
+        (wait is TOOL_WAIT_SERVER): they were running when the process running the turn
+        stopped (failure code "interrupted") or the turn's deadline passed
+        ("deadline_exceeded"). Each may or may not have had its effect; the service never runs
+        them again (a retry of the turn gives the model an "unknown_outcome" result for each).
+        """
+
     def __init__(
         self,
         *,
@@ -2099,10 +2109,11 @@ class TurnRecord(_message.Message):
         end_time: _timestamp_pb2.Timestamp | None = ...,
         usage: Global___Usage | None = ...,
         pending_tool_calls: _abc.Iterable[Global___PendingToolCall] | None = ...,
+        unknown_tool_calls: _abc.Iterable[Global___PendingToolCall] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "failure", b"failure", "start_time", b"start_time", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assistant_message_id", b"assistant_message_id", "end_time", b"end_time", "failure", b"failure", "from_state", b"from_state", "kind", b"kind", "operation", b"operation", "outcome", b"outcome", "pending_tool_calls", b"pending_tool_calls", "replayed", b"replayed", "route_id", b"route_id", "start_time", b"start_time", "to_state", b"to_state", "turn_id", b"turn_id", "usage", b"usage", "user_message_id", b"user_message_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assistant_message_id", b"assistant_message_id", "end_time", b"end_time", "failure", b"failure", "from_state", b"from_state", "kind", b"kind", "operation", b"operation", "outcome", b"outcome", "pending_tool_calls", b"pending_tool_calls", "replayed", b"replayed", "route_id", b"route_id", "start_time", b"start_time", "to_state", b"to_state", "turn_id", b"turn_id", "unknown_tool_calls", b"unknown_tool_calls", "usage", b"usage", "user_message_id", b"user_message_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
