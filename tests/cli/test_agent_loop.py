@@ -30,12 +30,16 @@ from tests.cli.fixtures.serving import REPO, collect, terminal
 
 QUESTION = "where is A-17?"
 ANSWER = "The fake model got 1 tool result (call-look)."
+MIXED = "where is A-17, and what time is it?"
+CLOCK: list[Any] = [{"type": "function", "function": {"name": "local_time"}}]
 
 
 @pytest.fixture
 def model() -> Iterator[FakeModelServer]:
-    calls = ToolCalls(calls=(Call("lookup_order", '{"order_id": "A-17"}', id="call-look"),))
-    with FakeModelServer(answers={QUESTION: calls}) as server:
+    look = Call("lookup_order", '{"order_id": "A-17"}', id="call-look")
+    calls = ToolCalls(calls=(look,))
+    mixed = ToolCalls(calls=(look, Call("local_time", "{}", id="call-time")))
+    with FakeModelServer(answers={QUESTION: calls, MIXED: mixed}) as server:
         yield server
 
 
@@ -131,5 +135,44 @@ def test_a_server_tool_round_through_every_front(
             assert not [d for d in deltas if "tool_calls" in d]  # the service's own business
             assert "".join(d.get("content") or "" for d in deltas) == ANSWER
             assert "stop" in [choice.get("finish_reason") for choice in choices]
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_an_answer_calling_server_and_client_tools_over_the_openai_front(
+    launch: Launcher, model: FakeModelServer, tmp_path: Path
+) -> None:
+    """The OpenAI front shows only the client's call; the client answers it, and the model
+    is asked with the server's result too (the turn kept it), which ran once."""
+    record = tmp_path / "record.jsonl"
+    definitions = shop(tmp_path / "defs", model.url, record)
+    server = launch(
+        tmp_path / "state", "--definitions", str(definitions), "--http-listen", "127.0.0.1:0"
+    )
+    port = re.search(r"http listening on 127\.0\.0\.1:(\d+)", server.stdout)
+    assert port is not None
+    headers = {"X-AgentsKit-Conversation": "c-mixed"}
+    ask: list[Any] = [{"role": "user", "content": MIXED}]
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port.group(1)}", timeout=30, headers=headers
+        ) as http:
+            request = {"model": "shop", "messages": ask, "tools": CLOCK}
+            first = (await http.post("/v1/chat/completions", json=request)).json()
+            message = first["choices"][0]["message"]
+            assert [c["id"] for c in message["tool_calls"]] == ["call-time"]  # ours hidden
+            history = [
+                *ask,
+                {"role": "assistant", "content": None, "tool_calls": message["tool_calls"]},
+                {"role": "tool", "tool_call_id": "call-time", "content": "12:00"},
+            ]
+            request = {"model": "shop", "messages": history, "tools": CLOCK}
+            second = (await http.post("/v1/chat/completions", json=request)).json()
+            answer = second["choices"][0]["message"]["content"]
+            assert answer == "The fake model got 2 tool results (call-look, call-time)."
+        sent = model.requests[-1].body["messages"]
+        assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool"]
+        assert {c["id"] for c in sent[1]["tool_calls"]} == {"call-look", "call-time"}
 
     asyncio.run(asyncio.wait_for(scenario(), 120))

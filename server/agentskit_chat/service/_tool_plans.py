@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from agentskit_chat.conversation import Message, PendingCall, Role, SessionRecord, ToolCall
 
 from ._errors import Reason, ServiceError, invalid
+from ._held_results import held_call_ids
 from ._limits import Limits
 from ._types import Approval, Dispatch, ToolResult, ToolResults
 
@@ -100,10 +101,11 @@ def continue_client_held(
     calls = tuple(known.get(p.call_id, ToolCall(p.call_id, p.name, "")) for p in waits)
     waited = {p.call_id for turn in record.recent_turns for p in turn.pending}
     answered_before = (set(known) & waited) - {p.call_id for p in waits}
+    answered_before |= held_call_ids(record)  # the server's own calls of the answer
     results = [
         (f"dispatch.messages[{i}]", ToolResult(m.tool_call_id or "", m.content, m.id))
         for i, m in enumerate(messages[start:], start)
-        if m.tool_call_id not in answered_before  # answered by an earlier turn
+        if m.tool_call_id not in answered_before  # answered by an earlier turn, or the server
     ]
     pending = tuple(zip(waits, calls, strict=True))
     continuation = _answer(

@@ -30,6 +30,7 @@ from agentskit_chat.models import ModelError
 from agentskit_chat.storage import HistoryChange, HistoryMode
 
 from ._errors import Reason, ServiceError
+from ._held_results import held_results
 from ._history import Plan
 from ._limits import Limits
 from ._progress import TurnProgress
@@ -217,7 +218,8 @@ class TurnWrites:
         was committed and the lease is given back). LostError when the turn holds no lease
         and another writer won. `pending`: the tool calls the answer waits on; `before`
         and `after`: the server tool rounds of the turn stored before the answer, and the
-        results of its own server tool calls after it (server-held histories)."""
+        results of its own server tool calls after it (server-held histories; a client-held
+        one's record keeps `after`, see `_held_results`)."""
         tools = turn.plan.tools
         answer_id = tools.answer_id if answer is None and tools is not None else new_answer(answer)
         finished = completed_turn(
@@ -229,6 +231,8 @@ class TurnWrites:
             usage=usage,
             pending=pending,
         )
+        if after and answer is not None and turn.claimed.history_mode != HistoryMode.SERVER:
+            finished = replace(finished, rounds=held_results(answer, after))
         held = turn.claimed.record
         if not turn.leased:  # one write: it replaces a lapsed lease too
             held = interrupted_folded(held, now_ms())

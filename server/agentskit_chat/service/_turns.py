@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any
 
 from agentskit_chat.conversation import (
@@ -39,6 +40,7 @@ from agentskit_chat.storage import HistoryMode
 
 from ._agentic import Agentic
 from ._errors import Reason, ServiceError
+from ._held_results import with_held_results
 from ._history import Plan, plan_turn
 from ._limits import Limits, utf8_size
 from ._migrations import migrate_at_turn
@@ -265,6 +267,10 @@ class TurnRunner:
             except TimeoutError:
                 yield await self._writes.fail(turn, DEADLINE_EXCEEDED, None)
                 return
+        client_held = turn.claimed.history_mode != HistoryMode.SERVER
+        if client_held and turn.plan.tools is not None and isinstance(outcome, DelegateOutcome):
+            messages = with_held_results(turn.claimed.record, outcome.messages)
+            outcome = replace(outcome, messages=messages)  # the server's results it kept
         if isinstance(outcome, FailureOutcome):
             yield await self._writes.fail(turn, outcome.code, outcome)
         elif isinstance(outcome, RouteOutcome):
