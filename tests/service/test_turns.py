@@ -93,14 +93,22 @@ class Counting(Forwarding):
         self.before_write: Callable[[], Awaitable[None]] | None = None
 
     async def compare_and_set(
-        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
         self.writes += 1
         before, self.before_write = self.before_write, None
         if before is not None:
             await before()  # another writer gets there first
         return await super().compare_and_set(
-            session, expected_cursor=expected_cursor, history=history
+            session,
+            expected_cursor=expected_cursor,
+            history=history,
+            expected_record=expected_record,
         )
 
 

@@ -104,10 +104,18 @@ class OnOwnLoop:
         return await self._call(self._store.load(session_id, tenant=tenant))
 
     async def compare_and_set(
-        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
         change = self._store.compare_and_set(
-            session, expected_cursor=expected_cursor, history=history
+            session,
+            expected_cursor=expected_cursor,
+            history=history,
+            expected_record=expected_record,
         )
         return await self._call(change)
 

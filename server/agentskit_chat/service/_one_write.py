@@ -45,12 +45,16 @@ class OneWrite:
         progress: TurnProgress,
         resolved: RouteOutcome | FailureOutcome,
         claimed: Callable[[Claim], None] | None,
+        held: bytes | None = None,
     ) -> tuple[TurnEvent, ...] | None:
         """The events of the turn planned on `loaded` and resolved to `resolved` at `at`;
         `claimed` is called once its write committed. None when the write lost: the turn's
-        events are then `lost`'s."""
+        events are then `lost`'s (or, for a turn planned on the `held` bytes of a record it
+        did not read, those of the turn run again from a read)."""
         answer_id = new_id("a")
-        turn = Turn(request, plan, loaded, 0.0, True, progress, answer_id, at, resolved, False)
+        turn = Turn(
+            request, plan, loaded, 0.0, True, progress, answer_id, at, resolved, False, held
+        )
         writes = self._writes
         writes.entered()
         try:

@@ -70,6 +70,9 @@ class Turn:
     """The outcome, when it was resolved before the lease was claimed."""
     leased: bool = True
     """The turn holds the session's lease; otherwise its one write is its commit."""
+    held: bytes | None = None
+    """The stored bytes `claimed` was held as, when the turn did not read the record (a turn
+    without a lease, planned on what this process holds): its write requires them."""
 
 
 class LostError(Exception):
@@ -208,7 +211,7 @@ class TurnWrites:
             added = tuple(map(to_stored, answered))
             history = HistoryChange(turn.plan.keep, added)
         try:
-            saved = await self._records.save(turn.claimed, record, history)
+            saved = await self._records.save(turn.claimed, record, history, held=turn.held)
         except ServiceError as error:
             if error.reason != Reason.STORE_UNAVAILABLE:
                 raise
@@ -250,7 +253,7 @@ class TurnWrites:
             decided=decided,
         )
         record = turn.claimed.record.evolve(lease=None).with_turn(finished)
-        write = self._records.save(turn.claimed, record)
+        write = self._records.save(turn.claimed, record, held=turn.held)
         try:
             if turn.leased:
                 await self.finish(write)

@@ -167,8 +167,10 @@ class PostgresqlStore:
         *,
         expected_cursor: int,
         history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
-        """Replace the session if its stored cursor equals `expected_cursor`.
+        """Replace the session if its stored cursor equals `expected_cursor` (and, when
+        `expected_record` is given, its column `record_digest` that record's digest).
 
         Raises ValueError, writing nothing, when `session.cursor` is not
         `expected_cursor + 1`, when `history.keep` is negative, or when it exceeds the
@@ -176,10 +178,11 @@ class PostgresqlStore:
         """
         _check_compare_and_set(session, expected_cursor, history)
         if history is None:
-            update = partial(sessions.update, sessions.update_row(session, expected_cursor))
+            statement, params = sessions.update_row(session, expected_cursor, expected_record)
+            update = partial(sessions.update, statement, params)
             return await self._connections.write("compare_and_set", update)
-        save = partial(sessions.save, sessions.save_row(session, expected_cursor, history))
-        return await self._connections.write("compare_and_set", save)
+        row = sessions.save_row(session, expected_cursor, history, expected_record)
+        return await self._connections.write("compare_and_set", partial(sessions.save, row))
 
     async def delete(
         self,

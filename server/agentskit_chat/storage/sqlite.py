@@ -150,8 +150,10 @@ class SqliteStore:
         *,
         expected_cursor: int,
         history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
-        """Replace the session if its stored cursor equals `expected_cursor`.
+        """Replace the session if its stored cursor equals `expected_cursor` (and its
+        stored bytes `expected_record`, when given: compared in the `UPDATE`'s condition).
 
         Raises ValueError, writing nothing, when `session.cursor` is not
         `expected_cursor + 1`, when `history.keep` is negative, or when it exceeds the
@@ -160,7 +162,7 @@ class SqliteStore:
         _check_compare_and_set(session, expected_cursor, history)
         saved = await self._connections.run(
             "compare_and_set",
-            partial(sessions.compare_and_set, session, expected_cursor, history),
+            partial(sessions.compare_and_set, session, expected_cursor, history, expected_record),
             write=True,
         )
         if saved:
