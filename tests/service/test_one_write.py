@@ -126,11 +126,12 @@ def test_a_held_session_is_not_read_and_a_stale_one_is_read_once(kind: str, tmp_
             done = await completed(chat, "t3")
             assert done.cursor == 5
             assert (here.reads, here.writes[3:]) == (1, [True, False])
-            assert (await completed(chat, "t4")).cursor == 6  # held again
+            last = await completed(chat, "t4")
+            assert last.cursor == 6  # held again
             assert (here.reads, here.writes[5:]) == (1, [True])
             history = await real.list_messages(SID)
             assert len(history) == 12
-            assert history[-1].message_id == (await turn(chat, "t4"))[-1].assistant_message_id
+            assert history[-1].message_id == last.assistant_message_id
         finally:
             await chat.close()
 
