@@ -7,6 +7,11 @@ one compare-and-set on the cursor read with the record, and the cursor grows by 
 that compare-and-set loses, the record is read again and the turn answers as a claim that
 lost would: the recorded outcome when the same turn id finished meanwhile, SESSION_BUSY or
 TURN_IN_PROGRESS while a lease is held, CONFLICT otherwise.
+
+A turn planned on the session as this process holds it, without reading it (see
+`TurnRunner._from_held`), passes the held bytes (`held`): its compare-and-set then also
+requires the stored record to be those bytes. When that one loses, nothing was read that
+could be out of date: the turn runs again from a read, as any turn.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ that commits nothing else, or (when the client goes away) a released lease.
 
 A turn of a definition whose routes are all declared as data is resolved before any write:
 when a route answers it (or fails it), the turn takes no lease and is committed with one
-write (`_one_write`). Only when no route answers (the turn goes to the model) does it claim
+write (`_one_write`). When this process holds the session (it wrote or read it last), such
+a turn reads nothing: its write also requires the stored record to be the held bytes, and
+only when that write loses (or the turn would do anything but commit) does it run from a
+read. Only when no route answers (the turn goes to the model) does it claim
 the lease, and then proceeds with the outcome already resolved. The model's part of a turn,
 with its server tool rounds, is `_agentic`.
 """

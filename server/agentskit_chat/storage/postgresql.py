@@ -30,7 +30,10 @@ and table `schema_migrations` records each applied version. `migrate()` (the
 advisory lock, so replicas starting together migrate once. The third migration adds each
 message's tool data (column `tools`, empty for the messages stored before) and a
 `save_session` that writes it; the previous one stays, for the replicas of the previous
-version that run until they are replaced. A store opened without migrating refuses a
+version that run until they are replaced. The fifth adds `record_digest`, the SHA-256 of
+the record that PostgreSQL computes on every write (a generated column: whoever writes,
+old replicas and hand-written SQL included), which a compare-and-set given
+`expected_record` compares, and a `save_session` that takes that digest. A store opened without migrating refuses a
 database whose version is not `SCHEMA_VERSION`. The migrations and the version checks are
 in `_postgresql_schema.py`.
 

@@ -27,7 +27,9 @@ to the default tenant, one of version 2 gains the tables of live turns, and one 
 version 3 gains the messages' tool data (empty for the messages it holds), and one of
 version 4 the table of published definitions (`_published.py`). Every key is
 (tenant, session id). Any number of stores, in any number of processes, may share one
-file: compare-and-set is a conditional `UPDATE` inside a write transaction. The schema
+file: compare-and-set is a conditional `UPDATE` inside a write transaction; given
+`expected_record`, the condition compares the stored record with those bytes in place
+(SQLite has no hash function of its own, and the bytes need no round trip to compare). The schema
 and its migrations are in `_sqlite_schema.py`.
 
 Live turns (`TurnEventStore`): event batches and signals live in tables of their own
