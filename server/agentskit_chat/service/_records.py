@@ -155,8 +155,10 @@ class Records:
         """What this process holds of `session_id` (for the current principal), without
         reading the store: the entry of the bytes it last read or wrote, when it holds the
         history too (server-held sessions) and the definition they were verified with is
-        still the one served. A write of something decided on it must pass the entry's
-        bytes to `save` as `held`; None when nothing usable is held."""
+        still the one this process serves (a revision another process publishes is read
+        again at every load, to learn whether it is still published). A write of something
+        decided on it must pass the entry's bytes to `save` as `held`; None when nothing
+        usable is held."""
         principal = current_principal()
         entry = self._cache.get(session_id, principal.tenant)
         if entry is None:
@@ -166,7 +168,7 @@ class Records:
         if (
             (entry.messages is None and loaded.history_mode == HistoryMode.SERVER)
             or not principal.may_use(record.definition_id)
-            or self.definition_of(record.definition_id, record.revision) is not loaded.definition
+            or self.catalog.find(record.definition_id, record.revision) is not loaded.definition
         ):
             return None
         return entry

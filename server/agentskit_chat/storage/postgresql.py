@@ -33,9 +33,9 @@ message's tool data (column `tools`, empty for the messages stored before) and a
 version that run until they are replaced. The fifth adds `record_digest`, the SHA-256 of
 the record that PostgreSQL computes on every write (a generated column: whoever writes,
 old replicas and hand-written SQL included), which a compare-and-set given
-`expected_record` compares, and a `save_session` that takes that digest. A store opened without migrating refuses a
-database whose version is not `SCHEMA_VERSION`. The migrations and the version checks are
-in `_postgresql_schema.py`.
+`expected_record` compares, and a `save_session` that takes that digest. A store opened
+without migrating refuses a database whose version is not `SCHEMA_VERSION`. The
+migrations and the version checks are in `_postgresql_schema.py`.
 
 Error messages never contain stored content, the password or the server's own message
 text (which may quote values): only the operation, the error class and its SQLSTATE.
