@@ -32,6 +32,7 @@ from agentskit_chat.storage import (
     Store,
     StoredMessage,
     StoredSession,
+    StoreUnavailableError,
     open_postgresql_store,
     open_sqlite_store,
 )
@@ -161,6 +162,80 @@ def test_what_a_held_session_would_refuse_or_repeat_is_answered_from_a_read(
             assert stale.value.reason == Reason.CONFLICT
             assert (here.reads, here.writes) == (2, [True])
             assert (await completed(chat, "t2")).cursor == 2
+        finally:
+            await chat.close()
+
+    asyncio.run(scenario())
+
+
+class Down(Calls):
+    """Calls whose reads and writes fail while `down` is set; with `after`, a write fails
+    once after it committed (its answer lost on the way back)."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.down = self.after = False
+
+    async def load(self, session_id: str, *, tenant: str = DEFAULT_TENANT) -> StoredSession | None:
+        if self.down:
+            self.reads += 1
+            raise StoreUnavailableError("the store is down")
+        return await super().load(session_id, tenant=tenant)
+
+    async def load_with_messages(
+        self, session_id: str, *, tenant: str = DEFAULT_TENANT
+    ) -> tuple[StoredSession, tuple[StoredMessage, ...]] | None:
+        if self.down:
+            self.reads += 1
+            raise StoreUnavailableError("the store is down")
+        return await super().load_with_messages(session_id, tenant=tenant)
+
+    async def compare_and_set(
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
+    ) -> bool:
+        if self.down:
+            self.writes.append(expected_record is not None)
+            raise StoreUnavailableError("the store is down")
+        won = await super().compare_and_set(
+            session,
+            expected_cursor=expected_cursor,
+            history=history,
+            expected_record=expected_record,
+        )
+        if self.after:
+            self.after = False
+            raise StoreUnavailableError("the answer was lost")
+        return won
+
+
+def test_a_held_turn_meets_an_unavailable_store_as_a_turn_that_reads_first() -> None:
+    """Refused UNAVAILABLE before any event while the store is down; a write whose answer
+    was lost is found committed by the read that follows, and repeated, not run twice."""
+
+    async def scenario() -> None:
+        store = Down(MemoryStore())
+        chat = service(store)
+        try:
+            await chat.create_session("declared", SID, HistoryMode.SERVER)
+            store.down = True
+            with pytest.raises(ServiceError) as down:
+                await turn(chat, "t1")
+            assert down.value.reason == Reason.STORE_UNAVAILABLE
+            assert (store.reads, store.writes) == (1, [True])
+            store.down, store.after = False, True
+            answered = await turn(chat, "t1")
+            assert isinstance(answered[0], Started)
+            assert answered[0].duplicate
+            assert isinstance(answered[-1], Completed)
+            assert answered[-1].cursor == 1
+            # The held write, then the read of the record (new bytes) and of the session.
+            assert (store.reads, store.writes) == (3, [True, True])
+            assert len(await store.list_messages(SID)) == 2
         finally:
             await chat.close()
 

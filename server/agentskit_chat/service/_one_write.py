@@ -10,8 +10,9 @@ TURN_IN_PROGRESS while a lease is held, CONFLICT otherwise.
 
 A turn planned on the session as this process holds it, without reading it (see
 `TurnRunner._from_held`), passes the held bytes (`held`): its compare-and-set then also
-requires the stored record to be those bytes. When that one loses, nothing was read that
-could be out of date: the turn runs again from a read, as any turn.
+requires the stored record to be those bytes. When that one loses (or finds the store
+unavailable), nothing was read that could be out of date: the turn runs again from a read,
+as any turn, which refuses what a read refuses.
 """
 
 from __future__ import annotations

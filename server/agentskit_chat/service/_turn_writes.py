@@ -76,7 +76,9 @@ class Turn:
 
 
 class LostError(Exception):
-    """The one write of a turn without a lease lost its compare-and-set."""
+    """The one write of a turn without a lease lost its compare-and-set (or, for a turn
+    planned on held bytes, found the store unavailable: the read that follows answers as
+    it would have before the write)."""
 
 
 class TurnWrites:
@@ -215,6 +217,8 @@ class TurnWrites:
         except ServiceError as error:
             if error.reason != Reason.STORE_UNAVAILABLE:
                 raise
+            if turn.held is not None:
+                raise LostError from None  # read first, as a turn that read would have
             if turn.leased:
                 await self.finish(self.releases.release(turn.claimed))
             return failure(STORE_UNAVAILABLE)
@@ -262,6 +266,8 @@ class TurnWrites:
         except ServiceError as error:
             if error.reason != Reason.STORE_UNAVAILABLE:
                 raise
+            if turn.held is not None:
+                raise LostError from None  # read first, as a turn that read would have
             if turn.leased:
                 await self.finish(self.releases.release(turn.claimed))
             return failure(STORE_UNAVAILABLE)

@@ -250,7 +250,8 @@ class TurnRunner:
         process holds it, without reading the store: its one write also requires the
         stored record to be the held bytes. None, having written nothing, when the turn
         would do anything else (repeat a finished turn, refuse, meet a lease, migrate, go
-        to the model) or its write lost: `_run` then runs it from a read, as any turn."""
+        to the model) or its write lost (or found the store unavailable): `_run` then runs
+        it from a read, as any turn."""
         loaded = held.loaded
         record = loaded.record
         if (
