@@ -31,10 +31,18 @@ class Forwarding:
         return await self.store.load(session_id, tenant=tenant)
 
     async def compare_and_set(
-        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
         return await self.store.compare_and_set(
-            session, expected_cursor=expected_cursor, history=history
+            session,
+            expected_cursor=expected_cursor,
+            history=history,
+            expected_record=expected_record,
         )
 
     async def delete(

@@ -90,12 +90,20 @@ class GatedWrites(Forwarding):
         self.gate = asyncio.Event()
 
     async def compare_and_set(
-        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
         self.writing.set()
         await self.gate.wait()
         return await super().compare_and_set(
-            session, expected_cursor=expected_cursor, history=history
+            session,
+            expected_cursor=expected_cursor,
+            history=history,
+            expected_record=expected_record,
         )
 
 

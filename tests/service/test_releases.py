@@ -44,13 +44,21 @@ class Flaky(Forwarding):
         self.refused = 0
 
     async def compare_and_set(
-        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
         if self.down:
             self.refused += 1
             raise StoreUnavailableError("the store is down")
         return await super().compare_and_set(
-            session, expected_cursor=expected_cursor, history=history
+            session,
+            expected_cursor=expected_cursor,
+            history=history,
+            expected_record=expected_record,
         )
 
 

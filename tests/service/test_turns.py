@@ -93,14 +93,22 @@ class Counting(Forwarding):
         self.before_write: Callable[[], Awaitable[None]] | None = None
 
     async def compare_and_set(
-        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
         self.writes += 1
         before, self.before_write = self.before_write, None
         if before is not None:
             await before()  # another writer gets there first
         return await super().compare_and_set(
-            session, expected_cursor=expected_cursor, history=history
+            session,
+            expected_cursor=expected_cursor,
+            history=history,
+            expected_record=expected_record,
         )
 
 
@@ -251,21 +259,33 @@ def test_a_lost_write_answers_with_the_outcome_the_same_turn_id_recorded_meanwhi
     asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("held", [False, True], ids=["read", "held"])
 def test_a_lost_write_is_a_conflict_when_another_turn_committed_meanwhile(
-    opener: Opener, tmp_path: Path
+    opener: Opener, tmp_path: Path, held: bool
 ) -> None:
+    """A turn that read the session and then lost its write is a conflict. A turn planned
+    on the session as this process held it (nothing read) runs again from a read instead:
+    it lost to a write this process had not seen, as a read would have shown it."""
+
     async def scenario() -> None:
         real = await opener(tmp_path)
         store = Counting(real)
         chat = service(store, holder="here")
         elsewhere = service(real, holder="elsewhere")
         try:
-            await chat.create_session("declared", SID, HistoryMode.SERVER)
+            await (chat if held else elsewhere).create_session("declared", SID, HistoryMode.SERVER)
 
             async def another_turn_elsewhere() -> None:
                 await events(elsewhere, TurnRequest(SID, "other", Submit("/go")))
 
             store.before_write = another_turn_elsewhere
+            if held:
+                ran = await events(chat, TurnRequest(SID, "t1", Submit("/go")))
+                assert isinstance(ran[-1], Completed)
+                assert ran[-1].cursor == 2  # after the other turn's write
+                assert store.writes == 2  # the held write lost, then the write after a read
+                assert len(await real.list_messages(SID)) == 4
+                return
             with pytest.raises(ServiceError) as lost:
                 await events(chat, TurnRequest(SID, "t1", Submit("/go")))
             assert lost.value.reason == Reason.CONFLICT

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import sqlite3
 import threading
 from collections.abc import Callable, Collection, Coroutine, Iterator, Sequence
+from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
 
 from agentskit_chat.storage import (
@@ -104,10 +108,18 @@ class OnOwnLoop:
         return await self._call(self._store.load(session_id, tenant=tenant))
 
     async def compare_and_set(
-        self, session: StoredSession, *, expected_cursor: int, history: HistoryChange | None = None
+        self,
+        session: StoredSession,
+        *,
+        expected_cursor: int,
+        history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
         change = self._store.compare_and_set(
-            session, expected_cursor=expected_cursor, history=history
+            session,
+            expected_cursor=expected_cursor,
+            history=history,
+            expected_record=expected_record,
         )
         return await self._call(change)
 
@@ -239,3 +251,38 @@ def waits(store: Store) -> int:
 async def until_waiting(store: Store, count: int = 1) -> None:
     """Once `count` waits of the store are in progress: a write from now on wakes them."""
     await until(lambda: waits(store) >= count, f"{count} waits of the store")
+
+
+def behind(store: Store, session_id: str, *, record: bytes | None = None, drop: int = 0) -> None:
+    """Change the session's stored row as no store call can, its cursor unchanged: set its
+    record bytes to `record` (when given) and delete its last `drop` messages, directly in
+    the database (the memory store's own tables)."""
+    if isinstance(store, MemoryStore):
+        key = (DEFAULT_TENANT, session_id)
+        if record is not None:
+            store._sessions[key] = replace(store._sessions[key], record=record)
+        if drop:
+            store._messages[key] = store._messages[key][:-drop]
+        return
+    statements: list[tuple[str, tuple[object, ...]]] = []
+    if record is not None:
+        statements.append(
+            ("UPDATE sessions SET record = {p} WHERE session_id = {p}", (record, session_id))
+        )
+    if drop:
+        last = "(SELECT count(*) FROM messages WHERE session_id = {p})"
+        statements.append(
+            (
+                f"DELETE FROM messages WHERE session_id = {{p}} AND position >= {last} - {drop}",
+                (session_id, session_id),
+            )
+        )
+    if isinstance(store, SqliteStore):
+        with closing(sqlite3.connect(store.path, isolation_level=None)) as db:
+            for statement, params in statements:
+                db.execute(statement.format(p="?"), params)
+        return
+    assert isinstance(store, OnOwnLoop), store
+    with psycopg.connect(store.url, password=store.password, autocommit=True) as connection:
+        for statement, params in statements:
+            connection.execute(statement.format(p="%s"), params)

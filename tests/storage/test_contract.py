@@ -77,6 +77,28 @@ def test_stale_cursor_changes_nothing(store: Store) -> None:
     assert list(run(store.list_messages("s1"))) == [message(1), message(2)]
 
 
+def test_an_expected_record_must_be_the_stored_one(store: Store) -> None:
+    run(store.create(session(record=b"r0\x00held")))
+    first = session(cursor=1, record=b"r1")
+    history = HistoryChange(keep=0, append=(message(1),))
+    for other in (b"r0", b"r0\x00held\x00", b""):
+        assert not run(
+            store.compare_and_set(first, expected_cursor=0, history=history, expected_record=other)
+        )
+        assert not run(store.compare_and_set(first, expected_cursor=0, expected_record=other))
+    assert run(store.load("s1")) == session(record=b"r0\x00held")
+    assert list(run(store.list_messages("s1"))) == []
+    held = b"r0\x00held"
+    assert run(
+        store.compare_and_set(first, expected_cursor=0, history=history, expected_record=held)
+    )
+    second = session(cursor=2, record=b"r2")
+    assert not run(store.compare_and_set(second, expected_cursor=1, expected_record=held))
+    assert run(store.compare_and_set(second, expected_cursor=1, expected_record=b"r1"))
+    assert run(store.load("s1")) == second
+    assert list(run(store.list_messages("s1"))) == [message(1)]
+
+
 def test_another_incarnation_of_the_session_id_changes_nothing(store: Store) -> None:
     run(store.create(replace(session(), incarnation="first")))
     run(store.delete("s1"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -261,7 +262,7 @@ def test_version_2_keeps_its_messages_and_then_stores_tools(postgres: Cluster, s
     run(migrate())
     versions = _sql(postgres, schema, "SELECT version FROM schema_migrations ORDER BY version")
     assert versions == [(n,) for n in range(1, SCHEMA_VERSION + 1)]
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
 
     async def reopened() -> tuple[Sequence[StoredMessage], tuple[StoredMessage, ...]]:
         store = await open_postgresql_store(schema, password=postgres.password)
@@ -302,3 +303,88 @@ def test_the_previous_save_session_still_saves_after_the_migration(
             await store.close()
 
     assert run(read()) == [StoredMessage("m1", "user", "hello")]
+
+
+def test_version_4_rows_gain_the_digest_of_their_record(postgres: Cluster, schema: str) -> None:
+    for statement in (
+        "CREATE TABLE schema_migrations (version integer PRIMARY KEY,"
+        " applied_at timestamptz NOT NULL DEFAULT now())",
+        *(statement for migration in MIGRATIONS[:4] for statement in migration),
+        "INSERT INTO schema_migrations (version) VALUES (1), (2), (3), (4)",
+        "INSERT INTO sessions VALUES ('', 's1', 'd', 1, 'server', 4, '\\x0102', 1, 'inc'),"
+        " ('', 's2', 'd', 1, 'server', 0, '', 1, 'inc')",
+    ):
+        _sql(postgres, schema, statement)
+    _open_and_close(schema, postgres.password, migrate=True)
+    digests = _sql(postgres, schema, "SELECT session_id, record_digest FROM sessions ORDER BY 1")
+    assert digests == [
+        ("s1", hashlib.sha256(b"\x01\x02").digest()),
+        ("s2", hashlib.sha256(b"").digest()),
+    ]
+    # A replica of the previous version writes through its own save_session: the column
+    # follows the record all the same.
+    saved = _sql(
+        postgres,
+        schema,
+        "SELECT save_session('', 's2', 'd', 1, 'server', 1, '\\x03', 2, 0, 'inc', 0,"
+        " ARRAY['m1'], ARRAY['user'], ARRAY[convert_to('hello', 'UTF8')], ARRAY[''])",
+    )
+    assert saved == [(True,)]
+
+    async def held_writes() -> list[bool]:
+        store = await open_postgresql_store(schema, password=postgres.password)
+        try:
+            first = await store.load("s1")
+            second = await store.load("s2")
+            assert first is not None
+            assert second is not None
+            return [
+                await store.compare_and_set(
+                    replace(first, cursor=5), expected_cursor=4, expected_record=b"\x01"
+                ),
+                await store.compare_and_set(
+                    replace(first, cursor=5), expected_cursor=4, expected_record=b"\x01\x02"
+                ),
+                await store.compare_and_set(
+                    replace(second, cursor=2, record=b"\x04"),
+                    expected_cursor=1,
+                    history=HistoryChange(1),
+                    expected_record=b"\x03",
+                ),
+            ]
+        finally:
+            await store.close()
+
+    assert run(held_writes()) == [False, True, True]
+    rows = _sql(postgres, schema, "SELECT record, record_digest FROM sessions ORDER BY session_id")
+    assert rows == [(record, hashlib.sha256(record).digest()) for record in (b"\x01\x02", b"\x04")]
+
+
+def test_a_record_changed_behind_the_cursor_fails_a_write_expecting_the_old_one(
+    postgres: Cluster, schema: str
+) -> None:
+    async def create() -> None:
+        store = await open_postgresql_store(schema, password=postgres.password, migrate=True)
+        try:
+            await store.create(session(record=b"held"))
+        finally:
+            await store.close()
+
+    run(create())
+    _sql(postgres, schema, "UPDATE sessions SET record = '\\x00'")  # the cursor stays 0
+
+    async def write() -> tuple[bool, object]:
+        store = await open_postgresql_store(schema, password=postgres.password)
+        try:
+            change = HistoryChange(0, (message(1),))
+            won = await store.compare_and_set(
+                session(cursor=1), expected_cursor=0, history=change, expected_record=b"held"
+            )
+            won = won or await store.compare_and_set(
+                session(cursor=1), expected_cursor=0, expected_record=b"held"
+            )
+            return won, await store.load_with_messages("s1")
+        finally:
+            await store.close()
+
+    assert run(write()) == (False, (session(record=b"\x00"), ()))

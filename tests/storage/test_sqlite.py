@@ -601,3 +601,35 @@ async def _create_session_and_close(path: Path) -> None:
         await store.create(session())
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("behind", ["x'00'", "x''", "'r0'"])
+def test_a_record_changed_behind_the_cursor_fails_a_write_expecting_the_old_one(
+    tmp_path: Path, behind: str
+) -> None:
+    """Other bytes, none, or the same characters stored as text: none is the held blob."""
+    path = tmp_path / "store.db"
+    _seed(path)  # record b"r0" at cursor 1
+    with _raw(path) as db:
+        db.execute(f"UPDATE sessions SET record = {behind}")  # the cursor stays 1
+        (row,) = db.execute("SELECT * FROM sessions").fetchall()
+
+    async def write() -> list[bool]:
+        store = await open_sqlite_store(path)
+        try:
+            change = HistoryChange(2, (message(3),))
+            return [
+                await store.compare_and_set(
+                    session(cursor=2), expected_cursor=1, history=change, expected_record=b"r0"
+                ),
+                await store.compare_and_set(
+                    session(cursor=2), expected_cursor=1, expected_record=b"r0"
+                ),
+            ]
+        finally:
+            await store.close()
+
+    assert run(write()) == [False, False]
+    with _raw(path) as db:
+        assert db.execute("SELECT * FROM sessions").fetchall() == [row]
+        assert db.execute("SELECT count(*) FROM messages").fetchone() == (2,)

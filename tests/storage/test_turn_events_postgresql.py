@@ -277,14 +277,19 @@ def test_version_1_keeps_its_sessions_and_gains_live_turns(postgres: Cluster, sc
             key = TurnKey("a", "s1", "t1")
             assert await store.append_events(key, EventBatch(1, 2, b"e"), expires_at_ms=LATER)
             assert await store.read_events(key) == (EventBatch(1, 2, b"e"),)
-            assert await store.compare_and_set(replace(loaded, cursor=5), expected_cursor=4)
+            moved = replace(loaded, cursor=5)
+            # The rows of every earlier version get their record's digest (version 5).
+            assert not await store.compare_and_set(moved, expected_cursor=4, expected_record=b"")
+            assert await store.compare_and_set(
+                moved, expected_cursor=4, expected_record=b"\x01\x02"
+            )
         finally:
             await store.close()
 
     run(body())
     versions = _sql(postgres, schema, "SELECT version FROM schema_migrations ORDER BY version")
     assert versions == [(n,) for n in range(1, SCHEMA_VERSION + 1)]
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
 
 
 @pytest.mark.parametrize("assignment", ["first_sequence = 5", "first_sequence = 0"])

@@ -7,6 +7,12 @@ one compare-and-set on the cursor read with the record, and the cursor grows by 
 that compare-and-set loses, the record is read again and the turn answers as a claim that
 lost would: the recorded outcome when the same turn id finished meanwhile, SESSION_BUSY or
 TURN_IN_PROGRESS while a lease is held, CONFLICT otherwise.
+
+A turn planned on the session as this process holds it, without reading it (see
+`TurnRunner._from_held`), passes the held bytes (`held`): its compare-and-set then also
+requires the stored record to be those bytes. When that one loses (or finds the store
+unavailable), nothing was read that could be out of date: the turn runs again from a read,
+as any turn, which refuses what a read refuses.
 """
 
 from __future__ import annotations
@@ -45,12 +51,16 @@ class OneWrite:
         progress: TurnProgress,
         resolved: RouteOutcome | FailureOutcome,
         claimed: Callable[[Claim], None] | None,
+        held: bytes | None = None,
     ) -> tuple[TurnEvent, ...] | None:
         """The events of the turn planned on `loaded` and resolved to `resolved` at `at`;
         `claimed` is called once its write committed. None when the write lost: the turn's
-        events are then `lost`'s."""
+        events are then `lost`'s (or, for a turn planned on the `held` bytes of a record it
+        did not read, those of the turn run again from a read)."""
         answer_id = new_id("a")
-        turn = Turn(request, plan, loaded, 0.0, True, progress, answer_id, at, resolved, False)
+        turn = Turn(
+            request, plan, loaded, 0.0, True, progress, answer_id, at, resolved, False, held=held
+        )
         writes = self._writes
         writes.entered()
         try:

@@ -72,10 +72,13 @@ class Records:
     """Loads and saves session records; every save is a compare-and-set on the cursor.
 
     A bounded cache keeps, per session, the last record this process read or wrote, its
-    encoder and its server-held history. The cache never replaces a read: `load` always
-    reads the stored bytes and only skips decoding them when they equal the cached bytes,
-    so a record changed or damaged in the store (its cursor unchanged) is decoded, and
-    refused when it does not verify, rather than written over from the cache.
+    encoder and its server-held history. `load` always reads the stored bytes and only
+    skips decoding them when they equal the cached bytes, so a record changed or damaged
+    in the store (its cursor unchanged) is decoded, and refused when it does not verify,
+    rather than written over from the cache. A write may instead rest on what the cache
+    holds without reading (`held`): its compare-and-set then also requires the stored
+    record to be the held bytes, so the same change or damage makes it lose, and the read
+    that follows refuses the record as `load` would.
 
     Every session is read and written under the tenant of the current principal
     (`current_principal()`), and a session of a definition the principal may not use reads
@@ -147,6 +150,28 @@ class Records:
         if entry is not None and entry.loaded is loaded:
             self._cache.attach(entry, messages)
         return loaded, messages
+
+    def held(self, session_id: str) -> Entry | None:
+        """What this process holds of `session_id` (for the current principal), without
+        reading the store: the entry of the bytes it last read or wrote, when it holds the
+        history too (server-held sessions) and the definition they were verified with is
+        still the one this process serves (a revision another process publishes is read
+        again at every load, to learn whether it is still published). A write of something
+        decided on it must pass the entry's bytes to `save` as `held`; None when nothing
+        usable is held."""
+        principal = current_principal()
+        entry = self._cache.get(session_id, principal.tenant)
+        if entry is None:
+            return None
+        loaded = entry.loaded
+        record = loaded.record
+        if (
+            (entry.messages is None and loaded.history_mode == HistoryMode.SERVER)
+            or not principal.may_use(record.definition_id)
+            or self.catalog.find(record.definition_id, record.revision) is not loaded.definition
+        ):
+            return None
+        return entry
 
     def _accept(self, session_id: str, tenant: str, stored: StoredSession | None) -> Loaded:
         """`stored` verified, or ServiceError (NOT_FOUND for what the principal may not use)."""
@@ -257,9 +282,13 @@ class Records:
         history: HistoryChange | None = None,
         *,
         definition: ChatDefinition | None = None,
+        held: bytes | None = None,
     ) -> Loaded | None:
         """Store `record` if nobody wrote since `loaded`; None when the compare-and-set lost.
-        `definition`: the revision the record now belongs to, when it migrated."""
+        `definition`: the revision the record now belongs to, when it migrated. `held`: the
+        bytes `loaded` was held as (`held()`) when it was not read for this write; the
+        stored record must then still be those bytes, else the write loses (and the next
+        read compares and verifies what is stored, as every read does)."""
         session_id, tenant = record.session_id, loaded.tenant
         entry = self._cache.get(session_id, tenant)
         known = entry is not None and entry.loaded is loaded
@@ -270,7 +299,9 @@ class Records:
         stored = self._stored(loaded, saved, encoder)
         try:
             won = await guard(
-                self.store.compare_and_set(stored, expected_cursor=loaded.cursor, history=history)
+                self.store.compare_and_set(
+                    stored, expected_cursor=loaded.cursor, history=history, expected_record=held
+                )
             )
         except ValueError:
             if history is None:

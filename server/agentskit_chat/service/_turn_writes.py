@@ -83,10 +83,15 @@ class Turn:
     rounds: RecordedRounds | None = None
     """The server tool rounds the turn completed so far: its record keeps them when it
     fails, so that a retry resumes after them (see `_agentic`)."""
+    held: bytes | None = None
+    """The stored bytes `claimed` was held as, when the turn did not read the record (a turn
+    without a lease, planned on what this process holds): its write requires them."""
 
 
 class LostError(Exception):
-    """The one write of a turn without a lease lost its compare-and-set."""
+    """The one write of a turn without a lease lost its compare-and-set (or, for a turn
+    planned on held bytes, found the store unavailable: the read that follows answers as
+    it would have before the write)."""
 
 
 class TurnWrites:
@@ -233,10 +238,10 @@ class TurnWrites:
         )
         if after and answer is not None and turn.claimed.history_mode != HistoryMode.SERVER:
             finished = replace(finished, rounds=held_results(answer, after))
-        held = turn.claimed.record
+        current = turn.claimed.record
         if not turn.leased:  # one write: it replaces a lapsed lease too
-            held = interrupted_folded(held, now_ms())
-        record = held.evolve(conversation=outcome.state, lease=None).with_turn(finished)
+            current = interrupted_folded(current, now_ms())
+        record = current.evolve(conversation=outcome.state, lease=None).with_turn(finished)
         history = None
         if turn.claimed.history_mode == HistoryMode.SERVER:
             answered = (
@@ -245,10 +250,12 @@ class TurnWrites:
             added = tuple(map(to_stored, answered))
             history = HistoryChange(turn.plan.keep, added)
         try:
-            saved = await self._records.save(turn.claimed, record, history)
+            saved = await self._records.save(turn.claimed, record, history, held=turn.held)
         except ServiceError as error:
             if error.reason != Reason.STORE_UNAVAILABLE:
                 raise
+            if turn.held is not None:
+                raise LostError from None  # read first, as a turn that read would have
             if turn.leased:
                 await self.finish(self.releases.release(turn.claimed))
             return failure(STORE_UNAVAILABLE)
@@ -290,11 +297,11 @@ class TurnWrites:
             rounds=turn.rounds,
             unknown=unknown,
         )
-        held = turn.claimed.record
+        current = turn.claimed.record
         if not turn.leased:
-            held = interrupted_folded(held, now_ms())
-        record = held.evolve(lease=None).with_turn(finished)
-        write = self._records.save(turn.claimed, record)
+            current = interrupted_folded(current, now_ms())
+        record = current.evolve(lease=None).with_turn(finished)
+        write = self._records.save(turn.claimed, record, held=turn.held)
         try:
             if turn.leased:
                 await self.finish(write)
@@ -303,6 +310,8 @@ class TurnWrites:
         except ServiceError as error:
             if error.reason != Reason.STORE_UNAVAILABLE:
                 raise
+            if turn.held is not None:
+                raise LostError from None  # read first, as a turn that read would have
             if turn.leased:
                 await self.finish(self.releases.release(turn.claimed))
             return failure(STORE_UNAVAILABLE)

@@ -7,7 +7,10 @@ that commits nothing else, or (when the client goes away) a released lease.
 
 A turn of a definition whose routes are all declared as data is resolved before any write:
 when a route answers it (or fails it), the turn takes no lease and is committed with one
-write (`_one_write`). Only when no route answers (the turn goes to the model) does it claim
+write (`_one_write`). When this process holds the session (it wrote or read it last), such
+a turn reads nothing: its write also requires the stored record to be the held bytes, and
+only when that write loses (or the turn would do anything but commit) does it run from a
+read. Only when no route answers (the turn goes to the model) does it claim
 the lease, and then proceeds with the outcome already resolved. The model's part of a turn,
 with its server tool rounds, is `_agentic`.
 """
@@ -39,6 +42,7 @@ from agentskit_chat.models import (
 from agentskit_chat.storage import HistoryMode
 
 from ._agentic import Agentic
+from ._cache import Entry
 from ._errors import Reason, ServiceError
 from ._held_results import with_held_results
 from ._history import Plan, plan_turn
@@ -175,7 +179,14 @@ class TurnRunner:
     ) -> AsyncGenerator[TurnEvent, None]:
         if self.draining:
             raise ServiceError(Reason.SHUTTING_DOWN, "the server is shutting down")
-        # The stored record is read on every turn, even when this process holds it: the bytes
+        held = self._records.held(request.session_id)
+        if held is not None:
+            answered = await self._from_held(request, held, progress, claimed)
+            if answered is not None:
+                for event in answered:
+                    yield event
+                return
+        # Otherwise the stored record is read, even when this process holds it: the bytes
         # are compared with the cached ones (no decoding when they match), so a record
         # changed or damaged behind the cache is noticed instead of being written over.
         # The history is read with the record, in one snapshot: a repeat and a claim both
@@ -231,6 +242,52 @@ class TurnRunner:
                     yield event
         finally:
             self._writes.left()
+
+    async def _from_held(
+        self,
+        request: TurnRequest,
+        held: Entry,
+        progress: TurnProgress,
+        claimed: Callable[[Claim], None] | None,
+    ) -> tuple[TurnEvent, ...] | None:
+        """The events of a turn a declared route answers (or fails) on the session as this
+        process holds it, without reading the store: its one write also requires the
+        stored record to be the held bytes. None, having written nothing, when the turn
+        would do anything else (repeat a finished turn, refuse, meet a lease, migrate, go
+        to the model) or its write lost (or found the store unavailable): `_run` then runs
+        it from a read, as any turn."""
+        loaded = held.loaded
+        record = loaded.record
+        if (
+            not _declarative(loaded.definition)
+            or isinstance(request.operation, Dispatch)
+            != (loaded.history_mode == HistoryMode.CLIENT)
+            or record.find_turn(request.turn_id) is not None
+            or request.expected_cursor not in (None, loaded.cursor)
+            or self._records.catalog.migration_for(loaded.definition, record.session_id)
+        ):
+            return None
+        at = now_ms()
+        if record.lease is not None and record.lease.expires_at_ms > at:
+            return None
+        history = held.messages or ()
+        try:
+            plan = plan_turn(
+                request.operation,
+                history,
+                self._limits,
+                new_id,
+                record,
+                loaded.definition.approvals,
+            )
+        except ServiceError:
+            return None
+        resolved = await self._resolve(loaded, plan, request.turn_id)  # Never waits.
+        if isinstance(resolved, DelegateOutcome):
+            return None
+        progress.definition = loaded.definition
+        one = self._one_write
+        return await one.run(request, loaded, plan, at, progress, resolved, claimed, held.data)
 
     async def _execute(self, turn: Turn) -> AsyncGenerator[TurnEvent, None]:
         ended = False  # committed, recorded as failed, or lost to another writer

@@ -102,13 +102,18 @@ class SessionStore(Protocol):
         *,
         expected_cursor: int,
         history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
         """Replace the session (`session.tenant`, `session.session_id`) if its stored cursor
-        equals `expected_cursor` and its incarnation equals `session.incarnation`.
+        equals `expected_cursor` and its incarnation equals `session.incarnation`, and, when
+        `expected_record` is given, its stored record bytes are `expected_record`.
 
         `session.cursor` must be `expected_cursor + 1`. `history`, when given, is applied to
         the session's messages in the same transaction. Returns False, writing nothing, when
-        the session is missing or its cursor differs.
+        the session is missing or its cursor differs, or its record is not
+        `expected_record`: a caller that did not read the record for this write (it holds
+        it from an earlier one) learns so when the record was changed or damaged behind an
+        unchanged cursor, whoever wrote it and however.
         """
         ...
 

@@ -117,6 +117,50 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         $$""",
     ),
     published.MIGRATION,
+    (
+        # The record's digest, computed by the server on every insert and update of the
+        # row, whoever writes it (the rows stored before get theirs now): a write that did
+        # not read the record compares it instead of the record (`save_session` below,
+        # `_postgresql_sessions._UPDATE_HELD_SESSION`).
+        "ALTER TABLE sessions ADD COLUMN record_digest bytea"
+        " GENERATED ALWAYS AS (sha256(record)) STORED",
+        # The third migration's function, plus the digest the stored record must have
+        # (NULL: any).
+        f"""CREATE FUNCTION save_session(
+            p_tenant text, p_session_id text, p_definition_id text, p_revision bigint,
+            p_history_mode text, p_cursor bigint, p_record bytea, p_updated_at_ms bigint,
+            p_expected_cursor bigint, p_incarnation text,
+            p_keep integer, p_ids text[], p_roles text[], p_contents bytea[], p_tools text[],
+            p_expected_digest bytea
+        ) RETURNS boolean LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE sessions SET definition_id = p_definition_id, revision = p_revision,
+                history_mode = p_history_mode, cursor = p_cursor, record = p_record,
+                updated_at_ms = p_updated_at_ms
+            WHERE tenant = p_tenant AND session_id = p_session_id
+                AND cursor = p_expected_cursor AND incarnation = p_incarnation
+                AND (p_expected_digest IS NULL OR record_digest = p_expected_digest);
+            IF NOT FOUND THEN
+                RETURN false;
+            END IF;
+            DELETE FROM messages
+            WHERE tenant = p_tenant AND session_id = p_session_id AND position >= p_keep;
+            IF p_keep > 0 AND NOT EXISTS (
+                SELECT 1 FROM messages
+                WHERE tenant = p_tenant AND session_id = p_session_id AND position = p_keep - 1
+            ) THEN
+                RAISE EXCEPTION USING ERRCODE = '{KEEP_BEYOND_HISTORY}',
+                    MESSAGE = 'history.keep exceeds the number of stored messages';
+            END IF;
+            INSERT INTO messages (tenant, session_id, position, message_id, role, content, tools)
+            SELECT p_tenant, p_session_id, p_keep + added.n - 1, added.id, added.role,
+                added.content, added.tools
+            FROM unnest(p_ids, p_roles, p_contents, p_tools) WITH ORDINALITY
+                AS added (id, role, content, tools, n);
+            RETURN true;
+        END
+        $$""",
+    ),
 )
 """Schema changes, oldest first; entry n - 1 migrates version n - 1 to version n."""
 SCHEMA_VERSION: Final = len(MIGRATIONS)

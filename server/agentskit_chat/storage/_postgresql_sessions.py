@@ -4,6 +4,7 @@ decoding of the rows they read."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Final
 
 import psycopg
@@ -40,9 +41,18 @@ _UPDATE_SESSION: Final = (
     " WHERE tenant = %s AND session_id = %s AND cursor = %s AND incarnation = %s RETURNING 1)"
     f" SELECT {turns.NOTIFY_IF_WAITED} FROM changed"
 )
+_UPDATE_HELD_SESSION: Final = (
+    "WITH changed AS (UPDATE sessions SET definition_id = %s, revision = %s,"
+    " history_mode = %s, cursor = %s, record = %s, updated_at_ms = %s"
+    " WHERE tenant = %s AND session_id = %s AND cursor = %s AND incarnation = %s"
+    " AND record_digest = %s RETURNING 1)"
+    f" SELECT {turns.NOTIFY_IF_WAITED} FROM changed"
+)
+"""`_UPDATE_SESSION` of a record the writer holds without reading it: the stored record's
+digest (column `record_digest`, which the server computes) must be that of the held bytes."""
 _SAVE_SESSION: Final = (
     "SELECT saved.ok FROM save_session(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-    " %s::text[], %s::text[], %s::bytea[], %s::text[]) AS saved (ok)"
+    " %s::text[], %s::text[], %s::bytea[], %s::text[], %s::bytea) AS saved (ok)"
     " LEFT JOIN LATERAL (SELECT pg_notify(%s, topic) FROM wake_interest"
     " WHERE saved.ok AND topic = %s) AS woken ON true"
 )
@@ -108,28 +118,42 @@ async def select_session(db: Connection, tenant: str, session_id: str) -> tuple[
     return await found.fetchone()
 
 
-def update_row(session: StoredSession, expected_cursor: int) -> tuple[Any, ...]:
-    """The parameters of `update`: the session's new columns, its key and expected cursor
-    and incarnation, then its wake-up."""
-    return (
+def record_digest(record: bytes) -> bytes:
+    """What column `record_digest` holds for `record`: its SHA-256, as the server computes it."""
+    return hashlib.sha256(record).digest()
+
+
+def update_row(
+    session: StoredSession, expected_cursor: int, expected_record: bytes | None = None
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement and parameters of `update`: the session's new columns, its key and
+    expected cursor and incarnation (and the digest of `expected_record`, when given), then
+    its wake-up."""
+    row: tuple[Any, ...] = (
         *_columns(session),
         session.tenant,
         session.session_id,
         expected_cursor,
         session.incarnation,
-        NOTIFY_CHANNEL,
-        session_topic(session.tenant, session.session_id),
     )
+    statement = _UPDATE_SESSION
+    if expected_record is not None:
+        statement, row = _UPDATE_HELD_SESSION, (*row, record_digest(expected_record))
+    return statement, (*row, NOTIFY_CHANNEL, session_topic(session.tenant, session.session_id))
 
 
-async def update(row: tuple[Any, ...], db: Connection) -> bool:
-    """Compare-and-set without a history change (parameters from `update_row`)."""
-    done = await db.session_cursor().execute(_UPDATE_SESSION, row)
+async def update(statement: str, row: tuple[Any, ...], db: Connection) -> bool:
+    """Compare-and-set without a history change (statement and parameters from
+    `update_row`)."""
+    done = await db.session_cursor().execute(statement, row)
     return done.rowcount == 1
 
 
 def save_row(
-    session: StoredSession, expected_cursor: int, history: HistoryChange
+    session: StoredSession,
+    expected_cursor: int,
+    history: HistoryChange,
+    expected_record: bytes | None = None,
 ) -> tuple[Any, ...]:
     """The parameters of `save`: those of function `save_session`, then the wake-up."""
     return (
@@ -143,6 +167,7 @@ def save_row(
         text_array([m.role for m in history.append]),
         bytea_array([m.content.encode() for m in history.append]),
         text_array([m.tools for m in history.append]),
+        None if expected_record is None else record_digest(expected_record),
         NOTIFY_CHANNEL,
         session_topic(session.tenant, session.session_id),
     )

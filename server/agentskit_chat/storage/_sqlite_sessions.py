@@ -30,6 +30,9 @@ _UPDATE_SESSION: Final = (
     " record = ?, updated_at_ms = ? WHERE tenant = ? AND session_id = ? AND cursor = ?"
     " AND incarnation = ?"
 )
+_UPDATE_HELD_SESSION: Final = f"{_UPDATE_SESSION} AND record = ?"
+"""The update of a record the writer holds without reading it: the stored bytes are the
+condition's digest, compared in place (SQLite has no hash function of its own)."""
 _DELETE_SESSION: Final = "DELETE FROM sessions WHERE tenant = ? AND session_id = ?"
 _TRUNCATE_MESSAGES: Final = (
     "DELETE FROM messages WHERE tenant = ? AND session_id = ? AND position >= ?"
@@ -95,10 +98,12 @@ def compare_and_set(
     session: StoredSession,
     expected_cursor: int,
     history: HistoryChange | None,
+    expected_record: bytes | None,
     db: sqlite3.Connection,
 ) -> bool:
     tenant, session_id = session.tenant, session.session_id
-    update = (
+    statement = _UPDATE_SESSION
+    update: tuple[object, ...] = (
         session.definition_id,
         session.revision,
         str(session.history_mode),
@@ -110,11 +115,13 @@ def compare_and_set(
         expected_cursor,
         session.incarnation,
     )
+    if expected_record is not None:
+        statement, update = _UPDATE_HELD_SESSION, (*update, expected_record)
     if history is None:
-        return db.execute(_UPDATE_SESSION, update).rowcount == 1
+        return db.execute(statement, update).rowcount == 1
     keep = history.keep
     db.execute("BEGIN IMMEDIATE")
-    if db.execute(_UPDATE_SESSION, update).rowcount != 1:
+    if db.execute(statement, update).rowcount != 1:
         db.execute("ROLLBACK")
         return False
     db.execute(_TRUNCATE_MESSAGES, (tenant, session_id, keep))

@@ -68,8 +68,10 @@ class MemoryStore:
         *,
         expected_cursor: int,
         history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
-        """Replace the session if its stored cursor equals `expected_cursor`.
+        """Replace the session if its stored cursor equals `expected_cursor` (and its record
+        `expected_record`, when given).
 
         Raises ValueError when `session.cursor` is not `expected_cursor + 1`, when
         `history.keep` is negative, or when it exceeds the stored history's length.
@@ -82,6 +84,7 @@ class MemoryStore:
             current is None
             or current.cursor != expected_cursor
             or current.incarnation != session.incarnation
+            or (expected_record is not None and current.record != expected_record)
         ):
             return False
         if history is not None:

@@ -30,9 +30,12 @@ and table `schema_migrations` records each applied version. `migrate()` (the
 advisory lock, so replicas starting together migrate once. The third migration adds each
 message's tool data (column `tools`, empty for the messages stored before) and a
 `save_session` that writes it; the previous one stays, for the replicas of the previous
-version that run until they are replaced. A store opened without migrating refuses a
-database whose version is not `SCHEMA_VERSION`. The migrations and the version checks are
-in `_postgresql_schema.py`.
+version that run until they are replaced. The fifth adds `record_digest`, the SHA-256 of
+the record that PostgreSQL computes on every write (a generated column: whoever writes,
+old replicas and hand-written SQL included), which a compare-and-set given
+`expected_record` compares, and a `save_session` that takes that digest. A store opened
+without migrating refuses a database whose version is not `SCHEMA_VERSION`. The
+migrations and the version checks are in `_postgresql_schema.py`.
 
 Error messages never contain stored content, the password or the server's own message
 text (which may quote values): only the operation, the error class and its SQLSTATE.
@@ -167,8 +170,10 @@ class PostgresqlStore:
         *,
         expected_cursor: int,
         history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
-        """Replace the session if its stored cursor equals `expected_cursor`.
+        """Replace the session if its stored cursor equals `expected_cursor` (and, when
+        `expected_record` is given, its column `record_digest` that record's digest).
 
         Raises ValueError, writing nothing, when `session.cursor` is not
         `expected_cursor + 1`, when `history.keep` is negative, or when it exceeds the
@@ -176,10 +181,11 @@ class PostgresqlStore:
         """
         _check_compare_and_set(session, expected_cursor, history)
         if history is None:
-            update = partial(sessions.update, sessions.update_row(session, expected_cursor))
+            statement, params = sessions.update_row(session, expected_cursor, expected_record)
+            update = partial(sessions.update, statement, params)
             return await self._connections.write("compare_and_set", update)
-        save = partial(sessions.save, sessions.save_row(session, expected_cursor, history))
-        return await self._connections.write("compare_and_set", save)
+        row = sessions.save_row(session, expected_cursor, history, expected_record)
+        return await self._connections.write("compare_and_set", partial(sessions.save, row))
 
     async def delete(
         self,

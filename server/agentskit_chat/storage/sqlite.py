@@ -27,7 +27,9 @@ to the default tenant, one of version 2 gains the tables of live turns, and one 
 version 3 gains the messages' tool data (empty for the messages it holds), and one of
 version 4 the table of published definitions (`_published.py`). Every key is
 (tenant, session id). Any number of stores, in any number of processes, may share one
-file: compare-and-set is a conditional `UPDATE` inside a write transaction. The schema
+file: compare-and-set is a conditional `UPDATE` inside a write transaction; given
+`expected_record`, the condition compares the stored record with those bytes in place
+(SQLite has no hash function of its own, and the bytes need no round trip to compare). The schema
 and its migrations are in `_sqlite_schema.py`.
 
 Live turns (`TurnEventStore`): event batches and signals live in tables of their own
@@ -150,8 +152,10 @@ class SqliteStore:
         *,
         expected_cursor: int,
         history: HistoryChange | None = None,
+        expected_record: bytes | None = None,
     ) -> bool:
-        """Replace the session if its stored cursor equals `expected_cursor`.
+        """Replace the session if its stored cursor equals `expected_cursor` (and its
+        stored bytes `expected_record`, when given: compared in the `UPDATE`'s condition).
 
         Raises ValueError, writing nothing, when `session.cursor` is not
         `expected_cursor + 1`, when `history.keep` is negative, or when it exceeds the
@@ -160,7 +164,7 @@ class SqliteStore:
         _check_compare_and_set(session, expected_cursor, history)
         saved = await self._connections.run(
             "compare_and_set",
-            partial(sessions.compare_and_set, session, expected_cursor, history),
+            partial(sessions.compare_and_set, session, expected_cursor, history, expected_record),
             write=True,
         )
         if saved:
