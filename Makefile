@@ -47,8 +47,13 @@ tools:
 	[ -z "$$missing" ] || { apt-get update && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }
 
+# The suite runs its test files on TEST_WORKERS processes at once (pytest-xdist), each file
+# whole on one of them (--dist loadfile); `make unit TEST_WORKERS=0` runs it in this process,
+# one test after another, as plain `.venv/bin/pytest` does.
+TEST_WORKERS ?= 2
+
 unit: $(STAMP) contract-tools tools deploy-tools postgresql-server nginx $(NEEDS_CHROMIUM)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: lint lint-proto breaking-proto check-generated typecheck docs conversation-tests unit
 

@@ -30,6 +30,7 @@ import psycopg
 SKIP_ENV: Final = "AGENTSKIT_CHAT_SKIP_POSTGRES"
 SERVER_USER: Final = "postgres"
 SUPERUSER: Final = "agentskit"
+PORT_ATTEMPTS: Final = 3
 
 
 def skipped() -> bool:
@@ -122,8 +123,31 @@ class Cluster:
             "--no-sync",
         )
         pwfile.unlink()
-        self.port = free_port()
-        self.run_server()
+        # Another process (a second test worker, say) may bind the free port before the
+        # server does: then the server starts again on another one.
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self.port = free_port()
+            logged = self._log_size()
+            try:
+                self.run_server()
+                return
+            except RuntimeError:
+                if attempt == PORT_ATTEMPTS or not self._port_was_taken(logged):
+                    raise
+
+    def _log_size(self) -> int:
+        log = self._log()
+        return log.stat().st_size if log.exists() else 0
+
+    def _port_was_taken(self, since: int) -> bool:
+        """Whether the server log, from byte `since` on, says the port was in use."""
+        with self._log().open("rb") as log:
+            log.seek(since)
+            return b"Address already in use" in log.read()
+
+    def _log(self) -> Path:
+        assert self.directory is not None
+        return self.directory / "server.log"
 
     def run_server(self) -> None:
         """Start the server of an initialised cluster (again, after `halt`)."""
@@ -149,7 +173,7 @@ class Cluster:
             "--timeout",
             "60",
             "--log",
-            str(self.directory / "server.log"),
+            str(self._log()),
             "-o",
             options,
         )

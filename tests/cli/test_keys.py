@@ -67,7 +67,9 @@ def test_an_open_state_directory_and_key_are_kept_with_one_warning_each(
     assert len(found) == 2, found
     assert any(f"directory {state} is open to others (mode 0755)" in w for w in found)
     assert any(f"the digest key file {key} is open to others (mode 0644)" in w for w in found)
-    assert all(len(line) <= 300 for line in found)
+    # One short line each, however long the temporary path it names (a test worker's is
+    # longer): 240 characters besides the path.
+    assert all(len(line.replace(str(state), "")) <= 240 for line in found), found
     assert "ab" * 32 not in server.stdout + server.stderr
     assert mode(state) == 0o755  # not ours to change: warned about, kept
     assert mode(key) == 0o644

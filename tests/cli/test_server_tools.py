@@ -43,14 +43,14 @@ def test_serve_exits_2_naming_the_server_that_lacks_a_declared_tool(
     launch: Launcher, tmp_path: Path
 ) -> None:
     definitions = shop(tmp_path / "defs", ["lookup_order", "cancel_order"])
-    server = launch(None, "--definitions", str(definitions), wait=False)
+    server = launch(tmp_path / "state", "--definitions", str(definitions), wait=False)
     assert server.wait() == 2
     assert "agentskit-chat: MCP server 'orders' has no tool 'cancel_order'" in server.stderr
 
 
 def test_serve_runs_with_its_server_tools_started(launch: Launcher, tmp_path: Path) -> None:
     definitions = shop(tmp_path / "defs", ["lookup_order"])
-    server = launch(None, "--definitions", str(definitions))
+    server = launch(tmp_path / "state", "--definitions", str(definitions))
     server.send(signal.SIGTERM)
     assert server.wait() == 0
 
@@ -81,7 +81,7 @@ def test_a_reload_connects_changed_servers_first_and_is_refused_when_they_fail(
     launch: Launcher, tmp_path: Path
 ) -> None:
     definitions = shop(tmp_path / "defs", ["lookup_order"])
-    server = launch(None, "--definitions", str(definitions))
+    server = launch(tmp_path / "state", "--definitions", str(definitions))
     assert starts(tmp_path) == 1
     shop(definitions, ["lookup_order", "cancel_order"])
     server.send(signal.SIGHUP)

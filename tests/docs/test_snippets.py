@@ -24,6 +24,7 @@ import pytest
 from agentskit_chat.fakemodel import FakeModelServer, Reply
 from agentskit_chat.transport import token_digest
 from agentskit_chat_client import ChatClient
+from tests import parallel
 from tests.cli.conftest import Launcher
 from tests.cli.conftest import launch as launch
 from tests.cli.fixtures.serving import EXAMPLES, Server, base_env
@@ -57,13 +58,15 @@ def run_python(
 def run_typescript(
     block: Block, workdir: Path, env: Mapping[str, str]
 ) -> subprocess.CompletedProcess[str]:
-    """The snippet compiled as an ES module against the built client package, run by node."""
+    """The snippet compiled as an ES module against the built client package, run by node
+    (with the client's build held still meanwhile: tests/parallel.py)."""
     require_toolchain("node", "node", "npm")
-    if not (TYPESCRIPT_CLIENT / "dist" / "src" / "index.js").exists() or not _built:
-        build_typescript_client()
-        _built.append(True)
-    program = typescript_program(workdir, block.code)
-    return _run(["node", str(program)], workdir, env)
+    with parallel.typescript_client():
+        if not (TYPESCRIPT_CLIENT / "dist" / "src" / "index.js").exists() or not _built:
+            build_typescript_client()
+            _built.append(True)
+        program = typescript_program(workdir, block.code)
+        return _run(["node", str(program)], workdir, env)
 
 
 _built: list[bool] = []

@@ -119,7 +119,13 @@ def test_a_retry_after_date_in_the_past_retries_at_once(server: FakeModelServer)
     assert texts(chunks) == list(DEFAULT_CHUNKS)
 
 
-@pytest.mark.parametrize("header", ["30", "2.001", http_date(3600, "GMT")])
+@pytest.mark.parametrize(
+    "header",
+    ["30", "2.001", http_date(3600, "GMT")],
+    # Named, not shown: the date's test id would change with the second it is collected in,
+    # and every test worker must collect the same ids.
+    ids=["seconds", "seconds-just-over", "date-an-hour-ahead"],
+)
 def test_a_retry_after_over_the_cap_fails_at_once_without_waiting(
     server: FakeModelServer, header: str
 ) -> None:

@@ -2,17 +2,20 @@
 
 The stand-in holds the built `dist/` and links to the checkout's `examples` and `client`
 (the page's commands read the example definitions and the Go module there), so nothing the
-tests build lands in the checkout's own `dist/`.
+tests build lands in the checkout's own `dist/`. When the run has several workers, the
+first one to need the stand-in builds it and the others reuse it (tests/parallel.py).
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests import parallel
 from tests.cli.fixtures.serving import EXAMPLES, Server, base_env, command
 from tests.docs.pages import ROOT
 
@@ -21,19 +24,32 @@ DIST_TIMEOUT = 900
 
 @pytest.fixture(scope="session")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("clone")
-    built = subprocess.run(
-        ["make", "--no-print-directory", "dist", f"DIST_DIR={root / 'dist'}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=DIST_TIMEOUT,
-        check=False,
-    )
-    assert built.returncode == 0, f"make dist failed:\n{built.stdout}\n{built.stderr}"
+    root = parallel.run_directory(tmp_path_factory) / "clone"
+    built = root.parent / "clone.built"
+    with parallel.run_lock(tmp_path_factory, "clone"):
+        if not built.exists():
+            _make_dist(root)
+            built.touch()
+    return root
+
+
+def _make_dist(root: Path) -> None:
+    """`make dist` into root/dist, and root's links to the checkout."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    # npm pack's prepack compiles the TypeScript client into client/typescript/dist again.
+    with parallel.typescript_client():
+        made = subprocess.run(
+            ["make", "--no-print-directory", "dist", f"DIST_DIR={root / 'dist'}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=DIST_TIMEOUT,
+            check=False,
+        )
+    assert made.returncode == 0, f"make dist failed:\n{made.stdout}\n{made.stderr}"
     for name in ("examples", "client"):
         (root / name).symlink_to(ROOT / name)
-    return root
 
 
 @pytest.fixture

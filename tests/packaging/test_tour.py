@@ -22,6 +22,13 @@ from tests.docs.pages import ROOT
 from tests.postgres import free_port
 
 
+def _default_sigint() -> None:
+    """As in a terminal, Ctrl-C must reach `make` even when the tests run with SIGINT ignored
+    (`make test &`, nohup): a process inherits an ignored SIGINT, and neither make nor the
+    shell of its recipe can then handle it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _refused(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) != 0
@@ -53,6 +60,7 @@ def test_the_tour_streams_an_agentic_answer_and_stops_on_ctrl_c(tmp_path: Path) 
         stdout=subprocess.PIPE,
         stderr=stderr,
         start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches
+        preexec_fn=_default_sigint,
     )
     server = Server(process, stderr, stderr_path)
     try:
