@@ -328,9 +328,8 @@ class Runner:
     ) -> dict[str, Any] | None:
         client = self._clients[str(step.get("token", "") or "")]
         timeout = step["deadline_ms"] / 1000 if "deadline_ms" in step else None
-        if operation == "sleep_ms":
-            await asyncio.sleep(args / 1000)
-            return {}
+        if operation == "ended":
+            return await self._ended(args)
         if operation in ("await", "cancel"):
             return await self._finish(args, cancel=operation == "cancel")
         if operation == "stream_turn":
@@ -534,6 +533,13 @@ class Runner:
                         first.set()
         except ChatError as error:
             stream.observation["error"] = _error(error)
+
+    async def _ended(self, name: str) -> dict[str, Any]:
+        if name not in self._background:
+            raise ScenarioError(f"no background stream named {name}")
+        task, _, _ = self._background[name]
+        await asyncio.wait({task})
+        return {}
 
     async def _finish(self, name: str, *, cancel: bool) -> dict[str, Any]:
         task, stream, expected = self._background.pop(name)

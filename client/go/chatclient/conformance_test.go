@@ -291,13 +291,17 @@ func (r *runner) observe(operation string, args any, step map[string]any) (obser
 		ctx, cancel = context.WithTimeout(ctx, watchTimeout)
 	}
 	switch operation {
-	case "sleep_ms":
+	case "ended":
 		defer cancel()
-		pause, given, err := integerOf(args)
-		if err != nil || !given {
-			return nil, fmt.Errorf("sleep_ms takes a number of milliseconds, got %s", show(args))
+		name, err := textOf(args)
+		if err != nil || name == "" {
+			return nil, fmt.Errorf("ended takes the name of a background stream, got %s", show(args))
 		}
-		time.Sleep(time.Duration(pause) * time.Millisecond)
+		turn, ok := r.background[name]
+		if !ok {
+			return nil, fmt.Errorf("no background stream %q", name)
+		}
+		<-turn.done
 		return observation{}, nil
 	case "await", "cancel":
 		defer cancel()

@@ -170,9 +170,14 @@ export class Runner {
     }
     const timeoutMs = optionalInteger(step, "deadline_ms");
     switch (operation) {
-      case "sleep_ms":
-        await sleep(Number(args));
+      case "ended": {
+        const background = this.#background.get(String(args));
+        if (background === undefined) {
+          throw new ScenarioError(`no background stream named ${String(args)}`);
+        }
+        await background.done;
         return {};
+      }
       case "await":
       case "cancel":
         return this.#finish(String(args), operation === "cancel");

@@ -23,7 +23,7 @@ test("a cancel keeps an error the stream had before it", { skip }, async () => {
       stream_turn: { session: "$s", submit: { content: SLOW }, background: "slow" },
       deadline_ms: 300,
     },
-    { sleep_ms: 800 },
+    { ended: "slow" },
     { cancel: "slow" },
   ];
   await assert.rejects(run(late), (error: unknown) => {
