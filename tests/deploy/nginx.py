@@ -227,7 +227,9 @@ class Nginx:
         return path.read_text("utf-8", "replace") if path.exists() else ""
 
     def calls(self) -> list[Call]:
-        """The access log so far."""
+        """The access log so far. nginx logs a call after it has sent the call's last bytes,
+        so a call its client has seen end may be missing while nginx runs (a busy machine
+        can hold the worker between the two); once nginx has stopped, every call is there."""
         path = self.directory / "access.log"
         if not path.exists():
             return []

@@ -126,7 +126,7 @@ def test_calls_through_nginx_go_round_robin_to_every_replica(
                     assert isinstance(terminal(events), TurnCompleted), events
 
         asyncio.run(scenario())
-        calls = [call for call in proxy.calls() if call.method == "StreamTurn"]
+    calls = [call for call in proxy.calls() if call.method == "StreamTurn"]
     assert sorted(call.turn for call in calls) == turns
     served = Counter(call.upstreams[-1] for call in calls)
     assert sorted(served) == sorted(replicas.addresses)
@@ -177,7 +177,7 @@ def test_continued_turns_through_nginx_survive_a_kill_drains_and_a_proxy_reload(
 
         killed_at = asyncio.run(scenario())
         stored = asyncio.run(histories(proxy.target, clients))
-        calls = proxy.calls()
+    calls = proxy.calls()
 
     found = problems(clients, stored, answer)
     assert not found, "\n".join(found)

@@ -225,7 +225,7 @@ def test_a_rolling_update_moves_every_session_to_revision_2_and_refuses_no_turn(
                 )
             )
             at_end = asyncio.run(stored(proxy.target, conversations))
-            calls = proxy.calls()
+        calls = proxy.calls()
         urls = [metrics_url(server.stdout) for server in replicas.servers if server is not None]
         counted = asyncio.run(migrations_counted(urls))
     finally:
@@ -327,7 +327,7 @@ def test_in_one_step_every_replica_serves_both_revisions_while_they_are_publishe
                 return await stored(proxy.target, conversations) if published else {}
 
             at_end = asyncio.run(asyncio.wait_for(scenario(), SCENARIO_TIMEOUT))
-            calls = proxy.calls()
+        calls = proxy.calls()
     finally:
         replicas.close()
     errors = [error for c in conversations for error in c.errors]
