@@ -154,7 +154,8 @@ def test_a_client_traceparent_is_continued_by_the_server_and_turn_spans(
 
     asyncio.run(scenario())
     (turn,) = turn_spans(receiver, 1)
-    grpc_span = next(s for s in receiver.spans() if s.span_id == turn.parent_span_id)
+    # The StreamTurn server span ends after the turn span: it may come in a later batch.
+    (grpc_span,) = receiver.wait_for_spans(lambda s: s.span_id == turn.parent_span_id)
     assert (turn.trace_id, grpc_span.trace_id) == (TRACE_ID, TRACE_ID)
     assert grpc_span.parent_span_id == PARENT_ID
     stop(server)
@@ -213,7 +214,8 @@ def test_route_code_records_spans_and_metrics_through_the_global_api(
     # The turn span is current while route code runs: the code's span is its child.
     assert lookup.parent_span_id == turn.span_id
     assert lookup.trace_id == turn.trace_id
-    grpc_span = next(s for s in receiver.spans() if s.span_id == turn.parent_span_id)
+    # The StreamTurn server span ends after the turn span: it may come in a later batch.
+    (grpc_span,) = receiver.wait_for_spans(lambda s: s.span_id == turn.parent_span_id)
     assert grpc_span.name == STREAM_TURN
     (counted,) = receiver.wait_for_metric(traced_chat.METRIC)
     assert counted.value == 1
