@@ -147,7 +147,9 @@ class FakeChatService(chat_pb2_grpc.ChatServiceServicer):
                 await context.abort(abort.code, abort.message, abort.trailing_metadata())
             if self.stream_hold:
                 await asyncio.Event().wait()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):
+            # The client cancelled: while the handler waits, its task is cancelled; while
+            # an event waits to be sent, grpc.aio closes the generator instead.
             self.stream_cancelled.set()
             raise
 
@@ -183,7 +185,9 @@ class FakeChatService(chat_pb2_grpc.ChatServiceServicer):
                 await context.abort(abort.code, abort.message, abort.trailing_metadata())
             if self.stream_hold:
                 await asyncio.Event().wait()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):
+            # The client cancelled: while the handler waits, its task is cancelled; while
+            # an event waits to be sent, grpc.aio closes the generator instead.
             self.stream_cancelled.set()
             raise
 
