@@ -39,10 +39,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Debian's prometheus server, which a test runs to scrape a live `serve`, and curl, which
-# replays the README's Connect calls (each installed when absent).
+# Debian's prometheus server, which a test runs to scrape a live `serve`, curl, which
+# replays the README's Connect calls, and valgrind, whose callgrind counts the instructions
+# of bench/instructions.py (each installed when absent).
 tools:
-	@missing=""; for tool in prometheus curl; do \
+	@missing=""; for tool in prometheus curl valgrind; do \
 	  command -v $$tool > /dev/null || missing="$$missing $$tool"; done; \
 	[ -z "$$missing" ] || { apt-get update && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }
@@ -72,10 +73,11 @@ conversation-tests: $(STAMP)
 LANGGRAPH_ENV := build/langgraph-env
 LANGGRAPH_STAMP := $(LANGGRAPH_ENV)/.installed
 
-bench: $(STAMP) postgresql-server nginx $(LANGGRAPH_STAMP)
+bench: $(STAMP) tools postgresql-server nginx $(LANGGRAPH_STAMP)
 	$(BIN)/python -m bench.conversation
 	$(BIN)/python -m bench.service
 	$(BIN)/python -m bench.floor
+	$(BIN)/python -m bench.instructions
 	$(BIN)/python -m bench.telemetry
 	$(BIN)/python -m bench.peer
 	$(BIN)/python -m bench.model

@@ -134,11 +134,12 @@ async def running(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     cpus: set[int] | None = None,
+    start_timeout: float = START_TIMEOUT,
 ) -> AsyncIterator[Server]:
     """Run `argv` (on `cpus` only, if given) until the block ends.
 
     It must print `listening on HOST:PORT` (after `http listening on HOST:PORT` when it
-    has an HTTP listener too), and exit 0 when stopped.
+    has an HTTP listener too) within `start_timeout` seconds, and exit 0 when stopped.
     """
     process = await asyncio.create_subprocess_exec(
         *(argv if cpus is None else pinned(argv, cpus)),
@@ -155,7 +156,7 @@ async def running(
     address: str | None = None
     rest: asyncio.Task[None] | None = None
     try:
-        address, http_address = await _listening(stdout)
+        address, http_address = await _listening(stdout, start_timeout)
         if address is not None:
             rest = asyncio.create_task(_discard(stdout))  # log lines must never fill the pipe
             yield Server(name, process.pid, address, http_address)
@@ -172,14 +173,15 @@ async def running(
         raise ServerError(f"{name} server exited with status {status}: {log}")
 
 
-async def _listening(stdout: asyncio.StreamReader) -> tuple[str | None, str | None]:
+async def _listening(stdout: asyncio.StreamReader, timeout: float) -> tuple[str | None, str | None]:
     """The `host:port` of the listening line and of the HTTP listening line before it.
 
-    The first is None at EOF or after START_TIMEOUT, the second when there was no such line.
+    The first is None at EOF or after `timeout` seconds, the second when there was no such
+    line.
     """
     http: str | None = None
     try:
-        async with asyncio.timeout(START_TIMEOUT):
+        async with asyncio.timeout(timeout):
             while line := await stdout.readline():
                 if found := HTTP_READY.search(line):
                     http = f"{found[1].decode()}:{found[2].decode()}"

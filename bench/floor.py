@@ -76,16 +76,18 @@ async def in_process_cpu_us(store_name: str, turns: int, scratch: Path) -> float
         (await chat.create_session(DEFINITION_ID, None, HistoryMode.SERVER)).session_id
         for _ in range(turns // TURNS_PER_SESSION + 2)
     ]
-    await _turns(chat, sessions[-1:], min(turns, 2 * TURNS_PER_SESSION) // 2, "warm")
+    await run_turns(chat, sessions[-1:], min(turns, 2 * TURNS_PER_SESSION) // 2, "warm")
     started = time.process_time()
-    await _turns(chat, sessions[:-1], turns, "timed")
+    await run_turns(chat, sessions[:-1], turns, "timed")
     used = time.process_time() - started
     await chat.close()
     await store.close()
     return used / turns * 1e6
 
 
-async def _turns(chat: ChatService, sessions: list[str], turns: int, tag: str) -> None:
+async def run_turns(chat: ChatService, sessions: list[str], turns: int, tag: str) -> None:
+    """`turns` `/ping` turns through `chat.run_turn`, TURNS_PER_SESSION to a session of
+    `sessions` in turn; RuntimeError when one does not complete with the answer."""
     for number in range(turns):
         session = sessions[number // TURNS_PER_SESSION % len(sessions)]
         request = TurnRequest(session, f"{tag}-{number}", Submit(TURN_TEXT))
