@@ -234,7 +234,7 @@ def test_a_rolling_update_moves_every_session_to_revision_2_and_refuses_no_turn(
     problems = [p for c in conversations for p in c.problems]
     assert not problems, "\n".join(problems)
     broken = [call for c in conversations for call in c.log.calls if call.code != "OK"]
-    assert all(sent_again(call) for call in broken), broken
+    assert [call for call in broken if not sent_again(call)] == []  # names only the odd ones
     if how == "reload":
         assert broken == []  # a reload refuses nothing and cuts no stream
     assert {c.revision_at_start for c in conversations} == {1}
