@@ -64,11 +64,14 @@ FULL: Final = Config(rounds=5, turns=3000, clients=1, service_rounds=5, seconds=
 QUICK: Final = Config(rounds=1, turns=200, clients=1, service_rounds=1, seconds=0.3)
 
 
-async def in_process_cpu_us(store_name: str, turns: int, scratch: Path) -> float:
-    """Process CPU microseconds per `/ping` turn through `ChatService.run_turn`."""
+async def ping_chat(
+    store_name: str, database: Path, turns: int
+) -> tuple[ChatService, Store, list[str]]:
+    """A ChatService of the ping definition on `store_name` (SQLite at `database`), its
+    store, and enough new server-held sessions for `turns` turns and a warm-up (the last)."""
     store: Store
     if store_name == "sqlite":
-        store = await open_sqlite_store(scratch / f"floor-{time.monotonic_ns()}.db")
+        store = await open_sqlite_store(database)
     else:
         store = MemoryStore()
     chat = ChatService(Catalog(load_definitions(DEFINITIONS).values()), store, digest_key=KEY)
@@ -76,6 +79,13 @@ async def in_process_cpu_us(store_name: str, turns: int, scratch: Path) -> float
         (await chat.create_session(DEFINITION_ID, None, HistoryMode.SERVER)).session_id
         for _ in range(turns // TURNS_PER_SESSION + 2)
     ]
+    return chat, store, sessions
+
+
+async def in_process_cpu_us(store_name: str, turns: int, scratch: Path) -> float:
+    """Process CPU microseconds per `/ping` turn through `ChatService.run_turn`."""
+    database = scratch / f"floor-{time.monotonic_ns()}.db"
+    chat, store, sessions = await ping_chat(store_name, database, turns)
     await run_turns(chat, sessions[-1:], min(turns, 2 * TURNS_PER_SESSION) // 2, "warm")
     started = time.process_time()
     await run_turns(chat, sessions[:-1], turns, "timed")

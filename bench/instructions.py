@@ -38,15 +38,11 @@ from typing import Any, Final
 
 import grpc
 
-from agentskit_chat.conversation import load_definitions
-from agentskit_chat.service import Catalog, ChatService
-from agentskit_chat.storage import HistoryMode, MemoryStore, Store, open_sqlite_store
-
 from . import _cli
 from ._echo import PATH as ECHO_PATH
 from ._servers import ROOT, bench_env, running
-from ._turns import DEFINITION_ID, DEFINITIONS, TURNS_PER_SESSION, ChatWorker
-from .floor import KEY, STORES, run_turns
+from ._turns import DEFINITIONS, ChatWorker
+from .floor import STORES, ping_chat, run_turns
 
 START_SECONDS: Final = 600.0
 """How long a side may take to start under valgrind (it runs some 50 times slower)."""
@@ -229,16 +225,7 @@ async def _expect(stdout: asyncio.StreamReader, word: str) -> None:
 async def child(store_name: str, turns: int, scratch: Path) -> None:
     """The counted side of `count_in_process`: warm up, then run `turns` turns between two
     lines of stdin."""
-    store: Store
-    if store_name == "sqlite":
-        store = await open_sqlite_store(scratch / "sessions.db")
-    else:
-        store = MemoryStore()
-    chat = ChatService(Catalog(load_definitions(DEFINITIONS).values()), store, digest_key=KEY)
-    sessions = [
-        (await chat.create_session(DEFINITION_ID, None, HistoryMode.SERVER)).session_id
-        for _ in range(turns // TURNS_PER_SESSION + 2)
-    ]
+    chat, store, sessions = await ping_chat(store_name, scratch / "sessions.db", turns)
     await run_turns(chat, sessions[-1:], WARM_TURNS, "warm")
     loop = asyncio.get_running_loop()
     print(READY, flush=True)
