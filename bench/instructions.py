@@ -30,8 +30,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -112,11 +111,10 @@ def totals(out: Path) -> int:
 
 
 class _Counting:
-    """Turns callgrind's counting on and off in one process, and reads its counts."""
+    """Turns callgrind's counting on and off in one process."""
 
-    def __init__(self, pid: int, out: Path) -> None:
+    def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.out = out
 
     async def on(self) -> None:
         await control(self.pid, "--instr=on")
@@ -134,7 +132,7 @@ async def count_echo(turns: int, scratch: Path) -> Count:
         "echo", callgrind(out, argv), cwd=ROOT, env=bench_env(), start_timeout=START_SECONDS
     )
     async with started as server:
-        counting = _Counting(server.pid, out)
+        counting = _Counting(server.pid)
         async with grpc.aio.insecure_channel(server.address) as channel:
             call: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(ECHO_PATH)
             for _ in range(WARM_TURNS):
@@ -158,7 +156,7 @@ async def count_serve(store_name: str, turns: int, scratch: Path) -> Count:
         "serve", callgrind(out, argv), cwd=ROOT, env=bench_env(), start_timeout=START_SECONDS
     )
     async with started as server:
-        counting = _Counting(server.pid, out)
+        counting = _Counting(server.pid)
         async with grpc.aio.insecure_channel(server.address) as channel:
             worker = ChatWorker(channel, "counted")
             await worker.prepare(WARM_TURNS + turns)
@@ -194,7 +192,7 @@ async def count_in_process(store_name: str, turns: int, scratch: Path) -> Count:
     stdin, stdout = process.stdin, process.stdout
     if stdin is None or stdout is None:
         raise RuntimeError("no pipes to the in-process child")
-    counting = _Counting(process.pid, out)
+    counting = _Counting(process.pid)
     try:
         async with asyncio.timeout(START_SECONDS):
             await _expect(stdout, READY)
@@ -249,15 +247,10 @@ def _per_call(out: Path, calls: int) -> Count:
     return Count(instructions / calls)
 
 
-@asynccontextmanager
-async def _scratch() -> AsyncIterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="chat-instructions-") as path:
-        yield Path(path)
-
-
 async def measure(turns: int) -> dict[str, Any]:
     """Every side's count, one after another (each alone on the machine's CPUs)."""
-    async with _scratch() as scratch:
+    with tempfile.TemporaryDirectory(prefix="chat-instructions-") as path:
+        scratch = Path(path)
         echo = await count_echo(turns, scratch)
         stores: dict[str, Any] = {}
         for name in STORES:
