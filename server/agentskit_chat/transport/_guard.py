@@ -47,6 +47,9 @@ class Guard(grpc.aio.ServerInterceptor):
 
     def __init__(self, authenticator: Authenticator | None = None) -> None:
         self.authenticator = authenticator
+        self._guarded: dict[tuple[str, Principal], tuple[Handler, Handler]] = {}
+        """The guarded handler of each method and principal, made once (there are as many
+        as methods times the tokens file's principals)."""
 
     async def intercept_service(
         self,
@@ -64,7 +67,12 @@ class Guard(grpc.aio.ServerInterceptor):
             return _refusal(handler)
         if handler is None:
             return handler  # UNIMPLEMENTED, for callers the server accepts
-        return _guarded(handler, principal, method)
+        known = self._guarded.get((method, principal))
+        if known is not None and known[0] is handler:
+            return known[1]
+        guarded = _guarded(handler, principal, method)
+        self._guarded[method, principal] = (handler, guarded)
+        return guarded
 
 
 def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
