@@ -20,8 +20,7 @@ target, each run's figure, the range over the runs, and whether the goal was met
 - metrics only, one trace in ten, every turn traced, and traced with `--rpc-spans off`,
   each over telemetry off: `bench.telemetry`, each setting's `ratio_vs_off`.
 
-The targets are the same as each module's own goal line, except bench.stores', which
-still judges its earlier bound (PostgreSQL at most 1.5x SQLite's CPU per turn).
+The targets are the same as each module's own goal line.
 
 Durations: to keep a run to about five minutes on two cores (estimated from each
 benchmark's rounds and start-up; a run's seconds per benchmark are printed under the table),

@@ -216,11 +216,29 @@ class Nginx:
             process.kill()
             process.wait()
 
-    def reload(self) -> None:
+    def reload(self) -> frozenset[int]:
         """Re-read the configuration: new workers take new calls; the old ones end once
-        their calls have (or after `worker_shutdown_timeout`, when set)."""
+        their calls have (or after `worker_shutdown_timeout`, when set). Returns the old
+        workers' process ids, for `wait_exited`."""
         assert self._process is not None
+        old = self.workers()
         self._process.send_signal(signal.SIGHUP)
+        return old
+
+    def workers(self) -> frozenset[int]:
+        """The process ids of the master's children (its workers, old and new)."""
+        assert self._process is not None
+        pid = self._process.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text("ascii")
+        return frozenset(int(child) for child in children.split())
+
+    def wait_exited(self, pids: frozenset[int], timeout: float) -> None:
+        """Wait until none of `pids` is a worker any more (the master reaped them)."""
+        deadline = time.monotonic() + timeout
+        while pids & self.workers():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"nginx workers {sorted(pids & self.workers())} still run")
+            time.sleep(0.05)
 
     def error_log(self) -> str:
         path = self.directory / "error.log"

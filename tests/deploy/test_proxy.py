@@ -164,8 +164,8 @@ def test_continued_turns_through_nginx_survive_a_kill_drains_and_a_proxy_reload(
                 killed_at = time.time()
                 assert await asyncio.to_thread(replicas.stop, 0, signal.SIGKILL) == -9
                 await asyncio.to_thread(replicas.start, 0)
-                proxy.reload()  # the old worker cuts every stream it still has after 1 s
-                await asyncio.sleep(1.5)
+                old = proxy.reload()  # the old worker cuts every stream it still has after 1 s
+                await asyncio.to_thread(proxy.wait_exited, old, SCENARIO_TIMEOUT)
                 for n in range(1, REPLICAS):
                     assert await asyncio.to_thread(replicas.restart, n, signal.SIGTERM) == 0
                 stop.set()
