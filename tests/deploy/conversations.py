@@ -123,6 +123,10 @@ class Turn:
     message_id: str
     step: int
     """The rolling update's step when the turn was first sent (see `Roll.step`)."""
+    ended_step: int
+    """The step when its stream ended. A turn sent just before a step may reach a replica
+    after that step's first reload (the client's send and the roll are not ordered), so
+    only a turn that ended before step 2 surely ran before it."""
     completed: TurnCompleted
 
     @property
@@ -293,11 +297,12 @@ class Conversation:
             if since_done >= after or self.problems:
                 return
             since_done += roll.step == DONE
-            if await self._turn(client, number, roll.step):
+            if await self._turn(client, number, roll):
                 await progress.completed(self.index)
         self.problems.append(f"conversation {self.index}: {max_turns} turns, the roll not done")
 
-    async def _turn(self, client: ChatClient, number: int, step: int) -> bool:
+    async def _turn(self, client: ChatClient, number: int, roll: Roll) -> bool:
+        step = roll.step
         text = SCRIPT[number % len(SCRIPT)]
         turn_id = f"c{self.index}-t{number}"
         message_id = f"m-{turn_id}"
@@ -316,7 +321,7 @@ class Conversation:
             if not isinstance(last, TurnCompleted):
                 self.problems.append(f"{turn_id} ({text}): ended with {last!r}")
                 return False
-            self.turns.append(Turn(number, text, turn_id, message_id, step, last))
+            self.turns.append(Turn(number, text, turn_id, message_id, step, roll.step, last))
             return True
         self.problems.append(f"{turn_id} ({text}): refused {ATTEMPTS} times")
         return False
@@ -346,7 +351,7 @@ def turn_problems(conversation: Conversation, answer: str) -> list[str]:
 
     Every turn number ran once, in order, and completed in the state its commands imply,
     named by the revision that ran it, with that revision's answer (the model's `answer`
-    for a message to the model). No turn sent before step 2 ran on revision 2; once a
+    for a message to the model). No turn that ended before step 2 ran on revision 2; once a
     turn ran on revision 2, none ran on revision 1 again; every turn sent after the roll
     was done ran on revision 2, and one of them says so.
     """
@@ -369,7 +374,7 @@ def turn_problems(conversation: Conversation, answer: str) -> list[str]:
             found.append(f"{name}: answered {turn.completed.content!r}")
         if revision == 2:
             moved = True
-            if turn.step < 2:
+            if turn.ended_step < 2:
                 found.append(f"{name}: ran on revision 2 before step 2")
         elif revision == 1 and moved:
             found.append(f"{name}: back on revision 1")
