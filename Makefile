@@ -53,7 +53,11 @@ tools:
 # one test after another, as plain `.venv/bin/pytest` does.
 TEST_WORKERS ?= 2
 
+# Before it, the project's own modules are compiled to bytecode, as installing a wheel does:
+# the editable install leaves them as source, and where PYTHONDONTWRITEBYTECODE is set each
+# of the hundreds of processes the tests start would compile them again (half a second each).
 unit: $(STAMP) contract-tools tools deploy-tools postgresql-server nginx $(NEEDS_CHROMIUM)
+	$(BIN)/python -m compileall -q server client/python tests bench
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: lint lint-proto breaking-proto check-generated typecheck docs conversation-tests unit

@@ -109,3 +109,46 @@ def test_unchanged_declarations_keep_their_connections(tmp_path: Path) -> None:
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
     assert starts(tmp_path) == 1
+
+
+def test_tools_come_with_the_first_definition_that_declares_a_server(tmp_path: Path) -> None:
+    """Until a definition declares a server there are no server tools (and the MCP SDK is
+    not loaded); a reload that declares one starts them, one that drops it closes them,
+    and a published revision that declares one is attached even when none was started."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    chat = {
+        "id": "plain",
+        "revision": 1,
+        "conversation": {"initial": "idle", "states": {"idle": {}}},
+    }
+    (plain / "plain.json").write_text(json.dumps(chat), encoding="utf-8")
+    definitions = shop(tmp_path / "defs", ["lookup_order"])
+
+    async def scenario() -> None:
+        served = ServedTools(NO_TOOL_OBSERVER)
+        assert await served.start(load_definitions(plain).values())
+        assert served.current is None
+        assert await served.prepare(load_definitions(plain).values()) is None
+        fresh = await served.prepare(load_definitions(definitions).values())
+        assert fresh is not None
+        assert starts(tmp_path) == 1
+        await served.adopt(fresh)
+        shop_chat = load_definitions(definitions)["shop"]
+        assert [spec.name for spec in served.specs(shop_chat)] == ["lookup_order"]
+        emptied = await served.prepare(load_definitions(plain).values())
+        assert emptied is not None
+        assert emptied.names == frozenset()
+        await served.adopt(emptied)
+        assert served.specs(shop_chat) == ()
+        attaching = ServedTools(NO_TOOL_OBSERVER)
+        assert await attaching.start(load_definitions(plain).values())
+        try:
+            await attaching.attach(shop_chat)
+            assert [spec.name for spec in attaching.specs(shop_chat)] == ["lookup_order"]
+            assert starts(tmp_path) == 2
+        finally:
+            await attaching.close()
+            await served.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))

@@ -12,8 +12,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+from agentskit_chat import storage
 from agentskit_chat.storage import (
-    PostgresqlStore,
     StoreError,
     default_store_url,
     is_postgresql_url,
@@ -56,7 +56,7 @@ async def _migrate(url: str, password: str | None) -> int:
         await store.close()
         print(f"store {redact_url(url)} is at the current schema version")
         return 0
-    store = PostgresqlStore(url, password=password)
+    store = storage.PostgresqlStore(url, password=password)  # loads psycopg
     try:
         before, after = await store.migrate()
     finally:

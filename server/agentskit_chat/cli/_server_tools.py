@@ -1,24 +1,28 @@
 """The served definitions' server tools: started with `serve`, replaced by a reload that
-changes their declarations, closed at the end."""
+changes their declarations, closed at the end.
+
+Until a definition declares an MCP server there are none (`current` stays None), so a
+`serve` without server tools never loads the MCP SDK (see `agentskit_chat.mcp`).
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
+from agentskit_chat import mcp
 from agentskit_chat.conversation import ChatDefinition
-from agentskit_chat.mcp import (
-    UNKNOWN_TOOL,
-    ServerTools,
-    ServerToolsError,
-    ToolObserver,
-    ToolOutcome,
-)
+from agentskit_chat.mcp import UNKNOWN_TOOL, ServerToolsError, ToolObserver, ToolOutcome
 from agentskit_chat.models import ToolSpec
+
+if TYPE_CHECKING:
+    from agentskit_chat.mcp import ServerTools
 
 
 class ServedTools:
-    """The server tools of the served definitions; `current` is None until `start`."""
+    """The server tools of the served definitions; `current` is None until a started
+    definition declares one."""
 
     def __init__(self, observer: ToolObserver) -> None:
         self._observer = observer
@@ -38,7 +42,9 @@ class ServedTools:
         """Started server tools for `definitions` when their declarations differ from the
         current ones (None when they are the same); raises ServerToolsError."""
         chosen = list(definitions)
-        candidate = ServerTools(chosen, observer=self._observer)
+        if self.current is None and not _declare_servers(chosen):
+            return None
+        candidate = mcp.ServerTools(chosen, observer=self._observer)
         if self.current is not None and candidate.declarations == self.current.declarations:
             return None
         await candidate.start()
@@ -73,6 +79,8 @@ class ServedTools:
     async def attach(self, definition: ChatDefinition) -> None:
         """Connect the servers of `definition`, a revision another process published,
         beside the current ones (again after a reload replaced them)."""
+        if self.current is None and definition.server_tools:
+            self.current = mcp.ServerTools((), observer=self._observer)
         if self.current is not None:
             await self.current.attach(definition)
 
@@ -80,7 +88,14 @@ class ServedTools:
         if self.current is not None:
             await self.current.close()
 
-    async def _started(self, definitions: Iterable[ChatDefinition]) -> ServerTools:
-        tools = ServerTools(definitions, observer=self._observer)
+    async def _started(self, definitions: Iterable[ChatDefinition]) -> ServerTools | None:
+        chosen = list(definitions)
+        if not _declare_servers(chosen):
+            return None
+        tools = mcp.ServerTools(chosen, observer=self._observer)
         await tools.start()
         return tools
+
+
+def _declare_servers(definitions: Iterable[ChatDefinition]) -> bool:
+    return any(definition.mcp_servers or definition.server_tools for definition in definitions)

@@ -2,7 +2,15 @@
 (`mcp_servers`), the specs of their tools for the model, and calls to them.
 
 Layering: this package uses the conversation and models layers only.
+
+`ServerTools` and the names beside it load the MCP SDK, which takes most of a second to
+import: they are loaded on first use, so a process whose definitions declare no server
+never imports it.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ._errors import ServerToolsError
 from ._observer import NO_TOOL_OBSERVER, ToolCallReport, ToolCallScope, ToolObserver
@@ -17,13 +25,26 @@ from ._outcomes import (
     UNKNOWN_TOOL,
     ToolOutcome,
 )
-from ._tools import (
-    CALL_ID_META,
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_RECONNECT_ATTEMPTS,
-    DEFAULT_RECONNECT_BACKOFF,
-    TURN_ID_META,
-    ServerTools,
+
+if TYPE_CHECKING:
+    from ._tools import (
+        CALL_ID_META,
+        DEFAULT_CONNECT_TIMEOUT,
+        DEFAULT_RECONNECT_ATTEMPTS,
+        DEFAULT_RECONNECT_BACKOFF,
+        TURN_ID_META,
+        ServerTools,
+    )
+
+_LOADED_ON_USE = frozenset(
+    {
+        "CALL_ID_META",
+        "DEFAULT_CONNECT_TIMEOUT",
+        "DEFAULT_RECONNECT_ATTEMPTS",
+        "DEFAULT_RECONNECT_BACKOFF",
+        "TURN_ID_META",
+        "ServerTools",
+    }
 )
 
 __all__ = [
@@ -48,3 +69,11 @@ __all__ = [
     "ToolObserver",
     "ToolOutcome",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in _LOADED_ON_USE:
+        from . import _tools
+
+        return getattr(_tools, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

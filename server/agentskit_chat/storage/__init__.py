@@ -7,7 +7,14 @@ Typical use::
         await store.create(session)
     finally:
         await store.close()
+
+The PostgreSQL backend (`PostgresqlStore`, `open_postgresql_store`) loads psycopg, which
+takes a tenth of a second to import: it is loaded on first use.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ._files import create_private_file, private_dir, warn_if_exposed
 from ._ports import (
@@ -47,7 +54,6 @@ from ._url import (
     state_dir_from_env,
 )
 from .memory import MemoryStore
-from .postgresql import PostgresqlStore, open_postgresql_store
 from .sqlite import (
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_SYNCHRONOUS,
@@ -56,6 +62,9 @@ from .sqlite import (
     SqliteStore,
     open_sqlite_store,
 )
+
+if TYPE_CHECKING:
+    from .postgresql import PostgresqlStore, open_postgresql_store
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
@@ -103,3 +112,11 @@ __all__ = [
     "turn_topic",
     "warn_if_exposed",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in {"PostgresqlStore", "open_postgresql_store"}:
+        from . import postgresql
+
+        return getattr(postgresql, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

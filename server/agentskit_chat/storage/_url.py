@@ -11,7 +11,6 @@ from urllib.parse import quote, unquote, urlsplit
 
 from ._ports import Store
 from .memory import MemoryStore
-from .postgresql import open_postgresql_store
 from .sqlite import DEFAULT_SYNCHRONOUS, open_sqlite_store
 
 STATE_DIR_ENV: Final = "AGENTSKIT_CHAT_STATE_DIR"
@@ -42,6 +41,8 @@ async def open_store(
     if _is_memory(url):
         return MemoryStore()
     if is_postgresql_url(url):
+        from .postgresql import open_postgresql_store  # psycopg: loaded only when used
+
         return await open_postgresql_store(url, password=password, migrate=migrate)
     return await open_sqlite_store(sqlite_path(url), synchronous=sqlite_synchronous)
 
