@@ -42,7 +42,7 @@ class ServedTools:
         """Started server tools for `definitions` when their declarations differ from the
         current ones (None when they are the same); raises ServerToolsError."""
         chosen = list(definitions)
-        if self.current is None and not _declare_servers(chosen):
+        if self.current is None and not _declares_servers(chosen):
             return None
         candidate = mcp.ServerTools(chosen, observer=self._observer)
         if self.current is not None and candidate.declarations == self.current.declarations:
@@ -90,12 +90,12 @@ class ServedTools:
 
     async def _started(self, definitions: Iterable[ChatDefinition]) -> ServerTools | None:
         chosen = list(definitions)
-        if not _declare_servers(chosen):
+        if not _declares_servers(chosen):
             return None
         tools = mcp.ServerTools(chosen, observer=self._observer)
         await tools.start()
         return tools
 
 
-def _declare_servers(definitions: Iterable[ChatDefinition]) -> bool:
+def _declares_servers(definitions: Iterable[ChatDefinition]) -> bool:
     return any(definition.mcp_servers or definition.server_tools for definition in definitions)

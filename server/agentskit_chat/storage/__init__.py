@@ -66,6 +66,8 @@ from .sqlite import (
 if TYPE_CHECKING:
     from .postgresql import PostgresqlStore, open_postgresql_store
 
+_LOADED_ON_USE = frozenset({"PostgresqlStore", "open_postgresql_store"})
+
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
     "DEFAULT_STATE_DIR",
@@ -115,7 +117,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    if name in {"PostgresqlStore", "open_postgresql_store"}:
+    if name in _LOADED_ON_USE:
         from . import postgresql
 
         return getattr(postgresql, name)
